@@ -1,0 +1,39 @@
+# xpu-cdi developer entry points.  Everything installs what it needs:
+#   make demo   generate + validate + a real container on a simulated P800 host
+#   make test   the whole suite (unit + real runc/crun/podman/containerd)
+PYTHON ?= /usr/bin/python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: all deps install test demo bench lint check-schemas clean
+
+all: install
+
+deps:
+	@sh scripts/install-deps.sh
+
+$(STAMP): pyproject.toml setup.py src/xpu_cdi/_native/resolver.c src/xpu_cdi/_native/resolver.cdef
+	@$(MAKE) --no-print-directory deps
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+demo: install
+	sh scripts/demo.sh
+
+bench: install
+	$(BIN)/python scripts/bench.py
+
+check-schemas: install
+	$(BIN)/python -m pytest tests/cdi/test_schema.py -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info src/xpu_cdi/_native/_resolver*.so src/xpu_cdi/_native/_resolver.c

@@ -1,0 +1,1 @@
+"""JSON schemas shipped with xpu-cdi (profile and CDI spec)."""

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Install the Debian packages xpu-cdi's build, tests and demo need, once.
+# Runs apt-get only when something is missing, so repeated `make` is fast.
+set -eu
+PKGS="gcc python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing Debian packages:$missing (run as root, or install them)" >&2
+  exit 1
+fi
+echo "install-deps: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,3 @@
+"""The package version (kept in step with pyproject.toml by a test)."""
+
+VERSION = "0.1.0"

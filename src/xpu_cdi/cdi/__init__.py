@@ -1,0 +1,1 @@
+"""CDI rules shared by both flows: names, versions, spec directories, validation."""

@@ -1,0 +1,138 @@
+"""CDI names as the reference library and kubelet check them.
+
+Kept free of heavy imports: the hook and the wrapper runtime parse
+``cdi.k8s.io/*`` annotations with it on every container start.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterable, List, Tuple
+
+from ..errors import SelectionError
+
+VENDOR_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+CLASS_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
+ANNOTATION_PREFIX = "cdi.k8s.io/"
+_ANNOTATION_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+MAX_ANNOTATION_NAME = 63
+
+
+def kind_problem(kind: str) -> str:
+    """Why *kind* (``vendor/class``) is not a valid CDI kind, or ``""``."""
+    vendor, sep, cls = kind.partition("/")
+    if not sep:
+        return f"kind {kind!r} must be 'vendor/class'"
+    if not VENDOR_RE.match(vendor):
+        return f"vendor {vendor!r} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
+    if not CLASS_RE.match(cls):
+        return f"class {cls!r} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
+    return ""
+
+
+def name_problem(name: str) -> str:
+    """Why *name* is not a valid CDI device name, or ``""``."""
+    if not NAME_RE.match(name):
+        return (f"device name {name!r} must start and end with a letter or digit and use "
+                f"only [A-Za-z0-9_.:-]")
+    return ""
+
+
+def parse_qualified(device: str) -> Tuple[str, str]:
+    """Split ``vendor/class=name`` into ``(kind, name)``.
+
+    Raises:
+        SelectionError: the string is not a fully qualified CDI device name.
+    """
+    kind, sep, name = device.partition("=")
+    if not sep:
+        raise SelectionError(f"CDI device {device!r} is not fully qualified: write it as vendor/class=name, "
+                             f"e.g. kunlunxin.com/xpu=0")
+    problem = kind_problem(kind) or name_problem(name)
+    if problem:
+        raise SelectionError(f"CDI device {device!r}: {problem}")
+    return kind, name
+
+
+def qualified(kind: str, name: str) -> str:
+    """The fully qualified name ``vendor/class=name``, validated.
+
+    Raises:
+        SelectionError: kind or name is invalid.
+    """
+    device = f"{kind}={name}"
+    parse_qualified(device)
+    return device
+
+
+def annotation_key_problem(key: str) -> str:
+    """Why *key* is not a valid ``cdi.k8s.io/`` annotation key, or ``""``."""
+    if not key.startswith(ANNOTATION_PREFIX):
+        return f"annotation key {key!r} must start with {ANNOTATION_PREFIX!r}"
+    rest = key[len(ANNOTATION_PREFIX):]
+    if len(rest) > MAX_ANNOTATION_NAME:
+        return f"annotation key {key!r}: the part after the prefix is longer than {MAX_ANNOTATION_NAME} characters"
+    if not _ANNOTATION_NAME_RE.match(rest):
+        return (f"annotation key {key!r}: the part after the prefix must start and end with a letter or "
+                f"digit and use only [A-Za-z0-9_.-]")
+    return ""
+
+
+def parse_annotation_value(key: str, value: str) -> List[str]:
+    """The qualified devices named by one ``cdi.k8s.io/`` annotation.
+
+    Raises:
+        SelectionError: a bad key, an empty value or a bad device name.
+    """
+    problem = annotation_key_problem(key)
+    if problem:
+        raise SelectionError(problem)
+    devices = [d.strip() for d in value.split(",")]
+    if not value.strip() or any(not d for d in devices):
+        raise SelectionError(f"annotation {key!r}: value {value!r} must be a comma-separated list of "
+                             f"CDI devices such as kunlunxin.com/xpu=0")
+    for d in devices:
+        try:
+            parse_qualified(d)
+        except SelectionError as err:
+            raise SelectionError(f"annotation {key!r}: {err}") from None
+    return devices
+
+
+def devices_from_annotations(annotations: Dict[str, str]) -> List[str]:
+    """All qualified devices named by ``cdi.k8s.io/*`` annotations, in key order.
+
+    Raises:
+        SelectionError: any ``cdi.k8s.io/`` annotation is malformed.
+    """
+    out: List[str] = []
+    for key in sorted(annotations):
+        if key.startswith(ANNOTATION_PREFIX):
+            for d in parse_annotation_value(key, str(annotations[key])):
+                if d not in out:
+                    out.append(d)
+    return out
+
+
+def annotation_for(plugin: str, device_id: str, devices: Iterable[str]) -> Tuple[str, str]:
+    """The ``(key, value)`` a device plugin returns to name CDI devices.
+
+    Args:
+        plugin: the plugin's name (e.g. ``xpu-device-plugin``).
+        device_id: a unique id for this allocation (e.g. the device ids joined).
+        devices: fully qualified CDI device names.
+
+    Raises:
+        SelectionError: the key would be invalid or a device name is malformed.
+    """
+    key = f"{ANNOTATION_PREFIX}{plugin}_{device_id}"
+    problem = annotation_key_problem(key)
+    if problem:
+        raise SelectionError(problem)
+    devs = list(devices)
+    for d in devs:
+        parse_qualified(d)
+    if not devs:
+        raise SelectionError(f"annotation {key!r}: no devices given")
+    return key, ",".join(devs)

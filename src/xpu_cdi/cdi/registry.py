@@ -1,0 +1,203 @@
+"""Read CDI spec directories the way the reference library does.
+
+* Only ``*.json`` and ``*.yaml`` files directly inside a directory are specs.
+* Directories are given lowest priority first (``/etc/cdi``, then
+  ``/var/run/cdi``): a later directory's device replaces an earlier one.
+* The same qualified device in two files of one directory drops both
+  ("conflicting device").
+* A broken file is reported and skipped; it never affects other files.
+
+Used on every container start by the hook and the wrapper runtime, so it
+imports only ``json`` and ``os``; YAML is parsed (lazily importing PyYAML)
+only for a YAML spec without a fresh JSON copy in its hook index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..errors import SelectionError, SpecError
+
+DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")
+INDEX_SUFFIX = ".xpu-cdi"
+MAX_SPEC_BYTES = 16 << 20  # a spec of 4096 cards is ~2 MiB; anything near this is not ours
+MAX_FILES = 4096
+
+
+class Device:
+    """A device found in a spec file."""
+
+    __slots__ = ("qualified", "name", "kind", "path", "spec", "edits")
+
+    def __init__(self, kind: str, name: str, path: str, spec: Dict[str, Any], edits: Dict[str, Any]):
+        self.kind, self.name, self.path, self.spec, self.edits = kind, name, path, spec, edits
+        self.qualified = f"{kind}={name}"
+
+
+class Registry:
+    """The devices of a set of spec directories, after precedence and conflicts."""
+
+    def __init__(self, dirs: Sequence[str]) -> None:
+        self.dirs = list(dirs)
+        self.devices: Dict[str, Device] = {}
+        self.specs: Dict[str, Dict[str, Any]] = {}  # path -> spec
+        self.indexes: Dict[str, Dict[str, Any]] = {}  # kind -> hook index of the winning spec
+        self.problems: List[str] = []  # one line per broken file or conflict
+
+    def lookup(self, qualified: str) -> Device:
+        """The device named *qualified*.
+
+        Raises:
+            SelectionError: no spec in the directories defines it.
+        """
+        dev = self.devices.get(qualified)
+        if dev is None:
+            kind = qualified.partition("=")[0]
+            known = sorted(d.name for d in self.devices.values() if d.kind == kind)
+            hint = f"known {kind} devices: {', '.join(known)}" if known else \
+                f"no spec defines kind {kind!r}: run `xpu-cdi generate`"
+            raise SelectionError(f"unresolvable CDI device {qualified!r} in {':'.join(self.dirs)} ({hint})")
+        return dev
+
+
+def _check(spec: Any, path: str) -> Tuple[str, List[Dict[str, Any]]]:
+    """Structural checks the reference library makes before accepting a file."""
+    if not isinstance(spec, dict):
+        raise SpecError(f"spec {path!r}: expected an object at the top")
+    for key in ("cdiVersion", "kind", "devices"):
+        if key not in spec:
+            raise SpecError(f"spec {path!r}: missing required field {key!r}")
+    kind = spec["kind"]
+    if not isinstance(kind, str) or kind.count("/") != 1:
+        raise SpecError(f"spec {path!r}: invalid kind {kind!r}")
+    devices = spec["devices"]
+    if not isinstance(devices, list) or not devices:
+        raise SpecError(f"spec {path!r}: 'devices' must be a non-empty list")
+    for dev in devices:
+        if not isinstance(dev, dict) or not isinstance(dev.get("name"), str) \
+                or not isinstance(dev.get("containerEdits"), dict):
+            raise SpecError(f"spec {path!r}: every device needs a 'name' and 'containerEdits'")
+    edits = spec.get("containerEdits")
+    if edits is not None and not isinstance(edits, dict):
+        raise SpecError(f"spec {path!r}: 'containerEdits' must be an object")
+    return kind, devices
+
+
+def _read(path: str, index: Optional[Dict[str, Any]]) -> Any:
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        if st.st_size > MAX_SPEC_BYTES:
+            raise SpecError(f"spec {path!r}: {st.st_size} bytes is over the {MAX_SPEC_BYTES}-byte limit")
+        if path.endswith(".yaml"):
+            if index and index.get("specStat") == [st.st_mtime_ns, st.st_size] and "compact" in index:
+                return index["compact"]
+            data = f.read()
+            import yaml  # slow path: a YAML spec without a fresh compact copy
+
+            try:
+                return yaml.safe_load(data)
+            except yaml.YAMLError as err:
+                raise SpecError(f"spec {path!r}: not valid YAML: {' '.join(str(err).split())}") from None
+        data = f.read()
+    try:
+        return json.loads(data)
+    except ValueError as err:
+        raise SpecError(f"spec {path!r}: not valid JSON: {err}") from None
+
+
+def _read_index(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(path + INDEX_SUFFIX, "rb") as f:
+            data = json.loads(f.read(MAX_SPEC_BYTES))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("xpuCdiIndex") == 1 else None
+
+
+def _load_dir(d: str, reg: Registry) -> Dict[str, Device]:
+    try:
+        names = sorted(os.listdir(d))
+    except FileNotFoundError:
+        return {}
+    except OSError as err:
+        reg.problems.append(f"spec dir {d!r}: cannot list: {err.strerror}")
+        return {}
+    if len(names) > MAX_FILES:
+        reg.problems.append(f"spec dir {d!r}: {len(names)} entries, only the first {MAX_FILES} read")
+        names = names[:MAX_FILES]
+    found: Dict[str, Device] = {}
+    conflicts: Dict[str, List[str]] = {}
+    for name in names:
+        if not (name.endswith(".json") or name.endswith(".yaml")):
+            continue
+        path = os.path.join(d, name)
+        index = _read_index(path)
+        try:
+            spec = _read(path, index)
+            kind, devices = _check(spec, path)
+        except SpecError as err:
+            reg.problems.append(str(err))
+            continue
+        except OSError as err:
+            reg.problems.append(f"spec {path!r}: cannot read: {err.strerror}")
+            continue
+        reg.specs[path] = spec
+        if index is not None and index.get("kind") == kind:
+            index = dict(index, specPath=path)
+            reg.indexes.setdefault(d + "\0" + kind, index)
+        for dev in devices:
+            q = f"{kind}={dev['name']}"
+            if q in found:
+                conflicts.setdefault(q, [found[q].path]).append(path)
+                continue
+            found[q] = Device(kind, dev["name"], path, spec, dev["containerEdits"])
+    for q, paths in conflicts.items():
+        del found[q]
+        reg.problems.append(f"conflicting device {q!r} in {', '.join(repr(p) for p in paths)}: "
+                            f"both dropped; keep it in one file")
+    return found
+
+
+def load(dirs: Sequence[str] = DEFAULT_DIRS) -> Registry:
+    """Read every spec in *dirs* (lowest priority first)."""
+    reg = Registry(dirs)
+    indexes: Dict[str, Dict[str, Any]] = {}
+    for d in dirs:
+        before = set(reg.indexes)
+        reg.devices.update(_load_dir(d, reg))
+        for key in set(reg.indexes) - before:
+            indexes[key.partition("\0")[2]] = reg.indexes[key]  # later dir wins per kind
+    reg.indexes = indexes
+    return reg
+
+
+def merge_edits(devices: Sequence[Device]) -> Dict[str, List[Any]]:
+    """The container edits of *devices*: each spec's shared edits once (first),
+    then every device's own, without duplicate nodes or mount targets."""
+    out: Dict[str, List[Any]] = {"env": [], "deviceNodes": [], "mounts": [], "hooks": []}
+    seen_specs = set()
+    node_paths = set()
+    mount_targets = set()
+
+    def add(edits: Dict[str, Any]) -> None:
+        out["env"].extend(edits.get("env") or [])
+        for n in edits.get("deviceNodes") or []:
+            if n.get("path") not in node_paths:
+                node_paths.add(n.get("path"))
+                out["deviceNodes"].append(n)
+        for m in edits.get("mounts") or []:
+            if m.get("containerPath") not in mount_targets:
+                mount_targets.add(m.get("containerPath"))
+                out["mounts"].append(m)
+        for h in edits.get("hooks") or []:
+            if h not in out["hooks"]:
+                out["hooks"].append(h)
+
+    for dev in devices:
+        if dev.path not in seen_specs:
+            seen_specs.add(dev.path)
+            add(dev.spec.get("containerEdits") or {})
+        add(dev.edits)
+    return out

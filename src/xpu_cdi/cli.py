@@ -1,0 +1,187 @@
+"""The ``xpu-cdi`` command line: thin click wrappers over the library.
+
+The generate pipeline reads top to bottom in :func:`generate`:
+``profile.select -> discover.discover_all -> spec.build -> spec.write``.
+Errors are mapped to exit codes in one place, :data:`EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, List, Optional, Sequence, Tuple
+
+import click
+
+from . import errors
+from .cdi import registry
+from .cdi import validate as cdi_validate
+from .generate import discover as _discover
+from .generate import edits as _edits
+from .generate import profile as _profile
+from .generate import spec as _spec
+
+# click uses 2 for usage errors; every other XpuCdiError not listed is 1.
+EXIT_CODES = {errors.ProfileError: 3, errors.SpecError: 5}
+
+
+def exit_code(err: errors.XpuCdiError) -> int:
+    """The exit code for an error: the first matching class in EXIT_CODES, else 1."""
+    for cls, code in EXIT_CODES.items():
+        if isinstance(err, cls):
+            return code
+    return 1
+
+
+class Group(click.Group):
+    """A click group that turns our errors into one line on stderr and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except errors.XpuCdiError as err:
+            click.echo(f"xpu-cdi: {err}", err=True)
+            ctx.exit(exit_code(err))
+
+
+def default_hook_path() -> str:
+    """The installed ``xpu-cdi-hook`` next to the running interpreter's scripts."""
+    return os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "xpu-cdi-hook")
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="xpu-cdi", prog_name="xpu-cdi")
+def main() -> None:
+    """CDI specs, an OCI hook and runtime wiring for AI accelerators
+    (Kunlunxin XPU, Huawei Ascend NPU and more)."""
+
+
+def root_options(f: Any) -> Any:
+    """--profile, --profiles-dir and the three host roots, shared by generate, doctor, topology."""
+    for opt in reversed([
+        click.option("--profile", "profiles", multiple=True, metavar="NAME|FILE",
+                     help="Vendor profile (repeatable); 'auto' (default) takes every profile whose cards are present."),
+        click.option("--profiles-dir", multiple=True, default=_profile.DEFAULT_PROFILE_DIRS, show_default=True,
+                     help="Directory of admin profiles (*.yaml) that add to or replace the built-in ones."),
+        click.option("--dev-root", default="/", show_default=True, help="Where the host's /dev is."),
+        click.option("--driver-root", default="/", show_default=True, help="Where driver files (/usr/local/...) are."),
+        click.option("--sysfs-root", default="/", show_default=True, help="sysfs is read from <root>/sys."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def roots_of(dev_root: str, driver_root: str, sysfs_root: str) -> _discover.Roots:
+    """The three roots as absolute paths."""
+    return _discover.Roots(os.path.abspath(dev_root), os.path.abspath(driver_root), os.path.abspath(sysfs_root))
+
+
+def plan(profiles: Sequence[str], profiles_dir: Sequence[str], roots: _discover.Roots) -> List[Any]:
+    """Profiles -> host views (the first two steps of the generate flow)."""
+    chosen = _profile.select(list(profiles) or None, profiles_dir)
+    auto = not profiles or list(profiles) == ["auto"]
+    return _discover.discover_all(chosen, roots, auto=auto)
+
+
+@main.command()
+@root_options
+@click.option("--device-name-strategy", "strategies", multiple=True, type=click.Choice(_spec.STRATEGIES),
+              help="How devices are named: 'index' (0, 1, ...; default) and/or 'pci' (0000:3b:00.0). Repeatable.")
+@click.option("--no-all-device", is_flag=True, help="Do not add the 'all' device.")
+@click.option("--output", "-o", metavar="FILE|-", help="Write to FILE, or '-' for stdout (one kind only).")
+@click.option("--spec-dir", default="/etc/cdi", show_default=True,
+              help="Directory for <vendor>-<class>.<format> files when --output is not given.")
+@click.option("--format", "fmt", type=click.Choice(["json", "yaml"]),
+              help="Output format; default from --output's extension, else json (the hook reads JSON fastest).")
+@click.option("--vendor", help="Override the CDI vendor of the kind.")
+@click.option("--class", "device_class", help="Override the CDI class of the kind.")
+@click.option("--hook-path", default=None, help="Absolute path of xpu-cdi-hook written into spec hooks.")
+@click.option("--ld-library-path-env", is_flag=True,
+              help="Set LD_LIBRARY_PATH instead of adding the update-ldcache hook (replaces the image's own value).")
+def generate(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
+             sysfs_root: str, strategies: Tuple[str, ...], no_all_device: bool, output: Optional[str],
+             spec_dir: str, fmt: Optional[str], vendor: Optional[str], device_class: Optional[str],
+             hook_path: Optional[str], ld_library_path_env: bool) -> None:
+    """Find the cards on this host and write a CDI spec per kind.
+
+    The spec uses the lowest cdiVersion its content needs (0.5.0 by
+    default), so podman 4.3 and containerd 1.7.0 load it.
+    """
+    hook = hook_path or default_hook_path()
+    if not os.path.isabs(hook):
+        raise errors.SpecError(f"--hook-path {hook!r} must be absolute: runtimes do not search PATH for hooks")
+    opts = _spec.SpecOptions(edit=_edits.EditOptions(hook_path=hook, ld_library_path_env=ld_library_path_env),
+                             name_strategies=strategies or ("index",), all_device=not no_all_device,
+                             vendor=vendor, device_class=device_class)
+    views = plan(profiles, profiles_dir, roots_of(dev_root, driver_root, sysfs_root))
+    if output and len(views) > 1:
+        kinds = ", ".join(v.profile.kind for v in views)
+        raise errors.SpecError(f"--output takes one kind but cards of several were found ({kinds}): "
+                               f"choose one with --profile, or use --spec-dir")
+    for view in views:
+        for note in view.notes:
+            click.echo(f"xpu-cdi: note: {note}", err=True)
+        spec = _spec.build(view, opts)
+        summary = (f"{spec['kind']}: {len(view.cards)} card(s) "
+                   f"[{','.join(str(c.index) for c in view.cards)}], cdiVersion {spec['cdiVersion']}")
+        if output == "-":
+            sys.stdout.buffer.write(_spec.dumps(spec, fmt or "json"))
+            click.echo(f"xpu-cdi: {summary}", err=True)
+            continue
+        path = output or os.path.join(spec_dir, _spec.file_name(spec["kind"], fmt or "json"))
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o755, exist_ok=True)
+        _spec.write(path, spec, _spec.format_of(path, fmt), _spec.hook_index(view, spec, opts))
+        click.echo(f"wrote {path}: {summary}")
+
+
+@main.command("list")
+@click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
+              help="Spec directory, lowest priority first (repeatable).")
+def list_devices(spec_dirs: Tuple[str, ...]) -> None:
+    """Print the qualified CDI devices the spec directories define."""
+    reg = registry.load(spec_dirs)
+    for problem in reg.problems:
+        click.echo(f"xpu-cdi: warning: {problem}", err=True)
+    for name in sorted(reg.devices):
+        click.echo(name)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def validate(files: Tuple[str, ...]) -> None:
+    """Check spec files against our strict schema and the CDI library's rules."""
+    bad = 0
+    for path in files:
+        try:
+            spec = cdi_validate.load_file(path)
+        except OSError as err:
+            click.echo(f"{path}: cannot read: {err.strerror}")
+            bad += 1
+            continue
+        except Exception as err:  # noqa: BLE001 - json/yaml parse errors of any kind
+            click.echo(f"{path}: cannot parse: {' '.join(str(err).split())}")
+            bad += 1
+            continue
+        found = cdi_validate.problems(spec)
+        for p in found:
+            click.echo(f"{path}: {p}")
+        if not found:
+            click.echo(f"{path}: ok ({spec['kind']}, cdiVersion {spec['cdiVersion']}, "
+                       f"{len(spec['devices'])} devices)")
+        bad += bool(found)
+    if bad:
+        sys.exit(1)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def hook(args: Tuple[str, ...]) -> None:
+    """Run the OCI hook (same as xpu-cdi-hook): prestart, update-ldcache, create-symlinks."""
+    from .hook.main import main as hook_main
+
+    sys.exit(hook_main(list(args)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

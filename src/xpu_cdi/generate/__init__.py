@@ -1,0 +1,1 @@
+"""The generate flow: profile -> discover -> resolve (C) -> edits -> spec -> atomic write."""

@@ -1,0 +1,176 @@
+"""Load vendor profiles (YAML data, not code) and validate them.
+
+Built-in profiles ship in ``xpu_cdi/profiles/``; an admin may drop more in
+``/etc/xpu-cdi/profiles.d/*.yaml``.  A file there with the same ``name`` as
+a built-in one replaces it, which is how unconfirmed vendor facts (PCI ids,
+paths) are corrected on a site without a new release.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from typing import Any, Dict, Iterable, List, Optional
+
+import yaml
+
+from .. import schema_files
+from ..errors import ProfileError
+from ..model import CardRule, MountRule, NodeRule, Profile, Selection, Symlink
+
+DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
+SCHEMA = "profile.schema.json"
+
+
+def parse(data: Any, source: str) -> Profile:
+    """Validate one profile document and turn it into a :class:`Profile`.
+
+    Args:
+        data: the parsed YAML document.
+        source: where it came from, for messages.
+
+    Raises:
+        ProfileError: the document violates ``schemas/profile.schema.json``
+            or one of its regexes does not compile.
+    """
+    if not isinstance(data, dict):
+        raise ProfileError(f"profile {source!r}: expected a mapping at the top, got {type(data).__name__}")
+    problems = schema_files.errors(SCHEMA, data)
+    if problems:
+        raise ProfileError(f"profile {source!r}: {problems[0]}"
+                           + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    name = data.get("name") or os.path.splitext(os.path.basename(source))[0]
+    cards = []
+    for i, c in enumerate(data["cards"]):
+        _check_index_regex(c["index"], f"profile {source!r}: cards[{i}].index")
+        cards.append(CardRule(glob=c["glob"], index_regex=c["index"],
+                              container_path=c.get("container_path"),
+                              index_base=c.get("index_base", 0)))
+    sel = data.get("selection", {})
+    if "aliases" in sel:
+        _check_index_regex(sel["aliases"], f"profile {source!r}: selection.aliases")
+    return Profile(
+        name=name,
+        vendor=data["vendor"],
+        device_class=data["class"],
+        source=source,
+        description=data.get("description", ""),
+        experimental=bool(data.get("experimental", False)),
+        cards=tuple(cards),
+        control_nodes=tuple(_node_rule(n) for n in data.get("control_nodes", [])),
+        mounts=tuple(_mount_rule(m) for m in data.get("mounts", [])),
+        library_dirs=tuple(data.get("library_dirs", [])),
+        env=tuple(data.get("env", [])),
+        symlinks=tuple(Symlink(s["target"], s["link"]) for s in data.get("symlinks", [])),
+        selection=Selection(env=tuple(sel.get("env", ())),
+                            alias_regex=sel.get("aliases"),
+                            none_values=tuple(sel.get("none", ("", "void", "none")))),
+        pci_vendor=data.get("pci", {}).get("vendor"),
+        pci_devices=tuple(data.get("pci", {}).get("devices", ())),
+    )
+
+
+def _check_index_regex(pattern: str, where: str) -> None:
+    try:
+        rx = re.compile(pattern)
+    except re.error as err:
+        raise ProfileError(f"{where}: invalid regex {pattern!r}: {err}") from err
+    if rx.groups < 1:
+        raise ProfileError(f"{where}: regex {pattern!r} needs a group that captures the index")
+
+
+def _node_rule(entry: Any) -> NodeRule:
+    if isinstance(entry, str):
+        return NodeRule(paths=(entry,))
+    paths = entry["path"]
+    return NodeRule(paths=tuple(paths) if isinstance(paths, list) else (paths,),
+                    container_path=entry.get("container_path"),
+                    optional=bool(entry.get("optional", False)))
+
+
+def _mount_rule(entry: Any) -> MountRule:
+    if isinstance(entry, str):
+        return MountRule(path=entry)
+    return MountRule(path=entry["path"], container_path=entry.get("container_path"),
+                     required=bool(entry.get("required", False)))
+
+
+def load_file(path: str) -> Profile:
+    """Read, validate and return the profile in *path*.
+
+    Raises:
+        ProfileError: unreadable file, bad YAML or schema violation.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as err:
+        raise ProfileError(f"profile {path!r}: cannot read: {err.strerror}") from err
+    except yaml.YAMLError as err:
+        raise ProfileError(f"profile {path!r}: not valid YAML: {_one_line(err)}") from err
+    return parse(data, path)
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split())
+
+
+def builtin_names() -> List[str]:
+    """Names of the profiles shipped in the package."""
+    files = resources.files("xpu_cdi.profiles")
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_all(profile_dirs: Iterable[str] = DEFAULT_PROFILE_DIRS) -> Dict[str, Profile]:
+    """All profiles by name: built-in ones, then admin ones (which replace by name).
+
+    Raises:
+        ProfileError: a profile file is invalid (naming the file), or two
+            profiles claim the same CDI kind.
+    """
+    out: Dict[str, Profile] = {}
+    files = resources.files("xpu_cdi.profiles")
+    for name in builtin_names():
+        text = files.joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+        prof = parse(yaml.safe_load(text), f"<builtin>/{name}.yaml")
+        out[prof.name] = prof
+    for d in profile_dirs:
+        try:
+            entries = sorted(os.listdir(d))
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise ProfileError(f"profile dir {d!r}: cannot list: {err.strerror}") from err
+        for entry in entries:
+            if entry.endswith(".yaml"):
+                prof = load_file(os.path.join(d, entry))
+                out[prof.name] = prof
+    kinds: Dict[str, str] = {}
+    for prof in out.values():
+        if prof.kind in kinds:
+            raise ProfileError(f"profiles {kinds[prof.kind]!r} and {prof.name!r} both claim kind "
+                               f"{prof.kind!r}: rename the class in one of them")
+        kinds[prof.kind] = prof.name
+    return out
+
+
+def select(wanted: Optional[List[str]], profile_dirs: Iterable[str] = DEFAULT_PROFILE_DIRS) -> List[Profile]:
+    """Profiles for ``--profile`` values: names or file paths; ``None``/``auto`` means all.
+
+    Raises:
+        ProfileError: an unknown name, listing the known ones.
+    """
+    known = load_all(profile_dirs)
+    if not wanted or wanted == ["auto"]:
+        return list(known.values())
+    chosen = []
+    for w in wanted:
+        if os.sep in w or w.endswith(".yaml"):
+            chosen.append(load_file(w))
+        elif w in known:
+            chosen.append(known[w])
+        else:
+            raise ProfileError(f"unknown profile {w!r}: known profiles are {', '.join(sorted(known))}"
+                               f" (or give a path to a .yaml file)")
+    return chosen

@@ -1,0 +1,136 @@
+"""Frozen data of the generate flow: profiles (what a vendor needs) and what
+discovery found on a host.  The hook and the wrapper work on plain dicts
+read from JSON instead, so that they never import this module (dataclasses
+pulls in ``inspect``, which costs milliseconds on every container start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+
+@dataclass(frozen=True)
+class NodeRule:
+    """A device node every container of a profile needs (or may need).
+
+    ``paths`` are alternatives tried in order (the first that exists wins);
+    each may be a glob, in which case every match is taken.
+    """
+
+    paths: Tuple[str, ...]
+    container_path: Optional[str] = None
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class CardRule:
+    """How to find the per-card device nodes and read a card's index."""
+
+    glob: str
+    index_regex: str
+    container_path: Optional[str] = None  # template with {index}; default: same path
+    index_base: int = 0  # subtracted from the number the regex reads
+
+
+@dataclass(frozen=True)
+class MountRule:
+    """A driver file or directory to bind read-only into containers."""
+
+    path: str
+    container_path: Optional[str] = None
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class Symlink:
+    """A symlink to create inside the container (``link`` -> ``target``)."""
+
+    target: str
+    link: str
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How a container names the cards it wants in its environment."""
+
+    env: Tuple[str, ...] = ()
+    alias_regex: Optional[str] = None  # e.g. "Ascend910-3" -> 3
+    none_values: Tuple[str, ...] = ("", "void", "none")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A vendor profile: everything xpu-cdi knows about one device kind."""
+
+    name: str
+    vendor: str
+    device_class: str
+    source: str
+    description: str = ""
+    experimental: bool = False
+    cards: Tuple[CardRule, ...] = ()
+    control_nodes: Tuple[NodeRule, ...] = ()
+    mounts: Tuple[MountRule, ...] = ()
+    library_dirs: Tuple[str, ...] = ()
+    env: Tuple[str, ...] = ()
+    symlinks: Tuple[Symlink, ...] = ()
+    selection: Selection = field(default_factory=Selection)
+    pci_vendor: Optional[str] = None
+    pci_devices: Tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """The CDI kind, ``vendor/class``."""
+        return f"{self.vendor}/{self.device_class}"
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What the resolver found for one host path."""
+
+    path: str
+    type: str  # "c" or "b"
+    major: int
+    minor: int
+    mode: int  # permission bits (st_mode & 0o7777)
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A host device node and where it appears in the container."""
+
+    container_path: str
+    host: NodeInfo
+
+
+@dataclass(frozen=True)
+class Card:
+    """One accelerator card found on the host."""
+
+    index: int
+    nodes: Tuple[DeviceNode, ...]
+    pci: Optional[str] = None
+    numa_node: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A read-only bind mount: host path -> container path."""
+
+    host_path: str
+    container_path: str
+
+
+@dataclass(frozen=True)
+class HostView:
+    """Everything discovery found on a host for one profile."""
+
+    profile: Profile
+    cards: Tuple[Card, ...]
+    shared_nodes: Tuple[DeviceNode, ...] = ()
+    mounts: Tuple[Mount, ...] = ()
+    library_dirs: Tuple[str, ...] = ()  # container paths of library dirs that exist
+    notes: Tuple[str, ...] = ()

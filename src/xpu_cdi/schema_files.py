@@ -1,0 +1,28 @@
+"""Access to the JSON schemas shipped in ``schemas/`` (package ``xpu_cdi.schemas``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Any, Dict
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str) -> Dict[str, Any]:
+    """Return the parsed schema ``schemas/<name>``."""
+    text = resources.files("xpu_cdi.schemas").joinpath(name).read_text(encoding="utf-8")
+    data: Dict[str, Any] = json.loads(text)
+    return data
+
+
+def errors(schema_name: str, instance: Any) -> list:
+    """All schema violations of *instance*, as ``"at <path>: <message>"`` lines."""
+    import jsonschema  # lazy: only the CLI side validates
+
+    validator = jsonschema.Draft202012Validator(load(schema_name))
+    out = []
+    for err in sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path)):
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+        out.append(f"at {where.lstrip('.') or '(top)'}: {err.message}")
+    return out
