@@ -1,0 +1,206 @@
+"""Real container runtimes for end-to-end tests (no mocks): a busybox rootfs,
+runc/crun bundles, podman with a private store, containerd 1.6.
+
+Facts of this kind of machine (see docs/testing.md): hybrid cgroups with the
+v1 devices controller; no systemd (podman: cgroupfs + file events logger);
+root cannot raise rlimits (podman default_ulimits at the hard limit); crun
+refuses hybrid mode unless run in a private mount namespace with
+/sys/fs/cgroup/unified unmounted; no registry (images built from busybox).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import resource
+import shutil
+import subprocess
+import tarfile
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+import pytest
+
+BUSYBOX = "/bin/busybox"
+CACHE = Path(os.environ.get("XPU_CDI_TEST_CACHE", "/var/tmp/xpu-cdi-test-cache"))
+IMAGE = "localhost/xpu-cdi-busybox:latest"
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+def require(*tools: str) -> None:
+    """Fail (not skip) when a runtime the suite relies on is missing: `make test` installs them."""
+    missing = [t for t in tools if not have(t)]
+    if missing:
+        pytest.fail(f"missing {', '.join(missing)}: run `make deps` (scripts/install-deps.sh)")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def make_rootfs(dest: Path, ldconfig: bool = False) -> Path:
+    """A busybox rootfs at *dest* (applets as relative symlinks)."""
+    for d in ("bin", "dev", "proc", "sys", "etc", "tmp", "usr/lib", "usr/local", "sbin"):
+        (dest / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(BUSYBOX, dest / "bin" / "busybox")
+    subprocess.run(["chroot", str(dest), "/bin/busybox", "--install", "-s", "/bin"], check=True)
+    (dest / "etc" / "passwd").write_text("root:x:0:0:root:/:/bin/sh\n")
+    (dest / "etc" / "group").write_text("root:x:0:\n")
+    return dest
+
+
+def cached_rootfs_tar() -> Path:
+    """A tarball of the busybox rootfs, built once per machine (lock-protected for xdist)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tar = CACHE / "busybox-rootfs.tar"
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not tar.exists():
+            tmp = CACHE / unique("rootfs")
+            make_rootfs(tmp)
+            with tarfile.open(str(tar) + ".tmp", "w") as t:
+                t.add(tmp, arcname=".")
+            shutil.rmtree(tmp)
+            os.rename(str(tar) + ".tmp", tar)
+    return tar
+
+
+def runtime_spec(rootfs: Path, args: Sequence[str], env: Sequence[str] = (),
+                 annotations: Optional[Dict[str, str]] = None, readonly: bool = False) -> Dict[str, Any]:
+    """A minimal OCI config.json (what `runc spec` gives, non-interactive)."""
+    return {
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": False, "user": {"uid": 0, "gid": 0}, "args": list(args),
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", *env],
+            "cwd": "/",
+            "capabilities": {k: ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"]
+                             for k in ("bounding", "effective", "permitted", "ambient")},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
+            "noNewPrivileges": True,
+        },
+        "root": {"path": str(rootfs), "readonly": readonly},
+        "hostname": "xpu-cdi-test",
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+             "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+             "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+        ],
+        "annotations": dict(annotations or {}),
+        "linux": {
+            "resources": {"devices": [{"allow": False, "access": "rwm"}]},
+            "namespaces": [{"type": t} for t in ("pid", "network", "ipc", "uts", "mount")],
+            "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list"],
+            "readonlyPaths": ["/proc/sys", "/proc/sysrq-trigger"],
+        },
+    }
+
+
+class Bundle:
+    """An OCI bundle in a temp dir with its own busybox rootfs copy."""
+
+    def __init__(self, base: Path, rootfs_name: str = "rootfs") -> None:
+        self.dir = base / unique("bundle")
+        self.dir.mkdir(parents=True)
+        self.rootfs = self.dir / rootfs_name
+        self.rootfs.mkdir()
+        with tarfile.open(cached_rootfs_tar()) as t:
+            t.extractall(self.rootfs)
+        self.config: Dict[str, Any] = runtime_spec(self.rootfs, ["true"])
+
+    def write(self) -> None:
+        (self.dir / "config.json").write_text(json.dumps(self.config, indent=1))
+
+    def set_process(self, args: Sequence[str], env: Sequence[str] = ()) -> None:
+        self.config["process"]["args"] = list(args)
+        self.config["process"]["env"] = self.config["process"]["env"][:1] + list(env)
+
+    def add_hook(self, stage: str, path: str, args: Sequence[str], env: Sequence[str] = (),
+                 timeout: int = 20) -> None:
+        self.config.setdefault("hooks", {}).setdefault(stage, []).append(
+            {"path": path, "args": list(args), "env": list(env), "timeout": timeout})
+
+
+def run_runc(bundle: Bundle, runtime: str = "runc", timeout: float = 60,
+             cgroup_v2: bool = False, private_ns: bool = False) -> subprocess.CompletedProcess:
+    """`runc run` the bundle (non-interactive) and return the result; the container is always deleted.
+
+    cgroup_v2: run inside a private mount namespace with cgroup2 mounted on
+    /sys/fs/cgroup (the lab's trick), so the runtime uses the eBPF device
+    controller.  private_ns: a private mount namespace with the unified
+    hierarchy hidden (what crun needs on this hybrid machine).
+    """
+    bundle.write()
+    cid = unique("xc")
+    cmd: List[str] = [runtime, "run", "--bundle", str(bundle.dir), cid]
+    if cgroup_v2:
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+               'umount -l /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec "$@"', "v2", *cmd]
+    elif private_ns:
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+               'umount /sys/fs/cgroup/unified 2>/dev/null; exec "$@"', "priv", *cmd]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    finally:
+        subprocess.run([runtime, "delete", "--force", cid], capture_output=True)
+
+
+class Podman:
+    """podman with a private store and the settings this machine needs."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        (base / "containers.conf").write_text(
+            "[containers]\n"
+            f'default_ulimits = ["nofile={hard}:{hard}", "nproc=32768:32768"]\n'
+            "[engine]\n"
+            'cgroup_manager = "cgroupfs"\n'
+            'events_logger = "file"\n'
+            'runtime = "runc"\n')
+        (base / "storage.conf").write_text(
+            f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
+        self.env = dict(os.environ, CONTAINERS_CONF=str(base / "containers.conf"),
+                        CONTAINERS_STORAGE_CONF=str(base / "storage.conf"))
+        self.run_cmd(["import", "-q", str(cached_rootfs_tar()), IMAGE], check=True)
+
+    def run_cmd(self, args: Sequence[str], check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(["podman", *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, check=check, stdin=subprocess.DEVNULL)
+
+    def run(self, podman_args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
+        return self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
+
+    def close(self) -> None:
+        self.run_cmd(["rm", "-af"])
+        self.run_cmd(["rmi", "-af"])
+        subprocess.run(["podman", "system", "reset", "-f"], env=self.env, capture_output=True)
+        # overlay mounts of the private store must not outlive the test
+        subprocess.run(["sh", "-c", f"grep -o ' {self.base}[^ ]*' /proc/mounts | xargs -r -n1 umount -l"],
+                       capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture
+def podman(tmp_path: Path) -> Iterator[Podman]:
+    """A podman with a private store, removed (containers, images, mounts) afterwards."""
+    require("podman", "runc")
+    p = Podman(tmp_path / "podman")
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def podman_cdi_dirs_note() -> str:
+    return "podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only"
