@@ -183,5 +183,9 @@ def hook(args: Tuple[str, ...]) -> None:
     sys.exit(hook_main(list(args)))
 
 
+# Commands that live with their subsystem register here, one line each:
+# main.add_command(<module>.<command>)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
