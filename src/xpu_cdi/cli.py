@@ -16,6 +16,7 @@ import click
 from . import errors
 from .cdi import registry
 from .cdi import validate as cdi_validate
+from .generate import check as _check
 from .generate import discover as _discover
 from .generate import edits as _edits
 from .generate import profile as _profile
@@ -98,10 +99,13 @@ def plan(profiles: Sequence[str], profiles_dir: Sequence[str], roots: _discover.
 @click.option("--hook-path", default=None, help="Absolute path of xpu-cdi-hook written into spec hooks.")
 @click.option("--ld-library-path-env", is_flag=True,
               help="Set LD_LIBRARY_PATH instead of adding the update-ldcache hook (replaces the image's own value).")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 0 if the spec on disk matches what would be generated now, else 1 "
+                   "with a summary of the difference.")
 def generate(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
              sysfs_root: str, strategies: Tuple[str, ...], no_all_device: bool, output: Optional[str],
              spec_dir: str, fmt: Optional[str], vendor: Optional[str], device_class: Optional[str],
-             hook_path: Optional[str], ld_library_path_env: bool) -> None:
+             hook_path: Optional[str], ld_library_path_env: bool, check: bool) -> None:
     """Find the cards on this host and write a CDI spec per kind.
 
     The spec uses the lowest cdiVersion its content needs (0.5.0 by
@@ -118,21 +122,37 @@ def generate(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
         kinds = ", ".join(v.profile.kind for v in views)
         raise errors.SpecError(f"--output takes one kind but cards of several were found ({kinds}): "
                                f"choose one with --profile, or use --spec-dir")
+    stale = 0
     for view in views:
         for note in view.notes:
             click.echo(f"xpu-cdi: note: {note}", err=True)
         spec = _spec.build(view, opts)
         summary = (f"{spec['kind']}: {len(view.cards)} card(s) "
                    f"[{','.join(str(c.index) for c in view.cards)}], cdiVersion {spec['cdiVersion']}")
+        path = output or os.path.join(spec_dir, _spec.file_name(spec["kind"], fmt or "json"))
+        if check:
+            stale += _report_check(path, spec)
+            continue
         if output == "-":
             sys.stdout.buffer.write(_spec.dumps(spec, fmt or "json"))
             click.echo(f"xpu-cdi: {summary}", err=True)
             continue
-        path = output or os.path.join(spec_dir, _spec.file_name(spec["kind"], fmt or "json"))
         if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o755, exist_ok=True)
         _spec.write(path, spec, _spec.format_of(path, fmt), _spec.hook_index(view, spec, opts))
         click.echo(f"wrote {path}: {summary}")
+    if stale:
+        sys.exit(1)
+
+
+def _report_check(path: str, spec: Any) -> int:
+    """Print whether *path* is up to date; 1 when it is not."""
+    diffs = _check.differences(_check.read(path), spec)
+    if not diffs:
+        click.echo(f"{path}: up to date")
+        return 0
+    click.echo(f"{path}: stale: {'; '.join(diffs)} (run `xpu-cdi generate` to refresh)")
+    return 1
 
 
 @main.command("list")
