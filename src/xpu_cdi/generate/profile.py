@@ -38,8 +38,7 @@ def parse(data: Any, source: str) -> Profile:
         raise ProfileError(f"profile {source!r}: expected a mapping at the top, got {type(data).__name__}")
     problems = schema_files.errors(SCHEMA, data)
     if problems:
-        raise ProfileError(f"profile {source!r}: {problems[0]}"
-                           + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        raise ProfileError(f"profile {source!r}: {'; '.join(problems)}")
     name = data.get("name") or os.path.splitext(os.path.basename(source))[0]
     cards = []
     for i, c in enumerate(data["cards"]):
