@@ -35,6 +35,7 @@ class FakeHost:
     pci: Dict[int, str] = field(default_factory=dict)  # card index -> PCI address
     numa: Dict[int, int] = field(default_factory=dict)
     switch: Dict[int, Optional[str]] = field(default_factory=dict)  # card -> switch upstream port
+    root_port: Dict[int, Optional[str]] = field(default_factory=dict)  # card -> PCIe root port
 
     def path(self, p: str) -> Path:
         return self.root / p.lstrip("/")
@@ -98,10 +99,19 @@ def _class_dev(root: Path, pci_dir: Path, cls: str, name: str, major: int, minor
     _rel_symlink(root / "sys" / "dev" / "char" / f"{major}:{minor}", cdir)
 
 
+def proc_devices(root: Path, majors: Dict[int, str]) -> None:
+    """<root>/proc/devices listing *majors* (plus the usual char drivers) as the kernel does."""
+    rows = {1: "mem", 4: "tty", 5: "/dev/tty", 10: "misc", 136: "pts", **majors}
+    text = "Character devices:\n" + "".join(f"{m:3d} {n}\n" for m, n in sorted(rows.items()))
+    write(root / "proc" / "devices", text + "\nBlock devices:\n  7 loop\n  8 sd\n")
+
+
 def kunlunxin(root: Path, cards: int = 8, sysfs: bool = True, driver: bool = True,
-              ctrl: bool = True) -> FakeHost:
+              ctrl: bool = True, proc: bool = True) -> FakeHost:
     """A Kunlunxin host: /dev/xpu0..N-1, /dev/xpuctrl, XRE in /usr/local/xpu."""
     host = FakeHost(root, "kunlunxin", list(range(cards)))
+    if proc:
+        proc_devices(root, {XPU_MAJOR: "xpu"})
     for i in range(cards):
         mknod(host.path(f"/dev/xpu{i}"), XPU_MAJOR, i)
         host.nodes[f"/dev/xpu{i}"] = (XPU_MAJOR, i)
@@ -125,13 +135,16 @@ def kunlunxin(root: Path, cards: int = 8, sysfs: bool = True, driver: bool = Tru
             pci_dir = _pci_device(root, [domain, root_port, upstream, downstream, card], "0x1d22", "0x3684", group)
             _class_dev(root, pci_dir, "xpu", f"xpu{i}", XPU_MAJOR, i)
             host.pci[i], host.numa[i], host.switch[i] = card, group, upstream
+            host.root_port[i] = root_port
     return host
 
 
 def ascend(root: Path, cards: int = 4, sysfs: bool = True, driver: bool = True,
-           manager: bool = True) -> FakeHost:
+           manager: bool = True, proc: bool = True) -> FakeHost:
     """An Ascend 910B host: /dev/davinci0..N-1 plus the manager nodes and driver tree."""
     host = FakeHost(root, "ascend", list(range(cards)))
+    if proc:
+        proc_devices(root, {NPU_MAJOR: "devdrv-cdev"})
     for i in range(cards):
         mknod(host.path(f"/dev/davinci{i}"), NPU_MAJOR, i)
         host.nodes[f"/dev/davinci{i}"] = (NPU_MAJOR, i)
@@ -153,7 +166,52 @@ def ascend(root: Path, cards: int = 4, sysfs: bool = True, driver: bool = True,
             pci_dir = _pci_device(root, ["pci0000:00", f"0000:00:{0x10 + i:02x}.0", card], "0x19e5", "0xd802", 0)
             _class_dev(root, pci_dir, "devdrv-class", f"davinci{i}", NPU_MAJOR, i)
             host.pci[i], host.numa[i], host.switch[i] = card, 0, None
+            host.root_port[i] = f"0000:00:{0x10 + i:02x}.0"
     return host
+
+
+def xpu_layout(root: Path, layout: List[Tuple[int, int, Optional[int]]], proc: bool = True) -> FakeHost:
+    """A Kunlunxin host with a custom PCIe tree, one ``(numa node, root port, switch)`` per card.
+
+    Cards with equal triples share one switch (upstream port + a downstream
+    port each); ``switch=None`` puts the card straight on its root port.
+    Every card reports a x16 16.0 GT/s link (see :func:`set_link`).
+    """
+    host = kunlunxin(root, cards=len(layout), sysfs=False, proc=proc)
+    next_bus: Dict[int, int] = {}
+    ports: Dict[Tuple[int, int], str] = {}
+    switches: Dict[Tuple[int, int, int], Tuple[str, int, List[int]]] = {}
+    for i, (numa, rp, sw) in enumerate(layout):
+        root_bus = numa * 0x40
+        bus = next_bus.setdefault(numa, root_bus + 1)
+        root_port = ports.setdefault((numa, rp), f"0000:{root_bus:02x}:{rp + 1:02x}.0")
+        chain = [f"pci0000:{root_bus:02x}", root_port]
+        if sw is not None:
+            if (numa, rp, sw) not in switches:
+                switches[(numa, rp, sw)] = (f"0000:{bus:02x}:00.0", bus + 1, [])
+                bus += 2
+            upstream, down_bus, members = switches[(numa, rp, sw)]
+            chain += [upstream, f"0000:{down_bus:02x}:{len(members):02x}.0"]
+            members.append(i)
+            host.switch[i] = upstream
+        else:
+            host.switch[i] = None
+        card = f"0000:{bus:02x}:00.0"
+        next_bus[numa] = bus + 1
+        pci_dir = _pci_device(root, chain + [card], "0x1d22", "0x3684", numa)
+        _class_dev(root, pci_dir, "xpu", f"xpu{i}", XPU_MAJOR, i)
+        host.pci[i], host.numa[i], host.root_port[i] = card, numa, root_port
+        set_link(host, i)
+    return host
+
+
+def set_link(host: FakeHost, index: int, width: int = 16, max_width: int = 16,
+             speed: str = "16.0 GT/s PCIe", max_speed: str = "16.0 GT/s PCIe") -> None:
+    """Write the PCIe link attributes sysfs shows for card *index*."""
+    d = host.root / "sys" / "bus" / "pci" / "devices" / host.pci[index]
+    for name, value in (("current_link_width", width), ("max_link_width", max_width),
+                        ("current_link_speed", speed), ("max_link_speed", max_speed)):
+        write(d / name, f"{value}\n")
 
 
 def remove_tree(root: Path) -> None:

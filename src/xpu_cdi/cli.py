@@ -102,10 +102,15 @@ def plan(profiles: Sequence[str], profiles_dir: Sequence[str], roots: _discover.
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 0 if the spec on disk matches what would be generated now, else 1 "
                    "with a summary of the difference.")
+@click.option("--with-topology", is_flag=True,
+              help="Annotate each card with its PCI address, NUMA node, PCIe switch and root port "
+                   "(xpu-cdi.io/pci, ...). Annotations raise the spec's cdiVersion to 0.6.0, which podman 4.3, "
+                   "containerd before 1.7.12 and CRI-O before 1.28 ignore.")
 def generate(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
              sysfs_root: str, strategies: Tuple[str, ...], no_all_device: bool, output: Optional[str],
              spec_dir: str, fmt: Optional[str], vendor: Optional[str], device_class: Optional[str],
-             hook_path: Optional[str], ld_library_path_env: bool, check: bool) -> None:
+             hook_path: Optional[str], ld_library_path_env: bool, check: bool,
+             with_topology: bool) -> None:
     """Find the cards on this host and write a CDI spec per kind.
 
     The spec uses the lowest cdiVersion its content needs (0.5.0 by
@@ -126,7 +131,12 @@ def generate(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
     for view in views:
         for note in view.notes:
             click.echo(f"xpu-cdi: note: {note}", err=True)
-        spec = _spec.build(view, opts)
+        if with_topology:
+            from . import topology as _topology
+
+            spec = _spec.build(view, _topology.spec_options(view, opts, os.path.abspath(sysfs_root)))
+        else:
+            spec = _spec.build(view, opts)
         summary = (f"{spec['kind']}: {len(view.cards)} card(s) "
                    f"[{','.join(str(c.index) for c in view.cards)}], cdiVersion {spec['cdiVersion']}")
         path = output or os.path.join(spec_dir, _spec.file_name(spec["kind"], fmt or "json"))
