@@ -160,6 +160,7 @@ class Podman:
 
     def __init__(self, base: Path) -> None:
         self.base = base
+        base.mkdir(parents=True, exist_ok=True)
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         (base / "containers.conf").write_text(
             "[containers]\n"

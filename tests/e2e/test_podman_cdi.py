@@ -1,0 +1,117 @@
+"""End to end: generate a spec for a fake host and let real podman 4.3 inject it
+through CDI (no hook of ours on this path except the spec's own ldcache hook).
+
+podman 4.3 reads specs only from /etc/cdi and /var/run/cdi, so each test
+installs its spec there under a kind unique to the test (a shared kind in
+two files of one directory would make both conflict) and removes it after.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+import fakehost
+from runtimes import Podman, podman  # noqa: F401 - fixture
+
+pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
+XPU_CDI = str(Path(sys.executable).parent / "xpu-cdi")
+ENXIO = "No such device or address"
+
+
+@pytest.fixture
+def etc_cdi_spec(request: pytest.FixtureRequest) -> Iterator[List[Path]]:
+    """Files this test puts in /etc/cdi, removed afterwards whatever happens."""
+    files: List[Path] = []
+    yield files
+    for f in files:
+        for p in (f, Path(str(f) + ".xpu-cdi")):
+            p.unlink(missing_ok=True)
+
+
+def install_spec(host: fakehost.FakeHost, profile: str, files: List[Path], *extra: str) -> str:
+    """Generate into /etc/cdi under a unique kind; return the kind."""
+    vendor = f"t{uuid.uuid4().hex[:10]}.example.com"
+    out = Path("/etc/cdi") / f"{vendor}.json"
+    files.append(out)
+    os.makedirs("/etc/cdi", exist_ok=True)
+    r = subprocess.run([XPU_CDI, "generate", "--profile", profile, "--profiles-dir", "/nonexistent",
+                        *host.cli_roots, "--vendor", vendor, "--output", str(out), *extra],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cls = "xpu" if profile == "kunlunxin" else "npu"
+    return f"{vendor}/{cls}"
+
+
+SCRIPT_XPU = ("ls -ln /dev/xpu* ; env | grep ^LD_LIBRARY_PATH= ; "
+              "for n in /dev/xpu3 /dev/xpuctrl; do (echo x > $n) 2>&1 | sed \"s|^|$n: |\"; done; "
+              "grep ' /usr/local/xpu ' /proc/mounts; cat /usr/local/xpu/version.txt; "
+              "(touch /usr/local/xpu/new) 2>&1; true")
+
+
+class TestKunlunxin:
+    def test_one_card(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
+        """--device kind=3: /dev/xpu3 and /dev/xpuctrl usable (ENXIO), others absent, libs ro, env set."""
+        host = fakehost.kunlunxin(host_root, 8)
+        kind = install_spec(host, "kunlunxin", etc_cdi_spec, "--ld-library-path-env")
+        r = podman.run(["--device", f"{kind}=3"], ["sh", "-c", SCRIPT_XPU])
+        assert r.returncode == 0, r.stderr
+        out = r.stdout
+        assert re.search(r"240,\s+3 .*/dev/xpu3$", out, re.M) and re.search(r"240,\s+200 .*/dev/xpuctrl$", out, re.M)
+        assert "/dev/xpu0" not in out and "/dev/xpu4" not in out
+        assert f"/dev/xpu3: sh: can't create /dev/xpu3: {ENXIO}" in out
+        assert f"/dev/xpuctrl: sh: can't create /dev/xpuctrl: {ENXIO}" in out
+        assert "LD_LIBRARY_PATH=/usr/local/xpu/lib64" in out
+        assert " ro," in [ln for ln in out.splitlines() if " /usr/local/xpu " in ln][0]
+        assert "XRE 5.0.21" in out and "Read-only file system" in out
+
+    def test_all(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
+        """--device kind=all: every card node is present and allowed."""
+        host = fakehost.kunlunxin(host_root, 8)
+        kind = install_spec(host, "kunlunxin", etc_cdi_spec)
+        script = "for i in 0 1 2 3 4 5 6 7; do (echo x > /dev/xpu$i) 2>&1; done; true"
+        r = podman.run(["--device", f"{kind}=all"], ["sh", "-c", script])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count(ENXIO) == 8
+
+    def test_unknown_device_refused(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
+        """A device the spec does not define stops the container from being created."""
+        host = fakehost.kunlunxin(host_root, 2)
+        kind = install_spec(host, "kunlunxin", etc_cdi_spec)
+        r = podman.run(["--device", f"{kind}=9"], ["true"])
+        assert r.returncode != 0 and "unresolvable CDI devices" in r.stderr
+
+    def test_cgroup_denies_what_was_not_requested(self, podman: Podman, host_root: Path,
+                                                  etc_cdi_spec: List[Path]) -> None:
+        """The oracle works: a node made inside the container without an allow rule gives EPERM."""
+        host = fakehost.kunlunxin(host_root, 2)
+        kind = install_spec(host, "kunlunxin", etc_cdi_spec)
+        r = podman.run(["--device", f"{kind}=0", "--cap-add", "MKNOD"],
+                       ["sh", "-c", "mknod /tmp/x1 c 240 1 && (echo x > /tmp/x1) 2>&1; true"])
+        assert r.returncode == 0, r.stderr
+        assert "Operation not permitted" in r.stdout
+
+
+class TestAscend:
+    def test_two_npus(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
+        """Two NPUs plus the manager nodes, driver libs mounted read-only."""
+        host = fakehost.ascend(host_root, 4)
+        kind = install_spec(host, "ascend", etc_cdi_spec, "--ld-library-path-env")
+        script = ("ls /dev/ | grep -E 'davinci|devmm|hisi' ; env | grep ^LD_LIBRARY_PATH= ; "
+                  "for n in /dev/davinci1 /dev/davinci_manager; do (echo x > $n) 2>&1; done; "
+                  "cat /usr/local/Ascend/driver/version.info; true")
+        r = podman.run(["--device", f"{kind}=1", "--device", f"{kind}=2"], ["sh", "-c", script])
+        assert r.returncode == 0, r.stderr
+        names = set(r.stdout.split())
+        assert {"davinci1", "davinci2", "davinci_manager", "devmm_svm", "hisi_hdc"} <= names
+        assert "davinci0" not in names and "davinci3" not in names
+        assert r.stdout.count(ENXIO) == 2
+        assert "LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64:" in r.stdout
+        assert "Version=24.1.rc2" in r.stdout
