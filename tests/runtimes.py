@@ -11,12 +11,14 @@ refuses hybrid mode unless run in a private mount namespace with
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import resource
 import shutil
 import subprocess
 import tarfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
@@ -205,3 +207,158 @@ def podman(tmp_path: Path) -> Iterator[Podman]:
 
 def podman_cdi_dirs_note() -> str:
     return "podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only"
+
+
+def oci_image_archive() -> Path:
+    """An OCI image archive of the busybox rootfs for `ctr image import`, named
+    IMAGE; built once per machine (no registry, no podman needed)."""
+    import hashlib
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tar = CACHE / "busybox-oci.tar"
+    with open(CACHE / ".lock-oci", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if tar.exists():
+            return tar
+        layer = cached_rootfs_tar().read_bytes()
+        blobs: Dict[str, bytes] = {}
+
+        def blob(data: bytes) -> Dict[str, Any]:
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            blobs[digest] = data
+            return {"digest": digest, "size": len(data)}
+
+        layer_desc = blob(layer)
+        config = json.dumps({"architecture": "amd64", "os": "linux",
+                             "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["sh"]},
+                             "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]}}).encode()
+        manifest = json.dumps({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(config)},
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}]}).encode()
+        index = json.dumps({"schemaVersion": 2, "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
+            "annotations": {"io.containerd.image.name": IMAGE, "org.opencontainers.image.ref.name": "latest"}}]})
+        tmp = Path(str(tar) + ".tmp")
+        with tarfile.open(tmp, "w") as t:
+            def add(name: str, data: bytes) -> None:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+            add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+            add("index.json", index.encode())
+            for digest, data in blobs.items():
+                add("blobs/sha256/" + digest.split(":", 1)[1], data)
+        os.rename(tmp, tar)
+    return tar
+
+
+class Containerd:
+    """A private containerd 1.6 daemon (own root, state, sockets, namespace),
+    like the lab script runs it.  ``stop()`` removes every task, container,
+    shim and mount it made, and is safe to call after a failed start.
+
+    config: the text of a config.toml to start with (its root, state, socket
+    and opt paths are replaced by private ones); default: a minimal one with
+    the CRI plugin disabled.  env: extra environment of the daemon, which its
+    shims and so the runtime binary inherit (e.g. XPU_CDI_SPEC_DIRS).
+    """
+
+    def __init__(self, base: Path, config: Optional[str] = None, env: Optional[Dict[str, str]] = None) -> None:
+        require("containerd", "ctr", "runc")
+        self.base = base
+        base.mkdir(parents=True, exist_ok=True)
+        self.address = str(base / "containerd.sock")
+        self.namespace = unique("xc")
+        self.config_path = base / "config.toml"
+        self.config_path.write_text(self.private(config if config is not None else
+                                                 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n'))
+        self.log_path = base / "containerd.log"
+        self.proc: Optional[subprocess.Popen] = None
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(["containerd", "--config", str(self.config_path)], stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=dict(os.environ, **(env or {})))
+        for _ in range(200):
+            if self.proc.poll() is not None:
+                break
+            if self.ctr("version", timeout=10).returncode == 0:
+                return
+            time.sleep(0.05)
+        tail = self.log_path.read_text(errors="replace")[-2000:]
+        self.stop()
+        raise RuntimeError(f"containerd did not come up (exit {self.proc.returncode}):\n{tail}")
+
+    def private(self, text: str) -> str:
+        """*text* with root, state, sockets and the opt dir moved under base."""
+        import tomlkit
+
+        doc = tomlkit.parse(text)
+        doc["root"], doc["state"] = str(self.base / "root"), str(self.base / "state")
+        doc.setdefault("grpc", tomlkit.table())["address"] = self.address
+        doc.setdefault("ttrpc", tomlkit.table())["address"] = self.address + ".ttrpc"
+        plugins = doc.setdefault("plugins", tomlkit.table())
+        opt = "opt" if doc.get("version", 1) == 1 else "io.containerd.internal.v1.opt"
+        plugins.setdefault(opt, tomlkit.table())["path"] = str(self.base / "opt")
+        return tomlkit.dumps(doc)
+
+    def ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run(["ctr", "--address", self.address, "-n", self.namespace, *args],
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def import_image(self) -> str:
+        r = self.ctr("image", "import", str(oci_image_archive()), timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"ctr image import failed: {r.stderr}")
+        return IMAGE
+
+    def plugins(self) -> Dict[str, str]:
+        """Plugin id -> status ("ok", "error", "skip") as `ctr plugins ls` reports it."""
+        out: Dict[str, str] = {}
+        for line in self.ctr("plugins", "ls").stdout.splitlines()[1:]:
+            cols = line.split()
+            if len(cols) >= 4:
+                out[f"{cols[0]}.{cols[1]}"] = cols[-1]
+        return out
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            for cid in self.ctr("containers", "ls", "-q", timeout=20).stdout.split():
+                self.ctr("task", "kill", "-s", "SIGKILL", cid, timeout=20)
+                self.ctr("task", "delete", "-f", cid, timeout=20)
+                self.ctr("containers", "delete", cid, timeout=20)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        # shims outlive the daemon: end the ones started for this daemon's socket, by pid
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmdline and b"containerd-shim" in cmdline[0] and self.address.encode() in cmdline:
+                try:
+                    os.kill(int(pid), 9)
+                except ProcessLookupError:
+                    pass
+        with open("/proc/self/mounts") as f:
+            targets = [t for t in (line.split()[1] for line in f) if (t + "/").startswith(f"{self.base}/")]
+        for target in reversed(targets):
+            subprocess.run(["umount", "-l", target], capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture
+def containerd(tmp_path: Path) -> Iterator[Containerd]:
+    """A private containerd 1.6 (CRI disabled) with the busybox image imported; always stopped."""
+    c = Containerd(tmp_path / "containerd")
+    try:
+        c.import_image()
+        yield c
+    finally:
+        c.stop()
