@@ -8,11 +8,14 @@ from cffi import FFI
 
 HERE = Path(__file__).parent
 ffibuilder = FFI()
-ffibuilder.cdef((HERE / "resolver.cdef").read_text())
+ffibuilder.cdef((HERE / "resolver.cdef").read_text() + (HERE / "hook.cdef").read_text())
 ffibuilder.set_source(
     "xpu_cdi._native._resolver",
-    (HERE / "resolver.c").read_text(),
-    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=gnu11"],
+    # hook.c (the OCI hook's syscalls) joins the same extension; #line keeps
+    # compiler messages pointing at the right file and line
+    (HERE / "resolver.c").read_text() + '\n#line 1 "hook.c"\n' + (HERE / "hook.c").read_text(),
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=gnu11", "-pthread"],
+    extra_link_args=["-pthread"],
 )
 
 if __name__ == "__main__":
