@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml setup.py src/xpu_cdi/_native/resolver.c src/xpu_cdi/_na
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+	# byte-compile now: the hook starts on every container start and must not
+	# compile its modules each time (PYTHONDONTWRITEBYTECODE may be set)
+	$(BIN)/python -m compileall -q src/xpu_cdi
 	touch $@
 
 install: $(STAMP)
@@ -27,7 +30,7 @@ test: install
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
 
 demo: install
-	sh scripts/demo.sh
+	$(BIN)/python scripts/demo.py
 
 bench: install
 	$(BIN)/python scripts/bench.py

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from xpu_cdi.errors import ProfileError
 from xpu_cdi.generate import profile
@@ -18,6 +19,16 @@ class TestBuiltin:
         assert profs["kunlunxin"].kind == "kunlunxin.com/xpu"
         assert profs["ascend"].kind == "huawei.com/npu"
         assert len({p.kind for p in profs.values()}) == len(profs)
+
+    def test_builtin_files_pass_the_schema(self) -> None:
+        """Built-ins skip the schema check at run time, so the suite checks every file here."""
+        from xpu_cdi import schema_files
+
+        texts = profile.builtin_texts()
+        assert len(texts) >= 9
+        for name, text in texts.items():
+            assert schema_files.errors(profile.SCHEMA, yaml.safe_load(text)) == [], name
+            assert profile.parse(yaml.safe_load(text), name).name == name
 
     def test_experimental_profiles_marked(self) -> None:
         """Profiles for the lower-priority vendors say they are experimental."""
