@@ -1,0 +1,114 @@
+"""``xpu-cdi doctor``: run every check and print one line each (or JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Callable, List, Optional, Tuple
+
+import click
+
+from ..cdi import registry
+from ..cli import root_options, roots_of
+from ..errors import XpuCdiError
+from . import devices, driverfiles, k8s, runtimes, specs, stale, topo, wiring
+from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
+from .result import Result, exit_code, fail, line, summary
+
+Check = Callable[[Context], List[Result]]
+
+CHECKS: Tuple[Tuple[str, Check], ...] = (
+    ("runtimes", runtimes.check_runtimes),
+    ("driver", devices.check_driver),
+    ("device-nodes", devices.check_nodes),
+    ("device-permissions", devices.check_permissions),
+    ("control-nodes", devices.check_control),
+    ("driver-files", driverfiles.check_files),
+    ("driver-file-owners", driverfiles.check_owners),
+    ("spec-files", specs.check_present),
+    ("spec-valid", specs.check_valid),
+    ("spec-version", specs.check_versions),
+    ("spec-fresh", stale.check_fresh),
+    ("spec-conflicts", specs.check_conflicts),
+    ("spec-paths", specs.check_paths),
+    ("containerd-cdi", lambda ctx: wiring.check_cdi(ctx, "containerd")),
+    ("containerd-handler", lambda ctx: wiring.check_handler(ctx, "containerd")),
+    ("crio-cdi", lambda ctx: wiring.check_cdi(ctx, "crio")),
+    ("crio-handler", lambda ctx: wiring.check_handler(ctx, "crio")),
+    ("docker-cdi", lambda ctx: wiring.check_cdi(ctx, "docker")),
+    ("docker-handler", lambda ctx: wiring.check_handler(ctx, "docker")),
+    ("hook", wiring.check_hook),
+    ("oci-hooks", wiring.check_oci_hooks),
+    ("runtimeclass", k8s.check_runtimeclass),
+    ("topology", topo.check_topology),
+)
+
+
+def run(opts: Options) -> List[Result]:
+    """Every check against the host *opts* describes.
+
+    A check that hits one of our errors becomes a ``fail`` line naming it,
+    so one broken piece never hides the others.
+
+    Raises:
+        ProfileError: an unknown ``--profile`` (nothing can be checked).
+    """
+    ctx = gather(opts)
+    ctx.versions = runtimes.detect() if opts.versions is None else dict(opts.versions)
+    results: List[Result] = []
+    for name, check in CHECKS:
+        try:
+            results += check(ctx)
+        except XpuCdiError as err:
+            results.append(fail(name, f"check stopped: {err}", "fix the error above and run doctor again"))
+        except OSError as err:
+            results.append(fail(name, f"check stopped: {err.strerror or err} ({err.filename!r})",
+                                "check the path exists and is readable by root"))
+    return results
+
+
+@click.command()
+@root_options
+@click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root).")
+@click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
+              help="CDI spec directory, lowest priority first (repeatable).")
+@click.option("--containerd-config", default="/etc/containerd/config.toml", show_default=True)
+@click.option("--crio-config", default="/etc/crio/crio.conf", show_default=True,
+              help="CRI-O config; drop-ins in crio.conf.d beside it are read too.")
+@click.option("--docker-config", default="/etc/docker/daemon.json", show_default=True)
+@click.option("--runtimeclass", "runtimeclasses", multiple=True, metavar="FILE",
+              help="RuntimeClass manifest whose handler must match this node's runtime (repeatable).")
+@click.option("--hooks-dir", "hooks_dirs", multiple=True, default=DEFAULT_HOOKS_DIRS, show_default=True,
+              help="oci-hooks.d directory (podman, CRI-O) (repeatable).")
+@click.option("--runtime-name", default="xpu", show_default=True,
+              help="The runtime handler name `xpu-cdi runtime configure` set up.")
+@click.option("--runtime-version", "runtime_versions", multiple=True, metavar="NAME=X.Y.Z|none",
+              help="Installed runtime and release (repeatable); replaces asking `<runtime> --version` on PATH. "
+                   "'none': no runtime installed.")
+@click.option("--json", "as_json", is_flag=True, help='Print a JSON list of {"check","status","found","fix"}.')
+def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
+           sysfs_root: str, proc_root: Optional[str], spec_dirs: Tuple[str, ...], containerd_config: str,
+           crio_config: str, docker_config: str, runtimeclasses: Tuple[str, ...], hooks_dirs: Tuple[str, ...],
+           runtime_name: str, runtime_versions: Tuple[str, ...], as_json: bool) -> None:
+    """Check the chain from driver to pod: cards, nodes, driver files, specs,
+    runtime config, hook, RuntimeClass, topology.
+
+    One line per check with what it found and the fix. Exit 0 all ok,
+    1 any fail, 2 warnings only.
+    """
+    roots = roots_of(dev_root, driver_root, sysfs_root)
+    opts = Options(roots=roots, proc_root=os.path.abspath(proc_root) if proc_root else roots.sysfs,
+                   profiles=profiles, profiles_dir=profiles_dir,
+                   spec_dirs=tuple(os.path.abspath(d) for d in spec_dirs),
+                   containerd_config=containerd_config, crio_config=crio_config, docker_config=docker_config,
+                   runtimeclasses=runtimeclasses, hooks_dirs=hooks_dirs, runtime_name=runtime_name,
+                   versions=runtimes.parse_option(runtime_versions) if runtime_versions else None)
+    results = run(opts)
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            click.echo(line(r))
+        click.echo(summary(results), err=True)
+    sys.exit(exit_code(results))

@@ -1,0 +1,146 @@
+"""What every check needs: the options, and what is on the host per profile.
+
+Discovery here is forgiving: where ``generate`` stops at the first problem,
+the doctor wants to see all of them, so card nodes and PCI devices are
+listed without stat'ing, and the full discovery is tried once per profile
+with its error kept for the checks that need it.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..cdi import registry
+from ..errors import DiscoveryError
+from ..generate import discover as _discover
+from ..generate import profile as _profile
+from ..model import HostView, Profile
+
+Version = Tuple[int, ...]
+DEFAULT_HOOKS_DIRS = ("/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d")
+RUNTIMES = ("containerd", "crio", "docker", "podman")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The doctor's command-line options."""
+
+    roots: _discover.Roots = _discover.Roots()
+    proc_root: str = "/"
+    profiles: Tuple[str, ...] = ()
+    profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
+    spec_dirs: Tuple[str, ...] = registry.DEFAULT_DIRS
+    containerd_config: str = "/etc/containerd/config.toml"
+    crio_config: str = "/etc/crio/crio.conf"
+    docker_config: str = "/etc/docker/daemon.json"
+    runtimeclasses: Tuple[str, ...] = ()
+    hooks_dirs: Tuple[str, ...] = DEFAULT_HOOKS_DIRS
+    runtime_name: str = "xpu"
+    # runtime -> release; None: ask the binaries on PATH (``<runtime> --version``)
+    versions: Optional[Dict[str, Optional[Version]]] = None
+
+
+@dataclass
+class ProfileState:
+    """What the host has for one profile."""
+
+    profile: Profile
+    nodes: List[Tuple[int, str, str]]  # (index, host path, container path) of each card node
+    pci: List[Tuple[str, Optional[str]]]  # (address, bound driver) of the vendor's PCI devices
+    view: Optional[HostView] = None
+    error: str = ""  # why full discovery failed
+
+
+@dataclass
+class Context:
+    """Options plus the host facts shared by several checks."""
+
+    opts: Options
+    states: List[ProfileState]
+    candidates: List[Profile]  # every profile considered (for "looked for ..." messages)
+    versions: Dict[str, Optional[Version]] = field(default_factory=dict)  # installed runtimes
+    cache: Dict[str, Any] = field(default_factory=dict)  # facts several checks read (spec files, configs)
+
+    def looked_for(self) -> str:
+        """The card globs of every candidate profile, under the dev root."""
+        return ", ".join(sorted({_discover.host_path(self.opts.roots.dev, r.glob)
+                                 for p in self.candidates for r in p.cards}))
+
+
+def card_nodes(profile: Profile, roots: _discover.Roots) -> List[Tuple[int, str, str]]:
+    """``(index, host path, container path)`` of every card node of *profile*, by index."""
+    found: Dict[int, Tuple[int, str, str]] = {}
+    for rule in profile.cards:
+        rx = re.compile(rule.index_regex)
+        for hostp in sorted(_glob.glob(_discover.host_path(roots.dev, rule.glob))):
+            rel = hostp if roots.dev in ("", "/") else "/" + os.path.relpath(hostp, roots.dev)
+            m = rx.match(rel)
+            if m:
+                index = int(m.group(1)) - rule.index_base
+                found.setdefault(index, (index, hostp, rule.container_path.format(index=index)
+                                         if rule.container_path else rel))
+    return [found[i] for i in sorted(found)]
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read(64).strip()
+    except OSError:
+        return ""
+
+
+def pci_devices(sysfs_root: str) -> List[Tuple[str, str, Optional[str]]]:
+    """``(address, vendor id, bound driver)`` of every non-bridge PCI device in sysfs."""
+    base = _discover.host_path(sysfs_root, "/sys/bus/pci/devices")
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        d = os.path.join(base, name)
+        vendor = _read(os.path.join(d, "vendor")).lower()
+        if not vendor or _read(os.path.join(d, "class")).lower().startswith("0x0604"):
+            continue  # bridges carry no cards
+        link = os.path.join(d, "driver")
+        driver = os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+        out.append((name, vendor, driver))
+    return out
+
+
+def gather(opts: Options) -> Context:
+    """Select the profiles and look at the host once for all checks.
+
+    In auto mode (no ``--profile``) a profile is kept when its card nodes or
+    its vendor's PCI devices are present, so "cards in the slots but no
+    driver" is still diagnosed.
+
+    Raises:
+        ProfileError: an unknown ``--profile`` or a broken profile file.
+    """
+    explicit = bool(opts.profiles) and list(opts.profiles) != ["auto"]
+    candidates = _profile.select(list(opts.profiles) if explicit else None, opts.profiles_dir)
+    pci = pci_devices(opts.roots.sysfs)
+    states = []
+    for prof in candidates:
+        nodes = card_nodes(prof, opts.roots)
+        mine = [(a, drv) for a, v, drv in pci if prof.pci_vendor and v == prof.pci_vendor.lower()]
+        if not explicit and not nodes and not mine:
+            continue
+        if not explicit and not nodes and prof.experimental:
+            continue  # PCI ids of experimental profiles are unconfirmed: nodes must speak for them
+        state = ProfileState(prof, nodes, mine)
+        if nodes:
+            try:
+                state.view = _discover.discover(prof, opts.roots, auto=not explicit)
+            except DiscoveryError as err:
+                state.error = str(err)
+            if state.view is None and not state.error and not mine:
+                continue  # auto: the nodes belong to another vendor's PCI device (/dev/dri/*)
+        states.append(state)
+    return Context(opts, states, candidates)

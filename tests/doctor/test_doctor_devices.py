@@ -1,0 +1,152 @@
+"""Doctor checks of the driver and device nodes, each on a passing and a failing fake host."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import fakehost
+from doctornode import Node, status, worst
+
+pytestmark = pytest.mark.privileged
+
+
+class TestDriver:
+    def test_ok_with_cards_and_pci(self, node: Node) -> None:
+        """Eight nodes and eight PCI devices of the vendor: ok, the count is named."""
+        node.kunlunxin()
+        _code, res = node.doctor()
+        r = worst(res, "driver")
+        assert r["status"] == "ok" and "8 card(s)" in r["found"] and "8 PCI device(s)" in r["found"]
+
+    def test_nothing_at_all_fails_naming_the_driver(self, node: Node) -> None:
+        """No card node and no PCI device: fail, saying where it looked and to install the driver."""
+        code, res = node.doctor()
+        r = worst(res, "driver")
+        assert code == 1 and r["status"] == "fail"
+        assert str(node.root / "dev/xpu[0-9]*") in r["found"]
+        assert "install the vendor driver" in r["fix"] and "lspci" in r["fix"]
+
+    def test_pci_devices_without_nodes_fail(self, node: Node) -> None:
+        """Cards in the slots but no nodes: the driver is not loaded; the fix says load it."""
+        host = node.kunlunxin()
+        for i in host.cards:
+            host.path(f"/dev/xpu{i}").unlink()
+        _code, res = node.doctor()
+        r = worst(res, "driver")
+        assert r["status"] == "fail" and "8 PCI device(s) of vendor 0x1d22" in r["found"]
+        assert "no driver bound" in r["found"] and "load it" in r["fix"]
+
+    def test_fewer_nodes_than_pci_devices_warns(self, node: Node) -> None:
+        """A card whose node vanished while its PCI device stays: warn, pointing at dmesg."""
+        host = node.kunlunxin()
+        host.remove_card(3)
+        _code, res = node.doctor()
+        r = worst(res, "driver")
+        assert r["status"] == "warn" and "1 card(s) have no node" in r["found"] and "dmesg" in r["fix"]
+
+
+class TestDeviceNodes:
+    def test_registered_majors_pass(self, node: Node) -> None:
+        """Character devices whose major /proc/devices lists: ok, naming the driver."""
+        node.kunlunxin()
+        _code, res = node.doctor()
+        assert status(res, "device-nodes") == "ok"
+        assert "240 (xpu)" in worst(res, "device-nodes")["found"]
+
+    def test_regular_file_instead_of_node_fails(self, node: Node) -> None:
+        """A regular file at /dev/xpu2 (a bind of a missing path): fail, the fix says remove and reload."""
+        host = node.kunlunxin()
+        host.path("/dev/xpu2").unlink()
+        fakehost.write(host.path("/dev/xpu2"), "")
+        _code, res = node.doctor()
+        r = worst(res, "device-nodes")
+        assert r["status"] == "fail" and "is a regular file" in r["found"] and "dev/xpu2" in r["found"]
+        assert "remove the bogus entries" in r["fix"]
+
+    def test_unregistered_major_fails(self, node: Node) -> None:
+        """Nodes whose major no driver owns (left from an earlier load): fail, the fix recreates them."""
+        host = node.kunlunxin(proc=False)
+        fakehost.proc_devices(host.root, {250: "xpu"})
+        _code, res = node.doctor()
+        r = worst(res, "device-nodes")
+        assert r["status"] == "fail" and "(major 240)" in r["found"]
+        assert "udevadm trigger" in r["fix"] and "xpu-cdi generate" in r["fix"]
+
+    def test_unreadable_proc_warns(self, node: Node) -> None:
+        """Without <root>/proc/devices the majors cannot be verified: warn, naming --proc-root."""
+        node.kunlunxin(proc=False)
+        _code, res = node.doctor()
+        r = worst(res, "device-nodes")
+        assert r["status"] == "warn" and "--proc-root" in r["fix"]
+
+    def test_proc_root_option(self, node: Node) -> None:
+        """--proc-root reads /proc from another tree than --sysfs-root."""
+        node.kunlunxin(proc=False)
+        fakehost.proc_devices(node.tmp / "proc-tree", {240: "xpu"})
+        _code, res = node.doctor("--proc-root", str(node.tmp / "proc-tree"))
+        assert status(res, "device-nodes") == "ok"
+
+
+class TestPermissions:
+    def test_0666_root_nodes_pass(self, node: Node) -> None:
+        """Root-owned 0666 nodes: ok."""
+        node.kunlunxin()
+        _code, res = node.doctor()
+        assert status(res, "device-permissions") == "ok"
+
+    def test_group_only_mode_warns(self, node: Node) -> None:
+        """0660 nodes give non-root containers 'permission denied': warn, the fix names 0666 and the group."""
+        host = node.kunlunxin()
+        os.chmod(host.path("/dev/xpu1"), 0o660)
+        _code, res = node.doctor()
+        r = worst(res, "device-permissions")
+        assert r["status"] == "warn" and "mode 0660" in r["found"] and "permission denied" in r["found"]
+        assert 'MODE="0666"' in r["fix"] and "supplementalGroups" in r["fix"]
+
+    def test_closed_mode_fails(self, node: Node) -> None:
+        """A node even its owner cannot open: fail, the fix chmods it."""
+        host = node.kunlunxin()
+        os.chmod(host.path("/dev/xpuctrl"), 0o000)
+        _code, res = node.doctor()
+        r = worst(res, "device-permissions")
+        assert r["status"] == "fail" and "xpuctrl' mode 0000" in r["found"] and "chmod 0666" in r["fix"]
+
+    def test_non_root_owner_warns(self, node: Node) -> None:
+        """A node owned by a user: warn, the fix chowns it to root."""
+        host = node.kunlunxin()
+        os.chown(host.path("/dev/xpu0"), 1000, 1000)
+        _code, res = node.doctor()
+        r = worst(res, "device-permissions")
+        assert r["status"] == "warn" and "uid 1000" in r["found"] and "chown root" in r["fix"]
+
+
+class TestControlNodes:
+    def test_present_passes(self, node: Node) -> None:
+        """/dev/xpuctrl present: ok and named; Ascend lists its manager node too."""
+        node.kunlunxin()
+        _code, res = node.doctor()
+        assert status(res, "control-nodes") == "ok" and "/dev/xpuctrl" in worst(res, "control-nodes")["found"]
+
+    def test_missing_fails(self, node: Node) -> None:
+        """No /dev/xpuctrl: fail, the vendor library sees 0 cards; the fix reloads the driver."""
+        node.kunlunxin(ctrl=False)
+        _code, res = node.doctor()
+        r = worst(res, "control-nodes")
+        assert r["status"] == "fail" and "xpuctrl" in r["found"] and "0 cards" in r["found"]
+        assert "reload the driver" in r["fix"]
+
+    def test_ascend_optional_nodes_noted(self, node: Node) -> None:
+        """Ascend without dvpp_cmdlist (optional): still ok, the absent optional node is listed."""
+        node.ascend()
+        _code, res = node.doctor()
+        r = worst(res, "control-nodes")
+        assert r["status"] == "ok" and "/dev/davinci_manager" in r["found"] and "dvpp_cmdlist" in r["found"]
+
+    def test_ascend_without_manager_fails(self, node: Node) -> None:
+        """Ascend without davinci_manager: fail naming both accepted paths."""
+        node.ascend(manager=False)
+        _code, res = node.doctor()
+        r = worst(res, "control-nodes")
+        assert r["status"] == "fail" and "davinci_manager_docker" in r["found"]
