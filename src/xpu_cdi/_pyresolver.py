@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import stat as _stat
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 Row = Tuple[int, str, int, int, int, int, int]
 _PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]$")
@@ -57,3 +57,204 @@ def pci_of(sysfs_root: str, major: int, minor: int) -> Tuple[Optional[str], Opti
     except (OSError, ValueError):
         pass
     return base, numa
+
+
+# ---------------------------------------------------------------------------
+# Hook section: twins of _native/hook.c (see resolver.py for the contract).
+# Python 3.11's os has no setns/mount, so those go through libc via ctypes,
+# imported only here, on the slow path.
+# ---------------------------------------------------------------------------
+
+_MAX_LINKS = 40
+_RESOLVE_NOFOLLOW = 2
+
+
+def _syscall_error(call: str, err: int, target: str) -> Exception:
+    from .errors import SyscallError
+
+    return SyscallError(call, err, target)
+
+
+def resolve_in_root(rootfd: int, path: str, flags: int = 0,
+                    create: Optional[Callable[[int, str, bool], None]] = None) -> int:
+    """Component-by-component walk below *rootfd*; see resolver.resolve_in_root.
+
+    create: called as ``create(dir_fd, name, is_last)`` for a component that
+    does not exist (also behind a symlink), to make it; the walk then goes on
+    through what it made.  The hook creates missing mount targets this way,
+    inside the root, wherever the image's own symlinks point.
+    """
+    nofollow_last = bool(flags & _RESOLVE_NOFOLLOW)
+    root_st = os.fstat(rootfd)
+    cur = os.dup(rootfd)
+    todo = [c for c in path.split("/") if c]
+    todo.reverse()  # a stack: pop() takes the next component
+    links = 0
+    try:
+        while todo:
+            name = todo.pop()
+            last = not todo
+            if name == ".":
+                continue
+            if name == "..":
+                st = os.fstat(cur)
+                if (st.st_dev, st.st_ino) != (root_st.st_dev, root_st.st_ino):
+                    nfd = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=cur)
+                    os.close(cur)
+                    cur = nfd
+                continue
+            if len(name.encode()) > 255:
+                raise OSError(36, "File name too long")
+            try:
+                nfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
+            except FileNotFoundError:
+                if create is None:
+                    raise
+                create(cur, name, last)
+                nfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
+            mode = os.fstat(nfd).st_mode
+            if _stat.S_ISLNK(mode) and not (last and nofollow_last):
+                links += 1
+                if links > _MAX_LINKS:
+                    os.close(nfd)
+                    raise OSError(40, "Too many levels of symbolic links")
+                try:
+                    target = os.readlink(name, dir_fd=cur)
+                finally:
+                    os.close(nfd)
+                parts = [c for c in target.split("/") if c]
+                todo.extend(reversed(parts))
+                if target.startswith("/"):  # absolute: restart at the root
+                    os.close(cur)
+                    cur = os.dup(rootfd)
+                continue
+            if not last and not _stat.S_ISDIR(mode):
+                os.close(nfd)
+                raise OSError(20, "Not a directory")
+            os.close(cur)
+            cur = nfd
+    except OSError as err:
+        os.close(cur)
+        raise _syscall_error("resolve", err.errno or 5, path) from None
+    os.set_inheritable(cur, False)
+    return cur
+
+
+def _libc():  # type: ignore[no-untyped-def]
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def setns(nspath: str, nstype: int) -> None:
+    """setns(2) through libc; see resolver.setns."""
+    import ctypes
+
+    try:
+        fd = os.open(nspath, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise _syscall_error("setns", err.errno or 5, nspath) from None
+    try:
+        if _libc().setns(fd, nstype) != 0:
+            raise _syscall_error("setns", ctypes.get_errno(), nspath)
+    finally:
+        os.close(fd)
+
+
+def mount(source: Optional[str], target: str, fstype: Optional[str], flags: int,
+          data: Optional[str] = None) -> None:
+    """mount(2) through libc; see resolver.mount."""
+    import ctypes
+
+    enc = (lambda s: s.encode() if s else None)
+    if _libc().mount(enc(source), target.encode(), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        raise _syscall_error("mount", ctypes.get_errno(), f"{source or ''} -> {target}")
+
+
+def umount(target: str, flags: int = 0) -> None:
+    """umount2(2) through libc; see resolver.umount."""
+    import ctypes
+
+    if _libc().umount2(target.encode(), flags) != 0:
+        raise _syscall_error("umount", ctypes.get_errno(), target)
+
+
+def spawn_confined(root: str, argv: Sequence[str], env: Sequence[str],
+                   namespaces: Sequence[Tuple[int, int]] = (), timeout: float = 30.0) -> Tuple[int, str]:
+    """fork+exec confined as resolver.spawn_confined does (libc via ctypes)."""
+    import ctypes
+    import signal
+    import time
+
+    libc = _libc()
+    newpid, newuser = 0x20000000, 0x10000000
+    errr, errw = os.pipe2(os.O_CLOEXEC)
+    outr, outw = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+            ordered = [n for n in namespaces if n[1] not in (newpid, newuser)] + \
+                [n for n in namespaces if n[1] == newpid] + [n for n in namespaces if n[1] == newuser]
+            for fd, kind in ordered:
+                if libc.setns(fd, kind) != 0:
+                    raise OSError(ctypes.get_errno(), "setns")
+                if kind == newuser:
+                    os.setgroups([])
+                    os.setresgid(0, 0, 0)
+                    os.setresuid(0, 0, 0)
+            if any(kind == newpid for _, kind in namespaces):
+                inner = os.fork()
+                if inner:
+                    os.close(errw)
+                    os.close(outw)
+                    os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]) & 0xFF)
+                libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+            os.chroot(root)
+            os.chdir("/")
+            if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+                raise OSError(ctypes.get_errno(), "prctl")
+            for cap in range(64):
+                if libc.prctl(24, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # PR_CAPBSET_DROP
+                    raise OSError(ctypes.get_errno(), "prctl")
+            libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+            hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+            data = (ctypes.c_uint32 * 6)()
+            if libc.capset(hdr, data) != 0:
+                raise OSError(ctypes.get_errno(), "capset")
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(outw, 1)
+            os.dup2(outw, 2)
+            os.closerange(3, errw)
+            os.closerange(errw + 1, 65536)
+            os.execve(argv[0], list(argv), dict(e.split("=", 1) for e in env))
+        except OSError as err:
+            os.write(errw, (err.errno or 5).to_bytes(4, "little"))
+        os._exit(127)
+    os.close(errw)
+    os.close(outw)
+    failed = os.read(errr, 4)
+    os.close(errr)
+    chunks = []
+    total = 0
+    deadline = time.monotonic() + timeout
+    import select as _select
+
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not _select.select([outr], [], [], left)[0]:
+            os.kill(pid, signal.SIGKILL)
+            failed = (110).to_bytes(4, "little")  # ETIMEDOUT
+            break
+        chunk = os.read(outr, 4096)
+        if not chunk:
+            break
+        if total < 4095:
+            chunks.append(chunk[:4095 - total])
+            total += len(chunks[-1])
+    os.close(outr)
+    _, status = os.waitpid(pid, 0)
+    if len(failed) == 4:
+        raise _syscall_error("exec", int.from_bytes(failed, "little"), f"{argv[0]} in {root}")
+    return status, b"".join(chunks).decode(errors="replace")

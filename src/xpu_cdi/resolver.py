@@ -162,29 +162,31 @@ def umount(target: str, flags: int = 0) -> None:
 
 
 def spawn_confined(root: str, argv: Sequence[str], env: Sequence[str],
-                   namespaces: Sequence[Tuple[int, int]] = ()) -> Tuple[int, str]:
+                   namespaces: Sequence[Tuple[int, int]] = (), timeout: float = 30.0) -> Tuple[int, str]:
     """Run *argv* chrooted into *root*, confined, and wait for it.
 
-    The child joins *namespaces* (``(fd, CLONE_NEW*)``; a user namespace
-    last, then uid/gid 0 inside it), chroots, sets no_new_privs, drops
-    every capability, keeps no other fd and gets exactly *env*.
+    The child joins *namespaces* (``(fd, CLONE_NEW*)``; inside a pid
+    namespace through one more fork; a user namespace last, then uid/gid 0
+    inside it), chroots, sets no_new_privs, drops every capability, keeps
+    no other fd, gets exactly *env*, dies with the caller and is killed
+    after *timeout* seconds.
 
     Returns:
         ``(waitpid status, stdout+stderr truncated to 4 KiB)``.
 
     Raises:
         SyscallError: a step before exec failed (``exec`` ENOENT when the
-            program is missing).
+            program is missing), or ETIMEDOUT.
     """
     if lib is None:
-        return _pyresolver.spawn_confined(root, argv, env, namespaces)
+        return _pyresolver.spawn_confined(root, argv, env, namespaces, timeout)
     out = ffi.new("char[]", 4096)
     status = ffi.new("int *")
     fds = ffi.new("int[]", [fd for fd, _ in namespaces] or [0])
     types = ffi.new("int[]", [t for _, t in namespaces] or [0])
     rv = lib.xc_spawn_confined(root.encode(), ("\0".join(argv) + "\0").encode(), len(argv),
                                ("\0".join(env) + "\0").encode(), len(env), fds, types, len(namespaces),
-                               out, 4096, status)
+                               int(timeout * 1000), out, 4096, status)
     if rv != 0:
         _fail("exec", rv, f"{argv[0]} in {root}")
     return int(status[0]), ffi.string(out).decode(errors="replace")

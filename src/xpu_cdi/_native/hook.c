@@ -7,7 +7,11 @@
 #include <linux/bpf.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
+#include <grp.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
+#include <time.h>
 #include <stdint.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -212,20 +216,52 @@ static void drop_all_caps(int errfd)
         child_fail(errfd, errno);
 }
 
-/* fork; in the child: join the given namespaces (user last, then become
- * uid/gid 0 of it), chroot, no_new_privs, drop every capability, close all
- * other fds, exec with exactly envp.  stdout+stderr of the child are
- * captured into out (truncated, NUL-terminated).  *status gets the
- * waitpid status.  -errno of a failed step before exec is returned. */
+/* Join nsfds: every type but user and pid, then pid (for our children),
+ * then user last and become uid/gid 0 in it.  Returns 1 when a pid
+ * namespace was joined (the caller must fork once more to be in it). */
+static int join_namespaces(const int *nsfds, const int *nstypes, size_t nns, int errfd)
+{
+    static const int order[] = {0, CLONE_NEWPID, CLONE_NEWUSER};
+    int joined_pid = 0;
+
+    for (size_t o = 0; o < sizeof(order) / sizeof(order[0]); o++) {
+        for (size_t i = 0; i < nns; i++) {
+            int is_special = nstypes[i] == CLONE_NEWPID || nstypes[i] == CLONE_NEWUSER;
+            if (order[o] == 0 ? is_special : nstypes[i] != order[o])
+                continue;
+            if (setns(nsfds[i], nstypes[i]) != 0)
+                child_fail(errfd, errno);
+            if (nstypes[i] == CLONE_NEWPID)
+                joined_pid = 1;
+            if (nstypes[i] == CLONE_NEWUSER) { /* the container's root, not an unmapped host uid */
+                if (setgroups(0, NULL) != 0 && errno != EPERM)
+                    child_fail(errfd, errno);
+                if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
+                    child_fail(errfd, errno);
+            }
+        }
+    }
+    return joined_pid;
+}
+
+/* fork; in the child: join the given namespaces (and fork again inside a
+ * joined pid namespace, so that the program cannot see or signal host
+ * processes), chroot, no_new_privs, drop every capability, close all other
+ * fds, exec with exactly envp.  The child dies with the hook (pdeathsig)
+ * and is killed after timeout_ms.  stdout+stderr of the program are
+ * captured into out (truncated, NUL-terminated); *status gets its waitpid
+ * status.  -errno of a failed step before exec is returned. */
 int xc_spawn_confined(const char *root, const char *argv_blob, size_t argc,
                       const char *env_blob, size_t envc, const int *nsfds,
-                      const int *nstypes, size_t nns, char *out, size_t outlen, int *status)
+                      const int *nstypes, size_t nns, int timeout_ms,
+                      char *out, size_t outlen, int *status)
 {
     char *argv[XC_SPAWN_MAX_ARGS], *envp[XC_SPAWN_MAX_ARGS];
     int errpipe[2], outpipe[2], err = 0, rv;
     size_t used = 0;
     pid_t pid;
     ssize_t n;
+    struct timespec t0, now;
 
     if (outlen)
         out[0] = '\0';
@@ -249,25 +285,25 @@ int xc_spawn_confined(const char *root, const char *argv_blob, size_t argc,
         return -err;
     }
     if (pid == 0) {
-        int entered_user = 0, devnull;
+        int devnull;
 
         close(errpipe[0]);
         close(outpipe[0]);
-        for (size_t i = 0; i < nns; i++) {
-            if (nstypes[i] == CLONE_NEWUSER)
-                continue;
-            if (setns(nsfds[i], nstypes[i]) != 0)
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+            child_fail(errpipe[1], errno);
+        if (join_namespaces(nsfds, nstypes, nns, errpipe[1])) {
+            pid_t inner = fork();
+            if (inner < 0)
                 child_fail(errpipe[1], errno);
-        }
-        for (size_t i = 0; i < nns; i++) {
-            if (nstypes[i] != CLONE_NEWUSER)
-                continue;
-            if (setns(nsfds[i], CLONE_NEWUSER) != 0)
-                child_fail(errpipe[1], errno);
-            entered_user = 1;
-        }
-        if (entered_user) { /* be the container's root, not an unmapped host uid */
-            if (setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
+            if (inner > 0) { /* relay the program's status; hold no pipe end */
+                int st = 0;
+                close(errpipe[1]);
+                close(outpipe[1]);
+                while (waitpid(inner, &st, 0) < 0 && errno == EINTR)
+                    ;
+                _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0));
+            }
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
                 child_fail(errpipe[1], errno);
         }
         if (chroot(root) != 0 || chdir("/") != 0)
@@ -292,11 +328,31 @@ int xc_spawn_confined(const char *root, const char *argv_blob, size_t argc,
     close(outpipe[1]);
     n = read(errpipe[0], &err, sizeof(err));
     close(errpipe[0]);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         char drain[512];
         char *dst = used + 1 < outlen ? out + used : drain;
         size_t room = used + 1 < outlen ? outlen - 1 - used : sizeof(drain);
-        ssize_t got = read(outpipe[0], dst, room);
+        struct pollfd pfd = {outpipe[0], POLLIN, 0};
+        long left;
+        ssize_t got;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left = timeout_ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0) {
+            kill(pid, SIGKILL); /* its child in the pid namespace dies by pdeathsig */
+            err = ETIMEDOUT;
+            n = sizeof(err);
+            break;
+        }
+        if (poll(&pfd, 1, (int)left) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pfd.revents == 0)
+            continue;
+        got = read(outpipe[0], dst, room);
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
