@@ -215,10 +215,10 @@ def hook(args: Tuple[str, ...]) -> None:
 
 # Commands that live with their subsystem register here, one line each:
 # main.add_command(<module>.<command>)
-from . import topology_cmd  # noqa: E402 - the commands import root_options from here
-main.add_command(topology_cmd.topology)
-from .doctor import command as doctor_cmd  # noqa: E402
-main.add_command(doctor_cmd.doctor)
+from . import topology_cmd  # noqa: E402 - built lazily: it takes root_options from here
+main.add_command(topology_cmd.command())
+from .doctor import command as doctor_cmd  # noqa: E402 - built lazily, as topology
+main.add_command(doctor_cmd.command())
 
 
 if __name__ == "__main__":  # pragma: no cover

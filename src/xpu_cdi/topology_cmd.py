@@ -3,13 +3,13 @@ text, JSON for device plugins, node labels, or a preferred allocation."""
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import click
 
 from . import topology as _topology
-from .cli import plan, root_options, roots_of
 from .errors import SelectionError
 
 
@@ -64,24 +64,15 @@ def render(topo: Sequence[_topology.TopoCard]) -> List[str]:
     return lines
 
 
-@click.command()
-@root_options
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON list of cards: name, kind, device, path, pci, numa_node, switch, root_port, link.")
-@click.option("--labels", "as_labels", is_flag=True,
-              help="Print node labels (xpu-cdi.io/<class>.switch-groups=0-3_4-7, ...), one key=value a line.")
-@click.option("--preferred", "size", type=click.IntRange(min=1), metavar="N",
-              help="Print the best N cards for one job (same switch, then NUMA node, then fewest crossings).")
-@click.option("--available", metavar="NAMES",
-              help="With --preferred: the free cards, e.g. 0,1,4-7 (default: all).")
-def topology(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
-             sysfs_root: str, as_json: bool, as_labels: bool, size: Optional[int],
-             available: Optional[str]) -> None:
+def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
+        sysfs_root: str, as_json: bool, as_labels: bool, size: Optional[int], available: Optional[str]) -> None:
     """Show where each card sits on the PCIe tree: switch, root port, NUMA node.
 
     Multi-card jobs run fastest on cards behind one PCIe switch; device
     plugins can use --json or --preferred for GetPreferredAllocation.
     """
+    from .cli import plan, roots_of
+
     if available is not None and size is None:
         raise click.UsageError("--available only makes sense with --preferred N")
     roots = roots_of(dev_root, driver_root, sysfs_root)
@@ -110,3 +101,30 @@ def topology(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
         return
     for line in render(topo):
         click.echo(line)
+
+
+OPTIONS = (
+    click.option("--json", "as_json", is_flag=True,
+                 help="Print a JSON list of cards: name, kind, device, path, pci, numa_node, switch, root_port, "
+                      "link."),
+    click.option("--labels", "as_labels", is_flag=True,
+                 help="Print node labels (xpu-cdi.io/<class>.switch-groups=0-3_4-7, ...), one key=value a line."),
+    click.option("--preferred", "size", type=click.IntRange(min=1), metavar="N",
+                 help="Print the best N cards for one job (same switch, then NUMA node, then fewest crossings)."),
+    click.option("--available", metavar="NAMES", help="With --preferred: the free cards, e.g. 0,1,4-7 (default: all)."),
+)
+
+
+@functools.lru_cache(maxsize=None)  # click.option mutates the function: build once
+def command() -> click.Command:
+    """The ``topology`` click command.
+
+    Built on demand because it takes ``cli.root_options`` and ``cli`` registers
+    it: importing ``cli`` here at module level would be circular.
+    """
+    from .cli import root_options
+
+    f: Any = run
+    for opt in reversed(OPTIONS):
+        f = opt(f)
+    return click.command("topology")(root_options(f))

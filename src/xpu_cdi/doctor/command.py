@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import click
 
 from ..cdi import registry
-from ..cli import root_options, roots_of
 from ..errors import XpuCdiError
 from . import devices, driverfiles, k8s, runtimes, specs, stale, topo, wiring
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
@@ -68,25 +68,6 @@ def run(opts: Options) -> List[Result]:
     return results
 
 
-@click.command()
-@root_options
-@click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root).")
-@click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
-              help="CDI spec directory, lowest priority first (repeatable).")
-@click.option("--containerd-config", default="/etc/containerd/config.toml", show_default=True)
-@click.option("--crio-config", default="/etc/crio/crio.conf", show_default=True,
-              help="CRI-O config; drop-ins in crio.conf.d beside it are read too.")
-@click.option("--docker-config", default="/etc/docker/daemon.json", show_default=True)
-@click.option("--runtimeclass", "runtimeclasses", multiple=True, metavar="FILE",
-              help="RuntimeClass manifest whose handler must match this node's runtime (repeatable).")
-@click.option("--hooks-dir", "hooks_dirs", multiple=True, default=DEFAULT_HOOKS_DIRS, show_default=True,
-              help="oci-hooks.d directory (podman, CRI-O) (repeatable).")
-@click.option("--runtime-name", default="xpu", show_default=True,
-              help="The runtime handler name `xpu-cdi runtime configure` set up.")
-@click.option("--runtime-version", "runtime_versions", multiple=True, metavar="NAME=X.Y.Z|none",
-              help="Installed runtime and release (repeatable); replaces asking `<runtime> --version` on PATH. "
-                   "'none': no runtime installed.")
-@click.option("--json", "as_json", is_flag=True, help='Print a JSON list of {"check","status","found","fix"}.')
 def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
            sysfs_root: str, proc_root: Optional[str], spec_dirs: Tuple[str, ...], containerd_config: str,
            crio_config: str, docker_config: str, runtimeclasses: Tuple[str, ...], hooks_dirs: Tuple[str, ...],
@@ -97,6 +78,8 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
     One line per check with what it found and the fix. Exit 0 all ok,
     1 any fail, 2 warnings only.
     """
+    from ..cli import roots_of
+
     roots = roots_of(dev_root, driver_root, sysfs_root)
     opts = Options(roots=roots, proc_root=os.path.abspath(proc_root) if proc_root else roots.sysfs,
                    profiles=profiles, profiles_dir=profiles_dir,
@@ -112,3 +95,39 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
             click.echo(line(r))
         click.echo(summary(results), err=True)
     sys.exit(exit_code(results))
+
+
+OPTIONS = (
+    click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
+    click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
+                 help="CDI spec directory, lowest priority first (repeatable)."),
+    click.option("--containerd-config", default="/etc/containerd/config.toml", show_default=True),
+    click.option("--crio-config", default="/etc/crio/crio.conf", show_default=True,
+                 help="CRI-O config; drop-ins in crio.conf.d beside it are read too."),
+    click.option("--docker-config", default="/etc/docker/daemon.json", show_default=True),
+    click.option("--runtimeclass", "runtimeclasses", multiple=True, metavar="FILE",
+                 help="RuntimeClass manifest whose handler must match this node's runtime (repeatable)."),
+    click.option("--hooks-dir", "hooks_dirs", multiple=True, default=DEFAULT_HOOKS_DIRS, show_default=True,
+                 help="oci-hooks.d directory (podman, CRI-O) (repeatable)."),
+    click.option("--runtime-name", default="xpu", show_default=True,
+                 help="The runtime handler name `xpu-cdi runtime configure` set up."),
+    click.option("--runtime-version", "runtime_versions", multiple=True, metavar="NAME=X.Y.Z|none",
+                 help="Installed runtime and release (repeatable); replaces asking `<runtime> --version` on PATH. "
+                      "'none': no runtime installed."),
+    click.option("--json", "as_json", is_flag=True, help='Print a JSON list of {"check","status","found","fix"}.'),
+)
+
+
+@functools.lru_cache(maxsize=None)  # click.option mutates the function: build once
+def command() -> click.Command:
+    """The ``doctor`` click command.
+
+    Built on demand because it takes ``cli.root_options`` and ``cli`` registers
+    it: importing ``cli`` here at module level would be circular.
+    """
+    from ..cli import root_options
+
+    f: Any = doctor
+    for opt in reversed(OPTIONS):
+        f = opt(f)
+    return click.command("doctor")(root_options(f))
