@@ -1,0 +1,447 @@
+"""``xpu-cdi watch``: keep the CDI specs in step with the cards and the driver.
+
+Three things make a spec stale: cards appearing or disappearing, the driver
+module being (re)loaded (device majors are dynamic, so node numbers move),
+and a driver update (new version file, new ``modules.dep``).  The first two
+are kernel uevents, read through pyudev's monitor; the last is a file change,
+found by polling a few ``stat`` results (no inotify in the standard library,
+and the files often do not exist yet when the watch starts).
+
+Events only mark a refresh as pending; the refresh runs once things have
+been quiet for ``debounce`` seconds (a driver load sends one event per node),
+so a burst costs one run.  A run goes through the same pipeline as
+``generate`` (``cli.plan -> spec.build -> spec.write``) and writes a spec
+only when its bytes differ from the file on disk, so runtimes watching the
+spec directory see no churn.  ``--once`` is a single run: the systemd
+refresh unit and the package scripts use it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+
+from . import atomic
+from .errors import DiscoveryError, SpecError, XpuCdiError
+from .generate import check as _check
+from .generate import spec as _spec
+from .model import HostView, Profile
+
+# Driver files whose change means "the driver was updated" (relative to
+# --driver-root).  Ascend's is documented; Kunlunxin's XRE version file is
+# what its installer leaves in /usr/local/xpu.  %v is the running kernel.
+DEFAULT_WATCH_FILES = (
+    "/lib/modules/%v/modules.dep",
+    "/usr/local/Ascend/driver/version.info",
+    "/usr/local/xpu/version.txt",
+)
+PCI_ACTIONS = ("add", "remove", "bind", "unbind")
+Log = Callable[[str], None]
+
+
+def expand(path: str) -> str:
+    """Replace ``%v`` by the running kernel's release, as systemd does in units."""
+    return path.replace("%v", os.uname().release)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a refresh produces: the generate pipeline with fixed options.
+
+    ``plan`` is ``cli.plan`` bound to the profiles and roots; ``select``
+    returns the profiles the watch cares about (for event matching and for
+    recognising specs of kinds that vanished).
+    """
+
+    plan: Callable[[], List[HostView]]
+    select: Callable[[], List[Profile]]
+    spec_dir: str
+    fmt: str
+    options: _spec.SpecOptions
+    manifest: Optional[str] = None
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def _index_matches(path: str, expected: Dict[str, Any]) -> bool:
+    """The hook index beside *path* says what *expected* says (ignoring the YAML stat stamp)."""
+    import json
+
+    data = _read(path + _spec.INDEX_SUFFIX)
+    try:
+        current = json.loads(data) if data is not None else None
+    except ValueError:
+        return False
+    if not isinstance(current, dict):
+        return False
+    current.pop("specStat", None)
+    return bool(current == expected)
+
+
+def read_manifest(path: Optional[str]) -> List[str]:
+    """The files a watch run recorded as written (one absolute path per line)."""
+    data = _read(path) if path else None
+    return [line for line in (data or b"").decode().splitlines() if line.startswith("/")]
+
+
+def _save_manifest(path: Optional[str], files: Sequence[str]) -> None:
+    if not path:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o755, exist_ok=True)
+    atomic.write_atomic(path, "".join(f"{p}\n" for p in sorted(set(files))).encode())
+
+
+def _remove(path: str) -> bool:
+    removed = False
+    for p in (path, path + _spec.INDEX_SUFFIX):
+        try:
+            os.unlink(p)
+            removed = True
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def _ours(path: str, profiles: FrozenSet[str]) -> bool:
+    """A spec xpu-cdi wrote for one of *profiles* (it has our hook index)."""
+    import json
+
+    try:
+        index = json.loads(_read(path + _spec.INDEX_SUFFIX) or b"null")
+    except ValueError:
+        return False
+    return isinstance(index, dict) and index.get("profile") in profiles
+
+
+def refresh(target: Target, log: Log) -> int:
+    """Run the generate pipeline once and bring the spec directory in line.
+
+    Writes each kind's spec only when its content changed; removes xpu-cdi
+    specs of the watched profiles whose cards are all gone, and a spec of
+    the same kind in the other format (two files defining the same devices
+    in one directory make runtimes drop both).  Logs one line per change.
+
+    Returns:
+        The number of files written or removed.
+
+    Raises:
+        XpuCdiError: profiles cannot be loaded or a spec cannot be written.
+    """
+    try:
+        return _refresh(target, log)
+    except OSError as err:
+        raise SpecError(f"spec dir {target.spec_dir!r}: {err.strerror or err} ({err.filename})") from err
+
+
+def _refresh(target: Target, log: Log) -> int:
+    try:
+        views = target.plan()
+    except DiscoveryError:
+        views = []  # no cards at all: not an error for a watcher
+    watched = frozenset(p.name for p in target.select())
+    manifest = set(read_manifest(target.manifest))
+    changes = 0
+    keep = set()
+    for view in views:
+        spec = _spec.build(view, target.options)
+        path = os.path.join(target.spec_dir, _spec.file_name(spec["kind"], target.fmt))
+        keep.add(path)
+        index = dict(_spec.hook_index(view, spec, target.options), spec=os.path.basename(path))
+        if target.fmt == "yaml":
+            index["compact"] = spec
+        data = _spec.dumps(spec, target.fmt)
+        old = _read(path)
+        if old == data and _index_matches(path, index):
+            continue
+        why = "new spec" if old is None else "; ".join(_check.differences(_old_spec(path), spec)) or "reformatted"
+        if not os.path.isdir(target.spec_dir):
+            os.makedirs(target.spec_dir, mode=0o755)
+            manifest.add(os.path.join(os.path.abspath(target.spec_dir), ""))  # ours to remove when empty
+        _spec.write(path, spec, target.fmt, _spec.hook_index(view, spec, target.options))
+        manifest.update((path, path + _spec.INDEX_SUFFIX))
+        log(f"wrote {path}: {spec['kind']}, {len(view.cards)} card(s), {why}")
+        changes += 1
+    for name in sorted(_listdir(target.spec_dir)):
+        path = os.path.join(target.spec_dir, name)
+        if path in keep or not name.endswith((".json", ".yaml")) or not _ours(path, watched):
+            continue
+        kinds = {os.path.splitext(os.path.basename(k))[0] for k in keep}
+        reason = ("same kind written as " + target.fmt if os.path.splitext(name)[0] in kinds
+                  else "its cards are gone")
+        if _remove(path):
+            manifest.difference_update((path, path + _spec.INDEX_SUFFIX))
+            log(f"removed {path}: {reason}")
+            changes += 1
+    if target.manifest and (changes or not os.path.exists(target.manifest)):
+        _save_manifest(target.manifest, [p for p in manifest if os.path.exists(p)])
+    return changes
+
+
+def _old_spec(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        return _check.read(path)
+    except SpecError:
+        return None  # unreadable: differences() reports "no spec on disk"
+
+
+def _listdir(d: str) -> List[str]:
+    try:
+        return os.listdir(d)
+    except FileNotFoundError:
+        return []
+
+
+@dataclass(frozen=True)
+class Matchers:
+    """What makes a uevent relevant, derived from the profiles."""
+
+    node_globs: Tuple[str, ...]
+    pci_vendors: FrozenSet[str]  # upper-case hex without 0x, as in PCI_ID
+    modules: FrozenSet[str]  # empty: any module
+
+    @classmethod
+    def of(cls, profiles: Sequence[Profile], modules: Sequence[str] = ()) -> "Matchers":
+        """Node globs from the card rules and control nodes; PCI vendors from the profiles."""
+        globs: List[str] = []
+        for p in profiles:
+            globs.extend(r.glob for r in p.cards)
+            for rule in p.control_nodes:
+                globs.extend(rule.paths)
+        vendors = {p.pci_vendor.lower().replace("0x", "").upper() for p in profiles if p.pci_vendor}
+        return cls(tuple(globs), frozenset(vendors), frozenset(modules))
+
+
+def classify(action: Optional[str], props: Mapping[str, str], m: Matchers) -> Optional[str]:
+    """Why a uevent needs a refresh (``"add /dev/xpu3"``), or None when it does not."""
+    action = action or props.get("ACTION") or "?"
+    devname = props.get("DEVNAME")
+    if devname:
+        node = devname if devname.startswith("/") else "/dev/" + devname
+        if any(fnmatch.fnmatchcase(node, g) for g in m.node_globs):
+            return f"{action} {node}"
+    subsystem = props.get("SUBSYSTEM")
+    if subsystem == "pci" and action in PCI_ACTIONS:
+        vendor = (props.get("PCI_ID") or "").split(":")[0].upper()
+        if vendor and vendor in m.pci_vendors:
+            return f"{action} pci {props.get('PCI_SLOT_NAME') or props.get('DEVPATH', '?')}"
+    if subsystem == "module" and action in ("add", "remove"):
+        name = os.path.basename(props.get("DEVPATH") or "")
+        if name and (not m.modules or name in m.modules):
+            return f"{action} module {name}"
+    return None
+
+
+def _signature(path: str) -> Any:
+    """What changes when a file is rewritten (or a directory's *.yaml set changes)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if os.path.isdir(path):
+        return tuple(sorted((n, _signature(os.path.join(path, n))) for n in _listdir(path) if n.endswith(".yaml")))
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Watcher:
+    """The watch loop's state: pending triggers, file signatures, counters.
+
+    A class because it carries state across events; ``source`` is anything
+    with pyudev's ``Monitor.poll(timeout)`` (None: files only).
+    """
+
+    def __init__(self, target: Target, files: Sequence[str], log: Log, modules: Sequence[str] = (),
+                 debounce: float = 2.0, max_delay: float = 10.0, poll_interval: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.target, self.log, self.clock = target, log, clock
+        self.modules = tuple(modules)
+        self.debounce, self.max_delay, self.poll_interval = debounce, max_delay, poll_interval
+        self.files = {f: _signature(f) for f in files}
+        self.matchers = Matchers.of(target.select(), self.modules)
+        self.runs = 0  # pipeline runs, counted for tests and the exit log
+        self.first: Optional[float] = None  # when the pending refresh was first asked for
+        self.last: Optional[float] = None
+        self.reasons: List[str] = []
+        self.stop = threading.Event()
+
+    def trigger(self, reason: str) -> None:
+        """Ask for a refresh (debounced)."""
+        now = self.clock()
+        self.first = self.first if self.first is not None else now
+        self.last = now
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+    def on_event(self, device: Any) -> None:
+        """Handle one pyudev device (or anything with ``.action`` and ``.properties``)."""
+        reason = classify(getattr(device, "action", None), device.properties, self.matchers)
+        if reason:
+            self.trigger(reason)
+
+    def check_files(self) -> None:
+        """Trigger for every watched file whose stat signature changed."""
+        for path, old in self.files.items():
+            new = _signature(path)
+            if new != old:
+                self.files[path] = new
+                self.trigger(f"changed {path}")
+
+    def due(self) -> bool:
+        """A refresh is pending and things have been quiet long enough (or waited too long)."""
+        if self.first is None or self.last is None:
+            return False
+        now = self.clock()
+        return now - self.last >= self.debounce or now - self.first >= self.max_delay
+
+    def run_once(self) -> int:
+        """One refresh now; errors are logged, not raised (the watch keeps going)."""
+        reasons, self.reasons, self.first, self.last = self.reasons, [], None, None
+        try:
+            changes = refresh(self.target, self.log)
+            self.matchers = Matchers.of(self.target.select(), self.modules)  # profiles.d may have changed
+        except XpuCdiError as err:
+            self.log(f"refresh failed ({', '.join(reasons) or 'start'}): {err}")
+            return 0
+        finally:
+            self.runs += 1  # counted when done, so a test waiting for a run sees its result
+        if not changes and reasons:
+            self.log(f"checked ({', '.join(reasons)}): specs up to date")
+        return changes
+
+    def loop(self, source: Any) -> None:
+        """Refresh at start, then on events and file changes until :attr:`stop` is set."""
+        self.run_once()
+        next_poll = self.clock() + self.poll_interval
+        while not self.stop.is_set():
+            now = self.clock()
+            wait = max(0.0, next_poll - now)
+            if self.first is not None and self.last is not None:
+                wait = min(wait, max(0.0, min(self.last + self.debounce, self.first + self.max_delay) - now))
+            wait = min(wait, 1.0)  # see a stop request within a second
+            if source is not None:
+                try:
+                    device = source.poll(timeout=wait)
+                except OSError as err:  # e.g. ENOBUFS: the socket overflowed, events were lost
+                    self.log(f"uevents lost ({err}): refreshing to be safe")
+                    self.trigger("lost uevents")
+                    device = None
+                if device is not None:
+                    self.on_event(device)
+            else:
+                self.stop.wait(wait)
+            if self.clock() >= next_poll:
+                self.check_files()
+                next_poll = self.clock() + self.poll_interval
+            if self.due():
+                self.run_once()
+
+
+def open_source(kind: str, log: Log) -> Any:
+    """A started pyudev monitor: ``udev`` (after rules ran) when udevd runs, else ``kernel``.
+
+    Returns None (files only) for ``none`` or when netlink is not available
+    here (a pod without ``hostNetwork``, say), after logging why.
+    """
+    if kind == "none":
+        return None
+    if kind == "auto":
+        kind = "udev" if os.path.exists("/run/udev/control") else "kernel"
+    try:
+        import pyudev
+
+        monitor = pyudev.Monitor.from_netlink(pyudev.Context(), source=kind)
+        monitor.start()
+    except (OSError, ImportError, ValueError) as err:
+        log(f"cannot listen to {kind} uevents ({err}): watching files only")
+        return None
+    return monitor
+
+
+def _stderr_log(message: str) -> None:
+    print(f"xpu-cdi watch: {message}", file=sys.stderr, flush=True)
+
+
+def command() -> Any:
+    """The click command, built on first use: ``cli`` imports this module
+    to register it, and building it at import time would make the import
+    order of the two modules matter."""
+    import functools
+
+    import click
+
+    from . import cli
+    from .generate import edits as _edits
+    from .generate import profile as _profile
+
+    @click.command("watch")
+    @cli.root_options
+    @click.option("--spec-dir", default="/etc/cdi", show_default=True, help="Directory the specs are kept in.")
+    @click.option("--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True)
+    @click.option("--device-name-strategy", "strategies", multiple=True, type=click.Choice(_spec.STRATEGIES),
+                  help="As for generate (repeatable).")
+    @click.option("--no-all-device", is_flag=True, help="As for generate.")
+    @click.option("--hook-path", default=None, help="As for generate.")
+    @click.option("--ld-library-path-env", is_flag=True, help="As for generate.")
+    @click.option("--once", is_flag=True, help="One refresh, then exit (for the systemd unit and package scripts).")
+    @click.option("--manifest", metavar="FILE", help="Record the files written here (the package removes them).")
+    @click.option("--source", type=click.Choice(["auto", "udev", "kernel", "none"]), default="auto",
+                  show_default=True, help="uevents after udev rules ran, raw kernel ones, or none (files only).")
+    @click.option("--debounce", type=float, default=2.0, show_default=True, help="Quiet seconds before a refresh.")
+    @click.option("--poll-interval", type=float, default=5.0, show_default=True,
+                  help="Seconds between checks of the watched files.")
+    @click.option("--watch-file", "watch_files", multiple=True, metavar="PATH",
+                  help="Another file whose change means a driver update (under --driver-root; %v = kernel release).")
+    @click.option("--module", "modules", multiple=True, metavar="NAME",
+                  help="Only these kernel modules' (re)loads trigger a refresh (default: any module).")
+    def watch(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
+              sysfs_root: str, spec_dir: str, fmt: str, strategies: Tuple[str, ...], no_all_device: bool,
+              hook_path: Optional[str], ld_library_path_env: bool, once: bool, manifest: Optional[str],
+              source: str, debounce: float, poll_interval: float, watch_files: Tuple[str, ...],
+              modules: Tuple[str, ...]) -> None:
+        """Regenerate the specs when cards or the driver change.
+
+        Listens to uevents (cards added or removed, the driver module
+        loaded or unloaded, PCI devices of the profiles' vendors bound or
+        unbound) and polls driver version files and the profile
+        directories; after DEBOUNCE quiet seconds it runs the generate
+        pipeline and rewrites a spec only when its content changed. Specs
+        of kinds whose cards are all gone are removed. One log line per change.
+        """
+        hook = hook_path or cli.default_hook_path()
+        if not os.path.isabs(hook):
+            raise SpecError(f"--hook-path {hook!r} must be absolute: runtimes do not search PATH for hooks")
+        roots = cli.roots_of(dev_root, driver_root, sysfs_root)
+        opts = _spec.SpecOptions(edit=_edits.EditOptions(hook_path=hook, ld_library_path_env=ld_library_path_env),
+                                 name_strategies=strategies or ("index",), all_device=not no_all_device)
+        target = Target(plan=functools.partial(cli.plan, profiles, profiles_dir, roots),
+                        select=functools.partial(_profile.select, list(profiles) or None, profiles_dir),
+                        spec_dir=os.path.abspath(spec_dir), fmt=fmt, options=opts, manifest=manifest)
+        if once:
+            refresh(target, _stderr_log)
+            return
+        from .generate.discover import host_path
+
+        files = [host_path(roots.driver, expand(f)) for f in DEFAULT_WATCH_FILES + watch_files]
+        files += [d for d in profiles_dir]
+        watcher = Watcher(target, files, _stderr_log, modules, debounce=debounce, poll_interval=poll_interval)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: watcher.stop.set())
+        signal.signal(signal.SIGHUP, lambda *_: watcher.trigger("SIGHUP"))
+        mon = open_source(source, _stderr_log)
+        _stderr_log(f"watching {spec_dir} ({'no uevents' if mon is None else 'uevents'}, "
+                    f"{len(files)} files every {poll_interval:g}s)")
+        watcher.loop(mon)
+        _stderr_log(f"stopped after {watcher.runs} run(s)")
+
+    return watch
