@@ -16,9 +16,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .allocate import distance, preferred  # noqa: F401 - part of this module's API
+from .allocate import distance, preferred
 from .generate.discover import host_path
 from .model import HostView
+
+__all__ = ["TopoCard", "cards", "compress", "degraded", "device_annotations", "distance", "groups", "labels",
+           "label_value_problem", "link_info", "pci_chain", "port_type", "preferred", "spec_options",
+           "upstream_switch"]
 
 _PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 # PCI Express capability, "Device/Port Type" field (PCIe base spec 7.5.3.2)
@@ -166,7 +170,7 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 MAX_LABEL_VALUE = 63
 
 
-def annotations(topo: Sequence[TopoCard], names: Mapping[int, Sequence[str]]) -> Dict[str, Dict[str, str]]:
+def device_annotations(topo: Sequence[TopoCard], names: Mapping[int, Sequence[str]]) -> Dict[str, Dict[str, str]]:
     """Device annotations for ``generate --with-topology`` (they raise cdiVersion to 0.6.0).
 
     Args:
@@ -253,4 +257,4 @@ def spec_options(view: HostView, opts: Any, sysfs_root: str) -> Any:
     from .generate import spec as _spec  # the spec builder is only needed here
 
     names = {c.index: _spec.card_names(c, opts.name_strategies) for c in view.cards}
-    return dataclasses.replace(opts, annotations=annotations(cards(view, sysfs_root), names))
+    return dataclasses.replace(opts, annotations=device_annotations(cards(view, sysfs_root), names))

@@ -93,7 +93,7 @@ def _control_paths(st: ProfileState, ctx: Context) -> Tuple[List[str], List[str]
     return present, missing, optional
 
 
-def _nodes(st: ProfileState, ctx: Context) -> List[Tuple[str, tuple]]:
+def _nodes(st: ProfileState, ctx: Context) -> List[Tuple[str, resolver.Row]]:
     paths = [h for _i, h, _c in st.nodes] + _control_paths(st, ctx)[0]
     return list(zip(paths, resolver.stat_nodes(paths)))
 

@@ -183,9 +183,9 @@ def check_conflicts(ctx: Context) -> List[Result]:
         if len(dirs) > 1:
             key = " and ".join(repr(sf.path) for sf in files)
             shadowed.setdefault(key, []).append(qualified)
-    for files, devices in shadowed.items():
-        winner = files.rsplit(" and ", 1)[-1]
-        out.append(warn("spec-conflicts", f"{files} both define {len(devices)} device(s) "
+    for where, devices in shadowed.items():
+        winner = where.rsplit(" and ", 1)[-1]
+        out.append(warn("spec-conflicts", f"{where} both define {len(devices)} device(s) "
                                           f"({', '.join(sorted(devices)[:3])}...): {winner} wins",
                         "remove the stale copy so a later refresh of one cannot be masked by the other"))
     if not out:
