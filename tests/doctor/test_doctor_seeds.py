@@ -23,10 +23,19 @@ def healthy(node: Node, **kw: object) -> Node:
     return node
 
 
-def test_seed_healthy_node_is_all_ok(node: Node) -> None:
+@pytest.mark.parametrize("vendor", ["kunlunxin", "ascend"])
+def test_seed_healthy_node_is_all_ok(node: Node, vendor: str) -> None:
     """The baseline of every scenario: a well set-up node passes everything, exit 0."""
-    code, res = healthy(node).doctor("--runtimeclass", str(node.runtimeclass("xpu")))
-    assert code == 0 and {r["status"] for r in res} == {"ok"}
+    getattr(node, vendor)()
+    node.generate()
+    node.containerd_config()
+    code, res = node.doctor("--runtimeclass", str(node.runtimeclass("xpu")))
+    assert code == 0 and {r["status"] for r in res} == {"ok"}, [r for r in res if r["status"] != "ok"]
+    assert {r["check"] for r in res} >= {"driver", "device-nodes", "device-permissions", "control-nodes",
+                                         "driver-files", "driver-file-owners", "spec-files", "spec-valid",
+                                         "spec-version", "spec-fresh", "spec-conflicts", "spec-paths",
+                                         "containerd-cdi", "containerd-handler", "hook", "runtimeclass",
+                                         "topology"}
 
 
 def test_seed_no_driver_zero_cards(node: Node) -> None:

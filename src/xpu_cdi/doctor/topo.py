@@ -37,6 +37,7 @@ def check_topology(ctx: Context) -> List[Result]:
         tip = ("multi-card jobs are fastest within one group: have the device plugin's GetPreferredAllocation "
                "use `xpu-cdi topology --preferred N --available ...`, or label nodes with "
                "`xpu-cdi topology --labels`") if len(groups) > 1 else ""
-        out.append(ok("topology", f"{name}: {len(cards)} card(s) in {len(groups)} switch group(s) {shape} on "
-                                  f"{numas} NUMA node(s)", tip))
+        what = f"{len(groups)} switch group(s) {shape}" if any(c.switch for c in cards) else \
+            f"no PCIe switch (each on its own port) {shape}"
+        out.append(ok("topology", f"{name}: {len(cards)} card(s) in {what} on {numas} NUMA node(s)", tip))
     return out
