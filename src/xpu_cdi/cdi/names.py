@@ -11,11 +11,13 @@ from typing import Dict, Iterable, List, Tuple
 
 from ..errors import SelectionError
 
-VENDOR_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
-CLASS_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
-NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
+# \Z, not $: Python's $ also matches before a trailing newline, Go's (the
+# reference library's) does not, so "0\n" must be refused as it is there
+VENDOR_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
+CLASS_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
+NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?\Z")
 ANNOTATION_PREFIX = "cdi.k8s.io/"
-_ANNOTATION_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
+_ANNOTATION_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
 MAX_ANNOTATION_NAME = 63
 
 
@@ -23,18 +25,18 @@ def kind_problem(kind: str) -> str:
     """Why *kind* (``vendor/class``) is not a valid CDI kind, or ``""``."""
     vendor, sep, cls = kind.partition("/")
     if not sep:
-        return f"kind {kind!r} must be 'vendor/class'"
+        return f"kind {_short(kind)} must be 'vendor/class'"
     if not VENDOR_RE.match(vendor):
-        return f"vendor {vendor!r} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
+        return f"vendor {_short(vendor)} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
     if not CLASS_RE.match(cls):
-        return f"class {cls!r} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
+        return f"class {_short(cls)} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
     return ""
 
 
 def name_problem(name: str) -> str:
     """Why *name* is not a valid CDI device name, or ``""``."""
     if not NAME_RE.match(name):
-        return (f"device name {name!r} must start and end with a letter or digit and use "
+        return (f"device name {_short(name)} must start and end with a letter or digit and use "
                 f"only [A-Za-z0-9_.:-]")
     return ""
 
@@ -47,11 +49,11 @@ def parse_qualified(device: str) -> Tuple[str, str]:
     """
     kind, sep, name = device.partition("=")
     if not sep:
-        raise SelectionError(f"CDI device {device!r} is not fully qualified: write it as vendor/class=name, "
+        raise SelectionError(f"CDI device {_short(device)} is not fully qualified: write it as vendor/class=name, "
                              f"e.g. kunlunxin.com/xpu=0")
     problem = kind_problem(kind) or name_problem(name)
     if problem:
-        raise SelectionError(f"CDI device {device!r}: {problem}")
+        raise SelectionError(f"CDI device {_short(device)}: {problem}")
     return kind, name
 
 
@@ -69,12 +71,12 @@ def qualified(kind: str, name: str) -> str:
 def annotation_key_problem(key: str) -> str:
     """Why *key* is not a valid ``cdi.k8s.io/`` annotation key, or ``""``."""
     if not key.startswith(ANNOTATION_PREFIX):
-        return f"annotation key {key!r} must start with {ANNOTATION_PREFIX!r}"
+        return f"annotation key {_short(key)} must start with {ANNOTATION_PREFIX!r}"
     rest = key[len(ANNOTATION_PREFIX):]
     if len(rest) > MAX_ANNOTATION_NAME:
-        return f"annotation key {key!r}: the part after the prefix is longer than {MAX_ANNOTATION_NAME} characters"
+        return f"annotation key {_short(key)}: the part after the prefix is longer than {MAX_ANNOTATION_NAME} characters"
     if not _ANNOTATION_NAME_RE.match(rest):
-        return (f"annotation key {key!r}: the part after the prefix must start and end with a letter or "
+        return (f"annotation key {_short(key)}: the part after the prefix must start and end with a letter or "
                 f"digit and use only [A-Za-z0-9_.-]")
     return ""
 
@@ -90,14 +92,19 @@ def parse_annotation_value(key: str, value: str) -> List[str]:
         raise SelectionError(problem)
     devices = [d.strip() for d in value.split(",")]
     if not value.strip() or any(not d for d in devices):
-        raise SelectionError(f"annotation {key!r}: value {value!r} must be a comma-separated list of "
+        raise SelectionError(f"annotation {_short(key)}: value {_short(value)} must be a comma-separated list of "
                              f"CDI devices such as kunlunxin.com/xpu=0")
     for d in devices:
         try:
             parse_qualified(d)
         except SelectionError as err:
-            raise SelectionError(f"annotation {key!r}: {err}") from None
+            raise SelectionError(f"annotation {_short(key)}: {err}") from None
     return devices
+
+
+def _short(value: str) -> str:
+    """*value* quoted for a message, cut short: annotation values come from users."""
+    return repr(value) if len(value) <= 100 else f"{value[:60]!r}... ({len(value)} characters)"
 
 
 def devices_from_annotations(annotations: Dict[str, str]) -> List[str]:
@@ -106,13 +113,12 @@ def devices_from_annotations(annotations: Dict[str, str]) -> List[str]:
     Raises:
         SelectionError: any ``cdi.k8s.io/`` annotation is malformed.
     """
-    out: List[str] = []
+    out: Dict[str, None] = {}  # an ordered set: a value may list many devices
     for key in sorted(annotations):
         if key.startswith(ANNOTATION_PREFIX):
             for d in parse_annotation_value(key, str(annotations[key])):
-                if d not in out:
-                    out.append(d)
-    return out
+                out[d] = None
+    return list(out)
 
 
 def annotation_for(plugin: str, device_id: str, devices: Iterable[str]) -> Tuple[str, str]:
@@ -134,5 +140,5 @@ def annotation_for(plugin: str, device_id: str, devices: Iterable[str]) -> Tuple
     for d in devs:
         parse_qualified(d)
     if not devs:
-        raise SelectionError(f"annotation {key!r}: no devices given")
+        raise SelectionError(f"annotation {_short(key)}: no devices given")
     return key, ",".join(devs)
