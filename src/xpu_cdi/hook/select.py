@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, Iterable, List, Sequence
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from ..cdi.names import devices_from_annotations
 from ..errors import SelectionError
@@ -19,8 +19,10 @@ from ..errors import SelectionError
 INDEX_SUFFIX = ".xpu-cdi"
 MAX_INDEX_BYTES = 1 << 20
 MAX_RANGE = 4096
-_INT = re.compile(r"^[0-9]{1,6}$")
-_RANGE = re.compile(r"^([0-9]{1,6})-([0-9]{1,6})$")
+MAX_TOKEN = 64
+MAX_VALUE = 1 << 16
+_INT = re.compile(r"^[0-9]{1,6}\Z")
+_RANGE = re.compile(r"^([0-9]{1,6})-([0-9]{1,6})\Z")
 
 
 def load_indexes(dirs: Sequence[str]) -> Dict[str, Dict[str, Any]]:
@@ -41,11 +43,33 @@ def load_indexes(dirs: Sequence[str]) -> Dict[str, Dict[str, Any]]:
             try:
                 with open(os.path.join(d, name), "rb") as f:
                     data = json.loads(f.read(MAX_INDEX_BYTES))
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue  # a broken index only disables env selection for its kind
-            if isinstance(data, dict) and data.get("xpuCdiIndex") == 1 and isinstance(data.get("kind"), str):
+            if _usable(data):
                 out[data["kind"]] = data
     return out
+
+
+def _usable(data: Any) -> bool:
+    """Whether *data* has the shape ``generate`` writes, so that parsing a
+    selection value under it can only fail with a :class:`SelectionError`."""
+    if not isinstance(data, dict) or data.get("xpuCdiIndex") != 1 or not isinstance(data.get("kind"), str):
+        return False
+    sel, indices, all_name = data.get("selection"), data.get("indices"), data.get("all")
+    if not isinstance(sel, dict) or not isinstance(indices, dict) or not (all_name is None or isinstance(all_name, str)):
+        return False
+    if not all(isinstance(k, str) and _INT.match(k) and isinstance(v, str) for k, v in indices.items()):
+        return False
+    for key in ("env", "none"):
+        if not isinstance(sel.get(key, []), list) or not all(isinstance(v, str) for v in sel.get(key) or []):
+            return False
+    aliases = sel.get("aliases")
+    if aliases is None:
+        return True
+    try:
+        return isinstance(aliases, str) and re.compile(aliases).groups >= 1
+    except (re.error, RecursionError, OverflowError):
+        return False
 
 
 def env_map(env: Iterable[Any]) -> Dict[str, str]:
@@ -64,10 +88,15 @@ def parse_value(var: str, value: str, index: Dict[str, Any]) -> List[str]:
     Accepts a comma list of indices, ranges (``0-3``), aliases the profile
     defines (``Ascend910-0``, ``npu-3``) and ``all``; a "none" value (``void``,
     empty) selects nothing.  Result is sorted by index and de-duplicated.
+    The value comes from the container: work is bounded by the value's
+    length and the number of cards, never by the numbers written in it.
 
     Raises:
         SelectionError: a token is not understood or names an unknown card.
     """
+    shown = _shown(var, value)
+    if len(value) > MAX_VALUE:
+        raise SelectionError(f"{shown}: longer than {MAX_VALUE} characters")
     sel = index.get("selection") or {}
     none_values = sel.get("none") or ["", "void", "none"]
     stripped = value.strip()
@@ -75,44 +104,55 @@ def parse_value(var: str, value: str, index: Dict[str, Any]) -> List[str]:
         return []
     indices: Dict[str, str] = index.get("indices") or {}
     alias = re.compile(sel["aliases"]) if sel.get("aliases") else None
-    chosen: List[int] = []
+    spans: List[Tuple[int, int]] = []
     want_all = False
     for raw in stripped.split(","):
         token = raw.strip()
-        m = None
         if token == "all":
             want_all = True
             continue
         if _INT.match(token):
-            chosen.append(int(token))
+            spans.append((int(token), int(token)))
             continue
         m = _RANGE.match(token)
         if m:
             lo, hi = int(m.group(1)), int(m.group(2))
             if lo > hi or hi - lo >= MAX_RANGE:
-                raise SelectionError(f"{var}={value!r}: range {token!r} must be low-high with at most "
+                raise SelectionError(f"{shown}: range {token!r} must be low-high with at most "
                                      f"{MAX_RANGE} cards")
-            chosen.extend(range(lo, hi + 1))
+            spans.append((lo, hi))
             continue
+        if len(token) > MAX_TOKEN:  # bounds the profile's alias regex on container-controlled text
+            raise SelectionError(f"{shown}: a token of {len(token)} characters is not a card index or name")
         m = alias.match(token) if alias else None
-        if m:
-            chosen.append(int(m.group(1)))
+        if m and _INT.match(m.group(1) or ""):  # the profile's group may capture more than digits
+            spans.append((int(m.group(1)), int(m.group(1))))
             continue
-        raise SelectionError(f"{var}={value!r}: {token!r} is not a card index, a range like 0-3"
+        raise SelectionError(f"{shown}: {token!r} is not a card index, a range like 0-3"
                              f"{', a name like ' + _alias_example(sel) if alias else ''} or 'all'")
     if want_all:
         if not index.get("all"):
             return [indices[k] for k in sorted(indices, key=int)]
         return [index["all"]]
     out: List[str] = []
-    for i in sorted(set(chosen)):
-        name = indices.get(str(i))
-        if name is None:
-            known = ",".join(sorted(indices, key=int)) or "none"
-            raise SelectionError(f"{var}={value!r}: no card {i} in the {index.get('kind')} spec "
-                                 f"(cards: {known}); regenerate with `xpu-cdi generate` if cards changed")
-        out.append(name)
+    done = -1  # highest index already emitted: overlapping spans are walked once
+    for lo, hi in sorted(spans):
+        for i in range(max(lo, done + 1), hi + 1):
+            name = indices.get(str(i))
+            if name is None:
+                known = ",".join(sorted(indices, key=int)) or "none"
+                raise SelectionError(f"{shown}: no card {i} in the {index.get('kind')} spec "
+                                     f"(cards: {known}); regenerate with `xpu-cdi generate` if cards changed")
+            out.append(name)
+        done = max(done, hi)
     return out
+
+
+def _shown(var: str, value: str) -> str:
+    """``VAR='value'`` for messages, shortened: the value is the container's and may be huge."""
+    if len(value) <= 100:
+        return f"{var}={value!r}"
+    return f"{var}={value[:60]!r}... ({len(value)} characters)"
 
 
 def _alias_example(sel: Dict[str, Any]) -> str:
@@ -130,18 +170,15 @@ def requested(env: Iterable[Any], annotations: Dict[str, Any], indexes: Dict[str
     Raises:
         SelectionError: a malformed selection value or annotation.
     """
-    out: List[str] = []
+    out: Dict[str, None] = {}  # an ordered set: annotations may name many devices
     values = env_map(env)
     for kind in sorted(indexes):
         index = indexes[kind]
         for var in (index.get("selection") or {}).get("env") or []:
             if var in values:
                 for name in parse_value(var, values[var], index):
-                    q = f"{kind}={name}"
-                    if q not in out:
-                        out.append(q)
+                    out[f"{kind}={name}"] = None
                 break  # the first variable of a kind that is set decides
     for q in devices_from_annotations({str(k): v for k, v in (annotations or {}).items()}):
-        if q not in out:
-            out.append(q)
-    return out
+        out[q] = None
+    return list(out)
