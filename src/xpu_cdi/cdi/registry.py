@@ -79,10 +79,33 @@ def _check(spec: Any, path: str) -> Tuple[str, List[Dict[str, Any]]]:
         if not isinstance(dev, dict) or not isinstance(dev.get("name"), str) \
                 or not isinstance(dev.get("containerEdits"), dict):
             raise SpecError(f"spec {path!r}: every device needs a 'name' and 'containerEdits'")
+        _check_edits(dev["containerEdits"], f"spec {path!r}: device {dev['name'][:64]!r}")
     edits = spec.get("containerEdits")
     if edits is not None and not isinstance(edits, dict):
         raise SpecError(f"spec {path!r}: 'containerEdits' must be an object")
+    if edits is not None:
+        _check_edits(edits, f"spec {path!r}: containerEdits")
     return kind, devices
+
+
+# the fields merge_edits and its users (hook, wrapper) rely on, per edit list;
+# the reference library's strict parser refuses a file that breaks them too
+_EDIT_FIELDS = {"deviceNodes": ("path",), "mounts": ("hostPath", "containerPath"), "hooks": ("hookName", "path")}
+
+
+def _check_edits(edits: Dict[str, Any], where: str) -> None:
+    env = edits.get("env")
+    if env is not None and (not isinstance(env, list) or not all(isinstance(e, str) for e in env)):
+        raise SpecError(f"{where}: 'env' must be a list of strings")
+    for key, required in _EDIT_FIELDS.items():
+        items = edits.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise SpecError(f"{where}: {key!r} must be a list")
+        for item in items:
+            if not isinstance(item, dict) or not all(isinstance(item.get(f), str) for f in required):
+                raise SpecError(f"{where}: every entry of {key!r} needs {' and '.join(map(repr, required))}")
 
 
 def _read(path: str, index: Optional[Dict[str, Any]]) -> Any:
@@ -96,8 +119,10 @@ def _read(path: str, index: Optional[Dict[str, Any]]) -> Any:
             data = f.read()
             import yaml  # slow path: a YAML spec without a fresh compact copy
 
+            from . import yamlload
+
             try:
-                return yaml.safe_load(data)
+                return yamlload.load(data)
             except yaml.YAMLError as err:
                 raise SpecError(f"spec {path!r}: not valid YAML: {' '.join(str(err).split())}") from None
         data = f.read()
@@ -105,13 +130,15 @@ def _read(path: str, index: Optional[Dict[str, Any]]) -> Any:
         return json.loads(data)
     except ValueError as err:
         raise SpecError(f"spec {path!r}: not valid JSON: {err}") from None
+    except RecursionError:
+        raise SpecError(f"spec {path!r}: not valid JSON: nested too deeply") from None
 
 
 def _read_index(path: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path + INDEX_SUFFIX, "rb") as f:
             data = json.loads(f.read(MAX_SPEC_BYTES))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and data.get("xpuCdiIndex") == 1 else None
 
@@ -180,6 +207,7 @@ def merge_edits(devices: Sequence[Device]) -> Dict[str, List[Any]]:
     seen_specs = set()
     node_paths = set()
     mount_targets = set()
+    hook_keys = set()
 
     def add(edits: Dict[str, Any]) -> None:
         out["env"].extend(edits.get("env") or [])
@@ -192,7 +220,9 @@ def merge_edits(devices: Sequence[Device]) -> Dict[str, List[Any]]:
                 mount_targets.add(m.get("containerPath"))
                 out["mounts"].append(m)
         for h in edits.get("hooks") or []:
-            if h not in out["hooks"]:
+            key = json.dumps(h, sort_keys=True)  # a set, not a list scan: many devices may repeat a hook
+            if key not in hook_keys:
+                hook_keys.add(key)
                 out["hooks"].append(h)
 
     for dev in devices:

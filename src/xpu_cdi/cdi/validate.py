@@ -15,7 +15,10 @@ SCHEMA = "cdi-spec.schema.json"
 
 def problems(spec: Any) -> List[str]:
     """Every problem with *spec*, one line each (empty when it is valid)."""
-    out = schema_files.errors(SCHEMA, spec)
+    try:
+        out = schema_files.errors(SCHEMA, spec)
+    except RecursionError:  # jsonschema descends recursively; no real spec nests this deep
+        return ["nested too deeply to check (no CDI spec has more than a few levels)"]
     if not isinstance(spec, dict):
         return out or ["expected an object at the top"]
     kind = spec.get("kind")
@@ -27,9 +30,9 @@ def problems(spec: Any) -> List[str]:
             out.append(f"kind {kind!r}: released CDI libraries crash on a one-character vendor or class")
     ver = spec.get("cdiVersion")
     if isinstance(ver, str):
-        out += _version_problems(spec, ver)
+        out += _version_problems(spec, ver, well_formed=not out)
     seen = set()
-    for dev in spec.get("devices") or []:
+    for dev in _list(spec.get("devices")):
         if isinstance(dev, dict) and isinstance(dev.get("name"), str):
             if dev["name"] in seen:
                 out.append(f"device {dev['name']!r} defined twice")
@@ -42,22 +45,29 @@ def problems(spec: Any) -> List[str]:
     return list(dict.fromkeys(out))
 
 
-def _version_problems(spec: Dict[str, Any], ver: str) -> List[str]:
+def _version_problems(spec: Dict[str, Any], ver: str, well_formed: bool) -> List[str]:
     if ver.startswith("v"):
         return [f"cdiVersion {ver!r}: write it without the 'v' (e.g. \"0.5.0\")"]
     if ver not in version.KNOWN:
         return [f"cdiVersion {ver!r} is not a released CDI version ({', '.join(version.KNOWN)})"]
+    if not well_formed:  # minimum() reads the content and assumes the schema's shapes
+        return []
     need = version.minimum(spec)
     if version.parse(ver) < version.parse(need):
         return [f"cdiVersion {ver!r} is too low for the content: it needs at least {need!r}"]
     return []
 
 
+def _list(value: Any) -> List[Any]:
+    """*value* when it is a list, else nothing (the schema has reported it)."""
+    return value if isinstance(value, list) else []
+
+
 def _all_edits(spec: Dict[str, Any]) -> List[Any]:
     out = []
     if isinstance(spec.get("containerEdits"), dict):
         out.append(("containerEdits", spec["containerEdits"]))
-    for i, dev in enumerate(spec.get("devices") or []):
+    for i, dev in enumerate(_list(spec.get("devices"))):
         if isinstance(dev, dict) and isinstance(dev.get("containerEdits"), dict):
             out.append((f"devices[{i}].containerEdits", dev["containerEdits"]))
     return out
@@ -65,13 +75,13 @@ def _all_edits(spec: Dict[str, Any]) -> List[Any]:
 
 def _edit_problems(where: str, edits: Dict[str, Any]) -> List[str]:
     out = []
-    for e in edits.get("env") or []:
+    for e in _list(edits.get("env")):
         if isinstance(e, str) and (e.find("=") < 1):
             out.append(f"{where}.env: {e!r} must be KEY=VALUE with a non-empty KEY")
-    for i, hook in enumerate(edits.get("hooks") or []):
+    for i, hook in enumerate(_list(edits.get("hooks"))):
         if isinstance(hook, dict) and hook.get("timeout") == 0:
             out.append(f"{where}.hooks[{i}].timeout: 0 is invalid; leave it out or use a positive number")
-    for i, node in enumerate(edits.get("deviceNodes") or []):
+    for i, node in enumerate(_list(edits.get("deviceNodes"))):
         if isinstance(node, dict) and node.get("type") in ("c", "b") and \
                 ("major" in node) != ("minor" in node):
             out.append(f"{where}.deviceNodes[{i}]: give both major and minor, or neither")
@@ -79,11 +89,12 @@ def _edit_problems(where: str, edits: Dict[str, Any]) -> List[str]:
 
 
 def load_file(path: str) -> Any:
-    """Parse a spec file as JSON or YAML by its extension (raises ValueError, OSError)."""
+    """Parse a spec file as JSON or YAML by its extension (raises ValueError,
+    RecursionError, yaml.YAMLError, OSError); YAML aliases and depth are bounded."""
     with open(path, "rb") as f:
         data = f.read()
     if path.endswith(".json"):
         return json.loads(data)
-    import yaml
+    from . import yamlload
 
-    return yaml.safe_load(data)
+    return yamlload.load(data)
