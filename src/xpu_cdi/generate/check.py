@@ -27,9 +27,9 @@ def read(path: str) -> Optional[Dict[str, Any]]:
         raise SpecError(f"spec {path!r}: cannot read: {err.strerror}") from err
     try:
         if path.endswith(".yaml"):
-            import yaml
+            from ..cdi import yamlload
 
-            spec = yaml.safe_load(data)
+            spec = yamlload.load(data)
         else:
             spec = json.loads(data)
     except Exception as err:  # noqa: BLE001 - any parse error means "stale"
@@ -40,7 +40,13 @@ def read(path: str) -> Optional[Dict[str, Any]]:
 
 
 def _devices(spec: Dict[str, Any]) -> Dict[str, Any]:
-    return {str(d.get("name")): d for d in spec.get("devices") or [] if isinstance(d, dict)}
+    devices = spec.get("devices")  # a hand-edited file may hold anything here: that is "changed"
+    return {str(d.get("name")): d for d in devices if isinstance(d, dict)} if isinstance(devices, list) else {}
+
+
+def _names(names: List[str]) -> str:
+    """Device names for one line of output: a hand-edited file may hold newlines in them."""
+    return ", ".join(n if n.isprintable() else repr(n) for n in names)
 
 
 def differences(old: Optional[Dict[str, Any]], new: Dict[str, Any]) -> List[str]:
@@ -50,17 +56,17 @@ def differences(old: Optional[Dict[str, Any]], new: Dict[str, Any]) -> List[str]
     out: List[str] = []
     for key in ("cdiVersion", "kind"):
         if old.get(key) != new.get(key):
-            out.append(f"{key} {old.get(key)!r} -> {new.get(key)!r}")
+            out.append(f"{key} {old.get(key)!r} -> {new.get(key)!r}")  # repr: one line
     before, after = _devices(old), _devices(new)
     gone = sorted(set(before) - set(after))
     added = sorted(set(after) - set(before))
     if gone:
-        out.append(f"devices no longer present: {', '.join(gone)}")
+        out.append(f"devices no longer present: {_names(gone)}")
     if added:
-        out.append(f"new devices: {', '.join(added)}")
+        out.append(f"new devices: {_names(added)}")
     changed = sorted(n for n in set(before) & set(after) if before[n] != after[n])
     if changed:
-        out.append(f"devices changed (nodes, numbers or annotations): {', '.join(changed)}")
+        out.append(f"devices changed (nodes, numbers or annotations): {_names(changed)}")
     if old.get("containerEdits") != new.get("containerEdits"):
         out.append("shared edits changed (control nodes, mounts, env or hooks)")
     return out

@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, List, Optional
 import yaml
 
 from .. import schema_files
+from ..cdi import yamlload
 from ..errors import ProfileError
 from ..model import CardRule, MountRule, NodeRule, Profile, Selection, Symlink
 
@@ -39,7 +40,10 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
     """
     if not isinstance(data, dict):
         raise ProfileError(f"profile {source!r}: expected a mapping at the top, got {type(data).__name__}")
-    problems = [] if trusted else schema_files.errors(SCHEMA, data)
+    try:
+        problems = [] if trusted else schema_files.errors(SCHEMA, data)
+    except RecursionError:  # jsonschema descends recursively; no real profile nests this deep
+        problems = ["nested too deeply to check"]
     if problems:
         raise ProfileError(f"profile {source!r}: {'; '.join(problems)}")
     name = data.get("name") or os.path.splitext(os.path.basename(source))[0]
@@ -105,18 +109,19 @@ def load_file(path: str) -> Profile:
         ProfileError: unreadable file, bad YAML or schema violation.
     """
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, "rb") as f:
             data = _load_yaml(f.read())
     except OSError as err:
         raise ProfileError(f"profile {path!r}: cannot read: {err.strerror}") from err
-    except yaml.YAMLError as err:
+    except yaml.YAMLError as err:  # also bad UTF-8, deep nesting and alias bombs
         raise ProfileError(f"profile {path!r}: not valid YAML: {_one_line(err)}") from err
     return parse(data, path)
 
 
-def _load_yaml(text: str) -> Any:
-    """safe_load with libyaml's C loader when PyYAML has it (several times faster)."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+def _load_yaml(text: "str | bytes") -> Any:
+    """safe_load with libyaml's C loader when PyYAML has it (several times
+    faster), with nesting and alias expansion bounded."""
+    return yamlload.load(text)
 
 
 def builtin_texts() -> Dict[str, str]:
