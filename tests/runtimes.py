@@ -300,6 +300,10 @@ class Containerd:
         plugins = doc.setdefault("plugins", tomlkit.table())
         opt = "opt" if doc.get("version", 1) == 1 else "io.containerd.internal.v1.opt"
         plugins.setdefault(opt, tomlkit.table())["path"] = str(self.base / "opt")
+        cri = plugins.get("cri" if opt == "opt" else "io.containerd.grpc.v1.cri")
+        if cri is not None:  # the CRI plugin creates and watches its CNI conf dir
+            cni = cri.setdefault("cni", tomlkit.table())
+            cni["conf_dir"], cni["bin_dir"] = str(self.base / "cni" / "net.d"), str(self.base / "cni" / "bin")
         return tomlkit.dumps(doc)
 
     def ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -215,6 +215,8 @@ def hook(args: Tuple[str, ...]) -> None:
 
 # Commands that live with their subsystem register here, one line each:
 # main.add_command(<module>.<command>)
+from .runtime.cli import runtime as _runtime_group  # noqa: E402
+main.add_command(_runtime_group)
 from .watch import command as _watch_command  # noqa: E402 - built lazily: watch imports cli
 main.add_command(_watch_command())
 from . import topology_cmd  # noqa: E402 - built lazily: it takes root_options from here

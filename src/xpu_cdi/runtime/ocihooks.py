@@ -1,0 +1,90 @@
+"""Install the oci-hooks.d file that makes podman and CRI-O run
+``xpu-cdi-hook`` (env-based selection without the wrapper).
+
+The file shipped in the repository's ``hooks/oci-hooks.d/xpu-cdi.json`` is
+the template; its ``hook.path`` is replaced by the installed hook's absolute
+path.  Without the repository (an installed wheel) the same content is
+built here, following oci-hooks(5): ``when`` cannot test environment
+variables, so the hook runs for every container and returns at once when
+nothing was requested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ..errors import RuntimeConfigError
+from .tomlconf import read_text
+
+FILE_NAME = "xpu-cdi.json"
+DEFAULT_HOOKS_DIR = "/usr/share/containers/oci/hooks.d"  # read by podman and CRI-O by default
+TEMPLATE = Path(__file__).resolve().parents[3] / "hooks" / "oci-hooks.d" / FILE_NAME
+STAGES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
+
+
+def builtin(hook_path: str) -> Dict[str, Any]:
+    """The hook file built without the repository's template."""
+    return {"version": "1.0.0",
+            "hook": {"path": hook_path, "args": ["xpu-cdi-hook", "prestart"],
+                     "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": 10},
+            "when": {"always": True},
+            "stages": ["prestart"]}
+
+
+def check(doc: Any, source: str) -> None:
+    """Refuse a hook file podman/CRI-O would reject or never run.
+
+    Raises:
+        RuntimeConfigError: wrong version, no hook path, no ``when`` condition, bad stage.
+    """
+    problem = ""
+    if not isinstance(doc, dict) or doc.get("version") != "1.0.0":
+        problem = "'version' must be \"1.0.0\""
+    elif not isinstance(doc.get("hook"), dict) or not isinstance(doc["hook"].get("path"), str):
+        problem = "'hook.path' is required"
+    elif not isinstance(doc.get("when"), dict) or not any(doc["when"].values()):
+        problem = "'when' needs at least one condition, else the hook never runs"
+    elif not doc.get("stages") or any(s not in STAGES for s in doc["stages"]):
+        problem = f"'stages' must list some of {', '.join(STAGES)}"
+    if problem:
+        raise RuntimeConfigError(f"oci hook file {source!r}: {problem}")
+
+
+def render(hook_path: str, template: Optional[Path] = None) -> str:
+    """The hook file's text for the hook at *hook_path*.
+
+    Raises:
+        RuntimeConfigError: *hook_path* is relative, or the template is broken.
+    """
+    if not os.path.isabs(hook_path):
+        raise RuntimeConfigError(f"--hook-path {hook_path!r} must be absolute: runtimes do not search PATH")
+    template = template or TEMPLATE
+    text = read_text(str(template))
+    if text is None:
+        doc = builtin(hook_path)
+    else:
+        try:
+            doc = json.loads(text)
+        except ValueError as err:
+            raise RuntimeConfigError(f"oci hook file {str(template)!r}: not valid JSON: {err}") from None
+        check(doc, str(template))
+        doc["hook"]["path"] = hook_path
+    check(doc, str(template))
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def installed(hooks_dirs: List[str]) -> Dict[str, Dict[str, Any]]:
+    """Our hook files found in *hooks_dirs* (path -> parsed content), for doctor."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for d in hooks_dirs:
+        path = os.path.join(d, FILE_NAME)
+        try:
+            text = read_text(path)
+            if text is not None:
+                out[path] = json.loads(text)
+        except (RuntimeConfigError, ValueError):
+            out[path] = {}
+    return out

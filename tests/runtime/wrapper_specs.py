@@ -1,0 +1,36 @@
+"""A hand-written Kunlunxin CDI spec and hook index, as `xpu-cdi generate`
+writes them (numbers included, so no device nodes are needed), and the
+paths of the installed commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+WRAPPER = str(Path(sys.executable).parent / "xpu-container-runtime")
+XPU_CDI = str(Path(sys.executable).parent / "xpu-cdi")
+KIND = "kunlunxin.com/xpu"
+
+
+def spec(cards: int = 4) -> Dict[str, Any]:
+    """A Kunlunxin spec like `generate` writes, with the numbers in it."""
+    devices = [{"name": str(i), "containerEdits": {"deviceNodes": [
+        {"path": f"/dev/xpu{i}", "hostPath": f"/host/dev/xpu{i}", "type": "c", "major": 240, "minor": i,
+         "fileMode": 438, "permissions": "rwm"}]}} for i in range(cards)]
+    return {"cdiVersion": "0.5.0", "kind": KIND, "devices": devices, "containerEdits": {
+        "deviceNodes": [{"path": "/dev/xpuctrl", "hostPath": "/host/dev/xpuctrl", "type": "c", "major": 240,
+                         "minor": 200, "fileMode": 438, "permissions": "rwm"}],
+        "mounts": [{"hostPath": "/host/usr/local/xpu", "containerPath": "/usr/local/xpu",
+                    "options": ["ro", "nosuid", "nodev", "bind"]}],
+        "hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
+                   "args": ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64"],
+                   "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": 10}]}}
+
+
+def index(cards: int = 4) -> Dict[str, Any]:
+    """The hook index `generate` writes beside that spec."""
+    return {"xpuCdiIndex": 1, "kind": KIND, "profile": "kunlunxin",
+            "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
+                          "none": ["", "void", "none"]},
+            "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json"}
