@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import stat as _stat
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 Row = Tuple[int, str, int, int, int, int, int]
 _PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]$")
@@ -65,7 +65,6 @@ def pci_of(sysfs_root: str, major: int, minor: int) -> Tuple[Optional[str], Opti
 # imported only here, on the slow path.
 # ---------------------------------------------------------------------------
 
-_MAX_LINKS = 40
 _RESOLVE_NOFOLLOW = 2
 
 
@@ -75,69 +74,15 @@ def _syscall_error(call: str, err: int, target: str) -> Exception:
     return SyscallError(call, err, target)
 
 
-def resolve_in_root(rootfd: int, path: str, flags: int = 0,
-                    create: Optional[Callable[[int, str, bool], None]] = None) -> int:
-    """Component-by-component walk below *rootfd*; see resolver.resolve_in_root.
+def resolve_in_root(rootfd: int, path: str, flags: int = 0) -> int:
+    """Component-by-component walk below *rootfd* (``_inroot.walk``); see
+    resolver.resolve_in_root."""
+    from . import _inroot
 
-    create: called as ``create(dir_fd, name, is_last)`` for a component that
-    does not exist (also behind a symlink), to make it; the walk then goes on
-    through what it made.  The hook creates missing mount targets this way,
-    inside the root, wherever the image's own symlinks point.
-    """
-    nofollow_last = bool(flags & _RESOLVE_NOFOLLOW)
-    root_st = os.fstat(rootfd)
-    cur = os.dup(rootfd)
-    todo = [c for c in path.split("/") if c]
-    todo.reverse()  # a stack: pop() takes the next component
-    links = 0
     try:
-        while todo:
-            name = todo.pop()
-            last = not todo
-            if name == ".":
-                continue
-            if name == "..":
-                st = os.fstat(cur)
-                if (st.st_dev, st.st_ino) != (root_st.st_dev, root_st.st_ino):
-                    nfd = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=cur)
-                    os.close(cur)
-                    cur = nfd
-                continue
-            if len(name.encode()) > 255:
-                raise OSError(36, "File name too long")
-            try:
-                nfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
-            except FileNotFoundError:
-                if create is None:
-                    raise
-                create(cur, name, last)
-                nfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
-            mode = os.fstat(nfd).st_mode
-            if _stat.S_ISLNK(mode) and not (last and nofollow_last):
-                links += 1
-                if links > _MAX_LINKS:
-                    os.close(nfd)
-                    raise OSError(40, "Too many levels of symbolic links")
-                try:
-                    target = os.readlink(name, dir_fd=cur)
-                finally:
-                    os.close(nfd)
-                parts = [c for c in target.split("/") if c]
-                todo.extend(reversed(parts))
-                if target.startswith("/"):  # absolute: restart at the root
-                    os.close(cur)
-                    cur = os.dup(rootfd)
-                continue
-            if not last and not _stat.S_ISDIR(mode):
-                os.close(nfd)
-                raise OSError(20, "Not a directory")
-            os.close(cur)
-            cur = nfd
+        return _inroot.walk(rootfd, path, nofollow_last=bool(flags & _RESOLVE_NOFOLLOW))
     except OSError as err:
-        os.close(cur)
         raise _syscall_error("resolve", err.errno or 5, path) from None
-    os.set_inheritable(cur, False)
-    return cur
 
 
 def _libc():  # type: ignore[no-untyped-def]

@@ -9,11 +9,29 @@ from __future__ import annotations
 
 import array
 import sys
-from typing import List, Optional, Sequence, Tuple
 
-from . import _pyresolver
+# The hook imports this module on every injecting container start: typing
+# and _pyresolver (re, typing) would cost milliseconds there, so typing is
+# for the type checker only and the pure-Python twin loads on first use.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Sequence, Tuple
 
-Row = Tuple[int, str, int, int, int, int, int]
+    Row = Tuple[int, str, int, int, int, int, int]
+else:
+    Row = tuple
+
+
+class _LazyModule:
+    """``_pyresolver``, imported when a fallback is first called."""
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        from . import _pyresolver as module
+
+        return getattr(module, name)
+
+
+_pyresolver = _LazyModule()
 
 try:
     from ._native._resolver import ffi, lib  # type: ignore[import-not-found]

@@ -60,8 +60,9 @@ class TestState:
         (b'{"id": "x", "pid": -4, "bundle": "/tmp"}', "'pid' must be a non-negative integer"),
         (b'{"id": "x", "pid": true, "bundle": "/tmp"}', "'pid' must be a non-negative integer"),
         (b"\xff\xfe{}", "not valid JSON"),
+        (b"[" * 100000 + b"]" * 100000, "nested too deeply"),
     ], ids=["truncated", "trailing", "empty", "array", "no-id", "relative-bundle", "negative-pid", "bool-pid",
-            "not-utf8"])
+            "not-utf8", "deep"])
     def test_malformed_state(self, xpu: HookHost, data: bytes, needle: str) -> None:
         """Malformed or truncated state JSON is refused with the reason."""
         fails(xpu, data, needle)
@@ -77,6 +78,12 @@ class TestState:
     def test_config_without_root(self, xpu: HookHost) -> None:
         """config.json without root (and no crun state root): no rootfs to work on."""
         fails(xpu, state(bundle(xpu.base, ["XPU_VISIBLE_DEVICES=1"], root=None)), "has no root.path")
+
+    def test_config_nested_too_deeply(self, xpu: HookHost) -> None:
+        """A config.json nested 100,000 deep is refused, not a crash."""
+        b = bundle(xpu.base, [])
+        (b / "config.json").write_text("[" * 100000 + "]" * 100000)
+        fails(xpu, state(b), "nested too deeply")
 
     def test_config_not_json(self, xpu: HookHost) -> None:
         """A config.json that is not JSON."""

@@ -121,9 +121,12 @@ class Root:
         except SyscallError as err:
             if err.errno != errno.ENOENT:
                 raise
-            from .. import _pyresolver  # the creating walk (slow path only)
+            from .. import _inroot  # the walk that creates what is missing, in-root
 
-            fd = _pyresolver.resolve_in_root(self.fd, cpath, 0, create=self._creator(cpath, leaf))
+            try:
+                fd = _inroot.walk(self.fd, cpath, create=self._creator(cpath, leaf))
+            except OSError as err:
+                raise SyscallError("resolve", err.errno or errno.EIO, cpath) from None
         is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
         if is_dir != (leaf == "d"):
             os.close(fd)

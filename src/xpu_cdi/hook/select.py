@@ -8,30 +8,67 @@ from it reaches the hook's own process environment.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
-from ..cdi.names import devices_from_annotations
 from ..errors import SelectionError
+from .jsonload import loads
+
+# This runs on every container start, before the hook knows whether the
+# container wants a device at all.  json, re, typing and cdi.names (re)
+# would cost more than the interpreter's own start-up on the reference
+# machine, so: JSON through hook.jsonload, indices and ranges parsed by
+# hand, a profile's alias regex compiled (re imported) only when a token
+# needs it, cdi.names imported only for containers with cdi.k8s.io/ keys.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
 
 INDEX_SUFFIX = ".xpu-cdi"
 MAX_INDEX_BYTES = 1 << 20
 MAX_RANGE = 4096
 MAX_TOKEN = 64
 MAX_VALUE = 1 << 16
-_INT = re.compile(r"^[0-9]{1,6}\Z")
-_RANGE = re.compile(r"^([0-9]{1,6})-([0-9]{1,6})\Z")
+ANNOTATION_PREFIX = "cdi.k8s.io/"  # as cdi.names.ANNOTATION_PREFIX (a test keeps them equal)
+_ALIASES: "Dict[str, Optional[Pattern[str]]]" = {}  # alias regex -> compiled, None when unusable
 
 
-def load_indexes(dirs: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+def _int(token: str) -> "Optional[int]":
+    """*token* as a card index when it is 1 to 6 ASCII digits (``^[0-9]{1,6}\\Z``)."""
+    if 0 < len(token) <= 6 and token.isascii() and token.isdigit():
+        return int(token)
+    return None
+
+
+def _range(token: str) -> "Optional[Tuple[int, int]]":
+    """``lo-hi`` of two such indices (``^([0-9]{1,6})-([0-9]{1,6})\\Z``), or None."""
+    lo, dash, hi = token.partition("-")
+    a, b = _int(lo), _int(hi)
+    return (a, b) if dash and a is not None and b is not None else None
+
+
+def _alias(pattern: str) -> "Optional[Pattern[str]]":
+    """The compiled alias regex of a profile, or None when it cannot be used
+    (does not compile, or has no group for the index)."""
+    if pattern not in _ALIASES:
+        import re
+
+        try:
+            compiled: "Optional[Pattern[str]]" = re.compile(pattern)
+            if compiled is not None and compiled.groups < 1:
+                compiled = None
+        except (re.error, RecursionError, OverflowError):
+            compiled = None
+        _ALIASES[pattern] = compiled
+    return _ALIASES[pattern]
+
+
+def load_indexes(dirs: "Sequence[str]") -> "Dict[str, Dict[str, Any]]":
     """The hook indexes (``*.xpu-cdi``) in *dirs* by kind; later dirs win.
 
     Cheap (small files only): the hook calls it before deciding whether a
     container asked for anything at all.
     """
-    out: Dict[str, Dict[str, Any]] = {}
+    out: "Dict[str, Dict[str, Any]]" = {}
     for d in dirs:
         try:
             names = sorted(os.listdir(d))
@@ -42,7 +79,7 @@ def load_indexes(dirs: Sequence[str]) -> Dict[str, Dict[str, Any]]:
                 continue
             try:
                 with open(os.path.join(d, name), "rb") as f:
-                    data = json.loads(f.read(MAX_INDEX_BYTES))
+                    data = loads(f.read(MAX_INDEX_BYTES))
             except (OSError, ValueError, RecursionError):
                 continue  # a broken index only disables env selection for its kind
             if _usable(data):
@@ -50,31 +87,27 @@ def load_indexes(dirs: Sequence[str]) -> Dict[str, Dict[str, Any]]:
     return out
 
 
-def _usable(data: Any) -> bool:
+def _usable(data: "Any") -> bool:
     """Whether *data* has the shape ``generate`` writes, so that parsing a
-    selection value under it can only fail with a :class:`SelectionError`."""
+    selection value under it can only fail with a :class:`SelectionError`.
+    (An alias regex is checked when a token needs it: see :func:`_alias`.)"""
     if not isinstance(data, dict) or data.get("xpuCdiIndex") != 1 or not isinstance(data.get("kind"), str):
         return False
     sel, indices, all_name = data.get("selection"), data.get("indices"), data.get("all")
     if not isinstance(sel, dict) or not isinstance(indices, dict) or not (all_name is None or isinstance(all_name, str)):
         return False
-    if not all(isinstance(k, str) and _INT.match(k) and isinstance(v, str) for k, v in indices.items()):
+    if not all(isinstance(k, str) and _int(k) is not None and isinstance(v, str) for k, v in indices.items()):
         return False
     for key in ("env", "none"):
         if not isinstance(sel.get(key, []), list) or not all(isinstance(v, str) for v in sel.get(key) or []):
             return False
     aliases = sel.get("aliases")
-    if aliases is None:
-        return True
-    try:
-        return isinstance(aliases, str) and re.compile(aliases).groups >= 1
-    except (re.error, RecursionError, OverflowError):
-        return False
+    return aliases is None or isinstance(aliases, str)
 
 
-def env_map(env: Iterable[Any]) -> Dict[str, str]:
+def env_map(env: "Iterable[Any]") -> "Dict[str, str]":
     """``["K=V", ...]`` -> ``{K: V}``; later entries win, as in execve's consumers."""
-    out: Dict[str, str] = {}
+    out: "Dict[str, str]" = {}
     for entry in env:
         if isinstance(entry, str) and "=" in entry:
             key, _, value = entry.partition("=")
@@ -82,7 +115,7 @@ def env_map(env: Iterable[Any]) -> Dict[str, str]:
     return out
 
 
-def parse_value(var: str, value: str, index: Dict[str, Any]) -> List[str]:
+def parse_value(var: str, value: str, index: "Dict[str, Any]") -> "List[str]":
     """Device names selected by ``var=value`` under one kind's syntax.
 
     Accepts a comma list of indices, ranges (``0-3``), aliases the profile
@@ -102,21 +135,21 @@ def parse_value(var: str, value: str, index: Dict[str, Any]) -> List[str]:
     stripped = value.strip()
     if stripped in none_values:
         return []
-    indices: Dict[str, str] = index.get("indices") or {}
-    alias = re.compile(sel["aliases"]) if sel.get("aliases") else None
-    spans: List[Tuple[int, int]] = []
+    indices: "Dict[str, str]" = index.get("indices") or {}
+    spans: "List[Tuple[int, int]]" = []
     want_all = False
     for raw in stripped.split(","):
         token = raw.strip()
         if token == "all":
             want_all = True
             continue
-        if _INT.match(token):
-            spans.append((int(token), int(token)))
+        n = _int(token)
+        if n is not None:
+            spans.append((n, n))
             continue
-        m = _RANGE.match(token)
-        if m:
-            lo, hi = int(m.group(1)), int(m.group(2))
+        span = _range(token)
+        if span is not None:
+            lo, hi = span
             if lo > hi or hi - lo >= MAX_RANGE:
                 raise SelectionError(f"{shown}: range {token!r} must be low-high with at most "
                                      f"{MAX_RANGE} cards")
@@ -124,17 +157,19 @@ def parse_value(var: str, value: str, index: Dict[str, Any]) -> List[str]:
             continue
         if len(token) > MAX_TOKEN:  # bounds the profile's alias regex on container-controlled text
             raise SelectionError(f"{shown}: a token of {len(token)} characters is not a card index or name")
+        alias = _alias(sel["aliases"]) if sel.get("aliases") else None
         m = alias.match(token) if alias else None
-        if m and _INT.match(m.group(1) or ""):  # the profile's group may capture more than digits
-            spans.append((int(m.group(1)), int(m.group(1))))
+        n = _int(m.group(1) or "") if m else None  # the profile's group may capture more than digits
+        if n is not None:
+            spans.append((n, n))
             continue
         raise SelectionError(f"{shown}: {token!r} is not a card index, a range like 0-3"
-                             f"{', a name like ' + _alias_example(sel) if alias else ''} or 'all'")
+                             f"{', a name like ' + _alias_example(sel) if sel.get('aliases') else ''} or 'all'")
     if want_all:
         if not index.get("all"):
             return [indices[k] for k in sorted(indices, key=int)]
         return [index["all"]]
-    out: List[str] = []
+    out: "List[str]" = []
     done = -1  # highest index already emitted: overlapping spans are walked once
     for lo, hi in sorted(spans):
         for i in range(max(lo, done + 1), hi + 1):
@@ -155,11 +190,12 @@ def _shown(var: str, value: str) -> str:
     return f"{var}={value[:60]!r}... ({len(value)} characters)"
 
 
-def _alias_example(sel: Dict[str, Any]) -> str:
+def _alias_example(sel: "Dict[str, Any]") -> str:
     return "Ascend910-0" if "Ascend" in str(sel.get("aliases")) else "the profile's aliases"
 
 
-def requested(env: Iterable[Any], annotations: Dict[str, Any], indexes: Dict[str, Dict[str, Any]]) -> List[str]:
+def requested(env: "Iterable[Any]", annotations: "Dict[str, Any]",
+              indexes: "Dict[str, Dict[str, Any]]") -> "List[str]":
     """Qualified CDI devices a container asked for, in a stable order.
 
     Args:
@@ -170,7 +206,7 @@ def requested(env: Iterable[Any], annotations: Dict[str, Any], indexes: Dict[str
     Raises:
         SelectionError: a malformed selection value or annotation.
     """
-    out: Dict[str, None] = {}  # an ordered set: annotations may name many devices
+    out: "Dict[str, None]" = {}  # an ordered set: annotations may name many devices
     values = env_map(env)
     for kind in sorted(indexes):
         index = indexes[kind]
@@ -179,6 +215,9 @@ def requested(env: Iterable[Any], annotations: Dict[str, Any], indexes: Dict[str
                 for name in parse_value(var, values[var], index):
                     out[f"{kind}={name}"] = None
                 break  # the first variable of a kind that is set decides
-    for q in devices_from_annotations({str(k): v for k, v in (annotations or {}).items()}):
-        out[q] = None
+    if any(str(k).startswith(ANNOTATION_PREFIX) for k in annotations or {}):
+        from ..cdi.names import devices_from_annotations  # only keys with the prefix matter to it
+
+        for q in devices_from_annotations({str(k): v for k, v in (annotations or {}).items()}):
+            out[q] = None
     return list(out)

@@ -67,6 +67,8 @@ def parse_state(data: bytes) -> "Dict[str, Any]":
         state = loads(data)
     except ValueError as err:
         raise HookError(f"OCI state on stdin is not valid JSON ({err}): is the runtime OCI compliant?") from None
+    except RecursionError:
+        raise HookError("OCI state on stdin is nested too deeply to be a runtime's state") from None
     if not isinstance(state, dict):
         raise HookError(f"OCI state on stdin must be a JSON object, got {type(state).__name__}")
     cid = state.get("id")
@@ -103,6 +105,8 @@ def read_config(bundle: str) -> "Dict[str, Any]":
         config = loads(data)
     except ValueError as err:
         raise HookError(f"{path!r} is not valid JSON: {err}") from None
+    except RecursionError:
+        raise HookError(f"{path!r} is nested too deeply to be a runtime config") from None
     if not isinstance(config, dict):
         raise HookError(f"{path!r} must hold a JSON object")
     return config
