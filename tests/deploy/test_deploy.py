@@ -1,0 +1,212 @@
+"""The Kubernetes manifests in deploy/: parsed, every field a real Kubernetes
+API field (checked against the models the official Python client generates
+from the OpenAPI spec), required fields present, and consistent with the
+package (commands the CLI accepts, image tag = version, same-path host
+mounts, the spec directory the runtimes read).
+
+Kubernetes itself cannot run here, so this is what "validated" means.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, List
+
+import click
+import pytest
+import yaml
+
+from xpu_cdi import cli
+from xpu_cdi._version import VERSION
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+SPEC_DIR = "/var/run/cdi"
+
+
+def docs(name: str) -> List[Dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+
+
+@pytest.fixture(scope="module")
+def daemonset() -> Dict[str, Any]:
+    (ds,) = docs("daemonset.yaml")
+    return ds
+
+
+@pytest.fixture(scope="module")
+def runtimeclass() -> Dict[str, Any]:
+    (rc,) = docs("runtimeclass.yaml")
+    return rc
+
+
+def pod(ds: Dict[str, Any]) -> Dict[str, Any]:
+    return ds["spec"]["template"]["spec"]
+
+
+def all_containers(ds: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return pod(ds).get("initContainers", []) + pod(ds)["containers"]
+
+
+def cli_accepts(args: List[str]) -> click.Context:
+    """Parse *args* with the real xpu-cdi CLI (without running the command)."""
+    sub = cli.main.get_command(click.Context(cli.main), args[0])
+    assert sub is not None, f"xpu-cdi has no command {args[0]!r}"
+    return sub.make_context(args[0], list(args[1:]))
+
+
+# --- OpenAPI field names -----------------------------------------------------
+
+def api_problems(obj: Dict[str, Any], type_name: str) -> List[str]:
+    """Unknown fields and missing required ones of *obj* as the Kubernetes type *type_name*.
+
+    The official client's models are generated from the API's OpenAPI spec;
+    its current releases make them pydantic models that forbid unknown fields.
+    """
+    client = pytest.importorskip("kubernetes.client", reason="the kubernetes client (test extra) is not installed")
+    model = getattr(client, type_name)
+    if not hasattr(model, "model_validate"):
+        pytest.skip("kubernetes client too old: its models do not validate (pydantic models needed)")
+    try:
+        model.model_validate(obj)
+    except ValueError as err:
+        return [line for line in str(err).splitlines() if not line.startswith(" ")]
+    return []
+
+
+class TestOpenAPIFields:
+    @pytest.mark.parametrize("name, model", [("daemonset.yaml", "V1DaemonSet"),
+                                             ("runtimeclass.yaml", "V1RuntimeClass")])
+    def test_every_field_is_an_api_field(self, name: str, model: str) -> None:
+        """Every key is a field of the Kubernetes type at that place, and no required field is missing."""
+        for doc in docs(name):
+            assert api_problems(doc, model) == []
+
+    def test_checker_catches_typos(self) -> None:
+        """The check really checks: a misspelt field and a container without a name are reported."""
+        bad = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "x"},
+               "spec": {"selector": {}, "template": {"spec": {"containers": [{"image": "i", "comand": ["x"]}]}}}}
+        problems = " ".join(api_problems(bad, "V1DaemonSet"))
+        assert "comand" in problems and "name" in problems
+
+
+# --- the DaemonSet -------------------------------------------------------------
+
+class TestDaemonSet:
+    def test_identity_and_selector(self, daemonset: Dict[str, Any]) -> None:
+        """apps/v1 DaemonSet whose selector matches its pod template's labels."""
+        assert (daemonset["apiVersion"], daemonset["kind"]) == ("apps/v1", "DaemonSet")
+        labels = daemonset["spec"]["template"]["metadata"]["labels"]
+        assert daemonset["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+    def test_rbac_free(self, daemonset: Dict[str, Any]) -> None:
+        """No service account, no token: the pod never talks to the API server."""
+        spec = pod(daemonset)
+        assert spec["automountServiceAccountToken"] is False
+        assert "serviceAccountName" not in spec and "serviceAccount" not in spec
+
+    def test_scheduling(self, daemonset: Dict[str, Any]) -> None:
+        """A node selector and tolerations for the accelerator taints."""
+        spec = pod(daemonset)
+        assert spec["nodeSelector"]
+        keys = {t.get("key") for t in spec["tolerations"]}
+        assert {"kunlunxin.com/xpu", "huawei.com/Ascend910"} <= keys
+        for t in spec["tolerations"]:
+            assert t["operator"] in ("Exists", "Equal") and t.get("effect", "NoSchedule") in (
+                "NoSchedule", "PreferNoSchedule", "NoExecute")
+
+    def test_uevents_need_host_network(self, daemonset: Dict[str, Any]) -> None:
+        """watch listens to uevents, which only the host's network namespace receives."""
+        assert pod(daemonset)["hostNetwork"] is True
+
+    def test_resources_and_security(self, daemonset: Dict[str, Any]) -> None:
+        """Every container has CPU and memory requests, a memory limit, and no privileges."""
+        for c in all_containers(daemonset):
+            assert {"cpu", "memory"} <= set(c["resources"]["requests"]), c["name"]
+            assert "memory" in c["resources"]["limits"], c["name"]
+            sc = c["securityContext"]
+            assert sc.get("privileged") is not True and sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"]["drop"] == ["ALL"] and sc["readOnlyRootFilesystem"] is True
+
+    def test_init_generates_main_watches(self, daemonset: Dict[str, Any]) -> None:
+        """Init: `xpu-cdi generate` into /var/run/cdi; main: `xpu-cdi watch` on the same dir and options."""
+        (init,) = pod(daemonset)["initContainers"]
+        (main,) = pod(daemonset)["containers"]
+        assert init["command"] == main["command"] == ["/usr/bin/xpu-cdi"]
+        gen, wat = cli_accepts(init["args"]), cli_accepts(main["args"])
+        assert init["args"][0] == "generate" and main["args"][0] == "watch"
+        assert gen.params["spec_dir"] == wat.params["spec_dir"] == SPEC_DIR
+        # the same spec options, or the watch would rewrite what the init container wrote
+        assert gen.params["ld_library_path_env"] == wat.params["ld_library_path_env"] is True
+        assert init["image"] == main["image"]
+
+    def test_host_paths_are_mounted_at_the_same_path(self, daemonset: Dict[str, Any]) -> None:
+        """Specs name host paths, so host dirs appear at their host path; only the spec dir is writable."""
+        volumes = {v["name"]: v for v in pod(daemonset)["volumes"]}
+        for c in all_containers(daemonset):
+            mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+            for m in c["volumeMounts"]:
+                vol = volumes[m["name"]]
+                assert vol["hostPath"]["path"] == m["mountPath"], m
+                assert m.get("readOnly", False) == (m["mountPath"] != SPEC_DIR), m
+            assert {"/dev", "/usr/local", SPEC_DIR} <= set(mounts)
+        assert volumes["host-cdi"]["hostPath"]["type"] == "DirectoryOrCreate"
+
+    def test_image_is_this_version(self, daemonset: Dict[str, Any]) -> None:
+        """The image tag is the package version."""
+        for c in all_containers(daemonset):
+            assert c["image"] == f"xpu-cdi:{VERSION}"
+
+
+# --- RuntimeClass, kustomization, Containerfile ---------------------------------
+
+class TestRuntimeClass:
+    def test_handler_matches_runtime_configure(self, runtimeclass: Dict[str, Any]) -> None:
+        """The handler is the runtime name `xpu-cdi runtime configure` registers by default."""
+        assert (runtimeclass["apiVersion"], runtimeclass["kind"]) == ("node.k8s.io/v1", "RuntimeClass")
+        runtime = cli.main.get_command(click.Context(cli.main), "runtime")
+        configure = runtime.get_command(click.Context(runtime), "configure")  # type: ignore[union-attr]
+        default = next(p.default for p in configure.params if p.name == "runtime_name")
+        assert runtimeclass["handler"] == default
+        assert runtimeclass["scheduling"]["nodeSelector"]
+
+
+class TestKustomization:
+    def test_lists_the_manifests(self) -> None:
+        """Both manifests, existing files, and an image entry for the DaemonSet's image."""
+        (k,) = docs("kustomization.yaml")
+        assert (k["apiVersion"], k["kind"]) == ("kustomize.config.k8s.io/v1beta1", "Kustomization")
+        assert {"daemonset.yaml", "runtimeclass.yaml"} <= set(k["resources"])
+        assert all((DEPLOY / r).is_file() for r in k["resources"])
+        (image,) = k["images"]
+        assert image["name"] == "xpu-cdi" and image["newTag"] == VERSION
+
+    @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
+    def test_kubectl_kustomize_renders(self) -> None:
+        """kubectl's built-in kustomize renders the DaemonSet and the RuntimeClass."""
+        out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        kinds = sorted(d["kind"] for d in yaml.safe_load_all(out.stdout) if d)
+        assert kinds == ["DaemonSet", "RuntimeClass"]
+
+
+class TestContainerfile:
+    text = (DEPLOY / "Containerfile").read_text()
+
+    def test_installs_the_deb_this_build_makes(self) -> None:
+        """COPY names the file packaging/deb/build.sh produces, for this version."""
+        assert re.search(rf"^ARG VERSION={re.escape(VERSION)}$", self.text, re.M)
+        assert "COPY packaging/deb/out/xpu-cdi_${VERSION}_${TARGETARCH}.deb" in self.text
+        assert "apt-get install -y --no-install-recommends /tmp/xpu-cdi_${VERSION}_${TARGETARCH}.deb" in self.text
+
+    def test_default_command_is_the_watch(self, daemonset: Dict[str, Any]) -> None:
+        """ENTRYPOINT + CMD is the DaemonSet's main container, and the CLI accepts it."""
+        import json
+
+        entry = json.loads(re.search(r"^ENTRYPOINT (.+)$", self.text, re.M).group(1))  # type: ignore[union-attr]
+        cmd = json.loads(re.search(r"^CMD (.+)$", self.text, re.M).group(1))  # type: ignore[union-attr]
+        (main,) = pod(daemonset)["containers"]
+        assert entry == main["command"] and cmd == main["args"]
+        cli_accepts(cmd)
