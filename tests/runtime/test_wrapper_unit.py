@@ -199,10 +199,60 @@ class TestProcess:
         assert "kunlunxin.com/xpu" in r.stderr and f"{tmp_path / 'none1'}:{tmp_path / 'none2'}" in r.stderr
 
     def test_broken_config_json(self, run: Run) -> None:
-        """An unreadable config.json stops the create with its path in the message."""
-        (run.bundle / "config.json").write_text("{not json")
+        """A config.json that asks for cards but is not JSON stops the create, naming the file."""
+        (run.bundle / "config.json").write_text('{"process": {"env": ["XPU_VISIBLE_DEVICES=1"')
         r = run("create", "--bundle", str(run.bundle), "c1")
         assert r.returncode == 1 and "config.json" in r.stderr and "not valid JSON" in r.stderr
+        assert run.argv() == []
+
+    @pytest.mark.parametrize("text", [
+        '{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"x":' + "[" * 100000 + "]" * 100000 + "}",
+        '{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"mounts":[{"destination":5}]}',
+    ])
+    def test_hostile_config_is_one_line(self, run: Run, text: str) -> None:
+        """Deep nesting or a mount without a string destination: our one-line error, no traceback."""
+        (run.bundle / "config.json").write_text(text)
+        r = run("create", "--bundle", str(run.bundle), "c1")
+        assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+        assert r.stderr.startswith("xpu-container-runtime: ") and run.argv() == []
+
+    def test_broken_config_without_request_is_runc_s_business(self, run: Run) -> None:
+        """Without any request the wrapper does not even parse config.json: runc reports its own errors."""
+        (run.bundle / "config.json").write_text("{not json")
+        r = run("create", "--bundle", str(run.bundle), "c1")
+        assert r.returncode == 0 and run.argv() == ["create", "--bundle", str(run.bundle), "c1"]
+
+
+class TestMayRequest:
+    @pytest.mark.parametrize("text, want", [
+        ('{"process":{"env":["PATH=/bin","XPU_VISIBLE_DEVICES=1"]}}', True),
+        ('{"process":{"env":["ASCEND_VISIBLE_DEVICES=0"]}}', True),
+        ('{"annotations":{"cdi.k8s.io/x":"a/b=c"}}', True),
+        ('{"process":{"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=all"]}}', False),
+        ('{"process":{"env":["KUNLUN_CARDS=1"]}}', True),
+        ('{"process":{"args":["echo","KUNLUN_CARDS"]}}', False),
+    ])
+    def test_precheck(self, tmp_path: Path, text: str, want: bool) -> None:
+        """Only configs that name a selection variable (index or built-in) or cdi.k8s.io go the slow way."""
+        (tmp_path / "site.json.xpu-cdi").write_text(json.dumps({"xpuCdiIndex": 1, "kind": "example.com/card",
+                                                                "selection": {"env": ["KUNLUN_CARDS"]}}))
+        assert wrapper.may_request(text.encode(), [str(tmp_path)]) is want
+
+    def test_nothing_requested_imports_nothing_heavy(self, spec_dir: Path, tmp_path: Path) -> None:
+        """A container without a request costs no json, re or typing import."""
+        bundle = tmp_path / "b"
+        bundle.mkdir()
+        (bundle / "config.json").write_text(json.dumps({"process": {"env": ["PATH=/bin"]}}))
+        src = str(Path(wrapper.__file__).parents[2])
+        code = (f"import sys\nsys.path.insert(0, {src!r})\nfrom xpu_cdi.runtime import wrapper\n"
+                f"assert wrapper.prepare({str(bundle)!r}, {{'XPU_CDI_SPEC_DIRS': {str(spec_dir)!r}}}) == []\n"
+                "print(' '.join(sorted(sys.modules)))")
+        # -I -S as the launcher runs it: site would import re and typing on its own
+        r = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        loaded = set(r.stdout.split())
+        assert not loaded & {"json", "re", "typing", "enum", "xpu_cdi.hook.select", "xpu_cdi.cdi.registry"}, \
+            sorted(loaded & {"json", "re", "typing", "enum"})
 
 
 def test_hot_path_imports(spec_dir: Path, tmp_path: Path) -> None:
@@ -221,11 +271,30 @@ def test_hot_path_imports(spec_dir: Path, tmp_path: Path) -> None:
     assert not heavy, f"hot path imported {sorted(heavy)}"
     ours = {m for m in loaded if m.startswith("xpu_cdi.")}
     assert ours <= {"xpu_cdi.errors", "xpu_cdi.atomic", "xpu_cdi.cdi", "xpu_cdi.cdi.registry", "xpu_cdi.cdi.names",
-                    "xpu_cdi.hook", "xpu_cdi.hook.select", "xpu_cdi.runtime", "xpu_cdi.runtime.wrapper",
-                    "xpu_cdi.runtime.ociedit"}, sorted(ours)
+                    "xpu_cdi.hook", "xpu_cdi.hook.select", "xpu_cdi.hook.jsonload", "xpu_cdi.runtime", "xpu_cdi.runtime.wrapper",
+                    "xpu_cdi.runtime.ociedit", "xpu_cdi.runtime.jsondump"}, sorted(ours)
 
 
 def test_known_selection_matches_the_profiles() -> None:
     """The wrapper's table of selection variables is that of the built-in, non-experimental profiles."""
     want = {var: p.kind for p in profile.load_all(()).values() if not p.experimental for var in p.selection.env}
     assert wrapper.KNOWN_SELECTION == want
+
+
+def test_launcher(run: Run, tmp_path: Path) -> None:
+    """`xpu-cdi runtime install-launcher` writes an -I -S script that behaves as the wrapper."""
+    from click.testing import CliRunner
+
+    from xpu_cdi.cli import main
+
+    path = tmp_path / "bin" / "xpu-container-runtime"
+    r = CliRunner().invoke(main, ["runtime", "install-launcher", str(path)])
+    assert r.exit_code == 0, r.output
+    assert path.read_text().startswith(f"#!{os.path.realpath(sys.executable)} -IS\n")
+    assert path.stat().st_mode & 0o777 == 0o755
+    cfg = run.config(["XPU_VISIBLE_DEVICES=2"])
+    out = subprocess.run([str(path), "create", "--bundle", str(run.bundle), "c1"], env=run.env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert run.argv() == ["create", "--bundle", str(run.bundle), "c1"]
+    assert "/dev/xpu2" in cfg.read_text()

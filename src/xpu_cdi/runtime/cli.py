@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 
 import click
 
+from ..errors import RuntimeConfigError
 from . import configure as _configure
 from . import ocihooks
 
@@ -69,3 +70,17 @@ def configure(runtime_kind: str, config: Optional[str], drop_in: Optional[str], 
         if runtime_kind in ("containerd", "crio"):
             click.echo(f"Kubernetes: a RuntimeClass with handler: {runtime_name} (deploy/runtimeclass.yaml) "
                        f"selects it")
+
+
+@runtime.command("install-launcher")
+@click.argument("path", type=click.Path(dir_okay=False))
+def install_launcher(path: str) -> None:
+    """Write a fast launcher for xpu-container-runtime at PATH (python -I -S,
+    no site start-up: about 25 ms less on each of the five or more runtime
+    calls of a container).  Then: runtime configure --wrapper-path PATH."""
+    from . import launcher
+
+    try:
+        click.echo(launcher.install(path))
+    except OSError as err:
+        raise RuntimeConfigError(f"cannot write {path!r}: {err.strerror or err}") from None

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import SpecError
+from ..errors import RuntimeConfigError, SpecError
+
+TYPE_CHECKING = False  # typing is for type checkers only: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Tuple
 
 HOOK_STAGES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
 LD_VAR = "LD_LIBRARY_PATH"
@@ -117,12 +120,16 @@ def oci_mount(mount: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _depth(mount: Any) -> int:
-    dst = mount.get("destination", "") if isinstance(mount, dict) else ""
-    return len([p for p in os.path.normpath(dst).split("/") if p])
+    dst = mount.get("destination") if isinstance(mount, dict) else None
+    return len([p for p in os.path.normpath(dst).split("/") if p]) if isinstance(dst, str) else 0
 
 
 def _apply_mounts(config: Dict[str, Any], mounts: List[Dict[str, Any]]) -> None:
     current = _list(config, "mounts")
+    for c in current:
+        if isinstance(c, dict) and not isinstance(c.get("destination", ""), str):
+            raise RuntimeConfigError(f"config.json: mount destination {c['destination']!r} is not a string "
+                                     f"(runc would refuse it too)")
     for m in mounts:
         new = oci_mount(m)
         current[:] = [c for c in current if not (isinstance(c, dict) and
