@@ -40,6 +40,7 @@ MANIFEST = "/var/lib/xpu-cdi/generated"
 # What both packages must install besides the Python package, by path
 # relative to the prefix the distribution uses for it.
 COMMANDS = {"xpu-cdi", "xpu-cdi-hook", "xpu-container-runtime"}
+LAUNCHED = ("xpu-cdi-hook", "xpu-container-runtime")  # fast launchers instead of console scripts
 UNITS = {"xpu-cdi-refresh.service", "xpu-cdi-refresh.path"}
 MANPAGES = {"xpu-cdi.1.gz", "xpu-cdi-hook.1.gz", "xpu-container-runtime.1.gz"}
 UDEV_RULE = "70-xpu-cdi.rules"
@@ -199,6 +200,10 @@ def test_deb_install_use_purge(serial: None, tmp_path: Path) -> None:
         assert installed()
         assert run(["/usr/bin/xpu-cdi", "--version"]).stdout.strip().endswith(VERSION)
         assert run(["head", "-n1", "/usr/bin/xpu-cdi"]).stdout.strip() == "#!/usr/bin/python3"
+        for name in LAUNCHED:  # started on every container start: no site.py
+            assert run(["head", "-n1", f"/usr/bin/{name}"]).stdout.strip() == "#!/usr/bin/python3 -IS"
+        # the wrapper passes what it does not edit straight to runc
+        assert "runc" in run(["/usr/bin/xpu-container-runtime", "--version"]).stdout.lower()
         # no cards here: postinst generated nothing and did not fail
         assert Path(MANIFEST).read_text() == ""
         check_hook_under_runc(tmp_path)
@@ -265,8 +270,9 @@ def test_rpm_build_lint_contents(serial: None) -> None:
     for dep in ("python3-click", "python3-pyyaml", "python3-jsonschema", "python3-pyudev", "python3-cffi",
                 "python3-tomlkit"):
         assert dep in requires.split(), requires
-    hook = run(["sh", "-c", f"rpm2cpio {rpm} | cpio -i --quiet --to-stdout ./usr/bin/xpu-cdi-hook"]).stdout
-    assert hook.startswith("#!/usr/bin/python3 -IS\n")
+    for name in LAUNCHED:
+        text = run(["sh", "-c", f"rpm2cpio {rpm} | cpio -i --quiet --to-stdout ./usr/bin/{name}"]).stdout
+        assert text.startswith("#!/usr/bin/python3 -IS\n"), name
 
 
 def parse_scriptlets(text: str) -> Dict[str, str]:

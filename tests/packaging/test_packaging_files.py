@@ -101,6 +101,20 @@ class TestUnits:
         assert f"probe/{watch.expand('%v')}" in res.stdout + res.stderr
 
 
+class TestLaunchers:
+    def test_same_entry_points_as_the_console_scripts(self) -> None:
+        """The packaged launchers call the functions pyproject's console scripts name."""
+        scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+        rules = (DEBIAN / "rules").read_text()
+        spec = SPEC.read_text()
+        for name in ("xpu-cdi-hook", "xpu-container-runtime"):
+            module, func = scripts[name].split(":")
+            assert func == "main"
+            assert f"-e 's|@NAME@|{name}|' -e 's|@MODULE@|{module}|'" in rules
+            assert f"{name}:{module}" in spec
+        assert "from @MODULE@ import main" in (PKG / "launcher.in").read_text()
+
+
 class TestUdevRule:
     text = (PKG / "udev/70-xpu-cdi.rules").read_text()
 
