@@ -1,6 +1,6 @@
-"""``xpu-cdi watch``: event matching, the refresh step, debouncing, and the loop
-fed by a fake monitor (the seam: anything with pyudev's ``Monitor.poll``)
-and by real kernel uevents.
+"""``xpu-cdi watch`` and its refresh step (:mod:`xpu_cdi.refresh`): event
+matching, the refresh, debouncing, and the loop fed by a fake monitor (the
+seam: anything with pyudev's ``Monitor.poll``) and by real kernel uevents.
 
 This machine has no udevd and no loadable modules, so "real" here means
 kernel uevents read through pyudev's ``kernel`` source, caused by writing
@@ -17,13 +17,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 import pytest
 from click.testing import CliRunner
 
 import fakehost
-from xpu_cdi import cli, watch
+from xpu_cdi import cli, refresh, watch
 from xpu_cdi.generate import edits, profile, spec
 from xpu_cdi.model import CardRule, Profile
 
@@ -58,9 +58,9 @@ class FakeMonitor:
 
 
 def target(host: fakehost.FakeHost, spec_dir: Path, fmt: str = "json", manifest: Optional[Path] = None,
-           select: Any = None) -> watch.Target:
+           select: Any = None) -> refresh.Target:
     roots = cli.roots_of(*(str(host.root),) * 3)
-    return watch.Target(
+    return refresh.Target(
         plan=functools.partial(cli.plan, (), NO_ADMIN, roots),
         select=select or functools.partial(profile.select, None, NO_ADMIN),
         spec_dir=str(spec_dir), fmt=fmt,
@@ -115,54 +115,54 @@ class TestRefresh:
     def test_writes_then_leaves_unchanged_spec_alone(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
         """The first run writes the spec and its index; a second run with nothing changed rewrites nothing."""
         log, cdi = Log(), tmp_path / "cdi"
-        assert watch.refresh(target(xpu_host, cdi), log) == 1
+        assert refresh.refresh(target(xpu_host, cdi), log) == 1
         f = cdi / "kunlunxin.com-xpu.json"
         before = (ident(f), ident(Path(str(f) + ".xpu-cdi")))
-        assert watch.refresh(target(xpu_host, cdi), log) == 0
+        assert refresh.refresh(target(xpu_host, cdi), log) == 0
         assert (ident(f), ident(Path(str(f) + ".xpu-cdi"))) == before
         assert len(log) == 1 and log[0].startswith(f"wrote {f}: kunlunxin.com/xpu, 8 card(s)")
 
     def test_same_as_generate(self, xpu_host: fakehost.FakeHost, tmp_path: Path, runner: CliRunner) -> None:
         """What watch writes is what generate would: generate --check finds it up to date."""
-        watch.refresh(target(xpu_host, tmp_path), Log())
+        refresh.refresh(target(xpu_host, tmp_path), Log())
         r = runner.invoke(cli.main, ["generate", "--check", "--profiles-dir", NO_ADMIN[0], *xpu_host.cli_roots,
                                      "--hook-path", HOOK, "--spec-dir", str(tmp_path)])
         assert r.exit_code == 0, r.output
 
     def test_card_gone_rewrites_with_summary(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
         """A vanished card rewrites the spec, and the log line says what changed."""
-        watch.refresh(target(xpu_host, tmp_path), Log())
+        refresh.refresh(target(xpu_host, tmp_path), Log())
         xpu_host.remove_card(5)
         log = Log()
-        assert watch.refresh(target(xpu_host, tmp_path), log) == 1
+        assert refresh.refresh(target(xpu_host, tmp_path), log) == 1
         assert "devices no longer present: 5" in log[0]
 
     def test_all_cards_gone_removes_only_ours(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
         """With every card gone our spec and index go; a foreign spec in the same dir stays."""
         manifest = tmp_path / "state/generated"
-        watch.refresh(target(xpu_host, tmp_path / "cdi", manifest=manifest), Log())
+        refresh.refresh(target(xpu_host, tmp_path / "cdi", manifest=manifest), Log())
         # the directory is listed too (trailing /): watch created it, so the package may remove it
-        assert watch.read_manifest(str(manifest)) == [f"{tmp_path}/cdi/", str(tmp_path / "cdi/kunlunxin.com-xpu.json"),
-                                                      str(tmp_path / "cdi/kunlunxin.com-xpu.json.xpu-cdi")]
+        assert refresh.read_manifest(str(manifest)) == [f"{tmp_path}/cdi/", f"{tmp_path}/cdi/kunlunxin.com-xpu.json",
+                                                        f"{tmp_path}/cdi/kunlunxin.com-xpu.json.xpu-cdi"]
         foreign = tmp_path / "cdi/vendor.example-gpu.json"
         foreign.write_text("{}")
         for i in list(xpu_host.cards):
             xpu_host.remove_card(i)
         log = Log()
-        assert watch.refresh(target(xpu_host, tmp_path / "cdi", manifest=manifest), log) == 1
+        assert refresh.refresh(target(xpu_host, tmp_path / "cdi", manifest=manifest), log) == 1
         assert sorted(os.listdir(tmp_path / "cdi")) == ["vendor.example-gpu.json"]
         assert log == [f"removed {tmp_path / 'cdi/kunlunxin.com-xpu.json'}: its cards are gone"]
-        assert watch.read_manifest(str(manifest)) == [f"{tmp_path}/cdi/"]
+        assert refresh.read_manifest(str(manifest)) == [f"{tmp_path}/cdi/"]
 
     def test_other_format_of_same_kind_removed(self, npu_host: fakehost.FakeHost, tmp_path: Path) -> None:
         """Switching to YAML removes our JSON spec of the kind (both would define the same devices)."""
         cdi = tmp_path / "cdi"
-        watch.refresh(target(npu_host, cdi), Log())
+        refresh.refresh(target(npu_host, cdi), Log())
         log = Log()
-        assert watch.refresh(target(npu_host, cdi, fmt="yaml"), log) == 2
+        assert refresh.refresh(target(npu_host, cdi, fmt="yaml"), log) == 2
         assert sorted(os.listdir(cdi)) == ["huawei.com-npu.yaml", "huawei.com-npu.yaml.xpu-cdi"]
         assert log[1].endswith("same kind written as yaml")
-        assert watch.refresh(target(npu_host, cdi, fmt="yaml"), Log()) == 0  # YAML index compares equal
+        assert refresh.refresh(target(npu_host, cdi, fmt="yaml"), Log()) == 0  # YAML index compares equal
 
 
 class TestWatcher:
