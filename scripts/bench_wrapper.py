@@ -81,12 +81,16 @@ def measure(work: Path, rounds: int = 40) -> Dict[str, List[float]]:
         if name == "runc8":  # what the wrapper writes: runc's own share of giving 8 cards
             wrapper.prepare(str(b.dir), {"XPU_CDI_SPEC_DIRS": str(specs)})
         bundles[name] = (b, (b.dir / "config.json").read_bytes())
-    samples: Dict[str, List[float]] = {k: [] for k in variants}
+    samples: Dict[str, List[float]] = {k: [] for k in [*variants, "python"]}
     for name, (rt, _cenv) in variants.items():  # warm caches (page cache, pyc files) before timing
         _run(rt, *bundles[name], env)
+    python = [os.path.realpath(sys.executable), "-I", "-S", "-c", "pass"]
     for _ in range(rounds):
         for name, (rt, _cenv) in variants.items():
             samples[name].append(_run(rt, *bundles[name], env))
+        t = time.perf_counter()
+        subprocess.run(python, check=True)
+        samples["python"].append(time.perf_counter() - t)
     return samples
 
 
@@ -103,6 +107,8 @@ def bench(work: Path, rounds: int = 40) -> Rows:
          "plain runc, edited config.json (9 nodes, rules, mounts) minus unedited"),
         ("wrapper overhead, nothing asked", f"{med['fast0'] - base:.1f} ms",
          "reads config.json, finds no request, execs runc"),
+        ("  python -I -S start (the floor)", f"{med['python']:.1f} ms",
+         "what any Python wrapper pays before its first line"),
         ("  via pip's console script, 8 cards", f"{med['console8'] - med['runc8']:.1f} ms",
          "same, slow start-up (site, .pth files)"),
         ("  via pip's console script, nothing", f"{med['console0'] - base:.1f} ms", ""),

@@ -12,7 +12,7 @@ Three ways to hand devices to a container, see docs/device-plugins.md:
 * the selection env var with the ``xpu`` RuntimeClass (the wrapper or the
   hook does the work): :func:`selection_env`.
 
-Standard library only, so a plugin can vendor this one file.
+Needs only the standard library and ``xpu_cdi.cdi.names`` (the runtimes' rules).
 """
 
 from __future__ import annotations
