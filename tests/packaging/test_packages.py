@@ -17,6 +17,7 @@ Everything installed or created is removed again, also on failure.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -44,7 +45,8 @@ LAUNCHED = ("xpu-cdi-hook", "xpu-container-runtime")  # fast launchers instead o
 UNITS = {"xpu-cdi-refresh.service", "xpu-cdi-refresh.path"}
 MANPAGES = {"xpu-cdi.1.gz", "xpu-cdi-hook.1.gz", "xpu-container-runtime.1.gz"}
 UDEV_RULE = "70-xpu-cdi.rules"
-HOOK_CONFIGS = {p.name for p in (REPO / "hooks").glob("*.json")}
+HOOKS_D = "/usr/share/containers/oci/hooks.d"
+HOOK_CONFIGS = {"xpu-cdi.json"}  # oci-hooks.d, rendered at build time for the packaged hook
 
 # Where the package (or its scripts) may leave traces; listed before and
 # after, they must be the same.
@@ -151,7 +153,10 @@ def check_deb_contents(deb: Path) -> None:
     assert {f"/lib/systemd/system/{u}" for u in UNITS} <= paths
     assert f"/lib/udev/rules.d/{UDEV_RULE}" in paths
     assert {f"/usr/share/man/man1/{m}" for m in MANPAGES} <= paths
-    assert {f"/usr/share/containers/oci/hooks.d/{h}" for h in HOOK_CONFIGS} <= paths
+    assert {f"{HOOKS_D}/{h}" for h in HOOK_CONFIGS} <= paths
+    hookd = run(["sh", "-c", f"dpkg-deb --fsys-tarfile {deb} | tar -xO .{HOOKS_D}/xpu-cdi.json"])
+    hook = json.loads(hookd.stdout)
+    assert hook["hook"]["path"] == "/usr/bin/xpu-cdi-hook" and hook["hook"]["args"][:2] == ["xpu-cdi-hook", "prestart"]
     assert "_resolver.abi3.so" in names or any(n.startswith("_resolver.cpython") for n in names)
     depends = run(["dpkg-deb", "-f", str(deb), "Depends"]).stdout
     for dep in ("python3-click", "python3-yaml", "python3-jsonschema", "python3-pyudev", "python3-cffi-backend",
@@ -256,7 +261,7 @@ def test_rpm_build_lint_contents(serial: None) -> None:
     assert f"/usr/lib/udev/rules.d/{UDEV_RULE}" in files
     assert "/usr/lib/systemd/system-preset/90-xpu-cdi.preset" in files
     assert {f"/usr/share/man/man1/{m}" for m in MANPAGES} <= files
-    assert {f"/usr/share/containers/oci/hooks.d/{h}" for h in HOOK_CONFIGS} <= files
+    assert {f"{HOOKS_D}/{h}" for h in HOOK_CONFIGS} <= files
     assert any(f.endswith("/xpu_cdi/cli.py") for f in files) and any("/xpu_cdi/_native/_resolver" in f for f in files)
     scripts = rpm_query(rpm, "--scripts")
     sections = parse_scriptlets(scripts)
@@ -270,6 +275,8 @@ def test_rpm_build_lint_contents(serial: None) -> None:
     for dep in ("python3-click", "python3-pyyaml", "python3-jsonschema", "python3-pyudev", "python3-cffi",
                 "python3-tomlkit"):
         assert dep in requires.split(), requires
+    hookd = run(["sh", "-c", f"rpm2cpio {rpm} | cpio -i --quiet --to-stdout .{HOOKS_D}/xpu-cdi.json"])
+    assert json.loads(hookd.stdout)["hook"]["path"] == "/usr/bin/xpu-cdi-hook"
     for name in LAUNCHED:
         text = run(["sh", "-c", f"rpm2cpio {rpm} | cpio -i --quiet --to-stdout ./usr/bin/{name}"]).stdout
         assert text.startswith("#!/usr/bin/python3 -IS\n"), name
