@@ -146,17 +146,19 @@ def dumps(value: Any, fmt: str) -> bytes:
     return yaml.safe_dump(value).encode()
 
 
-def file_contents(valid: Optional[st.SearchStrategy] = None) -> st.SearchStrategy:
+DEEP = [b"[" * 5000, b"{\"a\":" * 3000, b"- " * 3000 + b"x", b"a: " + b"[" * 5000]
+
+
+def file_contents(valid: Optional[st.SearchStrategy] = None, deep: bool = True) -> st.SearchStrategy:
     """Bytes a hostile or broken file could hold: noise, JSON/YAML of anything,
-    near-valid documents, truncations and deep nesting."""
+    near-valid documents, truncations and (unless *deep* is false) deep nesting."""
     docs = valid if valid is not None else json_values
     serial = st.tuples(docs, st.sampled_from(["json", "yaml"])).map(lambda t: dumps(*t))
+    odd = [b"\xef\xbb\xbf{}", b"\x00" * 64, "k: \ud800".encode("utf-8", "surrogatepass")]
     return st.one_of(
         st.binary(max_size=200),
         st.text(max_size=200).map(lambda s: s.encode("utf-8", "surrogatepass")),
         serial,
         st.tuples(serial, st.integers(0, 400)).map(lambda t: t[0][:t[1]]),  # truncated write
-        st.sampled_from([b"[" * 5000, b"{\"a\":" * 3000, b"- " * 3000 + b"x",
-                         b"a: " + b"[" * 5000, b"\xef\xbb\xbf{}", b"\x00" * 64,
-                         "k: \ud800".encode("utf-8", "surrogatepass")]),
+        st.sampled_from(odd + (DEEP if deep else [])),
     )
