@@ -156,8 +156,9 @@ class Watcher:
     def run_once(self) -> int:
         """One refresh now; errors are logged, not raised (the watch keeps going)."""
         reasons, self.reasons, self.first, self.last = self.reasons, [], None, None
+        why = f" [{', '.join(reasons)}]" if reasons else ""
         try:
-            changes = refresh(self.target, self.log)
+            changes = refresh(self.target, lambda line: self.log(line + why))  # each change says its cause
             self.matchers = Matchers.of(self.target.select(), self.modules)  # profiles.d may have changed
         except XpuCdiError as err:
             self.log(f"refresh failed ({', '.join(reasons) or 'start'}): {err}")
