@@ -4,9 +4,9 @@ its cards: nodes, cgroup access (v1 and the v2 eBPF program), the driver
 mount and LD_LIBRARY_PATH.
 
 Specs are generated into a per-test dir passed through XPU_CDI_SPEC_DIRS.
-The default spec carries an `update-ldcache` createContainer hook; here it
-points at a stub that records its run, so these tests do not depend on the
-hook's own implementation (tests/hook covers that).
+The default spec carries an `update-ldcache` createContainer hook: one test
+runs it with the installed xpu-cdi-hook, another points it at a recording
+stub; the rest use the env form of LD_LIBRARY_PATH (--ld-library-path-env).
 """
 
 from __future__ import annotations
@@ -112,6 +112,27 @@ def test_image_library_path_is_kept_and_hooks_run(tmp_path: Path, host: fakehost
     assert r.returncode == 0, r.stderr
     assert "LD=/app/lib:/usr/local/xpu/lib64\n" in r.stdout
     assert marker.read_text().split() == ["update-ldcache", "--folder", "/usr/local/xpu/lib64"]
+
+
+def test_default_spec_runs_the_real_ldcache_hook(tmp_path: Path, host: fakehost.FakeHost,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default spec with the installed xpu-cdi-hook: runc runs its update-ldcache hook from the edited
+    config.json (ld.so.conf.d entry, the image's ldconfig), and LD_LIBRARY_PATH is set as well."""
+    require("runc")
+    d = tmp_path / "cdi"
+    generate(host, d)
+    monkeypatch.setenv("XPU_CDI_SPEC_DIRS", str(d))
+    b = Bundle(tmp_path)
+    (b.rootfs / "etc" / "ld.so.conf.d").mkdir(parents=True)
+    ldconfig = b.rootfs / "sbin" / "ldconfig"
+    ldconfig.write_text('#!/bin/sh\necho "ldconfig ran $*" > /tmp/ldconfig-ran\n')
+    ldconfig.chmod(0o755)
+    b.set_process(["sh", "-c", "cat /etc/ld.so.conf.d/*.conf /tmp/ldconfig-ran; echo LD=$LD_LIBRARY_PATH"],
+                  env=["XPU_VISIBLE_DEVICES=2"])
+    r = run_runc(b, runtime=WRAPPER)
+    assert r.returncode == 0, r.stderr
+    assert "\n/usr/local/xpu/lib64\n" in r.stdout and "ldconfig ran" in r.stdout, r.stdout
+    assert "LD=/usr/local/xpu/lib64\n" in r.stdout
 
 
 class TestRefused:

@@ -190,6 +190,26 @@ class TestHookFile:
             ocihooks.render(HOOK, t)
 
 
+class TestFiles:
+    def test_symlinked_config_is_edited_where_it_lives(self, tmp_path: Path) -> None:
+        """A config that is a symlink stays a symlink; its target is edited and backed up."""
+        real = tmp_path / "managed" / "daemon.json"
+        real.parent.mkdir()
+        real.write_text('{"debug": true}\n')
+        link = tmp_path / "daemon.json"
+        link.symlink_to(real)
+        assert run("docker", "--config", str(link)).exit_code == 0
+        assert link.is_symlink() and json.loads(real.read_text())["runtimes"]["xpu"] == {"path": WRAPPER}
+        assert len(list(real.parent.glob("daemon.json.bak-*"))) == 1
+
+    def test_disabled_cri_is_noted(self, tmp_path: Path) -> None:
+        """Docker's containerd config disables CRI: configure says Kubernetes cannot use the handler."""
+        path = tmp_path / "config.toml"
+        path.write_text('disabled_plugins = ["cri"]\n')
+        r = run("containerd", "--config", str(path))
+        assert r.exit_code == 0 and "disables the CRI plugin" in r.output
+
+
 class TestOptions:
     @pytest.mark.parametrize("args, message", [
         (("--runtime-name", "XPU_1"), "must be a DNS label"),

@@ -198,6 +198,18 @@ class TestProcess:
         assert r.returncode == 1
         assert "kunlunxin.com/xpu" in r.stderr and f"{tmp_path / 'none1'}:{tmp_path / 'none2'}" in r.stderr
 
+    def test_variable_an_admin_dropped_is_ignored(self, run: Run, spec_dir: Path) -> None:
+        """An index for the kind that no longer lists XPU_VISIBLE_DEVICES: the variable means nothing."""
+        idx = spec_dir / "kunlunxin.com-xpu.json.xpu-cdi"
+        data = json.loads(idx.read_text())
+        data["selection"]["env"] = ["CXPU_VISIBLE_DEVICES"]
+        idx.write_text(json.dumps(data))
+        cfg = run.config(["XPU_VISIBLE_DEVICES=2"])
+        before = cfg.read_bytes()
+        r = run("create", "--bundle", str(run.bundle), "c1")
+        assert r.returncode == 0, r.stderr
+        assert cfg.read_bytes() == before
+
     def test_broken_config_json(self, run: Run) -> None:
         """A config.json that asks for cards but is not JSON stops the create, naming the file."""
         (run.bundle / "config.json").write_text('{"process": {"env": ["XPU_VISIBLE_DEVICES=1"')

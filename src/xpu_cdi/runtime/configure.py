@@ -104,6 +104,10 @@ def _containerd(opts: Options, path: str, plan: Plan) -> None:
     if custom and custom != opts.wrapper:
         plan.notes.append(f"the runc handler runs {custom!r}: set XPU_CDI_RUNTIME={custom} in containerd's "
                           f"environment so that the wrapper execs it")
+    disabled = {str(p) for p in containerd.get(main, ["disabled_plugins"], []) or []}
+    if disabled & {"cri", containerd.CRI_PLUGIN[2], containerd.CRI_PLUGIN[3]}:
+        plan.notes.append(f"{path} disables the CRI plugin (disabled_plugins): Kubernetes cannot use the "
+                          f"'{opts.runtime_name}' handler until it is enabled (ctr --runc-binary still can)")
     args = (opts.runtime_name, opts.wrapper, opts.enable_cdi, opts.set_as_default, list(opts.spec_dirs))
     if opts.drop_in:
         drop = containerd.drop_in_doc(main, *args, new_version)
@@ -215,15 +219,17 @@ def apply(p: Plan) -> List[str]:
         if not c.changed:
             done.append(f"unchanged {c.path}")
             continue
+        # a symlinked config (managed elsewhere) is edited where it lives, not replaced by a file
+        target = os.path.realpath(c.path)
         try:
-            mode = os.stat(c.path).st_mode & 0o7777 if c.before is not None else 0o644
-            os.makedirs(os.path.dirname(c.path) or ".", mode=0o755, exist_ok=True)
-            line = f"wrote {c.path}"
+            mode = os.stat(target).st_mode & 0o7777 if c.before is not None else 0o644
+            os.makedirs(os.path.dirname(target) or ".", mode=0o755, exist_ok=True)
+            line = f"wrote {c.path}" + (f" (-> {target})" if target != os.path.abspath(c.path) else "")
             if c.before is not None and c.backup:
-                backup = _backup_name(c.path)
+                backup = _backup_name(target)
                 atomic.write_atomic(backup, c.before.encode(), mode)
                 line += f" (backup: {backup})"
-            atomic.write_atomic(c.path, c.after.encode(), mode)
+            atomic.write_atomic(target, c.after.encode(), mode)
         except OSError as err:
             raise RuntimeConfigError(f"cannot write {c.path!r}: {err.strerror or err}") from None
         done.append(line)

@@ -182,13 +182,12 @@ def _parse_config(data: bytes, path: str) -> Dict[str, Any]:
 
 
 def _unserved(env: List[Any], indexes: Dict[str, Dict[str, Any]]) -> Optional[Tuple[str, str, str]]:
-    """A known selection variable that asks for cards no spec's index serves."""
+    """A known selection variable that asks for cards of a kind no spec's index serves."""
     from ..hook.select import env_map
 
-    served = {v for idx in indexes.values() for v in (idx.get("selection") or {}).get("env") or []}
     values = env_map(env)
     for var, kind in KNOWN_SELECTION.items():
-        if var in values and var not in served and values[var].strip() not in NONE_VALUES:
+        if var in values and kind not in indexes and values[var].strip() not in NONE_VALUES:
             return var, values[var], kind
     return None
 
