@@ -138,6 +138,9 @@ def spawn_confined(root: str, argv: Sequence[str], env: Sequence[str],
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
         try:
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):  # as C's reset_signals
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
             libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
             ordered = [n for n in namespaces if n[1] not in (newpid, newuser)] + \
                 [n for n in namespaces if n[1] == newpid] + [n for n in namespaces if n[1] == newuser]
@@ -167,8 +170,10 @@ def spawn_confined(root: str, argv: Sequence[str], env: Sequence[str],
             data = (ctypes.c_uint32 * 6)()
             if libc.capset(hdr, data) != 0:
                 raise OSError(ctypes.get_errno(), "capset")
-            null = os.open("/dev/null", os.O_RDONLY)
-            os.dup2(null, 0)
+            try:
+                os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
+            except OSError:  # no /dev/null in the root: stdin is a closed pipe end, as in C
+                os.dup2(outw, 0)
             os.dup2(outw, 1)
             os.dup2(outw, 2)
             os.closerange(3, errw)

@@ -150,6 +150,8 @@ fail:
 int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out)
 {
     *fd_out = -1;
+    if (path[0] == '\0')
+        path = "."; /* the root itself, as the walk answers */
     if (!(flags & XC_RESOLVE_NO_OPENAT2)) {
         struct open_how how;
         int tries;
@@ -214,6 +216,20 @@ static void drop_all_caps(int errfd)
     memset(data, 0, sizeof(data));
     if (syscall(SYS_capset, &hdr, data) != 0)
         child_fail(errfd, errno);
+}
+
+/* Ignored signals stay ignored across exec: Python ignores SIGPIPE and
+ * SIGXFSZ, and a program started with SIGPIPE ignored never dies of a
+ * closed pipe.  Give the program default dispositions and an empty mask. */
+static void reset_signals(void)
+{
+    sigset_t none;
+
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            signal(sig, SIG_DFL); /* EINVAL for the few that cannot be set: fine */
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 /* Join nsfds: every type but user and pid, then pid (for our children),
@@ -289,6 +305,7 @@ int xc_spawn_confined(const char *root, const char *argv_blob, size_t argc,
 
         close(errpipe[0]);
         close(outpipe[0]);
+        reset_signals();
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
             child_fail(errpipe[1], errno);
         if (join_namespaces(nsfds, nstypes, nns, errpipe[1])) {
