@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all deps install test demo bench lint check-schemas clean
+.PHONY: all deps install test demo bench lint check-schemas clean deb rpm
 
 all: install
 
@@ -26,8 +26,17 @@ $(STAMP): pyproject.toml setup.py src/xpu_cdi/_native/resolver.c src/xpu_cdi/_na
 
 install: $(STAMP)
 
+# The package test installs the .deb system-wide (hooks.d file included) for a
+# few seconds: it runs alone, after the parallel suite.
 test: install
-	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --ignore=tests/packaging/test_packages.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests/packaging/test_packages.py
+
+deb:
+	sh packaging/deb/build.sh
+
+rpm:
+	sh packaging/rpm/build.sh
 
 demo: install
 	$(BIN)/python scripts/demo.py
@@ -39,4 +48,4 @@ check-schemas: install
 	$(BIN)/python -m pytest tests/cdi/test_schema.py -q
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/xpu_cdi/_native/_resolver*.so src/xpu_cdi/_native/_resolver.c
+	rm -rf $(VENV) build src/*.egg-info packaging/deb/out packaging/rpm/out src/xpu_cdi/_native/_resolver*.so src/xpu_cdi/_native/_resolver.c
