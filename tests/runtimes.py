@@ -18,6 +18,7 @@ import resource
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -268,7 +269,9 @@ class Containerd:
         require("containerd", "ctr", "runc")
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
-        self.address = str(base / "containerd.sock")
+        # unix socket paths are limited to ~104 bytes: xdist's tmp paths are longer
+        self.sock_dir = tempfile.mkdtemp(prefix="xc-", dir="/tmp")
+        self.address = os.path.join(self.sock_dir, "c.sock")
         self.namespace = unique("xc")
         self.config_path = base / "config.toml"
         self.config_path.write_text(self.private(config if config is not None else
@@ -279,11 +282,15 @@ class Containerd:
             self.proc = subprocess.Popen(["containerd", "--config", str(self.config_path)], stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=dict(os.environ, **(env or {})))
-        for _ in range(200):
-            if self.proc.poll() is not None:
-                break
-            if self.ctr("version", timeout=10).returncode == 0:
-                return
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            # ctr blocks while the socket is missing: ask only once containerd has made it
+            if os.path.exists(self.address):
+                try:
+                    if self.ctr("version", timeout=10).returncode == 0:
+                        return
+                except subprocess.TimeoutExpired:
+                    pass
             time.sleep(0.05)
         tail = self.log_path.read_text(errors="replace")[-2000:]
         self.stop()
@@ -355,6 +362,7 @@ class Containerd:
         for target in reversed(targets):
             subprocess.run(["umount", "-l", target], capture_output=True)
         shutil.rmtree(self.base, ignore_errors=True)
+        shutil.rmtree(self.sock_dir, ignore_errors=True)
 
 
 @pytest.fixture
