@@ -334,10 +334,13 @@ class Containerd:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            for cid in self.ctr("containers", "ls", "-q", timeout=20).stdout.split():
-                self.ctr("task", "kill", "-s", "SIGKILL", cid, timeout=20)
-                self.ctr("task", "delete", "-f", cid, timeout=20)
-                self.ctr("containers", "delete", cid, timeout=20)
+            try:
+                for cid in self.ctr("containers", "ls", "-q", timeout=20).stdout.split():
+                    self.ctr("task", "kill", "-s", "SIGKILL", cid, timeout=20)
+                    self.ctr("task", "delete", "-f", cid, timeout=20)
+                    self.ctr("containers", "delete", cid, timeout=20)
+            except subprocess.TimeoutExpired:
+                pass  # an unresponsive daemon: the kills below still clean up
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=15)
