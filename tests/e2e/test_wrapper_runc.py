@@ -28,7 +28,7 @@ BIN = Path(sys.executable).parent
 WRAPPER = str(BIN / "xpu-container-runtime")
 ENXIO = "No such device or address"
 CHECK = ("ls -l /dev/; (echo x > /dev/xpu2) 2>&1; (echo x > /dev/xpuctrl) 2>&1; echo LD=$LD_LIBRARY_PATH; "
-         "cat /usr/local/xpu/version.txt; ls /usr/local/xpu/lib64; (touch /usr/local/xpu/new) 2>&1; true")
+         "cat /usr/local/xpu/version.txt; ls /usr/local/xpu/lib64; (touch /usr/local/xpu/new) 2>&1; env; true")
 
 
 @pytest.fixture
@@ -62,6 +62,7 @@ def assert_card2(out: str) -> None:
     assert "LD=/usr/local/xpu/lib64\n" in out
     assert "XRE 5.0.21" in out and "libxpuml.so.1" in out
     assert "Read-only file system" in out
+    assert "XPU_CDI_" not in out, "nothing of the wrapper's own environment reaches the container"
 
 
 @pytest.mark.parametrize("cgroup_v2", [False, True], ids=["cgroup-v1", "cgroup-v2"])

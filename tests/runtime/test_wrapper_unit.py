@@ -77,6 +77,15 @@ class TestFindRuntime:
         with pytest.raises(RuntimeConfigError, match="is this wrapper"):
             wrapper.find_runtime({"XPU_CDI_RUNTIME": WRAPPER}, WRAPPER)
 
+    def test_copy_of_itself_is_caught(self, tmp_path: Path) -> None:
+        """A runtime that is another copy of the wrapper ends in one error line, not an exec loop."""
+        copy = tmp_path / "runc"
+        copy.write_text(f"#!/bin/sh\nexec {WRAPPER} \"$@\"\n")
+        copy.chmod(0o755)
+        r = subprocess.run([WRAPPER, "state", "x"], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1 and "started by itself" in r.stderr, r.stderr
+
     def test_missing_runtime(self, tmp_path: Path) -> None:
         """No runc anywhere: the message says how to fix it."""
         with pytest.raises(RuntimeConfigError, match="XPU_CDI_RUNTIME"):

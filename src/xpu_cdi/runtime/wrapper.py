@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 PROG = "xpu-container-runtime"
 SPEC_DIRS_ENV = "XPU_CDI_SPEC_DIRS"
 RUNTIME_ENV = "XPU_CDI_RUNTIME"
+ACTIVE_ENV = "XPU_CDI_WRAPPER_ACTIVE"  # set for the real runtime: seeing it on entry means a loop
 EDITING_COMMANDS = ("create", "run")
 MAX_CONFIG_BYTES = 64 << 20
 # Global options of runc and crun that take their value as the next argument.
@@ -329,6 +330,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..errors import XpuCdiError
 
     try:
+        if os.environ.get(ACTIVE_ENV):
+            from ..errors import RuntimeConfigError
+
+            raise RuntimeConfigError(f"started by itself ({RUNTIME_ENV} or PATH names another copy of the "
+                                     f"wrapper as the real runtime): point {RUNTIME_ENV} at runc or crun")
         real = find_runtime(os.environ, argv[0] if argv else PROG)
         i, command = split_command(args)
         if command in EDITING_COMMANDS:
@@ -340,7 +346,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     sys.stdout.flush()
     try:
-        os.execv(real, [real, *args])
+        os.execve(real, [real, *args], dict(os.environ, **{ACTIVE_ENV: "1"}))
     except OSError as err:
         sys.stderr.write(f"{PROG}: cannot execute {real!r}: {err.strerror}\n")
         return 1
