@@ -209,9 +209,15 @@ def _open_source(host: str, writable_ok: bool = False) -> int:
     return fd
 
 
-def _bind(root: Root, src: int, cpath: str, leaf: str, flags: int, recursive: bool) -> None:
-    """Bind *src* onto *cpath* (created as dir or file), then remount with *flags*."""
+def _bind(root: Root, src: int, cpath: str, leaf: str, flags: int, recursive: bool) -> bool:
+    """Bind *src* onto *cpath* (created as dir or file), then remount with
+    *flags*; False when *cpath* already shows *src* (a runtime doing CDI
+    itself got there first, or the hook is registered twice)."""
     target = root.ensure(cpath, leaf)
+    a, b = os.fstat(target), os.fstat(src)
+    if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+        os.close(target)
+        return False
     try:
         resolver.mount(proc_fd(src), proc_fd(target), None, MS_BIND | (MS_REC if recursive else 0))
     finally:
@@ -225,6 +231,7 @@ def _bind(root: Root, src: int, cpath: str, leaf: str, flags: int, recursive: bo
         raise HookError(f"mount {cpath!r}: the bind mount is not where it was made (raced?)")
     if flags:
         resolver.mount(None, proc_fd(top), None, MS_REMOUNT | MS_BIND | flags)
+    return True
 
 
 def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":
@@ -253,11 +260,12 @@ def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":
         root = Root(c.rootfs, undo)
         try:
             how = [make_node(root, n, userns) for n in p.nodes]
+            mounted = 0
             for host, cpath, flags, recursive in p.mounts:
                 src = _open_source(host)
                 try:
                     leaf = "d" if stat.S_ISDIR(os.fstat(src).st_mode) else "f"
-                    _bind(root, src, cpath, leaf, flags, recursive)
+                    mounted += _bind(root, src, cpath, leaf, flags, recursive)
                 finally:
                     os.close(src)
             made = links.create(root, p.links)
@@ -272,7 +280,8 @@ def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":
             else:
                 programs = cgroup.allow_v2(target, rules, undo)
         notes.insert(0, f"{len(how)} node(s) ({how.count('mknod')} mknod, {how.count('bind')} bind, "
-                        f"{how.count('exists')} present), {len(p.mounts)} mount(s), {made} link(s), "
+                        f"{how.count('exists')} present), {mounted} mount(s) ({len(p.mounts) - mounted} present), "
+                        f"{made} link(s), "
                         f"cgroup v{target.version if target else '-'}"
                         f"{f' ({programs} device program(s) replaced)' if programs else ''}")
     except (HookError, SyscallError, OSError) as err:
