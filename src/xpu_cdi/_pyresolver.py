@@ -106,6 +106,15 @@ def setns(nspath: str, nstype: int) -> None:
         os.close(fd)
 
 
+def setfsids(uid: int, gid: int) -> None:
+    """setfsgid + setfsuid through libc; see resolver.setfsids."""
+    libc = _libc()
+    libc.setfsgid(gid)
+    libc.setfsuid(uid)
+    if libc.setfsgid(-1) != gid or libc.setfsuid(-1) != uid:
+        raise _syscall_error("setfsuid", 1, f"{uid}:{gid}")
+
+
 def mount(source: Optional[str], target: str, fstype: Optional[str], flags: int,
           data: Optional[str] = None) -> None:
     """mount(2) through libc; see resolver.mount."""

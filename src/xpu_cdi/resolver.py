@@ -125,6 +125,19 @@ def setns(nspath: str, nstype: int) -> None:
         _fail("setns", rv, nspath)
 
 
+def setfsids(uid: int, gid: int) -> None:
+    """Set the filesystem uid and gid (setfsgid, setfsuid).
+
+    Raises:
+        SyscallError: they did not take (no CAP_SETUID/CAP_SETGID).
+    """
+    if lib is None:
+        return _pyresolver.setfsids(uid, gid)
+    rv = lib.xc_setfsids(uid, gid)
+    if rv != 0:
+        _fail("setfsuid", rv, f"{uid}:{gid}")
+
+
 def resolve_in_root(rootfd: int, path: str, flags: int = 0) -> int:
     """An ``O_PATH`` fd of *path* resolved inside the directory *rootfd*.
 

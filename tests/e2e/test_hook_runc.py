@@ -105,3 +105,48 @@ def test_nothing_requested_touches_nothing(xpu: HookHost) -> None:
     assert "xpu" not in r.stdout
     assert xpu.log_text() == ""
     assert not (b.rootfs / "usr" / "local" / "xpu").exists()
+
+
+@pytest.fixture
+def xpu_userns(hook_launcher):  # type: ignore[no-untyped-def]
+    """A fake host in a world-traversable temp dir: the mapped root must reach the rootfs
+    (pytest's own temp dirs are 0700)."""
+    import tempfile
+    from pathlib import Path
+
+    import fakehost
+
+    base = Path(tempfile.mkdtemp(prefix="xpu-cdi-userns-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        yield HookHost(base / "xpu", hook_launcher, "kunlunxin", 8)
+    finally:
+        fakehost.remove_tree(base)
+
+
+def test_user_namespace_binds_host_nodes(xpu_userns: HookHost) -> None:
+    """In a user namespace the host nodes are bound (mknod'ed nodes could not be opened there),
+    files are created as the container's root, ldconfig runs as that root."""
+    import subprocess
+
+    xpu = xpu_userns
+    b = xpu.bundle(["sh", "-c", PROBE_US], env=["XPU_VISIBLE_DEVICES=1"])
+    b.config["linux"]["namespaces"].append({"type": "user"})
+    for key in ("uidMappings", "gidMappings"):
+        b.config["linux"][key] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+    b.config["mounts"] = [m for m in b.config["mounts"] if m["destination"] != "/sys"]  # sysfs needs netns
+    fake = b.rootfs / "sbin" / "ldconfig"
+    fake.write_text("#!/bin/sh\nid -u > /ldconfig.uid\n")
+    fake.chmod(0o755)
+    subprocess.run(["chown", "-R", "100000:100000", str(b.rootfs)], check=True)
+    r = run(b, "runc")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, container_output(r)
+    assert node_line("/dev/xpu1", 240, 1) in out and f"can't create /dev/xpu1: {ENXIO}" in out
+    assert (b.rootfs / "usr" / "local" / "xpu").stat().st_uid == 100000  # mount point made as the container's root
+    assert "ldconfig ran as 0" in out
+    assert "(0 mknod, 2 bind, 0 present)" in xpu.log_text()
+
+
+PROBE_US = ("stat -c '%n character special file %t:%T %a' /dev/xpu1; (echo x > /dev/xpu1) 2>&1; "
+            "echo \"ldconfig ran as $(cat /ldconfig.uid)\"")

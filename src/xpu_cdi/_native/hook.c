@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <time.h>
 #include <stdint.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -174,6 +175,18 @@ int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out)
             return -errno;
     }
     return walk_in_root(rootfd, path, (flags & XC_RESOLVE_NOFOLLOW) != 0, fd_out);
+}
+
+/* Set the filesystem uid/gid (creations in a user namespace's filesystems
+ * must be owned by ids mapped there, else EOVERFLOW).  setfsuid reports no
+ * error, so read the value back: -EPERM when it did not take. */
+int xc_setfsids(unsigned int uid, unsigned int gid)
+{
+    setfsgid(gid);
+    setfsuid(uid);
+    if ((unsigned int)setfsgid(-1) != gid || (unsigned int)setfsuid(-1) != uid)
+        return -EPERM;
+    return 0;
 }
 
 int xc_mount(const char *source, const char *target, const char *fstype,

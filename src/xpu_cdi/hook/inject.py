@@ -141,6 +141,23 @@ def _same_ns(pid: int, name: str) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+def _root_owner(pid: int) -> "Tuple[int, int]":
+    """Host uid and gid that are root in the user namespace of *pid*."""
+    ids = []
+    for kind in ("uid", "gid"):
+        try:
+            with open(f"/proc/{pid}/{kind}_map") as f:
+                lines = [line.split() for line in f]
+        except OSError as err:
+            raise HookError(f"container process {pid}: cannot read its {kind}_map: {err.strerror}") from None
+        host = [int(outside) for inside, outside, count in lines if int(inside) == 0]
+        if not host:
+            raise HookError(f"container process {pid}: {kind} 0 is not mapped in its user namespace: "
+                            f"the hook cannot create files the container's root owns")
+        ids.append(host[0])
+    return ids[0], ids[1]
+
+
 def _open_namespaces(pid: int) -> "List[Tuple[int, int]]":
     """fds of the container's namespaces that differ from ours (for ldconfig)."""
     out = []
@@ -159,7 +176,7 @@ def make_node(root: Root, n: "Dict[str, Any]", bind: bool) -> str:
     try:
         if not bind:
             try:
-                os.mknod(name, _S_TYPES[kind] | mode, rdev, dir_fd=parent)
+                root.as_owner(os.mknod, name, _S_TYPES[kind] | mode, rdev, dir_fd=parent)
             except PermissionError:
                 bind = True  # e.g. a user namespace: bind the host node instead
             except FileExistsError:
@@ -250,6 +267,7 @@ def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":
     rules = [r for r in (cgroup.rule_of(n) for n in p.nodes) if r is not None]
     target = cgroup.open_target(c.pid) if rules else None
     userns = not _same_ns(c.pid, "user")
+    owner = _root_owner(c.pid) if userns else None
     namespaces = _open_namespaces(c.pid) if p.folders else []
     undo = Undo()
     old_umask = os.umask(0)
@@ -257,7 +275,7 @@ def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":
     try:
         if not _same_ns(c.pid, "mnt"):
             resolver.setns(f"/proc/{c.pid}/ns/mnt", CLONE["mnt"])
-        root = Root(c.rootfs, undo)
+        root = Root(c.rootfs, undo, owner)
         try:
             how = [make_node(root, n, userns) for n in p.nodes]
             mounted = 0

@@ -70,8 +70,8 @@ def write_conf(root: Root, folders: "Sequence[str]") -> None:
     try:
         created = False
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
-                         dir_fd=parent)
+            fd = root.as_owner(os.open, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               0o644, dir_fd=parent)
             created = True
         except FileExistsError:  # ours from an earlier start of this container
             fd = os.open(name, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)

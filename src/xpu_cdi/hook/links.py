@@ -44,7 +44,7 @@ def create(root: Root, links: "Sequence[Tuple[str, str]]") -> int:
         parent, name = root.parent_of(link)
         try:
             try:
-                os.symlink(target, name, dir_fd=parent)
+                root.as_owner(os.symlink, target, name, dir_fd=parent)
             except FileExistsError:
                 try:
                     current = os.readlink(name, dir_fd=parent)

@@ -21,7 +21,7 @@ from ..errors import HookError, SyscallError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Tuple
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
 O_PATH_DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -83,13 +83,28 @@ def proc_fd(fd: int) -> str:
 class Root:
     """The container's rootfs, opened once; every path is resolved inside it."""
 
-    def __init__(self, path: str, undo: Undo) -> None:
+    def __init__(self, path: str, undo: Undo, owner: "Optional[Tuple[int, int]]" = None) -> None:
         try:
             self.fd = os.open(path, O_PATH_DIR)
         except OSError as err:
             raise HookError(f"rootfs {path!r}: cannot open: {err.strerror}") from None
         self.path = path
         self.undo = undo
+        # In a user namespace: the host uid/gid of the container's root.  What
+        # the hook creates must belong to them (a filesystem mounted in the
+        # namespace refuses inodes of unmapped ids with EOVERFLOW).
+        self.owner = owner
+
+    def as_owner(self, fn: "Callable[..., Any]", *args: "Any", **kwargs: "Any") -> "Any":
+        """Run a creating call (mkdir, mknod, open O_CREAT, symlink) as the
+        container's root would own its result: fs ids switched only for it."""
+        if self.owner is None:
+            return fn(*args, **kwargs)
+        resolver.setfsids(*self.owner)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            resolver.setfsids(os.geteuid(), os.getegid())
 
     def close(self) -> None:
         """Close the rootfs fd."""
@@ -138,12 +153,12 @@ class Root:
         def create(dir_fd: int, name: str, last: bool) -> None:
             parent = self.undo.keep_fd(os.dup(dir_fd))
             if last and leaf == "f":
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o644, dir_fd=dir_fd)
+                fd = self.as_owner(os.open, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                                   os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
                 os.close(fd)
                 self.undo.push(f"remove file {name!r} made for {cpath!r}", os.unlink, name, dir_fd=parent)
             else:
-                os.mkdir(name, 0o755, dir_fd=dir_fd)
+                self.as_owner(os.mkdir, name, 0o755, dir_fd=dir_fd)
                 self.undo.push(f"remove directory {name!r} made for {cpath!r}", os.rmdir, name, dir_fd=parent)
 
         return create
