@@ -141,3 +141,19 @@ def test_v2_without_program_allows_all() -> None:
             target.close()
     finally:
         d.rmdir()
+
+
+@pytest.mark.privileged
+def test_v2_refusal_names_the_fix(v1_devices: Path) -> None:
+    """When the kernel refuses the device program, the error names CDI mode and the wrapper runtime."""
+    target = cgroup.Target(2, str(v1_devices), os.open(v1_devices, os.O_RDONLY | os.O_DIRECTORY))
+    undo = Undo()
+    try:
+        with pytest.raises(HookError) as info:
+            cgroup.allow_v2(target, [("c", 240, 1, "rwm")], undo)
+    finally:
+        target.close()
+    msg = str(info.value)
+    assert msg.startswith(f"cgroup v2: cannot add the devices to {str(v1_devices)!r} (bpf 'BPF_PROG_QUERY': ")
+    assert "through CDI" in msg and "xpu-container-runtime wrapper" in msg
+    assert undo.rollback() == []
