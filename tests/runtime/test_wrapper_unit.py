@@ -16,7 +16,7 @@ from wrapper_specs import WRAPPER
 
 from xpu_cdi.errors import RuntimeConfigError
 from xpu_cdi.generate import profile
-from xpu_cdi.runtime import wrapper
+from xpu_cdi.runtime import bundle, wrapper
 
 FAKE_RUNC = """#!/bin/sh
 printf '%s\\n' "$@" > "$RECORD"
@@ -257,7 +257,7 @@ class TestMayRequest:
         """Only configs that name a selection variable (index or built-in) or cdi.k8s.io go the slow way."""
         (tmp_path / "site.json.xpu-cdi").write_text(json.dumps({"xpuCdiIndex": 1, "kind": "example.com/card",
                                                                 "selection": {"env": ["KUNLUN_CARDS"]}}))
-        assert wrapper.may_request(text.encode(), [str(tmp_path)]) is want
+        assert bundle.may_request(text.encode(), [str(tmp_path)], wrapper.KNOWN_SELECTION) is want
 
     def test_nothing_requested_imports_nothing_heavy(self, spec_dir: Path, tmp_path: Path) -> None:
         """A container without a request costs no json, re or typing import."""
@@ -293,7 +293,7 @@ def test_hot_path_imports(spec_dir: Path, tmp_path: Path) -> None:
     ours = {m for m in loaded if m.startswith("xpu_cdi.")}
     assert ours <= {"xpu_cdi.errors", "xpu_cdi.atomic", "xpu_cdi.cdi", "xpu_cdi.cdi.registry", "xpu_cdi.cdi.names",
                     "xpu_cdi.hook", "xpu_cdi.hook.select", "xpu_cdi.hook.jsonload", "xpu_cdi.runtime", "xpu_cdi.runtime.wrapper",
-                    "xpu_cdi.runtime.ociedit", "xpu_cdi.runtime.jsondump"}, sorted(ours)
+                    "xpu_cdi.runtime.ociedit", "xpu_cdi.runtime.jsondump", "xpu_cdi.runtime.bundle"}, sorted(ours)
 
 
 def test_known_selection_matches_the_profiles() -> None:

@@ -14,8 +14,9 @@ eBPF program), the mounts and the environment, this works where a prestart
 hook cannot: cgroup v2 without eBPF replacement, and env vars.
 
 Hot path: standard library, ``errors``, ``atomic``, ``cdi.registry``,
-``cdi.names``, ``hook.select`` and ``runtime.ociedit`` only, imported
-lazily so that pass-through commands cost nothing but the interpreter.
+``cdi.names``, ``hook.select`` (and ``hook.jsonload``) and this package's
+``bundle``, ``ociedit`` and ``jsondump`` only, imported lazily so that
+pass-through commands cost nothing but the interpreter.
 """
 
 from __future__ import annotations
@@ -25,14 +26,13 @@ import sys
 
 TYPE_CHECKING = False  # typing costs ~10 ms of start-up (re, enum...): only for type checkers
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+    from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 PROG = "xpu-container-runtime"
 SPEC_DIRS_ENV = "XPU_CDI_SPEC_DIRS"
 RUNTIME_ENV = "XPU_CDI_RUNTIME"
 ACTIVE_ENV = "XPU_CDI_WRAPPER_ACTIVE"  # set for the real runtime: seeing it on entry means a loop
 EDITING_COMMANDS = ("create", "run")
-MAX_CONFIG_BYTES = 64 << 20
 # Global options of runc and crun that take their value as the next argument.
 _VALUE_OPTIONS = frozenset({"--root", "--log", "--log-format", "--criu", "--rootless",
                             "--cgroup-manager", "--log-level", "-root", "-log", "-log-format"})
@@ -118,70 +118,6 @@ def find_runtime(env: Mapping[str, str], self_path: str) -> str:
                              f"install it or set {RUNTIME_ENV} to the runtime's absolute path")
 
 
-def _read_bytes(path: str) -> Tuple[bytes, int]:
-    from ..errors import RuntimeConfigError
-
-    try:
-        with open(path, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode & 0o7777
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as err:
-        raise RuntimeConfigError(f"cannot read {path!r}: {err.strerror}: is --bundle right?") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise RuntimeConfigError(f"{path!r} is larger than {MAX_CONFIG_BYTES} bytes")
-    return data, mode
-
-
-_NAME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
-
-
-def _selection_names(dirs: Sequence[str]) -> Set[bytes]:
-    """Every upper-case identifier in the hook indexes' text, plus the built-in
-    selection variables: a superset of the variables that can select cards,
-    found without parsing JSON (json imports re: milliseconds)."""
-    names = {k.encode() for k in KNOWN_SELECTION}
-    for d in dirs:
-        try:
-            entries = os.listdir(d)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.endswith(".xpu-cdi"):
-                try:
-                    with open(os.path.join(d, entry), "rb") as f:
-                        raw = f.read(1 << 20)
-                except OSError:
-                    continue
-                names.update(t for t in raw.split(b'"') if t and not t.translate(None, _NAME_CHARS))
-    return names
-
-
-def may_request(data: bytes, dirs: Sequence[str]) -> bool:
-    """Whether ``config.json`` (raw bytes) can ask for devices at all.
-
-    False only when it holds no ``cdi.k8s.io`` text and no ``"NAME=`` env
-    entry for any selection variable.  Runtime engines write config.json with
-    Go's encoder, which never escapes letters, digits, ``_``, ``=`` or ``/``,
-    so a real request always shows up literally.
-    """
-    if b"cdi.k8s.io" in data:
-        return True
-    return any(b'"' + name + b"=" in data for name in _selection_names(dirs))
-
-
-def _parse_config(data: bytes, path: str) -> Dict[str, Any]:
-    from ..errors import RuntimeConfigError
-    from ..hook.jsonload import loads  # json.loads without importing json (re, enum...)
-
-    try:
-        config = loads(data)
-    except (ValueError, RecursionError) as err:
-        raise RuntimeConfigError(f"{path!r} is not valid JSON: {err}") from None
-    if not isinstance(config, dict):
-        raise RuntimeConfigError(f"{path!r}: expected a JSON object")
-    return config
-
-
 def _unserved(env: List[Any], indexes: Dict[str, Dict[str, Any]]) -> Optional[Tuple[str, str, str]]:
     """A known selection variable that asks for cards of a kind no spec's index serves."""
     from ..hook.select import env_map
@@ -224,17 +160,19 @@ def prepare(bundle: str, env: Mapping[str, str]) -> List[str]:
         XpuCdiError: the config cannot be read or written, a request is
             malformed or names a device no spec defines.
     """
+    from . import bundle as _bundle
+
     path = os.path.join(bundle, "config.json")
     dirs = spec_dirs(env)
-    data, mode = _read_bytes(path)
-    if not may_request(data, dirs):
+    data, mode = _bundle.read_bytes(path)
+    if not _bundle.may_request(data, dirs, KNOWN_SELECTION):
         return []  # the common case on a default runtime: no JSON, no regexes
     from ..cdi import registry
     from ..errors import RuntimeConfigError, SelectionError
     from ..hook import select
     from . import jsondump, ociedit
 
-    config = _parse_config(data, path)
+    config = _bundle.parse_config(data, path)
     where = ":".join(dirs)
     process = config.get("process") if isinstance(config.get("process"), dict) else {}
     container_env = process.get("env") if isinstance(process.get("env"), list) else []
@@ -261,41 +199,10 @@ def prepare(bundle: str, env: Mapping[str, str]) -> List[str]:
     except (RecursionError, TypeError, ValueError) as err:
         raise RuntimeConfigError(f"{path!r}: cannot write the edited config: {err}") from None
     try:
-        replace(path, text.encode(), mode)
+        _bundle.replace(path, text.encode(), mode)
     except OSError as err:
         raise RuntimeConfigError(f"cannot write {path!r}: {err.strerror}") from None
     return wanted
-
-
-def replace(path: str, data: bytes, mode: int) -> None:
-    """Replace *path* by rename from a temp file in the same directory.
-
-    Unlike ``atomic.write_atomic`` there is no fsync: the bundle does not
-    outlive a crash of the node, and its only reader (the runtime we exec
-    next) comes after us; the two fsyncs cost ~10 ms per container here.
-
-    Raises:
-        OSError: the bundle is not writable.
-    """
-    from ..atomic import temp_name
-
-    tmp = temp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
-    try:
-        try:
-            os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _log_error(args: Sequence[str], message: str) -> None:
