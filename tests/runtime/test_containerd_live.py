@@ -30,12 +30,10 @@ def cri_config_line(c: Containerd) -> str:
     raise AssertionError(f"no CRI config in the log:\n{c.log_path.read_text()[-3000:]}")
 
 
-def start(base: Path, config: Path) -> Containerd:
-    c = Containerd(base, config=config.read_text())
+def check_serves(c: Containerd) -> None:
     version = c.ctr("version")
     assert version.returncode == 0 and "Server:" in version.stdout, version.stderr
     assert c.plugins().get("io.containerd.grpc.v1.cri") == "ok", c.log_path.read_text()[-3000:]
-    return c
 
 
 @pytest.mark.parametrize("source", ["config-default", "containerd-debian.toml"])
@@ -51,17 +49,16 @@ def test_in_place_config_serves(tmp_path: Path, source: str) -> None:
     r = CliRunner().invoke(main, ["runtime", "configure", "--runtime", "containerd", "--config", str(cfg),
                                   "--wrapper-path", WRAPPER, "--enable-cdi", "--set-as-default"])
     assert r.exit_code == 0, r.output
-    c = None
+    c = Containerd(tmp_path / "ctrd", config=cfg.read_text())
     try:
-        c = start(tmp_path / "ctrd", cfg)
+        check_serves(c)
         line = cri_config_line(c)
         handler = re.search(r"xpu:\{Type:(\S+) .*?ContainerAnnotations:\[([^\]]*)\].*?BinaryName:([^\s\]]+)", line)
         assert handler, line
         assert handler.groups() == ("io.containerd.runc.v2", "cdi.k8s.io/*", WRAPPER)
         assert "DefaultRuntimeName:xpu" in line and "runc:{Type:io.containerd.runc.v2" in line
     finally:
-        if c is not None:
-            c.stop()
+        c.stop()
 
 
 def test_drop_in_config_serves(tmp_path: Path) -> None:
@@ -71,11 +68,10 @@ def test_drop_in_config_serves(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["runtime", "configure", "--runtime", "containerd", "--config", str(cfg),
                                   "--drop-in", str(drop), "--wrapper-path", WRAPPER])
     assert r.exit_code == 0, r.output
-    c = None
+    c = Containerd(tmp_path / "ctrd", config=cfg.read_text())
     try:
-        c = start(tmp_path / "ctrd", cfg)
+        check_serves(c)
         line = cri_config_line(c)
         assert f"BinaryName:{WRAPPER}" in line and "SandboxImage:example.com/pause:9" in line
     finally:
-        if c is not None:
-            c.stop()
+        c.stop()
