@@ -3,9 +3,11 @@
 Median wall time of `runc run` of a busybox `true` with `xpu-cdi-hook
 prestart` injecting all 8 cards of a fake Kunlunxin host, minus the median
 with `/bin/true` as the prestart hook, measured interleaved in one run
-(machine noise hits both alike).  Also: the hook when the container asks
-for nothing (its cost on every other container), and the same injection
-through pip's console script instead of the fast launcher.
+(machine noise hits both alike).  Also: a bare `python3 -I -S -c pass` as
+the hook (the interpreter's own start-up, the floor of any Python hook),
+the hook when the container asks for nothing (its cost on every other
+container), and the same injection through pip's console script instead
+of the fast launcher.
 
 Run alone: `.venv/bin/python scripts/bench_hook.py [ROUNDS]` (root).
 `scripts/bench.py` calls :func:`bench`.
@@ -58,6 +60,8 @@ def measure(work: Path, rounds: int = 40) -> Dict[str, List[float]]:
         "true": ("/bin/true", ["true"], ["XPU_VISIBLE_DEVICES=0-7"]),
         "inject8": (str(hook), ["xpu-cdi-hook", "prestart"], ["XPU_VISIBLE_DEVICES=0-7"]),
         "noop": (str(hook), ["xpu-cdi-hook", "prestart"], []),
+        "python": (os.path.realpath(sys.executable), ["python3", "-I", "-S", "-c", "pass"],
+                   ["XPU_VISIBLE_DEVICES=0-7"]),
         "console": (str(Path(sys.executable).parent / "xpu-cdi-hook"), ["xpu-cdi-hook", "prestart"],
                     ["XPU_VISIBLE_DEVICES=0-7"]),
     }
@@ -87,6 +91,8 @@ def bench(work: Path, rounds: int = 40) -> Rows:
         ("hook overhead, 8 cards", f"{over:.1f} ms",
          f"runc run with the hook minus with /bin/true (target <= {TARGET_MS:.0f} ms: "
          f"{'met' if over <= TARGET_MS else 'NOT met'})"),
+        ("  of which interpreter start", f"{med['python'] - med['true']:.1f} ms",
+         "`python3 -I -S -c pass` as the hook: the floor of any Python hook"),
         ("hook overhead, nothing asked", f"{med['noop'] - med['true']:.1f} ms", "a container without devices"),
         ("  via pip's console script", f"{med['console'] - med['true']:.1f} ms",
          "same injection, slow launcher (site, .pth)"),

@@ -4,9 +4,7 @@ nodes on disk), and nothing reaches the host."""
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import pytest
 

@@ -1,7 +1,7 @@
 """Put the merged CDI edits into the container being created (prestart).
 
-Order: plan everything from the runtime's mount namespace (stat host
-nodes, open the cgroup), then join the container's mount namespace and
+Order: plan everything from the runtime's mount namespace (``plan.py``;
+open the cgroup), then join the container's mount namespace and
 make device nodes, bind mounts, symlinks, the ld cache, and last allow the
 devices in the cgroup.  Every change is journalled; if any step fails the
 journal is rolled back and the hook fails, so the runtime never starts a
@@ -24,115 +24,28 @@ import stat
 from .. import resolver
 from ..errors import HookError, SyscallError
 from . import cgroup, ldcache, links
+from .plan import S_TYPES, plan
 from .rootfs import Root, Undo, proc_fd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Sequence, Tuple
+    from typing import Any, Dict, List, Tuple
 
     from .state import Container
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_NOSUID = 0x2
 MS_REMOUNT, MS_BIND, MS_REC = 0x20, 0x1000, 0x4000
 MNT_DETACH = 0x2
 CLONE = {"mnt": 0x00020000, "cgroup": 0x02000000, "uts": 0x04000000, "ipc": 0x08000000,
          "user": 0x10000000, "pid": 0x20000000, "net": 0x40000000}
-_MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
-                "rw": 0, "bind": 0, "rbind": 0}
-# propagation and atime options change nothing for a bind inside a private tree
-_IGNORED = {"private", "rprivate", "slave", "rslave", "shared", "rshared", "unbindable", "runbindable",
-            "relatime", "norelatime", "strictatime", "noatime", "atime", "suid", "dev", "exec"}
-_S_TYPES = {"c": stat.S_IFCHR, "u": stat.S_IFCHR, "b": stat.S_IFBLK, "p": stat.S_IFIFO}
-TOOLS = ("update-ldcache", "create-symlinks")
 
 
-class Plan:
-    """What to do in the container, worked out before touching it."""
-
-    def __init__(self) -> None:
-        self.nodes: "List[Dict[str, Any]]" = []
-        self.mounts: "List[Tuple[str, str, int, bool]]" = []  # host, container, flags, recursive
-        self.folders: "List[str]" = []
-        self.links: "List[Tuple[str, str]]" = []
-        self.notes: "List[str]" = []
-
-
-def plan(edits: "Dict[str, List[Any]]") -> Plan:
-    """Check and complete the merged edits (host side, nothing changed).
+def same_ns(pid: int, name: str) -> bool:
+    """Whether process *pid* is in our *name* namespace (``mnt``, ``user``...).
 
     Raises:
-        HookError: a node or mount the hook cannot honour.
+        HookError: its namespace cannot be read (gone, or not a host pid).
     """
-    p = Plan()
-    missing = [n.get("hostPath") or n.get("path") for n in edits["deviceNodes"]
-               if n.get("type") != "p" and (n.get("major") is None or n.get("minor") is None)]
-    found = dict(zip(missing, resolver.stat_nodes(missing))) if missing else {}
-    for node in edits["deviceNodes"]:
-        path = node.get("path")
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise HookError(f"device node path {path!r} must be absolute")
-        n = dict(node)
-        n.setdefault("hostPath", path)
-        kind = n.get("type") or None
-        if n.get("major") is None or n.get("minor") is None:
-            row = found.get(n["hostPath"])
-            if row is None or row[0] != 0:
-                why = os.strerror(row[0]) if row else "not found"
-                raise HookError(f"device node {path!r}: host node {n['hostPath']!r}: {why}")
-            if kind is None and row[1] in "cb":
-                kind = row[1]
-            n["major"], n["minor"] = row[2], row[3]
-            n.setdefault("fileMode", row[4])
-        n["type"] = kind or "c"
-        if n["type"] not in _S_TYPES:
-            raise HookError(f"device node {path!r}: type {n['type']!r} must be c, b, u or p")
-        p.nodes.append(n)
-    for m in edits["mounts"]:
-        p.mounts.append(_plan_mount(m))
-    for h in edits["hooks"]:
-        _plan_hook(h, p)
-    if edits.get("env"):
-        p.notes.append(f"{len(edits['env'])} env edit(s) not applied: a hook cannot change the container's "
-                       f"environment (use CDI mode or the xpu-container-runtime wrapper)")
-    return p
-
-
-def _plan_mount(m: "Dict[str, Any]") -> "Tuple[str, str, int, bool]":
-    host, target = m.get("hostPath"), m.get("containerPath")
-    if not isinstance(host, str) or not host.startswith("/") or not isinstance(target, str):
-        raise HookError(f"mount {host!r} -> {target!r}: hostPath and containerPath must be absolute paths")
-    options = list(m.get("options") or [])
-    if "bind" not in options and "rbind" not in options and m.get("type") not in ("bind", "rbind"):
-        raise HookError(f"mount {host!r} -> {target!r}: only bind mounts can be made by the hook "
-                        f"(options {options!r}); use CDI mode for other mount types")
-    flags = 0
-    for opt in options:
-        if opt in _MOUNT_FLAGS:
-            flags |= _MOUNT_FLAGS[opt]
-        elif opt not in _IGNORED:
-            raise HookError(f"mount {host!r} -> {target!r}: option {opt!r} is not supported by the hook")
-    return host, target, flags, "rbind" in options or m.get("type") == "rbind"
-
-
-def _plan_hook(h: "Dict[str, Any]", p: Plan) -> None:
-    args = h.get("args") or []
-    sub = args[1] if len(args) > 1 else ""
-    ours = os.path.basename(str(h.get("path", ""))).startswith("xpu-cdi") or \
-        os.path.basename(str(args[0] if args else "")).startswith("xpu-cdi")
-    if not ours or sub not in TOOLS:
-        p.notes.append(f"spec hook {h.get('path')!r} {' '.join(args[1:2])} not run: only xpu-cdi-hook's "
-                       f"{' and '.join(TOOLS)} are run in-process on the prestart path")
-        return
-    from .main import parse_tool_args  # the same parsing as `xpu-cdi-hook update-ldcache ...`
-
-    opts = parse_tool_args(sub, list(args[2:]))
-    if sub == "update-ldcache":
-        p.folders.extend(f for f in opts["folder"] if f not in p.folders)
-    else:
-        p.links.extend(links.parse(opts["link"]))
-
-
-def _same_ns(pid: int, name: str) -> bool:
     try:
         a, b = os.stat(f"/proc/self/ns/{name}"), os.stat(f"/proc/{pid}/ns/{name}")
     except OSError as err:
@@ -158,11 +71,12 @@ def _root_owner(pid: int) -> "Tuple[int, int]":
     return ids[0], ids[1]
 
 
-def _open_namespaces(pid: int) -> "List[Tuple[int, int]]":
-    """fds of the container's namespaces that differ from ours (for ldconfig)."""
+def open_namespaces(pid: int) -> "List[Tuple[int, int]]":
+    """``(fd, CLONE_NEW*)`` of the namespaces of *pid* that differ from ours
+    (for the confined ldconfig); the caller closes the fds."""
     out = []
     for name in ("ipc", "uts", "net", "cgroup", "pid", "user"):
-        if os.path.exists(f"/proc/{pid}/ns/{name}") and not _same_ns(pid, name):
+        if os.path.exists(f"/proc/{pid}/ns/{name}") and not same_ns(pid, name):
             out.append((os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), CLONE[name]))
     return out
 
@@ -176,12 +90,12 @@ def make_node(root: Root, n: "Dict[str, Any]", bind: bool) -> str:
     try:
         if not bind:
             try:
-                root.as_owner(os.mknod, name, _S_TYPES[kind] | mode, rdev, dir_fd=parent)
+                root.as_owner(os.mknod, name, S_TYPES[kind] | mode, rdev, dir_fd=parent)
             except PermissionError:
                 bind = True  # e.g. a user namespace: bind the host node instead
             except FileExistsError:
                 st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-                if stat.S_IFMT(st.st_mode) == _S_TYPES[kind] and st.st_rdev == rdev:
+                if stat.S_IFMT(st.st_mode) == S_TYPES[kind] and st.st_rdev == rdev:
                     return "exists"
                 raise HookError(f"device node {cpath!r} already exists in the container and is not "
                                 f"{kind} {n['major']}:{n['minor']}") from None
@@ -197,7 +111,7 @@ def make_node(root: Root, n: "Dict[str, Any]", bind: bool) -> str:
     src = _open_source(n["hostPath"], writable_ok=True)
     try:
         st = os.fstat(src)
-        if stat.S_IFMT(st.st_mode) != _S_TYPES[kind] or st.st_rdev != rdev:
+        if stat.S_IFMT(st.st_mode) != S_TYPES[kind] or st.st_rdev != rdev:
             raise HookError(f"device node {cpath!r}: host node {n['hostPath']!r} is not "
                             f"{kind} {n['major']}:{n['minor']}")
         _bind(root, src, cpath, "f", MS_NOSUID, False)
@@ -266,14 +180,14 @@ def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":
                         f"`xpu-cdi-hook prestart` as a prestart or createRuntime hook")
     rules = [r for r in (cgroup.rule_of(n) for n in p.nodes) if r is not None]
     target = cgroup.open_target(c.pid) if rules else None
-    userns = not _same_ns(c.pid, "user")
+    userns = not same_ns(c.pid, "user")
     owner = _root_owner(c.pid) if userns else None
-    namespaces = _open_namespaces(c.pid) if p.folders else []
+    namespaces = open_namespaces(c.pid) if p.folders else []
     undo = Undo()
     old_umask = os.umask(0)
     notes = list(p.notes)
     try:
-        if not _same_ns(c.pid, "mnt"):
+        if not same_ns(c.pid, "mnt"):
             resolver.setns(f"/proc/{c.pid}/ns/mnt", CLONE["mnt"])
         root = Root(c.rootfs, undo, owner)
         try:

@@ -160,8 +160,8 @@ def tool(sub: str, args: "List[str]", log: Log) -> int:
     c = state.load(0)
     log.container = c.id
     namespaces: "List[Tuple[int, int]]" = []
-    if c.pid > 1 and not inject._same_ns(c.pid, "mnt"):
-        namespaces = inject._open_namespaces(c.pid)
+    if c.pid > 1 and not inject.same_ns(c.pid, "mnt"):
+        namespaces = inject.open_namespaces(c.pid)
         from .. import resolver
 
         resolver.setns(f"/proc/{c.pid}/ns/mnt", inject.CLONE["mnt"])
