@@ -150,3 +150,16 @@ def test_user_namespace_binds_host_nodes(xpu_userns: HookHost) -> None:
 
 PROBE_US = ("stat -c '%n character special file %t:%T %a' /dev/xpu1; (echo x > /dev/xpu1) 2>&1; "
             "echo \"ldconfig ran as $(cat /ldconfig.uid)\"")
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_read_only_rootfs(xpu: HookHost, runtime: str) -> None:
+    """root.readonly (readOnlyRootFilesystem): the runtime makes it read-only after the hook ran."""
+    b = xpu.bundle(probe(["/dev/xpu1"], "/usr/local/xpu") + [], env=["XPU_VISIBLE_DEVICES=1"])
+    b.config["root"]["readonly"] = True
+    b.config["process"]["args"][-1] += "; touch /rootfs-probe 2>&1 | sed 's/^/R /'"
+    r = run(b, runtime)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, container_output(r)
+    assert node_line("/dev/xpu1", 240, 1) in out and f"can't create /dev/xpu1: {ENXIO}" in out
+    assert "R touch: /rootfs-probe: Read-only file system" in out
