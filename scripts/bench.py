@@ -1,124 +1,317 @@
-"""`make bench`: the figures that matter, as ratios measured in one run.
+"""`make bench`: every figure that matters, from one interleaved run.
 
-Not a test: timings depend on the machine.  Prints a table; run it on an
-idle machine.  Sections:
+Not a test: timings depend on the machine; run it on an idle one (root, for
+runc and mknod).  All variants are measured round by round in one loop, in a
+shuffled order each round, so machine noise hits them alike and the
+differences below are fair:
 
-* generate: wall time of the whole `xpu-cdi generate` process for a fake
-  8-card host, and its scaling at 8, 512 and 4096 simulated devices;
+* generate: wall time of the whole `xpu-cdi generate` process for fake
+  Kunlunxin hosts of 8 cards and 512, 1024, 2048, 4096 simulated devices
+  (scaling, with a least-squares line);
 * resolver: the C batch resolver against a plain os.stat loop (the
-  pure-Python twin, same output) on 10,000 nodes;
-* hook / wrapper: overhead on `runc run` (scripts/bench_hook.py,
-  scripts/bench_wrapper.py), when those exist.
+  pure-Python twin, same output checked) on 10,000 nodes;
+* hook: `runc run` of busybox `true` with `xpu-cdi-hook prestart` injecting
+  8 cards, minus the same with `/bin/true` as the prestart hook (issue 3's
+  definition); plus the interpreter floor, a container asking for nothing,
+  pip's console script;
+* wrapper: `xpu-container-runtime run` for 8 cards minus plain runc on the
+  config.json the wrapper writes; a container asking for nothing minus
+  plain runc; pip's console script.
+
+Prints a table; writes ``bench-out/bench.json`` (every sample and the
+machine), ``bench-out/performance.md`` (the README's Performance section)
+and ``bench-out/bench.png`` (generate scaling, hook and wrapper overhead
+distributions; needs matplotlib, installed into this venv on first use).
+
+    .venv/bin/python scripts/bench.py [--rounds N] [--out DIR] [--no-plot]
 """
 
 from __future__ import annotations
 
-import importlib.util
+import argparse
+import json
 import os
+import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "scripts"))
 
+import bench_machine  # noqa: E402
 import fakehost  # noqa: E402
+import runtimes  # noqa: E402
 from xpu_cdi import _pyresolver, resolver  # noqa: E402
 
 BIN = Path(sys.executable).parent
+SIZES = (8, 512, 1024, 2048, 4096)
+RESOLVER_NODES = 10_000
+HOOK_TARGET_MS = 10.0
+GENERATE_TARGET_MS = 150.0
+Sample = Callable[[], float]
 Rows = List[Tuple[str, str, str]]
 
 
-def median_ms(samples: List[float]) -> float:
-    return statistics.median(samples) * 1e3
+def timed(cmd: Sequence[str], env: "Dict[str, str] | None" = None) -> float:
+    """Wall seconds of one process run (it must succeed)."""
+    t = time.perf_counter()
+    r = subprocess.run(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                       env=env)
+    elapsed = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({r.returncode}): {r.stderr.decode(errors='replace')[-500:]}")
+    return elapsed
 
 
-def time_process(cmd: List[str], rounds: int) -> List[float]:
-    out = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        out.append(time.perf_counter() - t)
+def generate_variants(work: Path) -> Dict[str, Sample]:
+    """One `xpu-cdi generate` process per size."""
+    out: Dict[str, Sample] = {}
+    for n in SIZES:
+        host = fakehost.kunlunxin(work / f"gen-host{n}", cards=n, sysfs=(n == 8))
+        cmd = [str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--profile", "kunlunxin",
+               "--output", str(work / f"gen-spec{n}.json")]
+        out[f"generate/{n}"] = lambda cmd=cmd: timed(cmd)
     return out
 
 
-def bench_generate(work: Path, rounds: int = 15) -> Tuple[Rows, Dict[int, List[float]]]:
-    rows: Rows = []
-    scaling: Dict[int, List[float]] = {}
-    sizes = (8, 512, 4096)
-    hosts = {}
-    for n in sizes:
-        hosts[n] = fakehost.kunlunxin(work / f"host{n}", cards=n, sysfs=(n == 8))
-    for n in sizes:
-        scaling[n] = []
-    # interleave sizes so machine noise hits them alike
-    for _ in range(rounds):
-        for n in sizes:
-            out = work / f"spec{n}.json"
-            scaling[n] += time_process([str(BIN / "xpu-cdi"), "generate", *hosts[n].cli_roots,
-                                        "--profile", "kunlunxin", "--output", str(out)], 1)
-    base = median_ms(scaling[8])
-    rows.append(("generate, 8 cards (whole process, median)", f"{base:.1f} ms", "target < 150 ms"))
-    for n in sizes[1:]:
-        m = median_ms(scaling[n])
-        per = (m - base) / (n - 8)
-        rows.append((f"generate, {n} devices", f"{m:.1f} ms", f"{per * 1000:.0f} us per extra device"))
-    return rows, scaling
-
-
-def bench_resolver(work: Path, count: int = 10000, rounds: int = 25) -> Rows:
+def resolver_variants(work: Path) -> Tuple[Dict[str, Sample], bool]:
+    """The C resolver and the os.stat twin over the same nodes; and whether their output is identical."""
     d = work / "nodes"
+    d.mkdir()
     paths = []
-    for i in range(count):
-        p = d / f"xpu{i}"
-        if not paths:
-            d.mkdir(parents=True)
-        fakehost.mknod(p, fakehost.XPU_MAJOR, i % 1048576)
-        paths.append(str(p))
+    for i in range(RESOLVER_NODES):
+        fakehost.mknod(d / f"xpu{i}", fakehost.XPU_MAJOR, i % 1048576)
+        paths.append(str(d / f"xpu{i}"))
     same = resolver.stat_nodes(paths) == _pyresolver.stat_nodes(paths)
-    c_t: List[float] = []
-    py_t: List[float] = []
-    for _ in range(rounds):  # interleaved
-        for fn, acc in ((resolver.stat_nodes, c_t), (_pyresolver.stat_nodes, py_t)):
-            t = time.perf_counter()
-            fn(paths)
-            acc.append(time.perf_counter() - t)
-    c, py = median_ms(c_t), median_ms(py_t)
-    return [(f"resolver C ({resolver.BACKEND}), {count} nodes", f"{c:.2f} ms", ""),
-            (f"os.stat loop (pure-Python twin), {count} nodes", f"{py:.2f} ms", ""),
-            ("resolver speed-up", f"{py / c:.2f}x", f"identical output: {same}; target >= 3x")]
+
+    def run(fn: Callable[[List[str]], object]) -> float:
+        t = time.perf_counter()
+        fn(paths)
+        return time.perf_counter() - t
+
+    return {"resolver/c": lambda: run(resolver.stat_nodes), "resolver/os.stat": lambda: run(_pyresolver.stat_nodes)}, same
 
 
-def optional(module: str) -> Callable[[Path], Rows] | None:
-    if importlib.util.find_spec(module) is None:
-        return None
-    return getattr(__import__(module), "bench")
+def _runc(runtime: str, bundle: "runtimes.Bundle", env: "Dict[str, str] | None" = None,
+          pristine: "bytes | None" = None) -> float:
+    """One timed `<runtime> run` (fresh config.json first when given); the container is deleted untimed."""
+    if pristine is not None:
+        (bundle.dir / "config.json").write_bytes(pristine)
+    cid = runtimes.unique("xcbench")
+    try:
+        return timed([runtime, "run", "--bundle", str(bundle.dir), cid], env)
+    finally:
+        subprocess.run(["runc", "delete", "--force", cid], capture_output=True)
 
 
-def main() -> None:
-    table: Rows = []
+def hook_variants(work: Path) -> Dict[str, Sample]:
+    """`runc run` with the prestart hook in several forms (same as scripts/bench_hook.py)."""
+    from xpu_cdi.hook import launcher
+
+    host = fakehost.kunlunxin(work / "hook-host", cards=8)
+    specs, hook = work / "hook-cdi", work / "xpu-cdi-hook"
+    launcher.install(str(hook))
+    subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
+                    "--hook-path", str(hook)], check=True, capture_output=True)
+    env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"XPU_CDI_SPEC_DIRS={specs}"]
+    eight = ["XPU_VISIBLE_DEVICES=0-7"]
+    forms = {"true": ("/bin/true", ["true"], eight),
+             "python": (os.path.realpath(sys.executable), ["python3", "-I", "-S", "-c", "pass"], eight),
+             "inject8": (str(hook), ["xpu-cdi-hook", "prestart"], eight),
+             "noop": (str(hook), ["xpu-cdi-hook", "prestart"], []),
+             "console8": (str(BIN / "xpu-cdi-hook"), ["xpu-cdi-hook", "prestart"], eight)}
+    out: Dict[str, Sample] = {}
+    for name, (path, args, cenv) in forms.items():
+        b = runtimes.Bundle(work)
+        b.set_process(["true"], env=cenv)
+        b.add_hook("prestart", path, args, env=env)
+        b.write()
+        out[f"hook/{name}"] = lambda b=b: _runc("runc", b)
+    return out
+
+
+def wrapper_variants(work: Path) -> Dict[str, Sample]:
+    """`run` through xpu-container-runtime and plain runc (same as scripts/bench_wrapper.py)."""
+    from xpu_cdi.runtime import launcher, wrapper
+
+    host = fakehost.kunlunxin(work / "wrapper-host", cards=8)
+    specs = work / "wrapper-cdi"
+    subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
+                    "--ld-library-path-env"], check=True, capture_output=True)
+    fast = str(work / "xpu-container-runtime")
+    launcher.install(fast)
+    env = dict(os.environ, XPU_CDI_SPEC_DIRS=str(specs))
+    eight = ["XPU_VISIBLE_DEVICES=0-7"]
+    forms = {"runc": ("runc", eight), "runc8": ("runc", eight), "fast8": (fast, eight), "fast0": (fast, []),
+             "console8": (str(BIN / "xpu-container-runtime"), eight),
+             "console0": (str(BIN / "xpu-container-runtime"), [])}
+    out: Dict[str, Sample] = {}
+    for name, (runtime, cenv) in forms.items():
+        b = runtimes.Bundle(work)
+        b.set_process(["true"], env=cenv)
+        b.write()
+        if name == "runc8":  # what the wrapper writes: runc's own share of giving 8 cards
+            wrapper.prepare(str(b.dir), {"XPU_CDI_SPEC_DIRS": str(specs)})
+        pristine = (b.dir / "config.json").read_bytes()
+        out[f"wrapper/{name}"] = lambda runtime=runtime, b=b, pristine=pristine: _runc(runtime, b, env, pristine)
+    return out
+
+
+def interleave(variants: Dict[str, Sample], rounds: int, seed: int) -> Dict[str, List[float]]:
+    """*rounds* samples of every variant, all variants once per round in a shuffled order."""
+    rng = random.Random(seed)
+    for fn in variants.values():  # warm the page cache and the pyc files first
+        fn()
+    samples: Dict[str, List[float]] = {k: [] for k in variants}
+    for r in range(rounds):
+        order = list(variants)
+        rng.shuffle(order)
+        for name in order:
+            samples[name].append(variants[name]())
+        print(f"\r  round {r + 1}/{rounds}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return samples
+
+
+def ms(values: Sequence[float]) -> float:
+    return statistics.median(values) * 1e3
+
+
+def iqr(values: Sequence[float]) -> Tuple[float, float]:
+    """First and third quartiles (same unit as *values*)."""
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
+
+
+def paired_ms(s: Dict[str, List[float]], a: str, b: str) -> List[float]:
+    """Per-round differences a - b in ms (both measured in the same round)."""
+    return [(x - y) * 1e3 for x, y in zip(s[a], s[b])]
+
+
+def fit(s: Dict[str, List[float]]) -> Tuple[float, float, float]:
+    """Least-squares line through the generate medians: (intercept ms, slope us/device, r^2)."""
+    xs = list(SIZES)
+    ys = [ms(s[f"generate/{n}"]) for n in xs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    intercept = my - slope * mx
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys))
+    ss_tot = sum((y - my) ** 2 for y in ys) or 1e-12
+    return intercept, slope * 1e3, 1 - ss_res / ss_tot
+
+
+def report(s: Dict[str, List[float]], same: bool) -> Rows:
+    """The table: (what, figure, note)."""
+    rows: Rows = []
+    g8 = ms(s["generate/8"])
+    rows.append(("generate, 8 cards (whole process)", f"{g8:.0f} ms",
+                 f"target < {GENERATE_TARGET_MS:.0f} ms: {'met' if g8 < GENERATE_TARGET_MS else 'NOT met'}"))
+    for n in SIZES[1:]:
+        m = ms(s[f"generate/{n}"])
+        rows.append((f"generate, {n} devices", f"{m:.0f} ms", f"{(m - g8) / (n - 8) * 1e3:.0f} us per extra device"))
+    intercept, slope, r2 = fit(s)
+    rows.append(("generate scaling", f"{slope:.0f} us/dev", f"least squares over {len(SIZES)} sizes: "
+                                                             f"{intercept:.0f} ms + {slope:.0f} us x n, r^2 {r2:.4f}"))
+    c, py = ms(s["resolver/c"]), ms(s["resolver/os.stat"])
+    rows.append((f"resolver, {RESOLVER_NODES} nodes", f"{py / c:.1f}x",
+                 f"C {c:.1f} ms vs os.stat loop {py:.1f} ms; identical output: {same}; target >= 3x"))
+    if "hook/true" in s:
+        over = ms(s["hook/inject8"]) - ms(s["hook/true"])
+        lo, hi = iqr(paired_ms(s, "hook/inject8", "hook/true"))
+        rows += [
+            ("runc run, /bin/true as the hook", f"{ms(s['hook/true']):.1f} ms", "the baseline of the hook rows"),
+            ("hook overhead, 8 cards", f"{over:.1f} ms",
+             f"median with the hook minus median with /bin/true; per-round IQR {lo:.1f}..{hi:.1f} ms; "
+             f"target <= {HOOK_TARGET_MS:.0f} ms: {'met' if over <= HOOK_TARGET_MS else 'NOT met'}"),
+            ("  of which interpreter start", f"{ms(s['hook/python']) - ms(s['hook/true']):.1f} ms",
+             "`python3 -I -S -c pass` as the hook: the floor of any Python hook"),
+            ("hook overhead, nothing asked", f"{ms(s['hook/noop']) - ms(s['hook/true']):.1f} ms",
+             "its cost on every container without devices"),
+            ("  via pip's console script, 8 cards", f"{ms(s['hook/console8']) - ms(s['hook/true']):.1f} ms",
+             "same injection, slow start-up (site, .pth files)"),
+        ]
+    if "wrapper/runc" in s:
+        lo, hi = iqr(paired_ms(s, "wrapper/fast8", "wrapper/runc8"))
+        rows += [
+            ("runc run (wrapper baseline)", f"{ms(s['wrapper/runc']):.1f} ms", ""),
+            ("wrapper overhead, 8 cards", f"{ms(s['wrapper/fast8']) - ms(s['wrapper/runc8']):.1f} ms",
+             f"fast launcher minus plain runc on the same edited config.json; per-round IQR {lo:.1f}..{hi:.1f} ms"),
+            ("  runc's own share of 8 cards", f"{ms(s['wrapper/runc8']) - ms(s['wrapper/runc']):.1f} ms",
+             "9 nodes, their cgroup rules and the mounts, made by runc"),
+            ("wrapper overhead, nothing asked", f"{ms(s['wrapper/fast0']) - ms(s['wrapper/runc']):.1f} ms",
+             "reads config.json, finds no request, execs runc"),
+            ("  via pip's console script, 8 cards", f"{ms(s['wrapper/console8']) - ms(s['wrapper/runc8']):.1f} ms",
+             ""),
+            ("  via pip's console script, nothing", f"{ms(s['wrapper/console0']) - ms(s['wrapper/runc']):.1f} ms",
+             ""),
+        ]
+    return rows
+
+
+def table(rows: Rows) -> str:
+    width = max(len(r[0]) for r in rows)
+    return "\n".join(f"  {name:<{width}}  {value:>10}  {note}" for name, value, note in rows)
+
+
+def markdown(rows: Rows, machine: Dict[str, str], rounds: int) -> str:
+    """The README's Performance section body."""
+    lines = [f"Figures from one `make bench` run ({rounds} interleaved rounds) on {machine['summary']}; "
+             f"1-minute load average {machine['load_before']} before, {machine['load_after']} after.",
+             "Overheads are differences of medians measured in the same rounds; rerun `make bench` to",
+             "compare (it also writes `bench-out/bench.png`).", "", "| what | figure | note |", "|---|---|---|"]
+    lines += [f"| {name.strip()} | {value} | {note} |" for name, value, note in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: "Sequence[str] | None" = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("BENCH_ROUNDS", "30")))
+    ap.add_argument("--out", default=str(REPO / "bench-out"))
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    args = ap.parse_args(argv)
+    machine = bench_machine.describe()
+    containers = os.geteuid() == 0 and shutil.which("runc") is not None
     with tempfile.TemporaryDirectory(prefix="xpu-cdi-bench-") as tmp:
         work = Path(tmp)
         try:
-            rows, _ = bench_generate(work)
-            table += rows
-            table += bench_resolver(work)
-            for mod in ("bench_hook", "bench_wrapper"):
-                fn = optional(mod)
-                if fn is not None:
-                    table += fn(work)
+            variants = generate_variants(work)
+            res, same = resolver_variants(work)
+            variants.update(res)
+            if containers:
+                variants.update(hook_variants(work))
+                variants.update(wrapper_variants(work))
+            else:
+                print("bench: not root or no runc: hook and wrapper rows skipped", file=sys.stderr)
+            print(f"bench: {len(variants)} variants x {args.rounds} rounds, interleaved (seed {args.seed})",
+                  file=sys.stderr)
+            samples = interleave(variants, args.rounds, args.seed)
         finally:
             fakehost.remove_tree(work)
-    width = max(len(r[0]) for r in table)
-    print(f"\nxpu-cdi bench on {os.uname().nodename} ({os.cpu_count()} CPUs, {os.uname().release})")
-    for name, value, note in table:
-        print(f"  {name:<{width}}  {value:>10}  {note}")
+    machine["load_after"] = bench_machine.load()
+    rows = report(samples, same)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"machine": machine, "rounds": args.rounds, "seed": args.seed,
+                                                "samples_s": samples}, indent=1))
+    (out / "performance.md").write_text(markdown(rows, machine, args.rounds))
+    print(f"\nxpu-cdi bench on {machine['summary']}\n(load average {machine['load_before']} before, "
+          f"{machine['load_after']} after)\n{table(rows)}")
+    if not args.no_plot:
+        import bench_plot
+
+        png = bench_plot.plot(samples, SIZES, out / "bench.png", machine["summary"])
+        print(f"\nwrote {out / 'bench.json'}, {out / 'performance.md'}" + (f", {png}" if png else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
