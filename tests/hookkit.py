@@ -64,10 +64,11 @@ class HookHost:
         return b
 
     def run_hook(self, state: Any, args: Sequence[str] = ("prestart",),
-                 env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+                 env: Optional[Dict[str, str]] = None, log: Optional[Path] = None) -> subprocess.CompletedProcess:
         """Run the hook directly with *state* (a dict, or raw bytes) on stdin."""
         data = state if isinstance(state, bytes) else json.dumps(state).encode()
-        return subprocess.run([str(self.hook), *args, "--log", str(self.log)], input=data, capture_output=True,
+        return subprocess.run([str(self.hook), *args, "--log", str(log or self.log)], input=data,
+                              capture_output=True,
                               timeout=30, env=env if env is not None else
                               {"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": str(self.spec_dir)})
 
@@ -129,6 +130,15 @@ def hook_launcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def xpu(tmp_path: Path, hook_launcher: Path) -> "HookHost":
     """A fake 8-card Kunlunxin host with its spec; removed (nodes too) afterwards."""
     h = HookHost(tmp_path / "xpu", hook_launcher, "kunlunxin", 8)
+    yield h
+    fakehost.remove_tree(h.base)
+
+
+@pytest.fixture(scope="module")
+def xpu_shared(tmp_path_factory: pytest.TempPathFactory, hook_launcher: Path) -> "HookHost":
+    """One fake 8-card host per test module, for tests that only read its spec dir."""
+    base = tmp_path_factory.mktemp("xpu-shared")
+    h = HookHost(base / "xpu", hook_launcher, "kunlunxin", 8)
     yield h
     fakehost.remove_tree(h.base)
 

@@ -50,23 +50,6 @@ def test_shipped_files_are_well_formed() -> None:
         (HOOKS / "containerd" / "config.toml").read_text()
 
 
-def test_podman_oci_hooks_d_env(xpu: HookHost, podman: "runtimes.Podman", tmp_path: Path) -> None:
-    """podman --hooks-dir with xpu-cdi.json: XPU_VISIBLE_DEVICES=1,3 gives those cards."""
-    doc = json.loads((HOOKS / "oci-hooks.d" / "xpu-cdi.json").read_text())
-    doc["hook"] = localised(doc["hook"], xpu)
-    hooks_dir = tmp_path / "hooks.d"
-    hooks_dir.mkdir()
-    (hooks_dir / "xpu-cdi.json").write_text(json.dumps(doc))
-    r = podman.run_cmd(["--hooks-dir", str(hooks_dir), "run", "--rm", "--network", "none",
-                        "-e", "XPU_VISIBLE_DEVICES=1,3", runtimes.IMAGE,
-                        *probe(["/dev/xpu0", "/dev/xpu1", "/dev/xpu3"], "/usr/local/xpu")])
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, container_output(r)
-    assert node_line("/dev/xpu1", 240, 1) in out and node_line("/dev/xpu3", 240, 3) in out
-    assert "/dev/xpu0 absent" in out and "can't create /dev/xpu1: No such device or address" in out
-    assert "T touch: /usr/local/xpu/probe: Read-only file system" in out
-
-
 def test_containerd_base_spec(xpu: HookHost, ctrd: "runtimes.Containerd") -> None:
     """The shipped base runtime spec, completed as CRI would (rootfs, process), runs the hook."""
     spec = json.loads((HOOKS / "containerd" / "xpu-cdi-base-spec.json").read_text())
@@ -95,18 +78,33 @@ def test_registered_twice_is_harmless(xpu: HookHost) -> None:
     assert "(0 mknod, 0 bind, 2 present), 0 mount(s) (2 present)" in lines[1]
 
 
-def test_podman_oci_hooks_d_annotations(xpu: HookHost, podman: "runtimes.Podman", tmp_path: Path) -> None:
-    """xpu-cdi-annotations.json runs the hook only for containers with a cdi.k8s.io/ annotation."""
-    doc = json.loads((HOOKS / "oci-hooks.d" / "xpu-cdi-annotations.json").read_text())
-    doc["hook"] = localised(doc["hook"], xpu)
-    hooks_dir = tmp_path / "hooks.d"
-    hooks_dir.mkdir()
-    (hooks_dir / "xpu-cdi-annotations.json").write_text(json.dumps(doc))
-    base = ["--hooks-dir", str(hooks_dir), "run", "--rm", "--network", "none"]
-    r = podman.run_cmd([*base, "--annotation", "cdi.k8s.io/test_x=kunlunxin.com/xpu=2", runtimes.IMAGE,
-                        "sh", "-c", "(echo x > /dev/xpu2) 2>&1; true"])
+def test_podman_oci_hooks_d(xpu: HookHost, podman: "runtimes.Podman", tmp_path: Path) -> None:
+    """podman --hooks-dir with each shipped file: xpu-cdi.json selects by env (XPU_VISIBLE_DEVICES=1,3);
+    xpu-cdi-annotations.json runs only for containers with a cdi.k8s.io/ annotation."""
+    dirs = {}
+    for name in ("xpu-cdi.json", "xpu-cdi-annotations.json"):
+        doc = json.loads((HOOKS / "oci-hooks.d" / name).read_text())
+        doc["hook"] = localised(doc["hook"], xpu)
+        dirs[name] = tmp_path / name.replace(".json", ".d")
+        dirs[name].mkdir()
+        (dirs[name] / name).write_text(json.dumps(doc))
+
+    def run(name: str, *args: str) -> "runtimes.subprocess.CompletedProcess":
+        return podman.run_cmd(["--hooks-dir", str(dirs[name]), "run", "--rm", "--network", "none", *args])
+
+    r = run("xpu-cdi.json", "-e", "XPU_VISIBLE_DEVICES=1,3", runtimes.IMAGE,
+            *probe(["/dev/xpu0", "/dev/xpu1", "/dev/xpu3"], "/usr/local/xpu"))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, container_output(r)
+    assert node_line("/dev/xpu1", 240, 1) in out and node_line("/dev/xpu3", 240, 3) in out
+    assert "/dev/xpu0 absent" in out and "can't create /dev/xpu1: No such device or address" in out
+    assert "T touch: /usr/local/xpu/probe: Read-only file system" in out
+    assert len(xpu.log_text().splitlines()) == 1
+
+    r = run("xpu-cdi-annotations.json", "--annotation", "cdi.k8s.io/test_x=kunlunxin.com/xpu=2", runtimes.IMAGE,
+            "sh", "-c", "(echo x > /dev/xpu2) 2>&1; true")
     assert r.returncode == 0 and "can't create /dev/xpu2: No such device or address" in r.stdout, \
         container_output(r)
-    r = podman.run_cmd([*base, "-e", "XPU_VISIBLE_DEVICES=1", runtimes.IMAGE, "sh", "-c", "ls /dev"])
+    r = run("xpu-cdi-annotations.json", "-e", "XPU_VISIBLE_DEVICES=1", runtimes.IMAGE, "sh", "-c", "ls /dev")
     assert r.returncode == 0 and "xpu" not in r.stdout  # no annotation: the hook did not run
-    assert len(xpu.log_text().splitlines()) == 1
+    assert len(xpu.log_text().splitlines()) == 2
