@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -59,12 +60,18 @@ Sample = Callable[[], float]
 Rows = List[Tuple[str, str, str]]
 
 
+CPU: List[float] = []  # user+sys seconds of the last timed() process tree (wall times suffer from load, CPU less)
+
+
 def timed(cmd: Sequence[str], env: "Dict[str, str] | None" = None) -> float:
-    """Wall seconds of one process run (it must succeed)."""
+    """Wall seconds of one process run (it must succeed); its tree's CPU seconds go to CPU."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                        env=env)
     elapsed = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if r.returncode != 0:
         raise RuntimeError(f"{cmd[0]} failed ({r.returncode}): {r.stderr.decode(errors='replace')[-500:]}")
     return elapsed
@@ -165,7 +172,8 @@ def wrapper_variants(work: Path) -> Dict[str, Sample]:
 
 
 def interleave(variants: Dict[str, Sample], rounds: int, seed: int) -> Dict[str, List[float]]:
-    """*rounds* samples of every variant, all variants once per round in a shuffled order."""
+    """*rounds* samples of every variant, all variants once per round in a shuffled order;
+    for process variants also ``cpu:<name>``, the process tree's CPU seconds."""
     rng = random.Random(seed)
     for fn in variants.values():  # warm the page cache and the pyc files first
         fn()
@@ -174,7 +182,10 @@ def interleave(variants: Dict[str, Sample], rounds: int, seed: int) -> Dict[str,
         order = list(variants)
         rng.shuffle(order)
         for name in order:
+            del CPU[:]
             samples[name].append(variants[name]())
+            if CPU:
+                samples.setdefault(f"cpu:{name}", []).append(CPU[-1])
         print(f"\r  round {r + 1}/{rounds}", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     return samples
@@ -213,10 +224,12 @@ def report(s: Dict[str, List[float]], same: bool) -> Rows:
     rows: Rows = []
     g8 = ms(s["generate/8"])
     rows.append(("generate, 8 cards (whole process)", f"{g8:.0f} ms",
-                 f"target < {GENERATE_TARGET_MS:.0f} ms: {'met' if g8 < GENERATE_TARGET_MS else 'NOT met'}"))
+                 f"target < {GENERATE_TARGET_MS:.0f} ms: {'met' if g8 < GENERATE_TARGET_MS else 'NOT met'}; "
+                 f"CPU {ms(s['cpu:generate/8']):.0f} ms"))
     for n in SIZES[1:]:
         m = ms(s[f"generate/{n}"])
-        rows.append((f"generate, {n} devices", f"{m:.0f} ms", f"{(m - g8) / (n - 8) * 1e3:.0f} us per extra device"))
+        rows.append((f"generate, {n} devices", f"{m:.0f} ms", f"{(m - g8) / (n - 8) * 1e3:.0f} us per extra device; "
+                                                              f"CPU {ms(s[f'cpu:generate/{n}']):.0f} ms"))
     intercept, slope, r2 = fit(s)
     rows.append(("generate scaling", f"{slope:.0f} us/dev", f"least squares over {len(SIZES)} sizes: "
                                                              f"{intercept:.0f} ms + {slope:.0f} us x n, r^2 {r2:.4f}"))
@@ -237,6 +250,10 @@ def report(s: Dict[str, List[float]], same: bool) -> Rows:
              "its cost on every container without devices"),
             ("  via pip's console script, 8 cards", f"{ms(s['hook/console8']) - ms(s['hook/true']):.1f} ms",
              "same injection, slow start-up (site, .pth files)"),
+            ("hook CPU, 8 cards", f"{ms(s['cpu:hook/inject8']) - ms(s['cpu:hook/true']):.1f} ms",
+             "user+sys of the runc run's process tree, minus with /bin/true: less sensitive to machine load than wall time"),
+            ("hook CPU, nothing asked", f"{ms(s['cpu:hook/noop']) - ms(s['cpu:hook/true']):.1f} ms",
+             f"(python -I -S alone: {ms(s['cpu:hook/python']) - ms(s['cpu:hook/true']):.1f} ms)"),
         ]
     if "wrapper/runc" in s:
         lo, hi = iqr(paired_ms(s, "wrapper/fast8", "wrapper/runc8"))
@@ -252,6 +269,9 @@ def report(s: Dict[str, List[float]], same: bool) -> Rows:
              ""),
             ("  via pip's console script, nothing", f"{ms(s['wrapper/console0']) - ms(s['wrapper/runc']):.1f} ms",
              ""),
+            ("wrapper CPU, 8 cards", f"{ms(s['cpu:wrapper/fast8']) - ms(s['cpu:wrapper/runc8']):.1f} ms",
+             "user+sys of the process tree, minus plain runc on the edited config.json"),
+            ("wrapper CPU, nothing asked", f"{ms(s['cpu:wrapper/fast0']) - ms(s['cpu:wrapper/runc']):.1f} ms", ""),
         ]
     return rows
 
