@@ -179,34 +179,45 @@ def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":
         raise HookError(f"OCI state pid {c.pid} is not a container process of this runtime: register "
                         f"`xpu-cdi-hook prestart` as a prestart or createRuntime hook")
     rules = [r for r in (cgroup.rule_of(n) for n in p.nodes) if r is not None]
-    target = cgroup.open_target(c.pid) if rules else None
-    userns = not same_ns(c.pid, "user")
-    owner = _root_owner(c.pid) if userns else None
-    namespaces = open_namespaces(c.pid) if p.folders else []
+    target = None
+    namespaces: "List[Tuple[int, int]]" = []
     undo = Undo()
     old_umask = os.umask(0)
     notes = list(p.notes)
+    step = "opening the container's cgroup"
     try:
+        target = cgroup.open_target(c.pid) if rules else None
+        userns = not same_ns(c.pid, "user")
+        owner = _root_owner(c.pid) if userns else None
+        namespaces = open_namespaces(c.pid) if p.folders else []
+        step = "joining the container's mount namespace"
         if not same_ns(c.pid, "mnt"):
             resolver.setns(f"/proc/{c.pid}/ns/mnt", CLONE["mnt"])
         root = Root(c.rootfs, undo, owner)
         try:
-            how = [make_node(root, n, userns) for n in p.nodes]
+            how = []
+            for n in p.nodes:
+                step = f"device node {n['path']!r}"
+                how.append(make_node(root, n, userns))
             mounted = 0
             for host, cpath, flags, recursive in p.mounts:
+                step = f"mount {host!r} -> {cpath!r}"
                 src = _open_source(host)
                 try:
                     leaf = "d" if stat.S_ISDIR(os.fstat(src).st_mode) else "f"
                     mounted += _bind(root, src, cpath, leaf, flags, recursive)
                 finally:
                     os.close(src)
+            step = "symlinks"
             made = links.create(root, p.links)
             if p.folders:
+                step = "update-ldcache"
                 notes.append(ldcache.update(root, p.folders, namespaces))
         finally:
             root.close()
         programs = 0
         if target is not None:
+            step = "cgroup device rules"
             if target.version == 1:
                 cgroup.allow_v1(target, rules)
             else:
@@ -218,7 +229,7 @@ def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":
                         f"{f' ({programs} device program(s) replaced)' if programs else ''}")
     except (HookError, SyscallError, OSError) as err:
         failed = undo.rollback()
-        msg = str(err) if not isinstance(err, OSError) else f"{err.strerror}: {err.filename!r}"
+        msg = f"{step}: {err.strerror}" if isinstance(err, OSError) else str(err)
         if failed:
             msg += f" (and could not undo: {'; '.join(failed)})"
         raise HookError(msg) from None
