@@ -61,7 +61,7 @@ def test_injection_path_never_imports_click_yaml_jsonschema_pyudev(tmp_path: Pat
 
 def test_entry_modules_import_alone() -> None:
     """Every hook module imports on its own in a fresh interpreter (no hidden import order)."""
-    for mod in ("main", "state", "select", "inject", "rootfs", "cgroup", "ldcache", "links", "jsonload",
+    for mod in ("main", "state", "select", "plan", "inject", "rootfs", "cgroup", "ldcache", "links", "jsonload",
                 "launcher"):
         r = subprocess.run([sys.executable, "-I", "-S", "-c",
                             f"import sys; sys.path[0:0] = [{SRC!r}]; import xpu_cdi.hook.{mod}"],
