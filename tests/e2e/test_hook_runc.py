@@ -163,3 +163,12 @@ def test_read_only_rootfs(xpu: HookHost, runtime: str) -> None:
     assert r.returncode == 0, container_output(r)
     assert node_line("/dev/xpu1", 240, 1) in out and f"can't create /dev/xpu1: {ENXIO}" in out
     assert "R touch: /rootfs-probe: Read-only file system" in out
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_create_runtime_stage(xpu: HookHost, runtime: str) -> None:
+    """Registered as createRuntime (same namespace and state as prestart) it works the same."""
+    b = xpu.bundle(["sh", "-c", "(echo x > /dev/xpu1) 2>&1; true"], env=["XPU_VISIBLE_DEVICES=1"],
+                   stage="createRuntime")
+    r = run(b, runtime)
+    assert r.returncode == 0 and f"can't create /dev/xpu1: {ENXIO}" in r.stdout, container_output(r)
