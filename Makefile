@@ -7,7 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all deps install test demo bench lint check-schemas clean deb rpm
+.PHONY: all deps install test demo bench fuzz lint check-schemas clean deb rpm
+FUZZ_SECONDS ?= 60
 
 all: install
 
@@ -43,6 +44,12 @@ demo: install
 
 bench: install
 	$(BIN)/python scripts/bench.py
+
+# coverage-guided fuzzing of every parser of outside input (atheris); the
+# bounded hypothesis properties run in `make test`
+fuzz: install
+	$(BIN)/pip install -q -e '.[fuzz]'
+	$(BIN)/python fuzz/run.py $(FUZZ_SECONDS)
 
 check-schemas: install
 	$(BIN)/python -m pytest tests/cdi/test_schema.py -q
