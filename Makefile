@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all deps install test demo bench fuzz lint check-schemas clean deb rpm
+.PHONY: all deps install test demo bench fuzz check-schemas clean deb rpm
 FUZZ_SECONDS ?= 60
 
 all: install
@@ -52,7 +52,7 @@ fuzz: install
 	$(BIN)/python fuzz/run.py $(FUZZ_SECONDS)
 
 check-schemas: install
-	$(BIN)/python -m pytest tests/cdi/test_schema.py -q
+	$(BIN)/python -m pytest tests/cdi/test_validate.py tests/generate/test_profile.py -q
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info packaging/deb/out packaging/rpm/out src/xpu_cdi/_native/_resolver*.so src/xpu_cdi/_native/_resolver.c
