@@ -39,13 +39,13 @@ def test_bad_mount_source_rolls_back(xpu: HookHost) -> None:
     b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1,3"])
     no_dev_tmpfs(b)
     b.write()
-    rootfs_before, mounts_before = tree(b.rootfs), host_mounts("/")
+    rootfs_before, mounts_before = tree(b.rootfs), host_mounts(str(xpu.base))
     r = runtimes.run_runc(b)
     assert r.returncode != 0 and "RAN" not in r.stdout
     assert "xpu-cdi-hook: mount source" in r.stderr and "is group- or world-writable (mode 0o775)" in r.stderr, \
         container_output(r)
     assert_unchanged(rootfs_before, tree(b.rootfs))
-    assert host_mounts("/") == mounts_before
+    assert host_mounts(str(xpu.base)) == mounts_before
     assert "error: mount source" in xpu.log_text()
 
 
@@ -80,13 +80,13 @@ def test_ldconfig_failure_rolls_back(xpu: HookHost) -> None:
     fake.write_text("#!/bin/sh\necho 'ldconfig: cannot do it' >&2\nexit 3\n")
     fake.chmod(0o755)
     b.write()
-    before, mounts_before = tree(b.rootfs), host_mounts("/")
+    before, mounts_before = tree(b.rootfs), host_mounts(str(xpu.base))
     r = runtimes.run_runc(b)
     assert r.returncode != 0 and "RAN" not in r.stdout
     assert "update-ldcache: the image's /sbin/ldconfig exited with 3: ldconfig: cannot do it" in r.stderr, \
         container_output(r)
     assert_unchanged(before, tree(b.rootfs))
-    assert host_mounts("/") == mounts_before
+    assert host_mounts(str(xpu.base)) == mounts_before
 
 
 def test_broken_spec_beside_good_one(xpu: HookHost) -> None:
