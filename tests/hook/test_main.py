@@ -35,11 +35,19 @@ class TestArguments:
         (["update-ldcache", "--folder"], "option --folder needs a value"),
         (["create-symlinks", "--link", "a::b", "c"], "create-symlinks: unexpected argument 'c'"),
         (["install-launcher"], "install-launcher: needs exactly one PATH"),
+        (["install-launcher", "--force"], "install-launcher: needs exactly one PATH"),
     ])
     def test_usage_errors(self, capfd: pytest.CaptureFixture, args: list, needle: str) -> None:
         """Usage errors: exit 1, one line on stderr."""
         code, _, err = run(capfd, *args)
         assert code == 1 and err.startswith("xpu-cdi-hook: ") and needle in err and err.count("\n") == 1
+
+    def test_install_launcher_help_writes_nothing(self, capfd: pytest.CaptureFixture, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+        """install-launcher --help prints the usage instead of writing a file named '--help'."""
+        monkeypatch.chdir(tmp_path)
+        code, out, _ = run(capfd, "install-launcher", "--help")
+        assert code == 0 and "usage: xpu-cdi-hook" in out and list(tmp_path.iterdir()) == []
 
     def test_unknown_subcommand_is_a_warning(self, capfd: pytest.CaptureFixture, tmp_path: Path) -> None:
         """A subcommand from a newer spec: warning, exit 0 (the container still starts), logged."""

@@ -212,7 +212,10 @@ def main(argv: "Optional[List[str]]" = None) -> int:
         if sub == "install-launcher":
             from .launcher import install
 
-            if len(sub_args) != 1:
+            if sub_args in (["-h"], ["--help"]):
+                print(USAGE)
+                return 0
+            if len(sub_args) != 1 or sub_args[0].startswith("-"):
                 raise HookError(f"install-launcher: needs exactly one PATH\n{USAGE}")
             print(install(sub_args[0]))
             return 0
