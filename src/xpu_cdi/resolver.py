@@ -7,7 +7,6 @@ one-line notice goes to stderr.  Both return identical results.
 
 from __future__ import annotations
 
-import array
 import sys
 
 # The hook imports this module on every injecting container start: typing
@@ -65,6 +64,8 @@ def stat_nodes(paths: Sequence[str]) -> List[Row]:
     if rv != 0:  # only -ENOMEM for the scratch array: let Python try
         return _pyresolver.stat_nodes(paths)
     # column-major results -> rows with zip over array slices: no per-row bytecode
+    import array  # here, not at the top: the hook never stats in bulk and array pulls in collections
+
     flat = array.array("q")
     flat.frombytes(ffi.buffer(out))
     typ = ffi.unpack(types, n).decode("ascii").replace("!", "\0")
