@@ -69,6 +69,7 @@ class Rewriter:
         self.host = host
         self.stop = threading.Event()
         self.rewrites = 0
+        self.progress = threading.Condition()
         self.failures: List[str] = []
         self.threads = [threading.Thread(target=self.run, args=(n,), daemon=True) for n in range(2)]
 
@@ -80,7 +81,15 @@ class Rewriter:
                                 *flags[(self.rewrites + n) % 2]], capture_output=True, text=True)
             if r.returncode != 0:
                 self.failures.append(r.stderr)
-            self.rewrites += 1
+            with self.progress:
+                self.rewrites += 1
+                self.progress.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 60) -> None:
+        """Block until *count* rewrites have happened: starts are spread over the
+        rewrites however fast the hook is, so the race really happens."""
+        with self.progress:
+            self.progress.wait_for(lambda: self.rewrites >= count or self.stop.is_set(), timeout=timeout)
 
     def __enter__(self) -> "Rewriter":
         for t in self.threads:
@@ -111,12 +120,14 @@ def run_all(host: HookHost, runtime: str, via_hook: bool) -> None:
         jobs.append((cards, env[0], b))
     mounts_before = host_mounts(str(host.base))
 
-    def start(job: Tuple[List[int], str, "runtimes.Bundle"]) -> Tuple[List[int], str, subprocess.CompletedProcess]:
-        cards, env, b = job
+    def start(numbered: Tuple[int, Tuple[List[int], str, "runtimes.Bundle"]]
+              ) -> Tuple[List[int], str, subprocess.CompletedProcess]:
+        i, (cards, env, b) = numbered
+        rw.wait_for(i // 10 + 1)  # the 50 starts spread across at least 5 rewrites
         return cards, env, runtimes.run_runc(b, runtime=runtime, timeout=120)
 
     with Rewriter(host) as rw, ThreadPoolExecutor(PARALLEL) as pool:
-        results = list(pool.map(start, jobs))
+        results = list(pool.map(start, enumerate(jobs)))
     assert not rw.failures, f"generate failed while containers started: {rw.failures[0]}"
     assert rw.rewrites >= 5, f"only {rw.rewrites} rewrites overlapped the starts: the test did not race"
     for cards, env, r in results:
