@@ -37,7 +37,17 @@ class HookError(XpuCdiError):
 
 
 class RuntimeConfigError(XpuCdiError):
-    """A container-runtime configuration file cannot be read or changed."""
+    """A container-runtime configuration file cannot be read or changed.
+
+    ``path`` and ``reason`` are the file and the bare cause (no advice), set
+    where a file cannot be read or parsed: ``doctor`` words its own message
+    from them, where ``runtime configure`` prints the whole one.
+    """
+
+    def __init__(self, message: str, path: str = "", reason: str = "") -> None:
+        self.path = path
+        self.reason = reason or message
+        super().__init__(message)
 
 
 class SyscallError(XpuCdiError):

@@ -1,14 +1,14 @@
-"""Read containerd, CRI-O and Docker configs (read-only) into one shape:
-is CDI on, which spec dirs, which runtime handlers run which binary.
+"""containerd, CRI-O and Docker configs in one shape for the checks: is CDI
+on, which spec dirs, which runtime handlers run which binary.
 
-``xpu-cdi runtime configure`` (issue 4) writes these files; the doctor only
-reads them, with the same libraries (tomlkit, json), and applies the
-runtimes' own defaults for keys that are absent.
+Where each runtime keeps these settings, and its defaults for keys that are
+absent, is known only to the readers of ``xpu_cdi.runtime`` (which
+``xpu-cdi runtime configure`` uses too); this module asks them and turns a
+file they cannot read into ``RuntimeConfig.error``, a check result.
 """
 
 from __future__ import annotations
 
-import glob as _glob
 import json
 import os
 import shutil
@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..cdi import registry
+from ..runtime import containerd, crio, docker, tomlconf
 from .context import Version
 from .runtimes import has_cdi
-
-CONTAINERD_CRI = {1: ("cri",), 2: ("io.containerd.grpc.v1.cri",), 3: ("io.containerd.cri.v1.runtime",)}
 
 
 @dataclass
@@ -45,30 +44,6 @@ class RuntimeConfig:
     handlers: Dict[str, Handler] = field(default_factory=dict)
 
 
-def merge(base: Dict[str, Any], top: Dict[str, Any]) -> Dict[str, Any]:
-    """Deep-merge *top* over *base* (tables merge, everything else is replaced)."""
-    out = dict(base)
-    for k, v in top.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _toml(path: str) -> Dict[str, Any]:
-    import tomlkit
-
-    with open(path, encoding="utf-8") as f:
-        data: Dict[str, Any] = tomlkit.parse(f.read()).unwrap()
-    return data
-
-
-def _dig(data: Dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(k)  # type: ignore[assignment]
-    return data
-
-
 def binary_problem(binary: str) -> str:
     """Why *binary* cannot be executed (``""`` when it can); bare names are looked up on PATH."""
     if not os.path.isabs(binary):
@@ -83,79 +58,42 @@ def binary_problem(binary: str) -> str:
 def read_containerd(path: str, release: Optional[Version]) -> RuntimeConfig:
     """containerd's config.toml (config version 1, 2 or 3) and its ``imports``."""
     cfg = RuntimeConfig("containerd", path, os.path.exists(path))
-    data: Dict[str, Any] = {}
-    try:
-        if cfg.exists:
-            data = _toml(path)
-            for pattern in data.get("imports") or []:
-                pattern = pattern if os.path.isabs(pattern) else os.path.join(os.path.dirname(path), pattern)
-                for extra in sorted(_glob.glob(pattern)):
-                    data = merge(data, _toml(extra))
-    except Exception as err:  # noqa: BLE001 - any TOML or I/O error makes the file unusable
-        cfg.error = " ".join(str(err).split())
+    data, cfg.error = tomlconf.tolerant(path, lambda: containerd.load_merged(path))
+    if data is None:
         return cfg
-    version = int(data.get("version", 1) or 1)
-    if release is None and version == 3:
-        release = (2, 0, 0)  # only containerd 2 reads version 3 configs
-    plugin = CONTAINERD_CRI.get(version, CONTAINERD_CRI[2])[0]
-    cri = _dig(data, "plugins", plugin) or {}
-    cfg.cdi_table = f"[plugins.{json.dumps(plugin)}]"
-    supports = has_cdi("containerd", release) if release else True
-    if supports:
-        cfg.cdi = bool(cri.get("enable_cdi", release is not None and release >= (2, 0, 0)))
-    cfg.spec_dirs = list(cri.get("cdi_spec_dirs") or registry.DEFAULT_DIRS)
-    for name, rt in (_dig(cri, "containerd", "runtimes") or {}).items():
-        if isinstance(rt, dict):
-            cfg.handlers[name] = Handler(name, str(_dig(rt, "options", "BinaryName") or ""),
-                                         str(rt.get("base_runtime_spec") or ""))
-    cfg.handlers.setdefault("runc", Handler("runc", ""))  # the file overlays containerd's defaults
+    cfg.cdi_table = f"[plugins.{json.dumps(containerd.cri_keys(data)[1])}]"
+    if release is None or has_cdi("containerd", release):  # unknown: assume CDI, as a version 3 file means 2.x
+        cfg.cdi = containerd.cdi_enabled(data, release)
+    cfg.spec_dirs = containerd.cdi_spec_dirs(data)
+    found = containerd.handlers(data)
+    for name, binary in containerd.binaries(data).items():
+        cfg.handlers[name] = Handler(name, binary, str(found.get(name, {}).get("base_runtime_spec") or ""))
     return cfg
 
 
 def read_crio(path: str) -> RuntimeConfig:
     """crio.conf plus the drop-ins in ``crio.conf.d`` beside it (later files win)."""
+    drop_ins = os.path.join(os.path.dirname(path), "crio.conf.d")
     cfg = RuntimeConfig("crio", path, os.path.exists(path), cdi=True, cdi_table="[crio.runtime]")
-    files = ([path] if cfg.exists else []) + sorted(_glob.glob(os.path.join(os.path.dirname(path),
-                                                                            "crio.conf.d", "*.conf")))
-    data: Dict[str, Any] = {}
-    try:
-        for f in files:
-            data = merge(data, _toml(f))
-    except Exception as err:  # noqa: BLE001
-        cfg.error = " ".join(str(err).split())
+    data, cfg.error = tomlconf.tolerant(path, lambda: crio.load_effective(path, drop_ins))
+    if data is None:
         return cfg
-    cfg.exists = bool(files)
-    rt = _dig(data, "crio", "runtime") or {}
-    cfg.spec_dirs = list(rt.get("cdi_spec_dirs") or registry.DEFAULT_DIRS)
-    for name, h in (rt.get("runtimes") or {}).items():
-        if isinstance(h, dict):
-            cfg.handlers[name] = Handler(name, str(h.get("runtime_path") or name))
-    cfg.handlers.setdefault("runc", Handler("runc", "runc"))  # CRI-O's built-in default
+    cfg.exists = bool(crio.sources(path, drop_ins))
+    cfg.spec_dirs = crio.cdi_spec_dirs(data)
+    cfg.handlers = {name: Handler(name, binary) for name, binary in crio.binaries(data).items()}
     return cfg
 
 
 def read_docker(path: str, release: Optional[Version]) -> RuntimeConfig:
     """Docker's daemon.json: ``runtimes``, ``features.cdi``, ``cdi-spec-dirs``."""
     cfg = RuntimeConfig("docker", path, os.path.exists(path), cdi_table='"features": {"cdi": true}')
-    data: Dict[str, Any] = {}
-    try:
-        if cfg.exists:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            if not isinstance(data, dict):
-                raise ValueError("expected an object at the top")
-    except (OSError, ValueError) as err:
-        cfg.error = " ".join(str(err).split())
+    data, cfg.error = tomlconf.tolerant(path, lambda: docker.load(path))
+    if data is None:
         return cfg
     if release is None or has_cdi("docker", release):
-        # CDI is on by default from 28.2; before that it needs the feature flag
-        default = release is not None and release >= (28, 2, 0)
-        cfg.cdi = bool(_dig(data, "features", "cdi")) if _dig(data, "features", "cdi") is not None else default
-    cfg.spec_dirs = list(data.get("cdi-spec-dirs") or registry.DEFAULT_DIRS)
-    cfg.handlers["runc"] = Handler("runc", "")
-    for name, h in (data.get("runtimes") or {}).items():
-        if isinstance(h, dict):
-            cfg.handlers[name] = Handler(name, str(h.get("path") or ""))
+        cfg.cdi = docker.cdi_enabled(data, release)
+    cfg.spec_dirs = docker.cdi_spec_dirs(data)
+    cfg.handlers = {name: Handler(name, binary) for name, binary in docker.binaries(data).items()}
     return cfg
 
 

@@ -100,7 +100,7 @@ def _containerd(opts: Options, path: str, plan: Plan) -> None:
     if opts.enable_cdi and release and release.startswith(("1.5.", "1.6.")):
         plan.notes.append(f"containerd {release} has no CDI and ignores enable_cdi: the '{opts.runtime_name}' "
                           f"handler (the wrapper) is what injects devices there")
-    custom = str(containerd.handlers(main).get("runc", {}).get("options", {}).get("BinaryName") or "")
+    custom = containerd.binaries(main)["runc"]
     if custom and custom != opts.wrapper:
         plan.notes.append(f"the runc handler runs {custom!r}: set XPU_CDI_RUNTIME={custom} in containerd's "
                           f"environment so that the wrapper execs it")
@@ -129,7 +129,7 @@ def _crio(opts: Options, path: str, plan: Plan) -> None:
     before = tomlconf.read_text(drop_in)
     plan.changes.append(Change(drop_in, before, _toml(doc, before), False))
     source, handler = crio.source_handler(effective, opts.runtime_name)
-    real = str(handler.get("runtime_path") or source)
+    real = crio.binary(source, handler)
     on_path = shutil.which("runc")
     if source and not (on_path and os.path.realpath(shutil.which(real) or real) == os.path.realpath(on_path)):
         plan.notes.append(f"the {source} handler runs {real!r}: set XPU_CDI_RUNTIME={real} in "

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import glob
+import os
 import re
 import subprocess
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import tomlkit
 
@@ -33,6 +35,7 @@ CRI_PLUGIN = {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1
 RUNC_SHIM = "io.containerd.runc.v2"
 ANNOTATIONS = "cdi.k8s.io/*"
 DEFAULT_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
+CDI_ON_BY_DEFAULT = (2, 0, 0)  # the first release whose enable_cdi defaults to true
 
 
 def version(doc: Any) -> int:
@@ -61,11 +64,20 @@ def cri_keys(doc: Any) -> List[str]:
     return ["plugins", CRI_PLUGIN[version(doc)]]
 
 
-def cdi_enabled(doc: Any) -> bool:
-    """Whether CDI is on (effective value: off by default before version 3).
-    containerd 1.6 has no CDI whatever this says."""
+def cdi_enabled(doc: Any, release: Optional[Tuple[int, ...]] = None) -> bool:
+    """Whether CDI is on (effective value when ``enable_cdi`` is unset).
+    containerd 1.6 has no CDI whatever this says.
+
+    Args:
+        doc: the parsed config.
+        release: the installed containerd release, when known: its default
+            decides (on from 2.0, which also migrates version 2 files);
+            without it the file's version does (only 2.x reads version 3).
+    """
     value = get(doc, cri_keys(doc) + ["enable_cdi"])
-    return bool(value) if value is not None else version(doc) == 3
+    if value is not None:
+        return bool(value)
+    return release >= CDI_ON_BY_DEFAULT if release is not None else version(doc) == 3
 
 
 def cdi_spec_dirs(doc: Any) -> List[str]:
@@ -79,6 +91,17 @@ def handlers(doc: Any) -> Dict[str, Dict[str, Any]]:
     return {k: v for k, v in found.items() if isinstance(v, dict)}
 
 
+def binaries(doc: Any) -> Dict[str, str]:
+    """Handler name -> the binary it runs (``options.BinaryName``; ``""``: the
+    runc shim's default, runc on PATH), with containerd's built-in ``runc``
+    handler where the file does not define one."""
+    out = {name: str(get(h, ["options", "BinaryName"]) or "") for name, h in handlers(doc).items()}
+    # the file overlays the built-in handler (naming other handlers drops it, see configure(),
+    # but then the CRI plugin loads only with another default_runtime_name): count it as there
+    out.setdefault("runc", "")
+    return out
+
+
 def default_runtime(doc: Any) -> str:
     """``default_runtime_name`` (containerd's default is ``runc``)."""
     return str(get(doc, cri_keys(doc) + ["containerd", "default_runtime_name"]) or "runc")
@@ -87,6 +110,26 @@ def default_runtime(doc: Any) -> str:
 def imports(doc: Any) -> List[str]:
     """The ``imports`` list (drop-in files or globs)."""
     return [str(i) for i in get(doc, ["imports"], []) or []]
+
+
+def load_merged(path: str) -> Dict[str, Any]:
+    """*path* (a plain dict; empty when missing) with every file its ``imports``
+    name merged over it in order: entries relative to the file's directory,
+    globs sorted.
+
+    Tables merge key by key, as containerd 2.x merges them.  containerd 1.x
+    replaces a plugin's whole table with an imported one instead; this does
+    not model that: a setting counts in whichever file it stands.
+
+    Raises:
+        RuntimeConfigError: the file or an import cannot be read or parsed.
+    """
+    out: Dict[str, Any] = load(path).unwrap()
+    for pattern in imports(out):
+        pattern = pattern if os.path.isabs(pattern) else os.path.join(os.path.dirname(path), pattern)
+        for extra in sorted(glob.glob(pattern)):
+            tomlconf.merge(out, load(extra).unwrap())
+    return out
 
 
 def handler_for(doc: Any, name: str, wrapper: str) -> Dict[str, Any]:

@@ -26,12 +26,16 @@ HEADER = ("xpu-cdi: the runtime handler that runs xpu-container-runtime (CDI edi
           "spec dirs.  Written by `xpu-cdi runtime configure --runtime crio`: changes are lost.")
 
 
-def _merge(into: Dict[str, Any], other: Dict[str, Any]) -> None:
-    for key, value in other.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = copy.deepcopy(value)
+def sources(config: str, drop_in_dir: Optional[str], skip: Optional[str] = None) -> List[str]:
+    """The files CRI-O reads, in order: *config* when it exists, then every
+    file of *drop_in_dir* (any name) in lexical order, less *skip*."""
+    out = [config] if os.path.exists(config) else []
+    names = sorted(os.listdir(drop_in_dir)) if drop_in_dir and os.path.isdir(drop_in_dir) else []
+    for name in names:
+        path = os.path.join(drop_in_dir or "", name)
+        if os.path.isfile(path) and os.path.abspath(path) != os.path.abspath(skip or ""):
+            out.append(path)
+    return out
 
 
 def load_effective(config: str, drop_in_dir: Optional[str], skip: Optional[str] = None) -> Dict[str, Any]:
@@ -45,12 +49,9 @@ def load_effective(config: str, drop_in_dir: Optional[str], skip: Optional[str] 
     Raises:
         RuntimeConfigError: a file cannot be read or parsed.
     """
-    out: Dict[str, Any] = load(config).unwrap()
-    names = sorted(os.listdir(drop_in_dir)) if drop_in_dir and os.path.isdir(drop_in_dir) else []
-    for name in names:
-        path = os.path.join(drop_in_dir or "", name)
-        if os.path.isfile(path) and os.path.abspath(path) != os.path.abspath(skip or ""):
-            _merge(out, load(path).unwrap())
+    out: Dict[str, Any] = {}
+    for path in sources(config, drop_in_dir, skip):
+        tomlconf.merge(out, load(path).unwrap())
     return out
 
 
@@ -58,6 +59,18 @@ def handlers(doc: Any) -> Dict[str, Dict[str, Any]]:
     """Runtime handlers by name (``runtime_path``, ``runtime_type``, ``runtime_root``...)."""
     found = get(doc, ["crio", "runtime", "runtimes"], {}) or {}
     return {k: v for k, v in found.items() if isinstance(v, dict)}
+
+
+def binary(name: str, handler: Dict[str, Any]) -> str:
+    """The binary the handler *name* runs: ``runtime_path``, else *name* looked up on PATH."""
+    return str(handler.get("runtime_path") or name)
+
+
+def binaries(doc: Any) -> Dict[str, str]:
+    """Handler name -> the binary it runs, with CRI-O's built-in ``runc``."""
+    out = {name: binary(name, h) for name, h in handlers(doc).items()}
+    out.setdefault("runc", "runc")
+    return out
 
 
 def default_runtime(doc: Any) -> Optional[str]:

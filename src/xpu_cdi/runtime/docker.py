@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import RuntimeConfigError
 from .tomlconf import read_text
 
 DEFAULT_CONFIG = "/etc/docker/daemon.json"
 DEFAULT_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
+CDI_ON_BY_DEFAULT = (28, 2, 0)  # the first release with CDI on without features.cdi
 
 
 def parse(text: str, path: str) -> Dict[str, Any]:
@@ -30,9 +31,10 @@ def parse(text: str, path: str) -> Dict[str, Any]:
         doc = json.loads(text)
     except ValueError as err:
         raise RuntimeConfigError(f"cannot parse {path!r}: {err}; fix the file (nothing was changed) "
-                                 f"or pass another --config") from None
+                                 f"or pass another --config", path, str(err)) from None
     if not isinstance(doc, dict):
-        raise RuntimeConfigError(f"cannot parse {path!r}: expected a JSON object at the top")
+        raise RuntimeConfigError(f"cannot parse {path!r}: expected a JSON object at the top", path,
+                                 "expected a JSON object at the top")
     return doc
 
 
@@ -46,16 +48,33 @@ def load(path: str) -> Dict[str, Any]:
     return parse(text, path) if text is not None else {}
 
 
-def cdi_enabled(doc: Dict[str, Any]) -> bool:
-    """Whether ``features.cdi`` is set (Docker 28.2+ enable CDI without it)."""
+def cdi_enabled(doc: Dict[str, Any], release: Optional[Tuple[int, ...]] = None) -> bool:
+    """Whether CDI is on: ``features.cdi``; when it is unset, whether
+    *release* (the installed Docker's, when known) is 28.2 or later."""
     features = doc.get("features")
-    return isinstance(features, dict) and features.get("cdi") is True
+    value = features.get("cdi") if isinstance(features, dict) else None
+    if value is None:
+        return release is not None and release >= CDI_ON_BY_DEFAULT
+    return value is True
+
+
+def cdi_spec_dirs(doc: Dict[str, Any]) -> List[str]:
+    """The CDI spec dirs Docker reads (``cdi-spec-dirs``; its default when unset)."""
+    return list(doc.get("cdi-spec-dirs") or DEFAULT_SPEC_DIRS)
 
 
 def handlers(doc: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """The ``runtimes`` map (name -> ``{"path": ..., "runtimeArgs": [...]}``)."""
     runtimes = doc.get("runtimes")
     return {k: v for k, v in runtimes.items() if isinstance(v, dict)} if isinstance(runtimes, dict) else {}
+
+
+def binaries(doc: Dict[str, Any]) -> Dict[str, str]:
+    """Runtime name -> the binary it runs (``path``; ``""``: runc on PATH),
+    with Docker's built-in ``runc``."""
+    out = {"runc": ""}
+    out.update({name: str(h.get("path") or "") for name, h in handlers(doc).items()})
+    return out
 
 
 def default_runtime(doc: Dict[str, Any]) -> str:

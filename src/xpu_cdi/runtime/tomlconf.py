@@ -4,7 +4,9 @@ it was, and what we add is indented like its neighbours."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+import copy
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import tomlkit
 from tomlkit.items import AoT, Comment, String, Table, Whitespace
@@ -13,6 +15,7 @@ from tomlkit.toml_document import TOMLDocument
 from ..errors import RuntimeConfigError
 
 MAX_BYTES = 8 << 20
+T = TypeVar("T")
 
 
 def read_text(path: str) -> Optional[str]:
@@ -27,14 +30,15 @@ def read_text(path: str) -> Optional[str]:
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise RuntimeConfigError(f"cannot read {path!r}: {err.strerror}") from None
+        raise RuntimeConfigError(f"cannot read {path!r}: {err.strerror}", path, str(err.strerror)) from None
     if len(data) > MAX_BYTES:
-        raise RuntimeConfigError(f"{path!r} is over {MAX_BYTES} bytes: not a runtime config")
+        raise RuntimeConfigError(f"{path!r} is over {MAX_BYTES} bytes: not a runtime config", path,
+                                 f"over {MAX_BYTES} bytes: not a runtime config")
     try:
         return data.decode()
     except UnicodeDecodeError:
         raise RuntimeConfigError(f"cannot parse {path!r}: not UTF-8 text; fix the file or pass "
-                                 f"another --config") from None
+                                 f"another --config", path, "not UTF-8 text") from None
 
 
 def parse(text: str, path: str) -> TOMLDocument:
@@ -48,7 +52,7 @@ def parse(text: str, path: str) -> TOMLDocument:
     except Exception as err:  # noqa: BLE001 - tomlkit raises several unrelated classes
         reason = " ".join(str(err).split())
         raise RuntimeConfigError(f"cannot parse {path!r}: {reason}; fix the file (nothing was "
-                                 f"changed) or pass another --config") from None
+                                 f"changed) or pass another --config", path, reason) from None
 
 
 def load(path: str) -> TOMLDocument:
@@ -59,6 +63,42 @@ def load(path: str) -> TOMLDocument:
     """
     text = read_text(path)
     return parse(text, path) if text is not None else tomlkit.document()
+
+
+def tolerant(path: str, read: Callable[[], T]) -> Tuple[Optional[T], str]:
+    """Call a reader of this package without letting a broken file stop the caller.
+
+    For ``doctor``, which reports an unreadable or unparseable config as a
+    check result and goes on with the other checks, where ``runtime
+    configure`` stops.  An OSError counts too (a drop-in dir that cannot be
+    listed).
+
+    Args:
+        path: the main file *read* reads.
+        read: the reader, e.g. ``lambda: containerd.load_merged(path)``.
+
+    Returns:
+        ``(result, "")``, or ``(None, why)``: the bare reason, naming the
+        file when it is another than *path* (an import or a drop-in).
+    """
+    try:
+        return read(), ""
+    except RuntimeConfigError as err:
+        reason, other = err.reason, err.path
+    except OSError as err:
+        reason, other = str(err.strerror or err), str(err.filename or "")
+    where = f" (in {other!r})" if other and os.path.abspath(other) != os.path.abspath(path) else ""
+    return None, " ".join(reason.split()) + where
+
+
+def merge(into: Dict[str, Any], other: Dict[str, Any]) -> None:
+    """Merge the plain dict *other* into *into* in place, as drop-ins are:
+    tables merge key by key, anything else is replaced (by a copy)."""
+    for key, value in other.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
 
 
 def empty() -> TOMLDocument:
