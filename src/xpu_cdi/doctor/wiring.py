@@ -7,6 +7,7 @@ import json
 import os
 from typing import List, Optional
 
+from ..runtime import ocihooks
 from . import configs, runtimes
 from .configs import RuntimeConfig, binary_problem
 from .context import Context
@@ -16,7 +17,7 @@ from .specs import ours
 NAMES = {"containerd": "containerd", "crio": "CRI-O", "docker": "Docker"}
 CONFIGURE = "xpu-cdi runtime configure --runtime {rt}"
 WRAPPER = "xpu-container-runtime"
-HOOK = "xpu-cdi-hook"
+HOOK = ocihooks.HOOK_NAME
 
 
 def _considered(ctx: Context, runtime: str) -> Optional[RuntimeConfig]:
@@ -129,33 +130,18 @@ def check_hook(ctx: Context) -> List[Result]:
 
 
 def check_oci_hooks(ctx: Context) -> List[Result]:
-    """oci-hooks: our oci-hooks.d files (podman, CRI-O) parse and point at an existing hook."""
+    """oci-hooks: our oci-hooks.d files (podman, CRI-O) are valid and point at an existing hook."""
     out = []
-    for d in ctx.opts.hooks_dirs:
-        try:
-            names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
-        except OSError:
+    for path, (doc, why) in ocihooks.inspect(list(ctx.opts.hooks_dirs)).items():
+        if why:
+            out.append(fail("oci-hooks", f"{path!r} is not a valid hooks.d file ({why})",
+                            "reinstall it from xpu-cdi's hooks/ directory"))
             continue
-        for n in names:
-            path = os.path.join(d, n)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read(1 << 20)
-            except OSError:
-                continue
-            if HOOK not in text:
-                continue
-            try:
-                data = json.loads(text)
-                hook_path = str(data["hook"]["path"])
-            except (ValueError, KeyError, TypeError) as err:
-                out.append(fail("oci-hooks", f"{path!r} is not a valid hooks.d file ({err})",
-                                "reinstall it from xpu-cdi's hooks/ directory"))
-                continue
-            problem = binary_problem(hook_path)
-            if problem:
-                out.append(fail("oci-hooks", f"{path!r} runs {problem}: matching containers fail to start",
-                                "reinstall xpu-cdi, or fix hook.path in the file"))
-            else:
-                out.append(ok("oci-hooks", f"{path!r} runs {hook_path!r}"))
+        hook_path = str(doc["hook"]["path"])
+        problem = binary_problem(hook_path)
+        if problem:
+            out.append(fail("oci-hooks", f"{path!r} runs {problem}: matching containers fail to start",
+                            "reinstall xpu-cdi, or fix hook.path in the file"))
+        else:
+            out.append(ok("oci-hooks", f"{path!r} runs {hook_path!r}"))
     return out

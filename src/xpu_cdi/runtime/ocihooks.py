@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import RuntimeConfigError
 from .tomlconf import read_text
 
 FILE_NAME = "xpu-cdi.json"
+HOOK_NAME = "xpu-cdi-hook"  # a hooks.d file under another name is ours when it names the hook
 DEFAULT_HOOKS_DIR = "/usr/share/containers/oci/hooks.d"  # read by podman and CRI-O by default
 TEMPLATE = Path(__file__).resolve().parents[3] / "hooks" / "oci-hooks.d" / FILE_NAME
 STAGES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
@@ -34,23 +35,31 @@ def builtin(hook_path: str) -> Dict[str, Any]:
             "stages": ["prestart"]}
 
 
+def problem(doc: Any) -> str:
+    """Why podman/CRI-O would reject the hook file *doc* or never run it (``""``: they would not).
+
+    Wrong version, no hook path, no ``when`` condition, or a bad stage.
+    """
+    if not isinstance(doc, dict) or doc.get("version") != "1.0.0":
+        return "'version' must be \"1.0.0\""
+    if not isinstance(doc.get("hook"), dict) or not isinstance(doc["hook"].get("path"), str):
+        return "'hook.path' is required"
+    if not isinstance(doc.get("when"), dict) or not any(doc["when"].values()):
+        return "'when' needs at least one condition, else the hook never runs"
+    if not isinstance(doc.get("stages"), list) or not doc["stages"] or any(s not in STAGES for s in doc["stages"]):
+        return f"'stages' must list some of {', '.join(STAGES)}"
+    return ""
+
+
 def check(doc: Any, source: str) -> None:
     """Refuse a hook file podman/CRI-O would reject or never run.
 
     Raises:
-        RuntimeConfigError: wrong version, no hook path, no ``when`` condition, bad stage.
+        RuntimeConfigError: :func:`problem` found one.
     """
-    problem = ""
-    if not isinstance(doc, dict) or doc.get("version") != "1.0.0":
-        problem = "'version' must be \"1.0.0\""
-    elif not isinstance(doc.get("hook"), dict) or not isinstance(doc["hook"].get("path"), str):
-        problem = "'hook.path' is required"
-    elif not isinstance(doc.get("when"), dict) or not any(doc["when"].values()):
-        problem = "'when' needs at least one condition, else the hook never runs"
-    elif not doc.get("stages") or any(s not in STAGES for s in doc["stages"]):
-        problem = f"'stages' must list some of {', '.join(STAGES)}"
-    if problem:
-        raise RuntimeConfigError(f"oci hook file {source!r}: {problem}")
+    why = problem(doc)
+    if why:
+        raise RuntimeConfigError(f"oci hook file {source!r}: {why}")
 
 
 def render(hook_path: str, template: Optional[Path] = None) -> str:
@@ -76,15 +85,40 @@ def render(hook_path: str, template: Optional[Path] = None) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def installed(hooks_dirs: List[str]) -> Dict[str, Dict[str, Any]]:
-    """Our hook files found in *hooks_dirs* (path -> parsed content), for doctor."""
-    out: Dict[str, Dict[str, Any]] = {}
+def inspect(hooks_dirs: List[str]) -> Dict[str, Tuple[Any, str]]:
+    """Our hook files in *hooks_dirs*, for doctor: path -> (parsed content,
+    why podman/CRI-O would reject it or ``""``).
+
+    Ours are ``xpu-cdi.json`` and any other ``*.json`` whose text names
+    ``xpu-cdi-hook`` (podman and CRI-O run every ``*.json`` of the dirs).
+    An unreadable or non-JSON file is ``({}, why)``.
+    """
+    out: Dict[str, Tuple[Any, str]] = {}
     for d in hooks_dirs:
-        path = os.path.join(d, FILE_NAME)
         try:
-            text = read_text(path)
-            if text is not None:
-                out[path] = json.loads(text)
-        except (RuntimeConfigError, ValueError):
-            out[path] = {}
+            names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(d, name)
+            try:
+                text = read_text(path)
+            except RuntimeConfigError as err:
+                if name == FILE_NAME:
+                    out[path] = ({}, err.reason)
+                continue
+            if text is None or (name != FILE_NAME and HOOK_NAME not in text):
+                continue
+            try:
+                doc = json.loads(text)
+            except ValueError as err:
+                out[path] = ({}, f"not valid JSON: {err}")
+                continue
+            out[path] = (doc, problem(doc))
     return out
+
+
+def installed(hooks_dirs: List[str]) -> Dict[str, Dict[str, Any]]:
+    """Our hook files found in *hooks_dirs* (path -> parsed content; ``{}`` when
+    unreadable or not JSON), as :func:`inspect` finds them."""
+    return {path: doc if isinstance(doc, dict) else {} for path, (doc, _why) in inspect(hooks_dirs).items()}
