@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from typing import Callable, Dict, Iterable, List, Optional
 
 from ..cdi import version as _version
 from ..errors import XpuCdiError
+from ..runtime import release as _release
+from ..runtime.release import parse as parse_release  # noqa: F401 - part of this module's API
 from .context import RUNTIMES, Context, Version
 from .result import Result, ok, warn
 
-_RELEASE = re.compile(r"(?<![\w.])v?(\d+)\.(\d+)(?:\.(\d+))?")
 # CDI arrived in these releases; older ones need the hook or the wrapper runtime
 FIRST_CDI: Dict[str, Version] = {"containerd": (1, 7, 0), "docker": (25, 0, 0), "crio": (1, 23, 0),
                                  "podman": (4, 1, 0)}
-
-
-def parse_release(text: str) -> Optional[Version]:
-    """The first ``X.Y[.Z]`` in a ``--version`` output (``containerd ... 1.6.20~ds1`` -> (1, 6, 20))."""
-    m = _RELEASE.search(text)
-    if not m:
-        return None
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
 
 
 def detect(which: Callable[[str], Optional[str]] = shutil.which,
@@ -33,14 +25,8 @@ def detect(which: Callable[[str], Optional[str]] = shutil.which,
     out: Dict[str, Optional[Version]] = {}
     for name in names:
         path = which(name)
-        if not path:
-            continue
-        try:
-            proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
-                                  stdin=subprocess.DEVNULL)
-            out[name] = parse_release(proc.stdout + proc.stderr)
-        except (OSError, subprocess.SubprocessError):
-            out[name] = None
+        if path:
+            out[name] = _release.probe(path)
     return out
 
 

@@ -21,12 +21,12 @@ import copy
 import fnmatch
 import glob
 import os
-import re
-import subprocess
+import shutil
 from typing import Any, Dict, List, Optional, Tuple
 
 import tomlkit
 
+from . import release as _release
 from . import tomlconf
 from .tomlconf import get, load  # noqa: F401 - load is part of the reader API
 
@@ -46,12 +46,9 @@ def version(doc: Any) -> int:
 
 def installed_version() -> Optional[str]:
     """``containerd --version``'s release (``1.6.20``), or None if not installed."""
-    try:
-        out = subprocess.run(["containerd", "--version"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"\s v?(\d+\.\d+\.\d+)", out)
-    return m.group(1) if m else None
+    path = shutil.which("containerd")
+    found = _release.probe(path) if path else None
+    return ".".join(map(str, found)) if found else None
 
 
 def version_for_release(release: Optional[str]) -> int:
