@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from .. import atomic
+from ..cdi import registry
 from ..errors import RuntimeConfigError
 from . import containerd, crio, docker, ocihooks, podman, tomlconf
 
 RUNTIMES = ("containerd", "crio", "docker", "podman")
 DEFAULT_CONFIGS = {"containerd": containerd.DEFAULT_CONFIG, "crio": crio.DEFAULT_CONFIG,
                    "docker": docker.DEFAULT_CONFIG, "podman": podman.DEFAULT_CONFIG}
-DEFAULT_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+DEFAULT_SPEC_DIRS = registry.DEFAULT_DIRS
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tomlkit
 
+from ..cdi import registry
 from . import release as _release
 from . import tomlconf
 from .tomlconf import get, load  # noqa: F401 - load is part of the reader API
@@ -34,7 +35,7 @@ DEFAULT_CONFIG = "/etc/containerd/config.toml"
 CRI_PLUGIN = {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
 RUNC_SHIM = "io.containerd.runc.v2"
 ANNOTATIONS = "cdi.k8s.io/*"
-DEFAULT_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
+DEFAULT_SPEC_DIRS = list(registry.DEFAULT_DIRS)  # the runtime's default: CDI's own
 CDI_ON_BY_DEFAULT = (2, 0, 0)  # the first release whose enable_cdi defaults to true
 
 

@@ -15,12 +15,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tomlkit
 
+from ..cdi import registry
 from . import tomlconf
 from .tomlconf import get, load
 
 DEFAULT_CONFIG = "/etc/crio/crio.conf"
 DEFAULT_DROP_IN = "/etc/crio/crio.conf.d/99-xpu-cdi.conf"
-DEFAULT_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
+DEFAULT_SPEC_DIRS = list(registry.DEFAULT_DIRS)  # the runtime's default: CDI's own
 HEADER = ("xpu-cdi: the runtime handler that runs xpu-container-runtime (CDI edits from the\n"
           "selection env vars and cdi.k8s.io/ annotations, then the real runtime), and the CDI\n"
           "spec dirs.  Written by `xpu-cdi runtime configure --runtime crio`: changes are lost.")

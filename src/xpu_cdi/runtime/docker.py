@@ -11,11 +11,12 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..cdi import registry
 from ..errors import RuntimeConfigError
 from .tomlconf import read_text
 
 DEFAULT_CONFIG = "/etc/docker/daemon.json"
-DEFAULT_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
+DEFAULT_SPEC_DIRS = list(registry.DEFAULT_DIRS)  # the runtime's default: CDI's own
 CDI_ON_BY_DEFAULT = (28, 2, 0)  # the first release with CDI on without features.cdi
 
 
