@@ -1,6 +1,7 @@
 """The ``config.json`` of an OCI bundle, for the wrapper's hot path: read it
-(size-limited), tell cheaply whether it can ask for devices at all, parse
-it, and replace it.  Standard library, ``errors`` and ``hook.jsonload`` only.
+(size-limited), tell cheaply whether it can ask for devices at all, and
+parse it (``atomic.write_atomic`` replaces it).  Standard library,
+``errors`` and ``hook.jsonload`` only.
 """
 
 from __future__ import annotations
@@ -87,34 +88,3 @@ def parse_config(data: bytes, path: str) -> Dict[str, Any]:
     if not isinstance(config, dict):
         raise RuntimeConfigError(f"{path!r}: expected a JSON object")
     return config
-
-
-def replace(path: str, data: bytes, mode: int) -> None:
-    """Replace *path* by rename from a temp file in the same directory.
-
-    Unlike ``atomic.write_atomic`` there is no fsync: the bundle does not
-    outlive a crash of the node, and its only reader (the runtime we exec
-    next) comes after us; the two fsyncs cost ~10 ms per container here.
-
-    Raises:
-        OSError: the bundle is not writable.
-    """
-    from ..atomic import temp_name
-
-    tmp = temp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
-    try:
-        try:
-            os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

@@ -167,6 +167,7 @@ def prepare(bundle: str, env: Mapping[str, str]) -> List[str]:
     data, mode = _bundle.read_bytes(path)
     if not _bundle.may_request(data, dirs, KNOWN_SELECTION):
         return []  # the common case on a default runtime: no JSON, no regexes
+    from ..atomic import write_atomic
     from ..cdi import registry
     from ..errors import RuntimeConfigError, SelectionError
     from ..hook import select
@@ -199,7 +200,8 @@ def prepare(bundle: str, env: Mapping[str, str]) -> List[str]:
     except (RecursionError, TypeError, ValueError) as err:
         raise RuntimeConfigError(f"{path!r}: cannot write the edited config: {err}") from None
     try:
-        _bundle.replace(path, text.encode(), mode)
+        # config.json keeps its mode; not durable: the bundle does not outlive a crash (see write_atomic)
+        write_atomic(path, text.encode(), mode, durable=False)
     except OSError as err:
         raise RuntimeConfigError(f"cannot write {path!r}: {err.strerror}") from None
     return wanted
