@@ -7,6 +7,7 @@ Errors are mapped to exit codes in one place, :data:`EXIT_CODES`.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, List, Optional, Sequence, Tuple
@@ -70,6 +71,19 @@ def root_options(f: Any) -> Any:
     ]):
         f = opt(f)
     return f
+
+
+@functools.lru_cache(maxsize=None)  # click.option mutates the function: build each command once
+def subcommand(name: str, f: Any, options: Tuple[Any, ...]) -> click.Command:
+    """The command *name* running *f*, with *options* (in --help order) and the root options.
+
+    For commands defined in their own module (doctor, topology): ``cli``
+    imports those to register them, so they cannot apply ``root_options``
+    at import time and build their command here on first use instead.
+    """
+    for opt in reversed(options):
+        f = opt(f)
+    return click.command(name)(root_options(f))
 
 
 def roots_of(dev_root: str, driver_root: str, sysfs_root: str) -> _discover.Roots:

@@ -3,9 +3,8 @@ text, JSON for device plugins, node labels, or a preferred allocation."""
 
 from __future__ import annotations
 
-import functools
 import json
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import click
 
@@ -115,16 +114,9 @@ OPTIONS = (
 )
 
 
-@functools.lru_cache(maxsize=None)  # click.option mutates the function: build once
 def command() -> click.Command:
-    """The ``topology`` click command.
+    """The ``topology`` click command, built by ``cli.subcommand`` on first use: ``cli``
+    imports this module to register it, so importing ``cli`` at module level would be circular."""
+    from .cli import subcommand
 
-    Built on demand because it takes ``cli.root_options`` and ``cli`` registers
-    it: importing ``cli`` here at module level would be circular.
-    """
-    from .cli import root_options
-
-    f: Any = run
-    for opt in reversed(OPTIONS):
-        f = opt(f)
-    return click.command("topology")(root_options(f))
+    return subcommand("topology", run, OPTIONS)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import click
 
@@ -118,16 +117,9 @@ OPTIONS = (
 )
 
 
-@functools.lru_cache(maxsize=None)  # click.option mutates the function: build once
 def command() -> click.Command:
-    """The ``doctor`` click command.
+    """The ``doctor`` click command, built by ``cli.subcommand`` on first use: ``cli``
+    imports this module to register it, so importing ``cli`` at module level would be circular."""
+    from ..cli import subcommand
 
-    Built on demand because it takes ``cli.root_options`` and ``cli`` registers
-    it: importing ``cli`` here at module level would be circular.
-    """
-    from ..cli import root_options
-
-    f: Any = doctor
-    for opt in reversed(OPTIONS):
-        f = opt(f)
-    return click.command("doctor")(root_options(f))
+    return subcommand("doctor", doctor, OPTIONS)
