@@ -19,9 +19,10 @@ from ..errors import DiscoveryError
 from ..generate import discover as _discover
 from ..generate import profile as _profile
 from ..model import HostView, Profile
+from ..runtime import containerd, crio, docker, ocihooks
 
 Version = Tuple[int, ...]
-DEFAULT_HOOKS_DIRS = ("/usr/share/containers/oci/hooks.d", "/etc/containers/oci/hooks.d")
+DEFAULT_HOOKS_DIRS = ocihooks.READ_HOOKS_DIRS
 RUNTIMES = ("containerd", "crio", "docker", "podman")
 
 
@@ -34,9 +35,9 @@ class Options:
     profiles: Tuple[str, ...] = ()
     profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
     spec_dirs: Tuple[str, ...] = registry.DEFAULT_DIRS
-    containerd_config: str = "/etc/containerd/config.toml"
-    crio_config: str = "/etc/crio/crio.conf"
-    docker_config: str = "/etc/docker/daemon.json"
+    containerd_config: str = containerd.DEFAULT_CONFIG
+    crio_config: str = crio.DEFAULT_CONFIG
+    docker_config: str = docker.DEFAULT_CONFIG
     runtimeclasses: Tuple[str, ...] = ()
     hooks_dirs: Tuple[str, ...] = DEFAULT_HOOKS_DIRS
     runtime_name: str = "xpu"

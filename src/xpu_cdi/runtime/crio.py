@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import tomlkit
 
 from ..cdi import registry
-from . import tomlconf
+from . import ocihooks, tomlconf
 from .tomlconf import get, load
 
 DEFAULT_CONFIG = "/etc/crio/crio.conf"
@@ -87,7 +87,7 @@ def cdi_spec_dirs(doc: Any) -> List[str]:
 
 def hooks_dirs(doc: Any) -> List[str]:
     """Where CRI-O looks for oci-hooks.d files."""
-    return list(get(doc, ["crio", "runtime", "hooks_dir"]) or ["/usr/share/containers/oci/hooks.d"])
+    return list(get(doc, ["crio", "runtime", "hooks_dir"]) or [ocihooks.DEFAULT_HOOKS_DIR])
 
 
 def source_handler(effective: Dict[str, Any], name: str) -> Tuple[str, Dict[str, Any]]:

@@ -22,6 +22,7 @@ from .tomlconf import read_text
 FILE_NAME = "xpu-cdi.json"
 HOOK_NAME = "xpu-cdi-hook"  # a hooks.d file under another name is ours when it names the hook
 DEFAULT_HOOKS_DIR = "/usr/share/containers/oci/hooks.d"  # read by podman and CRI-O by default
+READ_HOOKS_DIRS = (DEFAULT_HOOKS_DIR, "/etc/containers/oci/hooks.d")  # every dir podman reads by default
 TEMPLATE = Path(__file__).resolve().parents[3] / "hooks" / "oci-hooks.d" / FILE_NAME
 STAGES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop")
 
