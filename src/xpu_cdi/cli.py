@@ -16,7 +16,6 @@ import click
 
 from . import errors
 from .cdi import registry
-from .cdi import validate as cdi_validate
 from .generate import check as _check
 from .generate import discover as _discover
 from .generate import edits as _edits
@@ -36,7 +35,20 @@ def exit_code(err: errors.XpuCdiError) -> int:
 
 
 class Group(click.Group):
-    """A click group that turns our errors into one line on stderr and an exit code."""
+    """A click group that turns our errors into one line on stderr and an exit code,
+    and imports the subsystem commands of :data:`LAZY_COMMANDS` on first use."""
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        if name not in self.commands and name in LAZY_COMMANDS:
+            import importlib
+
+            module, attr, build = LAZY_COMMANDS[name]
+            obj = getattr(importlib.import_module(module), attr)
+            self.add_command(obj() if build else obj, name)
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -195,6 +207,8 @@ def list_devices(spec_dirs: Tuple[str, ...]) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def validate(files: Tuple[str, ...]) -> None:
     """Check spec files against our strict schema and the CDI library's rules."""
+    from .cdi import validate as cdi_validate  # jsonschema: only this command pays for it
+
     bad = 0
     for path in files:
         try:
@@ -227,16 +241,15 @@ def hook(args: Tuple[str, ...]) -> None:
     sys.exit(hook_main(list(args)))
 
 
-# Commands that live with their subsystem register here, one line each:
-# main.add_command(<module>.<command>)
-from .runtime.cli import runtime as _runtime_group  # noqa: E402
-main.add_command(_runtime_group)
-from .watch import command as _watch_command  # noqa: E402 - built lazily: watch imports cli
-main.add_command(_watch_command())
-from . import topology_cmd  # noqa: E402 - built lazily: it takes root_options from here
-main.add_command(topology_cmd.command())
-from .doctor import command as doctor_cmd  # noqa: E402 - built lazily, as topology
-main.add_command(doctor_cmd.command())
+# Commands that live with their subsystem, imported only when used: `generate`
+# on every driver update should not pay for tomlkit, pyudev or the doctor.
+# name -> (module, attribute, whether the attribute builds the command)
+LAZY_COMMANDS = {
+    "runtime": ("xpu_cdi.runtime.cli", "runtime", False),
+    "watch": ("xpu_cdi.watch", "command", True),
+    "topology": ("xpu_cdi.topology_cmd", "command", True),
+    "doctor": ("xpu_cdi.doctor.command", "command", True),
+}
 
 
 if __name__ == "__main__":  # pragma: no cover
