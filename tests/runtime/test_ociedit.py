@@ -117,7 +117,10 @@ class TestDeviceNumbers:
         """Type, major, minor and mode come from hostPath when the spec leaves them out."""
         node = tmp_path / "xpu5"
         os.mknod(node, stat.S_IFCHR | 0o640, os.makedev(240, 5))
-        dev = ociedit.oci_device({"path": "/dev/xpu5", "hostPath": str(node)})
+        try:
+            dev = ociedit.oci_device({"path": "/dev/xpu5", "hostPath": str(node)})
+        finally:
+            node.unlink()  # no device node outlives the test
         assert (dev["type"], dev["major"], dev["minor"], dev["fileMode"]) == ("c", 240, 5, 0o640)
 
     def test_missing_host_node_is_a_clear_error(self, tmp_path: Path) -> None:
