@@ -119,7 +119,7 @@ def _runc(runtime: str, bundle: "runtimes.Bundle", env: "Dict[str, str] | None" 
 
 
 def hook_variants(work: Path) -> Dict[str, Sample]:
-    """`runc run` with the prestart hook in several forms (same as scripts/bench_hook.py)."""
+    """`runc run` with the prestart hook in several forms."""
     from xpu_cdi.hook import launcher
 
     host = fakehost.kunlunxin(work / "hook-host", cards=8)
@@ -145,7 +145,7 @@ def hook_variants(work: Path) -> Dict[str, Sample]:
 
 
 def wrapper_variants(work: Path) -> Dict[str, Sample]:
-    """`run` through xpu-container-runtime and plain runc (same as scripts/bench_wrapper.py)."""
+    """`run` through xpu-container-runtime and plain runc."""
     from xpu_cdi.runtime import launcher, wrapper
 
     host = fakehost.kunlunxin(work / "wrapper-host", cards=8)

@@ -1,8 +1,9 @@
 #!/bin/sh
-# Install the Debian packages xpu-cdi's build, tests and demo need, once.
-# Runs apt-get only when something is missing, so repeated `make` is fast.
+# Install Debian packages once: the ones xpu-cdi's build, tests and demo need
+# (default), or the ones given as arguments (packaging/install-build-deps.sh).
+# apt-get runs only when something is missing, so repeated `make` is fast.
 set -eu
-PKGS="gcc python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables"
+PKGS="${*:-gcc python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables}"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -14,5 +15,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+# Lists older than a day may name versions the mirror no longer has.
+if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -n1)" ]; then
+  apt-get update -qq
+fi
+# shellcheck disable=SC2086 # word splitting of the list is wanted
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
