@@ -496,6 +496,28 @@ static size_t emit_prefix(struct bpf_insn *out, const unsigned int *rules, size_
     return n;
 }
 
+
+/* Attach prog_fd to the cgroup in place of replaced_fd.  With ALLOW_MULTI
+ * (runc's mode) only BPF_F_REPLACE swaps exactly that program; a cgroup in
+ * single-program mode replaces whatever is attached.  Returns 0 or -1 with
+ * errno set, like the syscall. */
+static int attach_replacing(int cgfd, int prog_fd, int replaced_fd, unsigned int attach_flags)
+{
+    union bpf_attr attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.target_fd = (uint32_t)cgfd;
+    attr.attach_bpf_fd = (uint32_t)prog_fd;
+    attr.attach_type = BPF_CGROUP_DEVICE;
+    if (attach_flags & BPF_F_ALLOW_MULTI) {
+        attr.attach_flags = BPF_F_ALLOW_MULTI | BPF_F_REPLACE;
+        attr.replace_bpf_fd = (uint32_t)replaced_fd;
+    } else {
+        attr.attach_flags = attach_flags;
+    }
+    return sys_bpf(BPF_PROG_ATTACH, &attr) == 0 ? 0 : -1;
+}
+
 /* Replace attached program prog_id with a copy that also allows rules.
  * On success *old_fd (the original, kept so it can be restored) and
  * *new_fd are open; the caller closes them.  log gets the verifier's
@@ -599,17 +621,7 @@ int xc_bpf_dev_patch(int cgfd, unsigned int prog_id, unsigned int attach_flags,
         goto out;
     }
 
-    memset(&attr, 0, sizeof(attr));
-    attr.target_fd = (uint32_t)cgfd;
-    attr.attach_bpf_fd = (uint32_t)nfd;
-    attr.attach_type = BPF_CGROUP_DEVICE;
-    if (attach_flags & BPF_F_ALLOW_MULTI) {
-        attr.attach_flags = BPF_F_ALLOW_MULTI | BPF_F_REPLACE;
-        attr.replace_bpf_fd = (uint32_t)ofd;
-    } else {
-        attr.attach_flags = attach_flags; /* single program: attaching replaces it */
-    }
-    if (sys_bpf(BPF_PROG_ATTACH, &attr) != 0) {
+    if (attach_replacing(cgfd, nfd, ofd, attach_flags) != 0) {
         err = errno;
         goto out;
     }
@@ -629,17 +641,5 @@ out:
 /* Put the original program back in place of ours (undo of a failed hook). */
 int xc_bpf_dev_restore(int cgfd, int old_fd, int new_fd, unsigned int attach_flags)
 {
-    union bpf_attr attr;
-
-    memset(&attr, 0, sizeof(attr));
-    attr.target_fd = (uint32_t)cgfd;
-    attr.attach_bpf_fd = (uint32_t)old_fd;
-    attr.attach_type = BPF_CGROUP_DEVICE;
-    if (attach_flags & BPF_F_ALLOW_MULTI) {
-        attr.attach_flags = BPF_F_ALLOW_MULTI | BPF_F_REPLACE;
-        attr.replace_bpf_fd = (uint32_t)new_fd;
-    } else {
-        attr.attach_flags = attach_flags;
-    }
-    return sys_bpf(BPF_PROG_ATTACH, &attr) == 0 ? 0 : -errno;
+    return attach_replacing(cgfd, old_fd, new_fd, attach_flags) == 0 ? 0 : -errno;
 }
