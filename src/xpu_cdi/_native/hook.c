@@ -497,6 +497,19 @@ static size_t emit_prefix(struct bpf_insn *out, const unsigned int *rules, size_
 }
 
 
+/* BPF_OBJ_GET_INFO_BY_FD into *info (the caller presets any fields it wants
+ * filled, such as the instruction buffer).  0, or -1 with errno set. */
+static int prog_info(int fd, struct bpf_prog_info *info)
+{
+    union bpf_attr attr;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.info.bpf_fd = (uint32_t)fd;
+    attr.info.info_len = sizeof(*info);
+    attr.info.info = (uint64_t)(uintptr_t)info;
+    return sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) == 0 ? 0 : -1;
+}
+
 /* Attach prog_fd to the cgroup in place of replaced_fd.  With ALLOW_MULTI
  * (runc's mode) only BPF_F_REPLACE swaps exactly that program; a cgroup in
  * single-program mode replaces whatever is attached.  Returns 0 or -1 with
@@ -542,11 +555,7 @@ int xc_bpf_dev_patch(int cgfd, unsigned int prog_id, unsigned int attach_flags,
         return -errno;
 
     memset(&info, 0, sizeof(info));
-    memset(&attr, 0, sizeof(attr));
-    attr.info.bpf_fd = (uint32_t)ofd;
-    attr.info.info_len = sizeof(info);
-    attr.info.info = (uint64_t)(uintptr_t)&info;
-    if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) != 0) {
+    if (prog_info(ofd, &info) != 0) {
         err = errno;
         goto out;
     }
@@ -579,11 +588,7 @@ int xc_bpf_dev_patch(int cgfd, unsigned int prog_id, unsigned int attach_flags,
         memset(&info, 0, sizeof(info));
         info.xlated_prog_len = want;
         info.xlated_prog_insns = (uint64_t)(uintptr_t)(insns + pre);
-        memset(&attr, 0, sizeof(attr));
-        attr.info.bpf_fd = (uint32_t)ofd;
-        attr.info.info_len = sizeof(info);
-        attr.info.info = (uint64_t)(uintptr_t)&info;
-        if (sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &attr) != 0) {
+        if (prog_info(ofd, &info) != 0) {
             err = errno;
             goto out;
         }
