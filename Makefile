@@ -15,7 +15,7 @@ all: install
 deps:
 	@sh scripts/install-deps.sh
 
-$(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef)
+$(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/fast/*)
 	@$(MAKE) --no-print-directory deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -2,8 +2,21 @@
  * the kernel and Python 3.11's os module does not give: setns, openat2 /
  * an in-root path walk, mount(2), a confined fork+exec, and cgroup v2
  * device eBPF programs.  Compiled in the same extension as resolver.c
- * (build.py appends it with a #line marker).  Same contract: 0 or -errno,
+ * (build.py appends it with a #line marker), and on its own into the
+ * compiled front end (fast/), which declares it in fast/xc.h.  Same contract: 0 or -errno,
  * no memory the caller must free; fds handed out are O_CLOEXEC. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* compiled on its own into the front end (fast/build.py) */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 #include <linux/bpf.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>

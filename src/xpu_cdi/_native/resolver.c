@@ -5,7 +5,9 @@
  *
  * Every function returns 0 or -errno and never allocates memory the caller
  * must free (scratch memory is freed before returning). */
+#ifndef _GNU_SOURCE /* Python.h has it already */
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

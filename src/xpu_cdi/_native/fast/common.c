@@ -1,0 +1,206 @@
+/* Shared helpers of the front end: see common.h. */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char xf_reason[1024];
+
+int xf_say(int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(xf_reason, sizeof(xf_reason), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void out_of_memory(void)
+{
+    static const char msg[] = "xpu-cdi: out of memory\n";
+    ssize_t unused = write(2, msg, sizeof(msg) - 1);
+    (void)unused;
+    _exit(1);
+}
+
+void *xf_alloc(size_t n)
+{
+    void *p = calloc(1, n ? n : 1);
+    if (p == NULL)
+        out_of_memory();
+    return p;
+}
+
+void *xf_realloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (p == NULL)
+        out_of_memory();
+    return p;
+}
+
+char *xf_strndup(const char *s, size_t n)
+{
+    char *p = xf_alloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *xf_strdup(const char *s)
+{
+    return xf_strndup(s, strlen(s));
+}
+
+static char *vformat(const char *fmt, va_list ap)
+{
+    va_list copy;
+    int n;
+    char *p;
+
+    va_copy(copy, ap);
+    n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (n < 0)
+        n = 0;
+    p = xf_alloc((size_t)n + 1);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    return p;
+}
+
+char *xf_printf(const char *fmt, ...)
+{
+    va_list ap;
+    char *p;
+
+    va_start(ap, fmt);
+    p = vformat(fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+void xf_buf_add(struct xf_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        b->data = xf_realloc(b->data, cap);
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void xf_buf_adds(struct xf_buf *b, const char *s)
+{
+    xf_buf_add(b, s, strlen(s));
+}
+
+void xf_buf_addf(struct xf_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    char *p;
+
+    va_start(ap, fmt);
+    p = vformat(fmt, ap);
+    va_end(ap);
+    xf_buf_adds(b, p);
+    free(p);
+}
+
+int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
+{
+    struct xf_buf b = {0};
+
+    xf_buf_add(&b, "", 0);
+    for (;;) {
+        char chunk[65536];
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return xf_say(XF_DEFER, "read failed: %s", strerror(errno));
+        if (n == 0)
+            break;
+        if (b.len + (size_t)n > limit)
+            return xf_say(XF_DEFER, "input larger than %zu bytes", limit);
+        xf_buf_add(&b, chunk, (size_t)n);
+    }
+    *data = b.data;
+    *len = b.len;
+    return XF_OK;
+}
+
+int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int rv;
+
+    if (fd < 0)
+        return xf_say(XF_DEFER, "cannot open %s: %s", path, strerror(errno));
+    if (mode != NULL) {
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            rv = xf_say(XF_DEFER, "cannot stat %s: %s", path, strerror(errno));
+            close(fd);
+            return rv;
+        }
+        *mode = st.st_mode & 07777;
+    }
+    rv = xf_read_fd(fd, limit, data, len);
+    close(fd);
+    if (rv != XF_OK)
+        return xf_say(rv, "%s: %s", path, xf_strdup(xf_reason));
+    return XF_OK;
+}
+
+void xf_exec_python(const char *prog, char **argv, const char *stdin_data, size_t stdin_len)
+{
+    char self[4096], *py;
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 4);
+
+    if (n <= 0) {
+        fprintf(stderr, "%s: cannot find this executable (/proc/self/exe): %s\n", prog, strerror(errno));
+        _exit(1);
+    }
+    self[n] = '\0';
+    py = xf_printf("%s.py", self);
+    if (stdin_data != NULL) {
+        int fd = memfd_create("oci-state", MFD_CLOEXEC);
+        size_t done = 0;
+        if (fd < 0) {
+            fprintf(stderr, "%s: memfd_create: %s\n", prog, strerror(errno));
+            _exit(1);
+        }
+        while (done < stdin_len) {
+            ssize_t w = write(fd, stdin_data + done, stdin_len - done);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                fprintf(stderr, "%s: cannot pass the OCI state on: %s\n", prog, strerror(errno));
+                _exit(1);
+            }
+            done += (size_t)w;
+        }
+        if (lseek(fd, 0, SEEK_SET) != 0 || dup2(fd, 0) != 0) {
+            fprintf(stderr, "%s: cannot pass the OCI state on: %s\n", prog, strerror(errno));
+            _exit(1);
+        }
+        close(fd);
+    }
+    argv[0] = py;
+    execv(py, argv);
+    fprintf(stderr, "%s: cannot run the Python implementation %s: %s (reinstall xpu-cdi, or rerun "
+            "`%s install-launcher` for this path)\n", prog, py, strerror(errno), prog);
+    _exit(1);
+}

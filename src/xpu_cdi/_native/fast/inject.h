@@ -1,0 +1,24 @@
+/* Inject merged CDI edits into a container being created, from a prestart
+ * / createRuntime hook: the C twin of xpu_cdi.hook.plan + inject (with
+ * rootfs, cgroup, ldcache, links).  All or nothing: every change is
+ * journalled and undone when a later step fails. */
+#ifndef XF_INJECT_H
+#define XF_INJECT_H
+#include "request.h"
+
+struct xf_container {
+    const char *id;
+    int pid;                 /* the container's init, a host pid (> 1) */
+    const char *rootfs;      /* absolute host path of the rootfs */
+};
+
+/* Returns XF_OK with a one-line summary for the log in *note (the same
+ * facts as the Python hook's "injected ..." line); XF_DEFER when the edits
+ * hold something only the Python code does (a spec hook other than our
+ * update-ldcache / create-symlinks, an unsupported mount option) or any
+ * step failed and everything was undone (the Python hook then retries and
+ * reports); XF_FAIL when a step failed and could not be undone
+ * (xf_reason says what is left). */
+int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const char **note);
+
+#endif

@@ -1,0 +1,95 @@
+/* Which devices a container asked for, and their merged CDI edits: the C
+ * twin of xpu_cdi.hook.select (selection variables through the hook
+ * indexes, cdi.k8s.io/ annotations) and xpu_cdi.cdi.registry (spec dirs,
+ * precedence, merge_edits), for the front end's hot path.
+ *
+ * Same answers as the Python code for everything it accepts (tests compare
+ * them); everything else -- a token only a profile's alias regex can read,
+ * a YAML spec without a fresh compact copy in its index, a broken or
+ * conflicting spec file, an unknown device, a malformed value -- is
+ * XF_DEFER with the reason in xf_reason, and the Python implementation
+ * takes over (and says what is wrong, in one line). */
+#ifndef XF_REQUEST_H
+#define XF_REQUEST_H
+#include "fjson.h"
+
+/* Field presence bits of struct xf_node. */
+#define XF_HAS_MAJOR 1u
+#define XF_HAS_MINOR 2u
+#define XF_HAS_MODE 4u
+#define XF_HAS_UID 8u
+#define XF_HAS_GID 16u
+
+struct xf_node {             /* a CDI deviceNodes entry */
+    const char *path;        /* container path (always set, absolute not yet checked) */
+    const char *host_path;   /* hostPath, or NULL */
+    char type;               /* 'c', 'b', 'u', 'p', or 0 when absent */
+    long long major, minor, mode, uid, gid; /* valid per the XF_HAS_* bits in present */
+    unsigned present;
+    const char *permissions; /* or NULL */
+    const fj *json;          /* the entry as in the spec */
+};
+
+struct xf_mount {            /* a CDI mounts entry */
+    const char *host_path, *container_path;
+    const char *type;        /* or NULL */
+    const char **options;
+    size_t noptions;
+    const fj *json;
+};
+
+struct xf_hook {             /* a CDI hooks entry */
+    const char *hook_name, *path;
+    const char **args;       /* NULL-free list, nargs long */
+    size_t nargs;
+    const fj *json;          /* the whole entry (env, timeout...) */
+};
+
+/* Merged edits of the requested devices (registry.merge_edits): each
+ * spec's shared containerEdits once, first, then every device's own;
+ * nodes de-duplicated by path, mounts by containerPath, hooks by equality. */
+struct xf_edits {
+    const char **env;
+    size_t nenv;
+    struct xf_node *nodes;
+    size_t nnodes;
+    struct xf_mount *mounts;
+    size_t nmounts;
+    struct xf_hook *hooks;
+    size_t nhooks;
+    long long *gids;         /* additionalGids, de-duplicated (the wrapper applies them) */
+    size_t ngids;
+    const char *unsupported; /* "intelRdt" / "netDevices" when an edit needs one, else NULL */
+};
+
+/* The hook indexes (*.xpu-cdi) of the spec dirs, by kind, later dirs
+ * winning (select.load_indexes).  An index that is broken only disables
+ * env selection for its kind, as in Python. */
+struct xf_index {
+    const char *kind;
+    const fj *json;          /* the whole index */
+};
+struct xf_indexes {
+    struct xf_index *items;
+    size_t n;
+};
+int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *out);
+
+/* The qualified devices a container asked for, in select.requested's
+ * order: per kind (sorted), the first of its selection variables present
+ * in env decides; then cdi.k8s.io/ annotations by key.  env is the
+ * process.env array (or NULL); ann_state and ann_config the annotations
+ * objects of the OCI state and config.json (or NULL; config's win on a
+ * repeated key).  *n may be 0: nothing asked for.  XF_DEFER when any value
+ * needs the Python code (see above). */
+int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
+                 const char ***names, size_t *n);
+
+/* Look the qualified names up in the spec dirs (lowest priority first)
+ * and merge their edits.  XF_DEFER when any spec file in the dirs is one
+ * this code cannot read with certainty or the registry would report a
+ * problem for, or a name is not defined. */
+int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, size_t n,
+               struct xf_edits *out);
+
+#endif
