@@ -21,10 +21,18 @@ BIN = Path(sys.executable).parent
 HOOK_ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
 
 
+def fast_binary(name: str) -> "Optional[str]":
+    """The compiled front end to test: from $XPU_CDI_FAST_BIN (a build dir,
+    for working on the C code without reinstalling), else the installed one."""
+    d = os.environ.get("XPU_CDI_FAST_BIN")
+    return os.path.join(d, name) if d else None
+
+
 def install_launcher(dest_dir: Path) -> Path:
-    """The fast launcher (`xpu-cdi-hook install-launcher`) in *dest_dir*."""
+    """The hook as installed (`xpu-cdi-hook install-launcher`) in *dest_dir*:
+    the compiled front end, and its Python implementation beside it."""
     path = dest_dir / "xpu-cdi-hook"
-    launcher.install(str(path))
+    launcher.install(str(path), fast_binary("xpu-cdi-hook"))
     return path
 
 

@@ -1,6 +1,10 @@
-"""A fast launcher for the hook.
+"""Installing the hook for runtimes: the compiled front end at PATH and the
+Python launcher below at PATH.py (see ``xpu_cdi.frontend``).
 
-pip's console script starts the interpreter with ``site`` (venv set-up,
+The front end handles a container start in about a millisecond when the
+container asks for nothing, and injects the common case itself; it execs
+the Python launcher for the rest.  Why the launcher is not pip's console
+script: pip's console script starts the interpreter with ``site`` (venv set-up,
 ``.pth`` files, the editable-install finder): about 30 ms on the reference
 machine before the hook runs a line.  The launcher names the real
 interpreter with ``-I -S`` (no ``PYTHON*`` variables, no user site, no
@@ -15,7 +19,8 @@ import os
 import sys
 
 TEMPLATE = """#!{python} -IS
-# xpu-cdi-hook launcher, written by `xpu-cdi-hook install-launcher`: rerun that
+# xpu-cdi-hook's Python implementation, exec'd by the compiled front end beside
+# it; written by `xpu-cdi-hook install-launcher`: rerun that
 # after moving or upgrading the installation.  -I: no PYTHON* variables, no user
 # site; -S: no site.py (no .pth processing); sys.path set here, explicitly.
 import sys
@@ -43,20 +48,13 @@ def text() -> str:
     return TEMPLATE.format(python=os.path.realpath(sys.executable), front=front, back=back)
 
 
-def install(path: str) -> str:
-    """Write the launcher to *path* (atomically, mode 0755).
+def install(path: str, binary: "str | None" = None) -> str:
+    """Install the compiled hook (or *binary*) at *path* and the launcher at
+    ``path.py`` (atomically, mode 0755).
 
     Returns:
         A one-line confirmation.
     """
-    path = os.path.abspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o755)
-    try:
-        os.write(fd, text().encode())
-        os.fchmod(fd, 0o755)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    return f"wrote {path}: register it as the hook's path"
+    from ..frontend import install_pair
+
+    return install_pair(path, "xpu-cdi-hook", text(), binary) + ": register the first as the hook's path"

@@ -9,7 +9,8 @@ Subcommands:
   TARGET::LINK...``: the spec's ``createContainer`` hooks, for runtimes
   that apply CDI specs themselves (``prestart`` runs the same code
   in-process);
-* ``install-launcher PATH``: write a fast launcher script (below).
+* ``install-launcher PATH``: install the compiled front end at PATH and
+  this implementation's launcher at PATH.py (``hook/launcher.py``).
 
 Options anywhere on the line: ``--spec-dir DIR`` (repeatable; else the
 colon-separated ``XPU_CDI_SPEC_DIRS`` of the hook's *own* environment,

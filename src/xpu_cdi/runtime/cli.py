@@ -75,9 +75,10 @@ def configure(runtime_kind: str, config: Optional[str], drop_in: Optional[str], 
 @runtime.command("install-launcher")
 @click.argument("path", type=click.Path(dir_okay=False))
 def install_launcher(path: str) -> None:
-    """Write a fast launcher for xpu-container-runtime at PATH (python -I -S,
-    no site start-up: about 25 ms less on each of the five or more runtime
-    calls of a container).  Then: runtime configure --wrapper-path PATH."""
+    """Install xpu-container-runtime at PATH: the compiled front end (passes
+    every command straight to runc, edits config.json itself for the common
+    requests) and its Python implementation at PATH.py (python -I -S).
+    Then: runtime configure --wrapper-path PATH."""
     from . import launcher
 
     try:

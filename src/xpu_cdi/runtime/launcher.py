@@ -1,5 +1,9 @@
-"""A fast launcher for ``xpu-container-runtime``.
+"""Installing ``xpu-container-runtime``: the compiled front end at PATH and
+the Python launcher below at PATH.py (see ``xpu_cdi.frontend``).
 
+The front end passes every command but create/run straight to the real
+runtime, and applies the common requests itself; it execs the Python
+launcher for the rest.  Why the launcher is not pip's console script:
 containerd's shim runs the runtime binary five or more times per container
 (create, start, state, kill, delete), so interpreter start-up is paid each
 time.  pip's console script starts Python with ``site`` (venv set-up,
@@ -15,10 +19,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .. import atomic
-
 TEMPLATE = """#!{python} -IS
-# xpu-container-runtime launcher, written by `xpu-cdi runtime install-launcher`:
+# xpu-container-runtime's Python implementation, exec'd by the compiled front
+# end beside it; written by `xpu-cdi runtime install-launcher`:
 # run that again after moving or upgrading the installation.  -I: no PYTHON*
 # variables, no user site; -S: no site.py (no .pth processing).
 import sys
@@ -36,8 +39,9 @@ def text() -> str:
     return TEMPLATE.format(python=os.path.realpath(sys.executable), front=front)
 
 
-def install(path: str) -> str:
-    """Write the launcher to *path* (atomically, mode 0755).
+def install(path: str, binary: "str | None" = None) -> str:
+    """Install the compiled wrapper (or *binary*) at *path* and the launcher
+    at ``path.py`` (atomically, mode 0755).
 
     Returns:
         A one-line confirmation.
@@ -45,7 +49,7 @@ def install(path: str) -> str:
     Raises:
         OSError: the directory is not writable.
     """
-    path = os.path.abspath(path)
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    atomic.write_atomic(path, text().encode(), mode=0o755)
-    return f"wrote {path}: pass it to `xpu-cdi runtime configure --wrapper-path`"
+    from ..frontend import install_pair
+
+    return install_pair(path, "xpu-container-runtime", text(), binary) + \
+        ": pass the first to `xpu-cdi runtime configure --wrapper-path`"
