@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from xpu_cdi.cdi import names, registry
+from hookkit import fast_binary
 from xpu_cdi.hook import launcher, main, select
 
 BIN = Path(sys.executable).parent
@@ -113,19 +114,31 @@ class TestReporting:
 
 class TestLauncher:
     def test_install_and_run(self, tmp_path: Path) -> None:
-        """The launcher names the real interpreter with -IS and runs the hook."""
+        """install-launcher puts the compiled front end at PATH and the Python
+        launcher (the real interpreter with -IS) at PATH.py; --help, which the
+        front end hands to Python, works through the pair."""
         path = tmp_path / "xpu-cdi-hook"
-        assert "wrote" in launcher.install(str(path))
-        text = path.read_text()
+        assert "wrote" in launcher.install(str(path), fast_binary("xpu-cdi-hook"))
+        assert path.read_bytes()[:4] == b"\x7fELF"
+        text = Path(f"{path}.py").read_text()
         assert text.startswith(f"#!{os.path.realpath(sys.executable)} -IS\n")
-        assert os.stat(path).st_mode & 0o777 == 0o755
+        assert os.stat(path).st_mode & 0o777 == 0o755 and os.stat(f"{path}.py").st_mode & 0o777 == 0o755
         r = subprocess.run([str(path), "--help"], capture_output=True, text=True, env={})
         assert r.returncode == 0 and "usage: xpu-cdi-hook" in r.stdout
+
+    def test_front_end_without_its_python_half(self, tmp_path: Path) -> None:
+        """A front end whose PATH.py is missing fails in one line naming the file."""
+        path = tmp_path / "xpu-cdi-hook"
+        launcher.install(str(path), fast_binary("xpu-cdi-hook"))
+        os.unlink(f"{path}.py")
+        r = subprocess.run([str(path), "--help"], capture_output=True, text=True, env={})
+        assert r.returncode == 1 and r.stderr.count("\n") == 1
+        assert f"cannot run the Python implementation {path}.py" in r.stderr
 
     def test_ignores_python_env(self, tmp_path: Path) -> None:
         """PYTHONPATH/PYTHONSTARTUP in the hook's env cannot inject code (-I)."""
         path = tmp_path / "xpu-cdi-hook"
-        launcher.install(str(path))
+        launcher.install(str(path), fast_binary("xpu-cdi-hook"))
         evil = tmp_path / "evil"
         evil.mkdir()
         (evil / "xpu_cdi").mkdir()

@@ -303,7 +303,7 @@ def test_known_selection_matches_the_profiles() -> None:
 
 
 def test_launcher(run: Run, tmp_path: Path) -> None:
-    """`xpu-cdi runtime install-launcher` writes an -I -S script that behaves as the wrapper."""
+    """`xpu-cdi runtime install-launcher` installs the compiled wrapper and its -I -S Python half."""
     from click.testing import CliRunner
 
     from xpu_cdi.cli import main
@@ -311,7 +311,8 @@ def test_launcher(run: Run, tmp_path: Path) -> None:
     path = tmp_path / "bin" / "xpu-container-runtime"
     r = CliRunner().invoke(main, ["runtime", "install-launcher", str(path)])
     assert r.exit_code == 0, r.output
-    assert path.read_text().startswith(f"#!{os.path.realpath(sys.executable)} -IS\n")
+    assert path.read_bytes()[:4] == b"\x7fELF"  # the compiled front end...
+    assert Path(f"{path}.py").read_text().startswith(f"#!{os.path.realpath(sys.executable)} -IS\n")  # ...its Python half
     assert path.stat().st_mode & 0o777 == 0o755
     cfg = run.config(["XPU_VISIBLE_DEVICES=2"])
     out = subprocess.run([str(path), "create", "--bundle", str(run.bundle), "c1"], env=run.env,
