@@ -16,6 +16,13 @@ struct xf_cgroup {
     int fd;             /* v1: O_PATH dir fd; v2: O_RDONLY dir fd (bpf needs it) */
 };
 
+/* locate() of the Python on given texts (mountinfo, /proc/PID/cgroup;
+ * both NUL-terminated at their length): *version 1 or 2 and the device
+ * cgroup directory, deciding as runc does.  XF_OK, or XF_DEFER with the
+ * reason (not found, or text the C does not parse exactly like Python). */
+int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, size_t clen,
+                     int *version, const char **path);
+
 /* Find and open the device cgroup of host pid (reads /proc/PID/cgroup and
  * /proc/self/mountinfo; call before joining the container's mount
  * namespace).  XF_OK, or XF_DEFER with the reason. */
