@@ -780,12 +780,15 @@ static int bind_at(struct inj *x, int src, const char *cpath, char leaf, unsigne
         x->leaked = xf_printf("the bind mount on '%s' (cannot find it again: %s)", cpath, strerror(-rv));
         return xf_say(XF_DEFER, "resolve %s after mounting: %s", cpath, strerror(-rv));
     }
+    /* journal the unmount only of what is our mount: unmounting whatever
+     * a raced path leads to could take down a mount the runtime made */
+    if (fstat(top, &a) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        close(top);
+        x->leaked = xf_printf("the bind mount on '%s' (not where it was made)", cpath);
+        return xf_say(XF_DEFER, "the bind mount is not where it was made (raced?)");
+    }
     xf_undo_keep_fd(&x->undo, top);
     xf_undo_push(&x->undo, xf_printf("unmount '%s'", cpath), undo_umount, top, 0, 0, 0);
-    if (fstat(top, &a) != 0)
-        return xf_say(XF_DEFER, "fstat %s: %s", cpath, strerror(errno));
-    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-        return xf_say(XF_DEFER, "the bind mount is not where it was made (raced?)");
     if (flags && (rv = xc_mount(NULL, fd_path(tp, top), NULL, MS_REMOUNT | MS_BIND | flags, NULL)) != 0)
         return xf_say(XF_DEFER, "remount: %s", strerror(-rv));
     *made = 1;
@@ -994,7 +997,7 @@ static int update_ldcache(struct inj *x, const struct plan *p, const int *nsfds,
     rv = xc_spawn_confined(fd_path(root, x->rootfd), argv.data, 1 + ndirs, LDCONFIG_ENV, 1, nsfds, nstypes, nns,
                            LDCONFIG_TIMEOUT_MS, out, sizeof(out), &status);
     if (rv != 0)
-        return xf_say(XF_DEFER, "update-ldcache: cannot run the image's %s: %s", ldconfig, strerror(-rv));
+        return xf_say(XF_DEFER, "cannot run the image's %s: %s", ldconfig, strerror(-rv));
     code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1;
     if (code != 0) {
         /* the last non-empty line of its output, as Python's strip().splitlines()[-1] */
@@ -1005,8 +1008,8 @@ static int update_ldcache(struct inj *x, const struct plan *p, const int *nsfds,
         while (start > 0 && out[start - 1] != '\n' && out[start - 1] != '\r')
             start--;
         if (end == start)
-            return xf_say(XF_DEFER, "update-ldcache: the image's %s exited with %d: no output", ldconfig, code);
-        return xf_say(XF_DEFER, "update-ldcache: the image's %s exited with %d: %.*s", ldconfig, code,
+            return xf_say(XF_DEFER, "the image's %s exited with %d: no output", ldconfig, code);
+        return xf_say(XF_DEFER, "the image's %s exited with %d: %.*s", ldconfig, code,
                       (int)(end - start), out + start);
     }
     xf_buf_adds(&msg, "ld cache updated for ");
