@@ -314,26 +314,45 @@ def test_deferred_before_touching(base: Path, hooks: Dict[str, Path], host: Path
     assert snapshot(rootfs) == before
 
 
-def test_late_failure_is_rolled_back(base: Path, hooks: Dict[str, Path], host: Path) -> None:
-    """A link that exists in the image as something else fails after nodes, mounts and dirs were made:
-    everything is taken back, the C defers, the Python hook then reports the error."""
-    edits = {"deviceNodes": nodes(host)[:1], "mounts": mounts(host)[:3],
+# what runc itself leaves in an on-disk /dev (as tests/e2e/test_hook_failures.py)
+RUNC_DEV = {"null", "zero", "full", "random", "urandom", "tty", "fd", "stdin", "stdout", "stderr", "ptmx",
+            "pts", "shm"}
+
+
+def link_conflict(rootfs: Path) -> None:
+    (rootfs / "opt" / "links").mkdir(parents=True)
+    (rootfs / "opt" / "links" / "x").write_text("image file\n")
+
+
+def failing_ldconfig(rootfs: Path) -> None:
+    (rootfs / "sbin" / "ldconfig").write_text("#!/bin/sh\necho 'ldconfig: cannot do it' >&2\nexit 3\n")
+    (rootfs / "sbin" / "ldconfig").chmod(0o755)
+
+
+@pytest.mark.parametrize("image, reason", [
+    (link_conflict, "/opt/links/x already exists in the container and is not a link to a"),
+    (failing_ldconfig, "/sbin/ldconfig exited with 3: ldconfig: cannot do it"),
+], ids=["link-conflict", "ldconfig-fails"])
+def test_late_failure_is_rolled_back(base: Path, hooks: Dict[str, Path], host: Path, image: Any,
+                                     reason: str) -> None:
+    """A step late in the injection fails after nodes (on disk), mounts, dirs, links and the ld.so.conf.d
+    entry were made: the C takes everything back, then defers (the Python hook would report the error)."""
+    edits = {"deviceNodes": nodes(host), "mounts": mounts(host),
              "hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
-                        "args": ["xpu-cdi-hook", "create-symlinks", "--link", "a::/opt/links/x"]}]}
-    specs = spec_dir(base, "late", edits)
-
-    def image(rootfs: Path) -> None:
-        (rootfs / "opt" / "links").mkdir(parents=True)
-        (rootfs / "opt" / "links" / "x").write_text("image file\n")
-
-    log = base / "late.log"
-    b = bundle(base, hooks["c"], specs, log, image=image)
+                        "args": ["xpu-cdi-hook", "create-symlinks", "--link", "b::/opt/deep/er/y",
+                                 "--link", "a::/opt/links/x"]},
+                       {"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
+                        "args": ["xpu-cdi-hook", "update-ldcache", "--folder", "/opt/lib"]}]}
+    specs = spec_dir(base, "late-" + image.__name__, edits)
+    log = base / f"late-{image.__name__}.log"
+    b = bundle(base, hooks["c"], specs, log, image=image, dev_tmpfs=False)
     before = snapshot(b.rootfs)
-    mounts_before = Path("/proc/self/mountinfo").read_text().count(str(base))
     r = runtimes.run_runc(b)
     assert r.returncode != 0 and DEFERRED in r.stderr
     lines = log_lines(log)
-    assert lines and lines[-1].startswith("fast path: deferring") and "/opt/links/x" in lines[-1], lines
-    assert snapshot(b.rootfs) == before
-    assert Path("/proc/self/mountinfo").read_text().count(str(base)) == mounts_before
+    assert lines and lines[-1].startswith("fast path: deferring") and reason in lines[-1], lines
+    after = snapshot(b.rootfs)
+    assert set(before) <= set(after), sorted(set(before) - set(after))
+    left = sorted(e.split()[0] for e in set(after) - set(before))
+    assert all(e.startswith("dev/") and e.split("/")[1] in RUNC_DEV for e in left), f"left behind: {left}"
     shutil.rmtree(b.dir, ignore_errors=True)
