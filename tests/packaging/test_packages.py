@@ -41,7 +41,11 @@ MANIFEST = "/var/lib/xpu-cdi/generated"
 # What both packages must install besides the Python package, by path
 # relative to the prefix the distribution uses for it.
 COMMANDS = {"xpu-cdi", "xpu-cdi-hook", "xpu-container-runtime"}
-LAUNCHED = ("xpu-cdi-hook", "xpu-container-runtime")  # fast launchers instead of console scripts
+# compiled front ends in /usr/libexec/xpu-cdi/ with their Python launchers (<name>.py) beside them,
+# symlinked from /usr/bin (and from the package's _native/bin/, where install-launcher copies them from)
+LAUNCHED = ("xpu-cdi-hook", "xpu-container-runtime")
+LIBEXEC = "/usr/libexec/xpu-cdi"
+TEST_BINARY = "xpu-cdi-fast-test"  # the unit tests' binary: never shipped
 UNITS = {"xpu-cdi-refresh.service", "xpu-cdi-refresh.path"}
 MANPAGES = {"xpu-cdi.1.gz", "xpu-cdi-hook.1.gz", "xpu-container-runtime.1.gz"}
 UDEV_RULE = "70-xpu-cdi.rules"
@@ -50,7 +54,7 @@ HOOK_CONFIGS = {"xpu-cdi.json"}  # oci-hooks.d, rendered at build time for the p
 
 # Where the package (or its scripts) may leave traces; listed before and
 # after, they must be the same.
-WATCHED_DIRS = ["/usr/bin", "/lib/systemd/system", "/lib/udev/rules.d", "/usr/lib/python3/dist-packages",
+WATCHED_DIRS = ["/usr/bin", "/usr/libexec", "/lib/systemd/system", "/lib/udev/rules.d", "/usr/lib/python3/dist-packages",
                 "/usr/share/containers/oci/hooks.d", "/usr/share/doc", "/usr/share/man/man1", "/etc/cdi",
                 "/etc/systemd/system", "/var/lib/systemd", "/var/lib/xpu-cdi", "/etc/xpu-cdi"]
 
@@ -141,13 +145,32 @@ def build_deb() -> Path:
     return debs[0]
 
 
-def deb_paths(deb: Path) -> Set[str]:
-    listing = run(["dpkg-deb", "-c", str(deb)]).stdout.splitlines()
-    return {line.split()[-1].lstrip(".") for line in listing if line}
+def deb_paths(deb: Path) -> Dict[str, str]:
+    """Path -> symlink target ("" for other entries)."""
+    out: Dict[str, str] = {}
+    for line in run(["dpkg-deb", "-c", str(deb)]).stdout.splitlines():
+        if line:
+            path, _, target = line.split(None, 5)[-1].partition(" -> ")
+            out[path.lstrip(".")] = target
+    return out
+
+
+def check_front_ends(paths: Dict[str, str], site: str) -> None:
+    """Each front end and its .py in libexec, symlinks to it from /usr/bin and _native/bin, no test binary."""
+    for name in LAUNCHED:
+        assert paths.get(f"{LIBEXEC}/{name}") == "" and paths.get(f"{LIBEXEC}/{name}.py") == "", name
+        assert paths.get(f"/usr/bin/{name}") == f"../libexec/xpu-cdi/{name}"
+        link = f"{site}/xpu_cdi/_native/bin/{name}"
+        assert os.path.normpath(os.path.join(os.path.dirname(link), paths[link])) == f"{LIBEXEC}/{name}"
+    assert not [p for p in paths if TEST_BINARY in p]
+    assert {p for p in paths if p.startswith(f"{site}/xpu_cdi/_native/bin/") and not p.endswith("/")} == \
+        {f"{site}/xpu_cdi/_native/bin/{name}" for name in LAUNCHED}
 
 
 def check_deb_contents(deb: Path) -> None:
-    paths = deb_paths(deb)
+    links = deb_paths(deb)
+    check_front_ends(links, "/usr/lib/python3/dist-packages")
+    paths = set(links)
     names = {p.rsplit("/", 1)[-1] for p in paths}
     assert {f"/usr/bin/{c}" for c in COMMANDS} <= paths
     assert {f"/lib/systemd/system/{u}" for u in UNITS} <= paths
@@ -205,10 +228,19 @@ def test_deb_install_use_purge(serial: None, tmp_path: Path) -> None:
         assert installed()
         assert run(["/usr/bin/xpu-cdi", "--version"]).stdout.strip().endswith(VERSION)
         assert run(["head", "-n1", "/usr/bin/xpu-cdi"]).stdout.strip() == "#!/usr/bin/python3"
-        for name in LAUNCHED:  # started on every container start: no site.py
-            assert run(["head", "-n1", f"/usr/bin/{name}"]).stdout.strip() == "#!/usr/bin/python3 -IS"
-        # the wrapper passes what it does not edit straight to runc
+        for name in LAUNCHED:  # compiled, and their Python implementation starts without site.py
+            assert os.path.realpath(f"/usr/bin/{name}") == f"{LIBEXEC}/{name}"
+            assert Path(f"{LIBEXEC}/{name}").read_bytes()[:4] == b"\x7fELF"
+            assert run(["head", "-n1", f"{LIBEXEC}/{name}.py"]).stdout.strip() == "#!/usr/bin/python3 -IS"
+        # the wrapper passes what it does not edit straight to runc, from the binary and from Python
         assert "runc" in run(["/usr/bin/xpu-container-runtime", "--version"]).stdout.lower()
+        assert "runc" in run([f"{LIBEXEC}/xpu-container-runtime.py", "--version"]).stdout.lower()
+        # the hook hands --help to its Python implementation beside its real path
+        assert "usage: xpu-cdi-hook" in run(["/usr/bin/xpu-cdi-hook", "--help"]).stdout
+        # install-launcher copies the packaged binary (through the _native/bin symlink) with a .py
+        run(["/usr/bin/xpu-cdi-hook", "install-launcher", str(tmp_path / "hook")])
+        assert (tmp_path / "hook").read_bytes() == Path(f"{LIBEXEC}/xpu-cdi-hook").read_bytes()
+        assert "usage: xpu-cdi-hook" in run([str(tmp_path / "hook"), "--help"]).stdout
         # no cards here: postinst generated nothing and did not fail
         assert Path(MANIFEST).read_text() == ""
         check_hook_under_runc(tmp_path)
@@ -257,6 +289,10 @@ def test_rpm_build_lint_contents(serial: None) -> None:
     rpm = rpms[0]
     files = set(rpm_query(rpm, "-l").split())
     assert {f"/usr/bin/{c}" for c in COMMANDS} <= files
+    dump = {line.split()[0]: line.split()[-1] for line in rpm_query(rpm, "--dump").splitlines()}  # path .. linkto
+    site = next(f.rsplit("/xpu_cdi/", 1)[0] for f in files if f.endswith("/xpu_cdi/cli.py"))
+    check_front_ends({f: (dump[f] if dump[f] != "X" else "") for f in files if not f.startswith("/usr/lib/.build-id/")},
+                     site)
     assert {f"/usr/lib/systemd/system/{u}" for u in UNITS} <= files
     assert f"/usr/lib/udev/rules.d/{UDEV_RULE}" in files
     assert "/usr/lib/systemd/system-preset/90-xpu-cdi.preset" in files
@@ -278,7 +314,7 @@ def test_rpm_build_lint_contents(serial: None) -> None:
     hookd = run(["sh", "-c", f"rpm2cpio {rpm} | cpio -i --quiet --to-stdout .{HOOKS_D}/xpu-cdi.json"])
     assert json.loads(hookd.stdout)["hook"]["path"] == "/usr/bin/xpu-cdi-hook"
     for name in LAUNCHED:
-        text = run(["sh", "-c", f"rpm2cpio {rpm} | cpio -i --quiet --to-stdout ./usr/bin/{name}"]).stdout
+        text = run(["sh", "-c", f"rpm2cpio {rpm} | cpio -i --quiet --to-stdout .{LIBEXEC}/{name}.py"]).stdout
         assert text.startswith("#!/usr/bin/python3 -IS\n"), name
 
 

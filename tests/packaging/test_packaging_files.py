@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import configparser
 import fnmatch
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -32,6 +33,7 @@ DEBIAN = PKG / "deb/debian"
 SPEC = PKG / "rpm/xpu-cdi.spec"
 MANIFEST = "/var/lib/xpu-cdi/generated"
 REFRESH = f"watch --once --spec-dir /etc/cdi --manifest {MANIFEST}"
+FRONT_ENDS = ("xpu-cdi-hook", "xpu-container-runtime")  # installed in /usr/libexec/xpu-cdi/ with their .py
 
 
 def unit(name: str) -> configparser.ConfigParser:
@@ -103,16 +105,30 @@ class TestUnits:
 
 class TestLaunchers:
     def test_same_entry_points_as_the_console_scripts(self) -> None:
-        """The packaged launchers call the functions pyproject's console scripts name."""
+        """The packaged Python launchers call the functions pyproject's console scripts name."""
         scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
         rules = (DEBIAN / "rules").read_text()
         spec = SPEC.read_text()
-        for name in ("xpu-cdi-hook", "xpu-container-runtime"):
+        for name in FRONT_ENDS:
             module, func = scripts[name].split(":")
             assert func == "main"
-            assert f"-e 's|@NAME@|{name}|' -e 's|@MODULE@|{module}|'" in rules
-            assert f"{name}:{module}" in spec
+            assert f"{name}:{module}" in rules and f"{name}:{module}" in spec
         assert "from @MODULE@ import main" in (PKG / "launcher.in").read_text()
+
+    def test_every_front_end_placed_and_the_test_binary_dropped(self) -> None:
+        """Both packages put each binary setup.py builds in libexec (with its .py), except the unit tests'
+        one, which they delete: a new target must be packaged on purpose."""
+        rules = (DEBIAN / "rules").read_text()
+        spec = SPEC.read_text()
+        spec_ = importlib.util.spec_from_file_location("fast_build", REPO / "src/xpu_cdi/_native/fast/build.py")
+        fast_build = importlib.util.module_from_spec(spec_)  # type: ignore[arg-type]
+        spec_.loader.exec_module(fast_build)  # type: ignore[union-attr]
+        assert set(fast_build.TARGETS) == set(FRONT_ENDS) | {"xpu-cdi-fast-test"}
+        for text in (rules, spec):
+            assert "rm -f $(NATIVE_BIN)/xpu-cdi-fast-test" in text or "rm -f $nativebin/xpu-cdi-fast-test" in text
+            assert "printf 'xpu-cdi-hook\\nxpu-container-runtime'" in text  # the guard: nothing else in bin/
+        for name in FRONT_ENDS:
+            assert f"%{{_libexecdir}}/xpu-cdi/{name}\n" in spec and f"%{{_libexecdir}}/xpu-cdi/{name}.py\n" in spec
 
 
 class TestUdevRule:
