@@ -1,0 +1,151 @@
+"""The hook's compiled front end against its Python implementation.
+
+The front end either answers itself (nothing asked for: exit 0 at once;
+the common injection) or execs ``<its path>.py`` with the same input.  To
+see which it did, these tests run it with the ``.py`` removed: a deferral
+then fails with "cannot run the Python implementation".  A case the front
+end answers must get the answer the Python hook gives; everything else
+must be deferred, never answered differently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hookkit import HookHost, install_launcher
+from xpu_cdi.errors import XpuCdiError
+from xpu_cdi.hook import select, state
+
+pytestmark = pytest.mark.privileged  # fake hosts have device nodes
+
+DEFERRED = "cannot run the Python implementation"
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> HookHost:
+    base = tmp_path_factory.mktemp("fast-hook")
+    (base / "bin").mkdir()
+    front = install_launcher(base / "bin")
+    h = HookHost(base / "xpu", front, "kunlunxin", 8)
+    yield h
+    import fakehost
+
+    fakehost.remove_tree(h.base)
+
+
+@pytest.fixture(scope="module")
+def front_only(host: HookHost, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The compiled front end without its Python half."""
+    d = tmp_path_factory.mktemp("front-only")
+    path = d / "xpu-cdi-hook"
+    path.write_bytes(host.hook.read_bytes())
+    path.chmod(0o755)
+    return path
+
+
+def bundle(base: Path, config: Any) -> Path:
+    b = base / "bundle"
+    b.mkdir(exist_ok=True)
+    (b / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+    (b / "rootfs").mkdir(exist_ok=True)
+    return b
+
+
+def run(hook: Path, host: HookHost, st_: Any, log: Path) -> subprocess.CompletedProcess:
+    data = st_ if isinstance(st_, bytes) else json.dumps(st_).encode()
+    return subprocess.run([str(hook), "prestart", "--log", str(log)], input=data, capture_output=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": str(host.spec_dir)})
+
+
+def python_wants(st_: Dict[str, Any], b: Path, dirs: List[str]) -> Optional[List[str]]:
+    """What the Python hook would select, or None when it refuses the input."""
+    try:
+        c = state.container(state.parse_state(json.dumps(st_).encode()), state.read_config(str(b)))
+        return select.requested(c.env, c.annotations, select.load_indexes(dirs))
+    except XpuCdiError:
+        return None
+
+
+def test_nothing_asked_is_answered_without_python(host: HookHost, front_only: Path, tmp_path: Path) -> None:
+    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["PATH=/bin", "XPU_VISIBLE_DEVICES=void"]}})
+    r = run(front_only, host, {"ociVersion": "1.0.2", "id": "c1", "pid": 0, "bundle": str(b)}, tmp_path / "log")
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert not (tmp_path / "log").exists()  # nothing asked: nothing logged, nothing touched
+
+
+@pytest.mark.parametrize("why, st_, config", [
+    ("not JSON", b"{", {"root": {"path": "rootfs"}}),
+    ("NaN only Python reads", None, '{"root": {"path": "rootfs"}, "x": NaN}'),
+    ("no root", None, {"process": {"env": []}}),
+    ("alias token", None, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=npu-1"]}}),
+    ("unknown card", None, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=9"]}}),
+    ("bad annotation", None, {"root": {"path": "rootfs"}, "annotations": {"cdi.k8s.io/x": "nope"}}),
+    ("request with pid 0", None, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=1"]}}),
+])
+def test_everything_else_is_deferred(host: HookHost, front_only: Path, tmp_path: Path, why: str, st_: Any,
+                                     config: Any) -> None:
+    """Inputs the front end must not answer: it defers (and says why in the log)."""
+    b = bundle(tmp_path, config)
+    r = run(front_only, host, st_ or {"id": "c1", "pid": 0, "bundle": str(b)}, tmp_path / "log")
+    assert r.returncode == 1 and DEFERRED in r.stderr.decode(), (why, r.stderr)
+    if st_ is None:
+        assert "fast path: deferring to the Python hook" in (tmp_path / "log").read_text()
+
+
+def test_other_subcommands_go_to_python(host: HookHost, tmp_path: Path) -> None:
+    """--help and the spec's tool hooks are the Python implementation's (through the pair)."""
+    r = subprocess.run([str(host.hook), "--help"], capture_output=True, text=True, env={})
+    assert r.returncode == 0 and "usage: xpu-cdi-hook" in r.stdout
+
+
+def test_deferred_input_reaches_python_intact(host: HookHost, tmp_path: Path) -> None:
+    """The state the front end read is handed on: Python's message about it, not about an empty stdin."""
+    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=9"]}})
+    r = run(host.hook, host, {"id": "c1", "pid": 0, "bundle": str(b)}, tmp_path / "log")
+    assert r.returncode == 1
+    assert "no card 9 in the kunlunxin.com/xpu spec" in r.stderr.decode(), r.stderr
+
+
+ENV_ITEM = st.one_of(
+    st.sampled_from(["PATH=/bin", "XPU_VISIBLE_DEVICES=", "XPU_VISIBLE_DEVICES=void", "XPU_VISIBLE_DEVICES=1,3",
+                     "CXPU_VISIBLE_DEVICES=none", "ASCEND_VISIBLE_DEVICES=0", "XPU_VISIBLE_DEVICES", "=x"]),
+    st.builds(lambda v: f"XPU_VISIBLE_DEVICES={v}", st.text(alphabet="0123456789,- alvoid", max_size=8)),
+    st.text(max_size=12),
+)
+ANNOTATIONS = st.dictionaries(
+    st.one_of(st.sampled_from(["cdi.k8s.io/a", "cdi.k8s.io/b_1", "cdi.k8s.io/", "other", "cdi.k8s.io/x\n"]),
+              st.text(max_size=8)),
+    st.one_of(st.sampled_from(["kunlunxin.com/xpu=1", "kunlunxin.com/xpu=1,kunlunxin.com/xpu=2", "", "x"]),
+              st.text(max_size=8)),
+    max_size=3)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(env=st.lists(ENV_ITEM, max_size=4), ann_state=st.one_of(st.none(), ANNOTATIONS),
+       ann_config=st.one_of(st.none(), ANNOTATIONS))
+def test_answers_match_python(host: HookHost, front_only: Path, tmp_path_factory: pytest.TempPathFactory,
+                              env: List[str], ann_state: Any, ann_config: Any) -> None:
+    """Whenever the front end answers on its own, the Python hook selects nothing and accepts the input."""
+    base = tmp_path_factory.mktemp("prop")
+    config: Dict[str, Any] = {"root": {"path": "rootfs"}, "process": {"env": env}}
+    if ann_config is not None:
+        config["annotations"] = ann_config
+    b = bundle(base, config)
+    st_: Dict[str, Any] = {"id": "c1", "pid": 0, "bundle": str(b)}
+    if ann_state is not None:
+        st_["annotations"] = ann_state
+    r = run(front_only, host, st_, base / "log")
+    wants = python_wants(st_, b, [str(host.spec_dir)])
+    if r.returncode == 0:
+        assert wants == [], (env, ann_state, ann_config, wants)
+    else:
+        assert DEFERRED in r.stderr.decode(), r.stderr
+        assert wants != [], "the front end deferred a request Python reads as 'nothing asked'"
