@@ -65,6 +65,20 @@ static const unsigned char str_class[256] = {
     4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
 };
 
+/* Whether any of the 8 bytes at s is special in a string: '"', '\\', a
+ * control character or non-ASCII (word-at-a-time: most string bytes are
+ * plain ASCII, and this is the parser's inner loop). */
+static int special8(const unsigned char *s)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    uint64_t x, q, b;
+
+    memcpy(&x, s, 8);
+    q = x ^ (ones * '"');
+    b = x ^ (ones * '\\');
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) & highs ? 1 : 0;
+}
+
 static int is_ws(unsigned char c)
 {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -242,6 +256,8 @@ static fj *parse_string(struct parser *p)
 
     /* First pass: find the closing quote, checking UTF-8 and escape syntax. */
     for (;;) {
+        while (end - s >= 8 && !special8(s))
+            s += 8;
         while (s < end && str_class[*s] == 0)
             s++;
         if (s == end)
@@ -512,7 +528,7 @@ fj *fj_parse(const char *text, size_t len, char *err, size_t errlen)
     p.err = err;
     p.errlen = errlen;
     /* One chunk holds a typical document's nodes and text. */
-    p.arena.next = len < ((size_t)16 << 20) ? 4 * len + 4096 : (size_t)64 << 20;
+    p.arena.next = len < ((size_t)10 << 20) ? 6 * len + 4096 : (size_t)64 << 20;
     skip_ws(&p);
     v = parse_value(&p, 0);
     if (v != NULL) {
@@ -740,12 +756,16 @@ fj *fj_new(enum fj_type type)
 {
     fj *v = xf_alloc(sizeof(*v));
     v->type = type;
+    if (type == FJ_NUMBER)
+        v->is_int = 1;  /* a valid 0 rather than a number without text */
     return v;
 }
 
 fj *fj_new_str(const char *s)
 {
     fj *v = fj_new(FJ_STRING);
+    if (s == NULL)
+        s = "";
     v->len = strlen(s);
     v->str = xf_strndup(s, v->len);
     return v;
