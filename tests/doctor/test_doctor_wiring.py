@@ -4,6 +4,7 @@ the hook where a runtime has no CDI, oci-hooks.d files."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -194,6 +195,21 @@ class TestOciHooks:
              "stages": ["prestart"]}))
         _code, res = ready.doctor()
         assert status(res, "oci-hooks") == "ok"
+
+    def test_front_end_without_its_python_half_fails(self, ready: Node) -> None:
+        """The installed pair passes; the compiled hook alone (its .py lost) fails, naming the file."""
+        from hookkit import install_launcher
+
+        (ready.tmp / "pair").mkdir()
+        hook = install_launcher(ready.tmp / "pair")
+        fakehost.write(ready.hooks_dir / "xpu-cdi.json", json.dumps(
+            {"version": "1.0.0", "hook": {"path": str(hook)}, "when": {"always": True}, "stages": ["prestart"]}))
+        _code, res = ready.doctor()
+        assert status(res, "oci-hooks") == "ok"
+        os.unlink(f"{hook}.py")
+        _code, res = ready.doctor()
+        r = worst(res, "oci-hooks")
+        assert r["status"] == "fail" and f"without its Python half '{hook}.py'" in r["found"]
 
     def test_missing_hook_binary_fails(self, ready: Node) -> None:
         """A hooks.d file whose hook is gone breaks matching containers: fail."""
