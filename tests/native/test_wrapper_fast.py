@@ -192,7 +192,7 @@ def python_wrapper(box: Box, *args: str) -> subprocess.CompletedProcess:
     for p in box.record.iterdir():
         p.unlink()
     return subprocess.run([sys.executable, "-c", "import sys; from xpu_cdi.runtime.wrapper import main; "
-                           "sys.exit(main())", *args], env=box.env, capture_output=True, text=True, timeout=60)
+                           "sys.exit(main())", *args], env=box.env, input="", capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("env", [["XPU_VISIBLE_DEVICES=9"], ["XPU_VISIBLE_DEVICES=0,x"],
