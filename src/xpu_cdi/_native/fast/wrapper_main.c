@@ -55,8 +55,10 @@ int main(int argc, char **argv)
     const char *active = getenv(ACTIVE_ENV), *real, *command, *bundle;
     int at;
 
-    if (argc < 1)
-        defer(argv);
+    if (argc < 1) {
+        static char *named[] = {PROG, NULL}; /* xf_exec_python replaces argv[0]: there must be one */
+        defer(named);
+    }
     if (active != NULL && *active != '\0')
         defer(argv); /* started by itself: Python says how to fix it */
     if (xf_find_runtime(getenv("XPU_CDI_RUNTIME"), getenv("PATH"), "/proc/self/exe", &real) != XF_OK)
