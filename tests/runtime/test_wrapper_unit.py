@@ -72,6 +72,17 @@ class TestFindRuntime:
         env = {"PATH": f"{tmp_path / 'a'}:{tmp_path / 'b'}"}
         assert wrapper.find_runtime(env, WRAPPER) == str(real)
 
+    def test_python_half_skips_its_front_end(self, tmp_path: Path) -> None:
+        """Run as <front end>.py (a deferral), a 'runc' linked to the front end is passed over too."""
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        os.symlink(WRAPPER, tmp_path / "a" / "runc")
+        real = tmp_path / "b" / "runc"
+        real.write_text("#!/bin/sh\n")
+        real.chmod(0o755)
+        env = {"PATH": f"{tmp_path / 'a'}:{tmp_path / 'b'}"}
+        assert wrapper.find_runtime(env, f"{WRAPPER}.py") == str(real)
+
     def test_self_is_refused(self) -> None:
         """XPU_CDI_RUNTIME pointing at the wrapper itself is an error, not a loop."""
         with pytest.raises(RuntimeConfigError, match="is this wrapper"):

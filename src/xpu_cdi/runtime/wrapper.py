@@ -102,17 +102,19 @@ def find_runtime(env: Mapping[str, str], self_path: str) -> str:
     from ..errors import RuntimeConfigError
 
     me = os.path.realpath(self_path)
+    # exec'd by the compiled front end as <front end>.py: skip the front end as well
+    mine = {me, me[:-3]} if me.endswith(".py") else {me, me + ".py"}
     name = env.get(RUNTIME_ENV) or "runc"
     if "/" in name:
         if not _executable(name):
             raise RuntimeConfigError(f"{RUNTIME_ENV}={name!r} is not an executable file: "
                                      f"point it at runc or crun")
-        if os.path.realpath(name) == me:
+        if os.path.realpath(name) in mine:
             raise RuntimeConfigError(f"{RUNTIME_ENV}={name!r} is this wrapper: point it at runc or crun")
         return name
     for d in (env.get("PATH") or DEFAULT_PATH).split(":"):
         cand = os.path.join(d or ".", name)
-        if _executable(cand) and os.path.realpath(cand) != me:
+        if _executable(cand) and os.path.realpath(cand) not in mine:
             return cand
     raise RuntimeConfigError(f"no {name!r} found on PATH ({env.get('PATH') or DEFAULT_PATH}): "
                              f"install it or set {RUNTIME_ENV} to the runtime's absolute path")

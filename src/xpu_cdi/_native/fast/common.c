@@ -201,6 +201,6 @@ void xf_exec_python(const char *prog, char **argv, const char *stdin_data, size_
     argv[0] = py;
     execv(py, argv);
     fprintf(stderr, "%s: cannot run the Python implementation %s: %s (reinstall xpu-cdi, or rerun "
-            "`%s install-launcher` for this path)\n", prog, py, strerror(errno), prog);
+            "install-launcher for this path)\n", prog, py, strerror(errno));
     _exit(1);
 }

@@ -19,6 +19,8 @@
 
 #define LD_VAR "LD_LIBRARY_PATH"
 #define TMP_MARK ".xpu-cdi-tmp"                  /* atomic.TMP_MARK */
+/* real config.json files are 5-50 KB; as in the hook's front end (hook_main.c) */
+#define XF_FAST_MAX_CONFIG_BYTES ((size_t)2 << 20)
 #define MAX_INDEX_TEXT ((size_t)1 << 20)         /* bundle.selection_names reads this much */
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -1019,6 +1021,8 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, int *e
         return rv;
     if (!xf_may_request(data, len, dirs, ndirs))
         return XF_OK; /* the common case: no JSON parsed, nothing written */
+    if (len > XF_FAST_MAX_CONFIG_BYTES) /* the tree would cost up to ~50x: Python's is leaner */
+        return xf_say(XF_DEFER, "%s: %zu bytes, more than the front end parses", path, len);
     config = fj_parse(data, len, err, sizeof(err));
     if (config == NULL)
         return xf_say(XF_DEFER, "%s: %s", path, err);
