@@ -64,6 +64,26 @@ def existing_dirs(root: Root, folders: "Sequence[str]") -> "List[str]":
     return out
 
 
+def _open_existing(name: str, parent: int) -> int:
+    """Our entry from an earlier start, opened for rewriting only when it is
+    a regular file.  The image decides what is there: a device node (the
+    host's disk, a watchdog -- even open(2) of those acts on the host, and
+    the hook is root in the host's device cgroup), a fifo (open blocks), a
+    symlink.  So: an O_PATH fd (opens nothing), fstat it, and reopen that
+    very inode through /proc/self/fd (a rename after the check cannot
+    redirect the open)."""
+    path_fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        mode = os.fstat(path_fd).st_mode
+        if stat.S_ISLNK(mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+        if not stat.S_ISREG(mode):
+            raise HookError(f"{CONF!r} in the image is not a regular file: refusing to write it")
+        return os.open(proc_fd(path_fd), os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY | os.O_CLOEXEC)
+    finally:
+        os.close(path_fd)
+
+
 def write_conf(root: Root, folders: "Sequence[str]") -> None:
     """Write (or replace) our ld.so.conf.d entry inside the rootfs."""
     parent, name = root.parent_of(CONF)
@@ -74,7 +94,7 @@ def write_conf(root: Root, folders: "Sequence[str]") -> None:
                                0o644, dir_fd=parent)
             created = True
         except FileExistsError:  # ours from an earlier start of this container
-            fd = os.open(name, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            fd = _open_existing(name, parent)
         try:
             os.write(fd, ("# written by xpu-cdi-hook update-ldcache\n" + "\n".join(folders) + "\n").encode())
         finally:

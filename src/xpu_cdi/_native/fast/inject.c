@@ -911,6 +911,38 @@ static int write_all(int fd, const char *s, size_t n)
     return 0;
 }
 
+/* ldcache._open_existing: our entry from an earlier start, opened for
+ * rewriting only when it is a regular file.  The image decides what is
+ * there: a device node (the host's disk, a watchdog -- even open(2) of
+ * those acts on the host, and the hook is root in the host's device
+ * cgroup), a fifo (open blocks), a symlink.  So: an O_PATH fd (opens
+ * nothing), fstat it, and reopen that very inode through /proc/self/fd (a
+ * rename after the check cannot redirect the open).  fd, -ELOOP (a
+ * symlink), -NOT_REGULAR, or -errno. */
+#define NOT_REGULAR 1000 /* not an errno: a code of its own */
+static int open_existing_conf(int parent, const char *name)
+{
+    struct stat st;
+    char p[32];
+    int path_fd = openat(parent, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd, err;
+
+    if (path_fd < 0)
+        return -errno;
+    if (fstat(path_fd, &st) != 0) {
+        err = errno;
+        close(path_fd);
+        return -err;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(path_fd);
+        return S_ISLNK(st.st_mode) ? -ELOOP : -NOT_REGULAR;
+    }
+    fd = open(fd_path(p, path_fd), O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
+    err = errno;
+    close(path_fd);
+    return fd < 0 ? -err : fd;
+}
+
 /* ldcache.write_conf: our ld.so.conf.d entry, never through a symlink. */
 static int write_conf(struct inj *x, const char *const *dirs, size_t ndirs)
 {
@@ -923,15 +955,14 @@ static int write_conf(struct inj *x, const char *const *dirs, size_t ndirs)
     fd = create_as_owner(x, MK_FILE, parent, name, 0644, 0, NULL);
     if (fd == -EEXIST) { /* ours from an earlier start of this container */
         created = 0;
-        /* O_NONBLOCK: a fifo planted there fails instead of hanging the hook */
-        fd = openat(parent, name, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-            fd = -errno;
+        fd = open_existing_conf(parent, name);
     }
     if (fd < 0) {
         close(parent);
         if (fd == -ELOOP)
             return xf_say(XF_DEFER, "%s in the image is a symlink", LDCONF);
+        if (fd == -NOT_REGULAR)
+            return xf_say(XF_DEFER, "%s in the image is not a regular file", LDCONF);
         return xf_say(XF_DEFER, "cannot write %s in the container: %s", LDCONF, strerror(-fd));
     }
     rv = created ? journal_unlink(x, parent, name, 0, "remove '" LDCONF "'") : 0;
