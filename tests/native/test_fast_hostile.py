@@ -108,3 +108,14 @@ def test_ld_conf_entry_planted_by_the_image(base: Path, hooks: Dict[str, Path], 
     else:
         kind = {"host-block-device": stat.S_ISBLK, "host-char-device": stat.S_ISCHR, "fifo": stat.S_ISFIFO}[what]
         assert kind(conf.lstat().st_mode)
+
+
+@pytest.mark.parametrize("which", ["c", "py"])
+def test_empty_log_option_logs_nothing(base: Path, hooks: Dict[str, Path], which: str) -> None:  # noqa: F811
+    """`--log=` is no log at all for the Python hook (Log("") writes nothing); the front end, which logs
+    its deferrals, must not warn about a file named "" on every start either."""
+    r = subprocess.run([str(hooks[which]), "prestart", "--log="], input=b'{"id": "x"', capture_output=True,
+                       timeout=30, env={"PATH": "/usr/bin:/bin"})
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "warning" not in err, err
+    assert (DEFERRED if which == "c" else "not valid JSON") in err, err

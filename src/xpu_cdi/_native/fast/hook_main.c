@@ -35,7 +35,7 @@
 #define MAX_CONFIG_BYTES (2u << 20)
 #define MAX_DIRS 64
 
-static const char *log_path;   /* --log FILE, or NULL */
+static const char *log_path;   /* --log FILE, or NULL (an empty FILE too: Log("") writes nothing) */
 static const char *container_id = "-";
 
 /* One line to --log, as hook/main.py's Log.write. */
@@ -47,7 +47,7 @@ static void log_line(const char *message)
     char *line;
     int fd;
 
-    if (log_path == NULL)
+    if (log_path == NULL || log_path[0] == '\0')
         return;
     if (localtime_r(&now, &tm) == NULL || strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
         strcpy(stamp, "-");
