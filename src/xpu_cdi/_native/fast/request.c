@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -859,6 +860,10 @@ static int read_spec(const char *path, const fj **spec)
             (index = fj_parse(data, len, err, sizeof(err))) == NULL || index->type != FJ_OBJECT ||
             !fj_equal(fj_get(index, "xpuCdiIndex"), int_value(1)))
             return xf_say(XF_DEFER, "spec %s: YAML without a usable index", path);
+        /* st_mtime_ns in a long long: after 2262 (a clock or touch -d far off) it
+         * does not fit, and the multiplication would overflow */
+        if (st.st_mtim.tv_sec < LLONG_MIN / 1000000000LL + 1 || st.st_mtim.tv_sec > LLONG_MAX / 1000000000LL - 1)
+            return xf_say(XF_DEFER, "spec %s: a modification time out of range", path);
         stat_pair = fj_new(FJ_ARRAY);
         fj_append(stat_pair, fj_new_int((long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec));
         fj_append(stat_pair, fj_new_int((long long)st.st_size));
