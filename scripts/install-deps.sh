@@ -3,6 +3,8 @@
 # (default), or the ones given as arguments (packaging/install-build-deps.sh).
 # apt-get runs only when something is missing, so repeated `make` is fast.
 set -eu
+# gcc brings libasan8 and libubsan1 (libgcc-12-dev depends on them): the
+# sanitized build of tests/native/test_fast_sanitized.py needs nothing more.
 PKGS="${*:-gcc python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables}"
 missing=""
 for p in $PKGS; do

@@ -40,8 +40,12 @@ def compiler() -> List[str]:
     return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
-def build(out_dir: str, targets: Optional[Sequence[str]] = None) -> List[str]:
+def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: Sequence[str] = ()) -> List[str]:
     """Compile *targets* (default: all) into *out_dir*; return their paths.
+
+    *extra_cflags* go after the usual flags of the one compile-and-link
+    command (tests/native/test_fast_sanitized.py builds with
+    ``-fsanitize=address,undefined -O1`` that way: later flags win).
 
     Raises:
         subprocess.CalledProcessError: the compiler failed (its output shown).
@@ -51,7 +55,8 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None) -> List[str]:
     for name in targets or TARGETS:
         out = os.path.join(out_dir, name)
         tmp = f"{out}.tmp-{os.getpid()}"
-        cmd = [*compiler(), *CFLAGS, f"-I{HERE}", "-o", tmp, *(str(HERE / s) for s in TARGETS[name]), *LDFLAGS]
+        cmd = [*compiler(), *CFLAGS, *extra_cflags, f"-I{HERE}", "-o", tmp, *(str(HERE / s) for s in TARGETS[name]),
+               *LDFLAGS]
         subprocess.run(cmd, check=True)
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
