@@ -22,6 +22,7 @@ from typing import Dict, Iterator
 import pytest
 
 import runtimes
+import test_request as trq
 from test_fast_inject import DEFERRED, base, hooks, log_lines, run_direct, sleeper, spec_dir  # noqa: F401
 
 pytestmark = pytest.mark.privileged  # mknod, chroot
@@ -119,3 +120,22 @@ def test_empty_log_option_logs_nothing(base: Path, hooks: Dict[str, Path], which
     err = r.stderr.decode()
     assert r.returncode == 1 and "warning" not in err, err
     assert (DEFERRED if which == "c" else "not valid JSON") in err, err
+
+
+def test_more_spec_dirs_than_the_front_end_holds(hooks: Dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    """XPU_CDI_SPEC_DIRS with more dirs than the front end keeps (64): Python reads them all (a later dir
+    wins), so the front end must defer -- not answer "nothing asked" from the first 64 when a later one
+    serves the request.  (With 64 the request is seen, and deferred for its pid 0.)"""
+    d = tmp_path / "last"
+    trq.write_json(d / "gpu.json", trq.spec(trq.GPU, trq.gpu_devices(["a"])))
+    trq.write_json(d / "gpu.json.xpu-cdi", trq.index(trq.GPU, ["GPU_DEVS"], {"0": "a"}))
+    b = tmp_path / "bundle"
+    trq.write_json(b / "config.json", {"root": {"path": "rootfs"}, "process": {"env": ["GPU_DEVS=0"]}})
+    dirs = [str(tmp_path / f"none{i}") for i in range(64)] + [str(d)]
+    state = json.dumps({"id": "c", "pid": 0, "bundle": str(b)}).encode()
+    for n, why in ((64, "pid 0 is not a container process"), (65, "more than 64 spec dirs")):
+        log = tmp_path / f"log{n}"
+        r = subprocess.run([str(hooks["c"]), "prestart", "--log", str(log)], input=state, capture_output=True,
+                           timeout=30, env={"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": ":".join(dirs[-n:])})
+        assert r.returncode == 1 and DEFERRED in r.stderr.decode(), (n, r.stderr)
+        assert why in log_lines(log)[-1], log_lines(log)

@@ -193,7 +193,9 @@ static int load_container(struct request *r)
     return XF_OK;
 }
 
-/* --spec-dir values, else $XPU_CDI_SPEC_DIRS (the hook's own env), else the defaults. */
+/* --spec-dir values, else $XPU_CDI_SPEC_DIRS (the hook's own env), else the
+ * defaults; 0 when there are more than MAX_DIRS (Python reads them all, and
+ * a later dir wins: dropping the rest could answer "nothing asked"). */
 static size_t spec_dirs(const char **given, size_t ngiven, const char **dirs)
 {
     const char *env;
@@ -206,8 +208,11 @@ static size_t spec_dirs(const char **given, size_t ngiven, const char **dirs)
     env = getenv("XPU_CDI_SPEC_DIRS");
     if (env != NULL) {
         char *copy = xf_strdup(env), *save = NULL;
-        for (char *d = strtok_r(copy, ":", &save); d != NULL && n < MAX_DIRS; d = strtok_r(NULL, ":", &save))
+        for (char *d = strtok_r(copy, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
+            if (n == MAX_DIRS)
+                return 0;
             dirs[n++] = d;
+        }
     }
     if (n == 0) {
         dirs[n++] = "/etc/cdi";
@@ -266,6 +271,10 @@ int main(int argc, char **argv)
     if (too_big || load_container(&r) != XF_OK)
         defer(argv, &r);
     ndirs = spec_dirs(given, ngiven, dirs);
+    if (ndirs == 0) {
+        xf_say(XF_DEFER, "more than %d spec dirs in XPU_CDI_SPEC_DIRS", MAX_DIRS);
+        defer(argv, &r);
+    }
     if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK ||
         xf_requested(&ix, r.env, r.ann_state, r.ann_config, &names, &nnames) != XF_OK)
         defer(argv, &r);
