@@ -52,7 +52,8 @@ SAN_ENV = {"ASAN_OPTIONS": f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT
            "UBSAN_OPTIONS": f"print_stacktrace=1:halt_on_error=1:exitcode={UBSAN_EXIT}"}
 NO_PID = (1 << 22) + 7  # above the largest pid_max: never a process
 REPORTS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: UndefinedBehaviorSanitizer")
-STUB = "#!/bin/sh\necho STUB-DEFERRED >&2\nexit 0\n"  # the Python half, for deferrals
+# the Python half, for deferrals: says where it was started (mount namespace, cwd, umask)
+STUB = '#!/bin/sh\necho "STUB-DEFERRED mnt=$(readlink /proc/self/ns/mnt) cwd=$(pwd -P) umask=$(umask)" >&2\nexit 0\n'
 TARGETS = ("xpu-cdi-fast-test", "xpu-cdi-hook", "xpu-container-runtime")
 SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 CANARY = r"""
@@ -528,6 +529,10 @@ def test_hook_whole_injection(san: Path, tmp_path: Path, container: Tuple[int, b
     else:
         assert "STUB-DEFERRED" in err and "already exists in the container" in lines[-1], (err, lines)
         assert tree(rootfs) == before
+        # the Python half starts where the hook started: the host's mount namespace, its cwd and umask
+        mask = os.umask(0o022)
+        os.umask(mask)
+        assert f"mnt={os.readlink('/proc/self/ns/mnt')} cwd={os.path.realpath(tmp_path)} umask={mask:04o}" in err
     assert os.stat("/proc/self/ns/mnt").st_ino != os.stat(f"/proc/{pid}/ns/mnt").st_ino  # the hook went there
     assert not any(str(rootfs) in line for line in Path("/proc/self/mountinfo").read_text().splitlines())
 
