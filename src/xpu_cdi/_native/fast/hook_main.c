@@ -238,6 +238,10 @@ int main(int argc, char **argv)
     const char *note;
     int rv, too_big, extra = 0;
 
+    if (argc < 1) { /* execve with an empty argv (refused by kernels >= 5.18) */
+        static char *named[] = {PROG, NULL}; /* xf_exec_python replaces argv[0]: there must be one */
+        defer(named, NULL);
+    }
     /* hook/main.py::_split: --spec-dir/--log anywhere, as "--opt V" or "--opt=V" */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *value = NULL;
