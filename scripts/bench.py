@@ -270,6 +270,10 @@ def report(s: Dict[str, List[float]], same: bool) -> Rows:
              "user+sys of the runc run's process tree, minus with /bin/true: less sensitive to machine load than wall time"),
             ("hook CPU, nothing asked", f"{ms(s['cpu:hook/noop']) - ms(s['cpu:hook/true']):.1f} ms",
              f"(python -I -S alone: {ms(s['cpu:hook/python']) - ms(s['cpu:hook/true']):.1f} ms)"),
+            ("  Python implementation alone, CPU", f"{ms(s['cpu:hook/py8']) - ms(s['cpu:hook/true']):.1f} ms",
+             f"8 cards; the compiled front end uses {ratio(s, 'cpu:hook/inject8', 'cpu:hook/py8', 'cpu:hook/true')} "
+             f"of it ({ms(s['cpu:hook/py0']) - ms(s['cpu:hook/true']):.1f} ms when nothing is asked: front end "
+             f"{ratio(s, 'cpu:hook/noop', 'cpu:hook/py0', 'cpu:hook/true')})"),
         ]
     if "wrapper/runc" in s:
         lo, hi = iqr(paired_ms(s, "wrapper/fast8", "wrapper/runc8"))
@@ -290,6 +294,10 @@ def report(s: Dict[str, List[float]], same: bool) -> Rows:
             ("wrapper CPU, 8 cards", f"{ms(s['cpu:wrapper/fast8']) - ms(s['cpu:wrapper/runc8']):.1f} ms",
              "user+sys of the process tree, minus plain runc on the edited config.json"),
             ("wrapper CPU, nothing asked", f"{ms(s['cpu:wrapper/fast0']) - ms(s['cpu:wrapper/runc']):.1f} ms", ""),
+            ("  Python implementation alone, CPU", f"{ms(s['cpu:wrapper/py8']) - ms(s['cpu:wrapper/runc8']):.1f} ms",
+             f"8 cards; the compiled front end uses "
+             f"{ratio(s, 'cpu:wrapper/fast8', 'cpu:wrapper/py8', 'cpu:wrapper/runc8')} of it "
+             f"({ms(s['cpu:wrapper/py0']) - ms(s['cpu:wrapper/runc']):.1f} ms when nothing is asked)"),
         ]
     return rows
 
