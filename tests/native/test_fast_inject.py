@@ -249,6 +249,46 @@ def test_present_node(base: Path, hooks: Dict[str, Path], host: Path) -> None:
     assert any(e.startswith("dev/t1 0o20604 ") for e in c["tree"]), c["tree"]
 
 
+@pytest.fixture(scope="module")
+def locked(base: Path) -> Iterator[Path]:
+    """A host filesystem mounted nosuid,nodev,noexec (a tmpfs) holding a library
+    dir and a device node: a bind remount must not drop those flags (in a user
+    namespace the kernel locks them and refuses a remount that would)."""
+    d = base / "locked"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "nosuid,nodev,noexec,mode=755", "xpu-cdi-locked", str(d)],
+                   check=True)
+    try:
+        (d / "lib").mkdir(mode=0o755)
+        (d / "lib" / "libfast.so").write_text("lib\n")
+        os.mknod(d / "card9", stat.S_IFCHR | 0o666, os.makedev(240, 9))
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=True)
+
+
+def locked_edits(d: Path) -> Dict[str, Any]:
+    return {"deviceNodes": [{"path": "/dev/t9", "hostPath": str(d / "card9")}],
+            "mounts": [{"hostPath": str(d / "lib"), "containerPath": "/opt/locked",
+                        "options": ["ro", "nosuid", "nodev", "bind"]}]}
+
+
+def test_source_flags_kept(base: Path, hooks: Dict[str, Path], locked: Path) -> None:
+    """The spec asks for ro,nosuid,nodev: the source's noexec stays (the remount would clear it)."""
+    c = same_as_python(base, hooks, spec_dir(base, "locked", locked_edits(locked)))
+    assert re.search(r"^M /opt/locked ro,nosuid,nodev,noexec,", c["out"], re.M), c["out"]
+    assert "1 node(s) (1 mknod, 0 bind, 0 present), 1 mount(s) (0 present)" in c["log"][-1], c["log"]
+
+
+def test_source_flags_kept_user_namespace(base: Path, hooks: Dict[str, Path], locked: Path) -> None:
+    """In a user namespace the source's flags are locked: the remounts of the bound mount and of the
+    bound host node (MS_NOSUID alone) succeed only by keeping them."""
+    c = same_as_python(base, hooks, spec_dir(base, "locked-userns", locked_edits(locked)), userns=True)
+    assert re.search(r"^M /opt/locked ro,nosuid,nodev,noexec,", c["out"], re.M), c["out"]
+    assert re.search(r"^M /dev/t9 rw,nosuid,nodev,noexec,", c["out"], re.M), c["out"]
+    assert "1 node(s) (0 mknod, 1 bind, 0 present), 1 mount(s) (0 present)" in c["log"][-1], c["log"]
+
+
 # ------------------------------------------------------------------ deferrals
 
 def run_direct(hook: Path, specs: Path, rootfs: Path, pid: int, log: Path) -> subprocess.CompletedProcess:

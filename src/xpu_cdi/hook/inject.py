@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 MS_NOSUID = 0x2
 MS_REMOUNT, MS_BIND, MS_REC = 0x20, 0x1000, 0x4000
 MNT_DETACH = 0x2
+# statvfs f_flag bits of per-mount flags -> the MS_* flag that sets each
+# (ST_RDONLY..ST_NOEXEC, ST_NOATIME, ST_NODIRATIME share the MS_* values)
+_ST_TO_MS = ((0x1, 0x1), (0x2, 0x2), (0x4, 0x4), (0x8, 0x8), (0x400, 0x400), (0x800, 0x800),
+             (0x1000, 1 << 21))  # ST_RELATIME -> MS_RELATIME
 CLONE = {"mnt": 0x00020000, "cgroup": 0x02000000, "uts": 0x04000000, "ipc": 0x08000000,
          "user": 0x10000000, "pid": 0x20000000, "net": 0x40000000}
 
@@ -161,8 +165,20 @@ def _bind(root: Root, src: int, cpath: str, leaf: str, flags: int, recursive: bo
     if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
         raise HookError(f"mount {cpath!r}: the bind mount is not where it was made (raced?)")
     if flags:
-        resolver.mount(None, proc_fd(top), None, MS_REMOUNT | MS_BIND | flags)
+        # a bind remount replaces the mount's flags: keep those the source's
+        # mount has (a nosuid/noexec/ro host filesystem stays so in the
+        # container), which in a user namespace the kernel also demands (it
+        # refuses to clear flags locked when the namespace was made)
+        resolver.mount(None, proc_fd(top), None, MS_REMOUNT | MS_BIND | flags | source_flags(src))
     return True
+
+
+def source_flags(src: int) -> int:
+    """The MS_* per-mount flags of the mount *src* is on (statvfs f_flag).
+    With none of the spec's atime options honoured, the atime flags passed
+    are the source's, which is what the kernel keeps anyway."""
+    have = os.fstatvfs(src).f_flag
+    return sum(ms for st, ms in _ST_TO_MS if have & st)
 
 
 def inject(c: "Container", edits: "Dict[str, List[Any]]") -> "List[str]":

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -748,6 +749,29 @@ static int open_source(const char *host, int writable_ok, int *fd_out)
     return XF_OK;
 }
 
+/* inject.source_flags: the MS_* per-mount flags of the mount src is on
+ * (statvfs f_flag; ST_RDONLY..ST_NOEXEC, ST_NOATIME and ST_NODIRATIME share
+ * the MS_* values, ST_RELATIME does not).  The spec's atime options are
+ * ignored, so the atime flags passed are the source's, which is what the
+ * kernel keeps anyway. */
+static int source_flags(int src, unsigned long *out)
+{
+    static const struct {
+        unsigned long st, ms;
+    } map[] = {{ST_RDONLY, MS_RDONLY},   {ST_NOSUID, MS_NOSUID},         {ST_NODEV, MS_NODEV},
+               {ST_NOEXEC, MS_NOEXEC},   {ST_NOATIME, MS_NOATIME},       {ST_NODIRATIME, MS_NODIRATIME},
+               {ST_RELATIME, MS_RELATIME}};
+    struct statvfs sv;
+
+    if (fstatvfs(src, &sv) != 0)
+        return xf_say(XF_DEFER, "statvfs of the mount source: %s", strerror(errno));
+    *out = 0;
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (sv.f_flag & map[i].st)
+            *out |= map[i].ms;
+    return XF_OK;
+}
+
 /* _bind: bind src onto cpath (made as leaf 'd'/'f' if missing), then
  * remount with flags.  *made 0 when cpath already shows src. */
 static int bind_at(struct inj *x, int src, const char *cpath, char leaf, unsigned long flags, int recursive,
@@ -789,8 +813,18 @@ static int bind_at(struct inj *x, int src, const char *cpath, char leaf, unsigne
     }
     xf_undo_keep_fd(&x->undo, top);
     xf_undo_push(&x->undo, xf_printf("unmount '%s'", cpath), undo_umount, top, 0, 0, 0);
-    if (flags && (rv = xc_mount(NULL, fd_path(tp, top), NULL, MS_REMOUNT | MS_BIND | flags, NULL)) != 0)
-        return xf_say(XF_DEFER, "remount: %s", strerror(-rv));
+    if (flags) {
+        /* a bind remount replaces the mount's flags: keep those the
+         * source's mount has (a nosuid/noexec/ro host filesystem stays so
+         * in the container), which in a user namespace the kernel also
+         * demands (it refuses to clear flags locked when the namespace was
+         * made) */
+        unsigned long have = 0;
+        if ((rv = source_flags(src, &have)) != XF_OK)
+            return rv;
+        if ((rv = xc_mount(NULL, fd_path(tp, top), NULL, MS_REMOUNT | MS_BIND | flags | have, NULL)) != 0)
+            return xf_say(XF_DEFER, "remount: %s", strerror(-rv));
+    }
     *made = 1;
     return XF_OK;
 }
