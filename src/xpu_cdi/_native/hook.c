@@ -55,16 +55,27 @@ static int same_inode(const struct stat *a, const struct stat *b)
 }
 
 /* Resolve path component by component below rootfd without ever leaving
- * it: an absolute symlink restarts at rootfd, ".." at rootfd stays there.
- * Every step is an openat(O_PATH|O_NOFOLLOW) relative to the previous fd,
- * so nothing outside the root is ever looked up by name. */
-static int walk_in_root(int rootfd, const char *path, int nofollow_last, int *fd_out)
+ * it: an absolute symlink restarts at rootfd, ".." at rootfd stays there,
+ * more than XC_MAX_LINKS links is ELOOP.  Every step is an
+ * openat(O_PATH|O_NOFOLLOW) relative to the previous fd, so nothing
+ * outside the root is ever looked up by name.  flags: XC_RESOLVE_NOFOLLOW
+ * returns a symlink in the last component itself.  With create, a
+ * component that does not exist (also behind a symlink) is made by
+ * create(ctx, dirfd of its resolved parent, name, is_last) -- 0 or
+ * -errno, which the walk returns -- and then opened again, so the walk
+ * goes on through what was made.  The one walk behind both the hook's
+ * resolve (xc_resolve_in_root) and the front end's Root.ensure, the twin
+ * of _inroot.walk. */
+int xc_walk_in_root(int rootfd, const char *path, int flags,
+                    int (*create)(void *ctx, int dirfd, const char *name, int last), void *ctx,
+                    int *fd_out)
 {
     char buf[2 * PATH_MAX], tmp[2 * PATH_MAX], target[PATH_MAX], name[NAME_MAX + 1];
     struct stat rootst, st;
-    int cur, nfd, links = 0;
+    int cur, nfd, err, links = 0;
     char *p;
 
+    *fd_out = -1;
     if (strlen(path) >= sizeof(buf))
         return -ENAMETOOLONG;
     if (fstat(rootfd, &rootst) != 0)
@@ -85,8 +96,8 @@ static int walk_in_root(int rootfd, const char *path, int nofollow_last, int *fd
             break;
         len = strcspn(p, "/");
         if (len > NAME_MAX) {
-            close(cur);
-            return -ENAMETOOLONG;
+            err = ENAMETOOLONG;
+            goto fail;
         }
         memcpy(name, p, len);
         name[len] = '\0';
@@ -96,48 +107,58 @@ static int walk_in_root(int rootfd, const char *path, int nofollow_last, int *fd
             continue;
         if (strcmp(name, "..") == 0) {
             if (fstat(cur, &st) != 0)
-                goto fail;
+                goto fail_errno;
             if (same_inode(&st, &rootst))
                 continue; /* ".." never climbs above the root */
             nfd = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
             if (nfd < 0)
-                goto fail;
+                goto fail_errno;
             close(cur);
             cur = nfd;
             continue;
         }
         nfd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0 && errno == ENOENT && create) {
+            int rv = create(ctx, cur, name, last); /* relative to the resolved parent */
+            if (rv != 0) {
+                err = -rv;
+                goto fail;
+            }
+            nfd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        }
         if (nfd < 0)
-            goto fail;
+            goto fail_errno;
         if (fstat(nfd, &st) != 0) {
+            err = errno;
             close(nfd);
             goto fail;
         }
-        if (S_ISLNK(st.st_mode) && !(last && nofollow_last)) {
+        if (S_ISLNK(st.st_mode) && !(last && (flags & XC_RESOLVE_NOFOLLOW))) {
             if (++links > XC_MAX_LINKS) {
                 close(nfd);
-                close(cur);
-                return -ELOOP;
+                err = ELOOP;
+                goto fail;
             }
             n = readlinkat(nfd, "", target, sizeof(target) - 1);
+            err = errno;
             close(nfd);
             if (n < 0)
                 goto fail;
             if ((size_t)n >= sizeof(target) - 1) {
-                close(cur);
-                return -ENAMETOOLONG;
+                err = ENAMETOOLONG;
+                goto fail;
             }
             target[n] = '\0';
             if ((size_t)snprintf(tmp, sizeof(tmp), "%s/%s", target, p) >= sizeof(tmp)) {
-                close(cur);
-                return -ENAMETOOLONG;
+                err = ENAMETOOLONG;
+                goto fail;
             }
             strcpy(buf, tmp);
             p = buf;
             if (target[0] == '/') { /* absolute: restart at the root, not the host's / */
                 nfd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
                 if (nfd < 0)
-                    goto fail;
+                    goto fail_errno;
                 close(cur);
                 cur = nfd;
             }
@@ -145,20 +166,19 @@ static int walk_in_root(int rootfd, const char *path, int nofollow_last, int *fd
         }
         if (!last && !S_ISDIR(st.st_mode)) {
             close(nfd);
-            close(cur);
-            return -ENOTDIR;
+            err = ENOTDIR;
+            goto fail;
         }
         close(cur);
         cur = nfd;
     }
     *fd_out = cur;
     return 0;
+fail_errno:
+    err = errno;
 fail:
-    {
-        int err = errno;
-        close(cur);
-        return -err;
-    }
+    close(cur);
+    return -err;
 }
 
 int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out)
@@ -187,7 +207,7 @@ int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out)
         if (errno != ENOSYS && errno != EPERM && errno != E2BIG && errno != EAGAIN)
             return -errno;
     }
-    return walk_in_root(rootfd, path, (flags & XC_RESOLVE_NOFOLLOW) != 0, fd_out);
+    return xc_walk_in_root(rootfd, path, flags & XC_RESOLVE_NOFOLLOW, NULL, NULL, fd_out);
 }
 
 /* Set the filesystem uid/gid (creations in a user namespace's filesystems

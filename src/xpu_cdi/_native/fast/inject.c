@@ -50,7 +50,6 @@
 #define LDCONFIG_TIMEOUT_MS 30000                        /* ldcache.TIMEOUT */
 #define LDCONFIG_OUT 4096                                /* as resolver.spawn_confined */
 #define SPAWN_MAX_ARGC 127 /* xc_spawn_confined takes argc + 1 <= 128 */
-#define MAX_LINKS 40       /* the kernel's MAXSYMLINKS, as _inroot.MAX_LINKS */
 #define MAX_DEV_MAJOR 0xfffu   /* the kernel's dev_t: 12-bit major... */
 #define MAX_DEV_MINOR 0xfffffu /* ...20-bit minor */
 #define MAX_MAP_BYTES 65536
@@ -543,121 +542,18 @@ static int create_missing(struct inj *x, int dirfd, const char *name, int last, 
     return x->fsids_lost ? -EPERM : rv;
 }
 
-/* _inroot.walk with create: an O_PATH fd of cpath resolved inside the
- * rootfs component by component (O_NOFOLLOW opens; an absolute symlink
- * restarts at the root, ".." never climbs above it, > 40 links ELOOP),
- * making each missing component relative to its resolved parent (also
- * behind a symlink), then going on through what was made.  0 or -errno. */
-static int walk_create(struct inj *x, const char *cpath, char leaf, int *fd_out)
+/* The walk's creator for ensure (Root._creator bound to one cpath). */
+struct creating {
+    struct inj *x;
+    const char *cpath;
+    char leaf;
+};
+
+static int create_cb(void *ctx, int dirfd, const char *name, int last)
 {
-    char buf[2 * PATH_MAX], tmp[2 * PATH_MAX], target[PATH_MAX], name[NAME_MAX + 1];
-    struct stat rootst, st;
-    int cur, nfd, links = 0, err;
-    char *p;
+    struct creating *c = ctx;
 
-    if (strlen(cpath) >= sizeof(buf))
-        return -ENAMETOOLONG;
-    if (fstat(x->rootfd, &rootst) != 0)
-        return -errno;
-    cur = openat(x->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (cur < 0)
-        return -errno;
-    strcpy(buf, cpath);
-    p = buf;
-    for (;;) {
-        size_t len;
-        int last;
-        ssize_t n;
-
-        while (*p == '/')
-            p++;
-        if (*p == '\0')
-            break;
-        len = strcspn(p, "/");
-        if (len > NAME_MAX) {
-            err = ENAMETOOLONG;
-            goto fail;
-        }
-        memcpy(name, p, len);
-        name[len] = '\0';
-        p += len;
-        last = p[strspn(p, "/")] == '\0';
-        if (strcmp(name, ".") == 0)
-            continue;
-        if (strcmp(name, "..") == 0) {
-            if (fstat(cur, &st) != 0)
-                goto fail_errno;
-            if (st.st_dev == rootst.st_dev && st.st_ino == rootst.st_ino)
-                continue; /* ".." never climbs above the root */
-            nfd = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-            if (nfd < 0)
-                goto fail_errno;
-            close(cur);
-            cur = nfd;
-            continue;
-        }
-        nfd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (nfd < 0 && errno == ENOENT) {
-            int rv = create_missing(x, cur, name, last, leaf, cpath);
-            if (rv != 0) {
-                err = -rv;
-                goto fail;
-            }
-            nfd = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        }
-        if (nfd < 0)
-            goto fail_errno;
-        if (fstat(nfd, &st) != 0) {
-            err = errno;
-            close(nfd);
-            goto fail;
-        }
-        if (S_ISLNK(st.st_mode)) {
-            if (++links > MAX_LINKS) {
-                close(nfd);
-                err = ELOOP;
-                goto fail;
-            }
-            n = readlinkat(nfd, "", target, sizeof(target) - 1);
-            err = errno;
-            close(nfd);
-            if (n < 0)
-                goto fail;
-            if ((size_t)n >= sizeof(target) - 1) {
-                err = ENAMETOOLONG;
-                goto fail;
-            }
-            target[n] = '\0';
-            if ((size_t)snprintf(tmp, sizeof(tmp), "%s/%s", target, p) >= sizeof(tmp)) {
-                err = ENAMETOOLONG;
-                goto fail;
-            }
-            strcpy(buf, tmp);
-            p = buf;
-            if (target[0] == '/') { /* absolute: restart at the root, not the host's / */
-                nfd = openat(x->rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (nfd < 0)
-                    goto fail_errno;
-                close(cur);
-                cur = nfd;
-            }
-            continue;
-        }
-        if (!last && !S_ISDIR(st.st_mode)) {
-            close(nfd);
-            err = ENOTDIR;
-            goto fail;
-        }
-        close(cur);
-        cur = nfd;
-    }
-    *fd_out = cur;
-    return 0;
-fail_errno:
-    err = errno;
-fail:
-    close(cur);
-    return -err;
+    return create_missing(c->x, dirfd, name, last, c->leaf, c->cpath);
 }
 
 /* Root.ensure: an O_PATH fd of cpath, creating what is missing (dirs
@@ -668,8 +564,10 @@ static int ensure(struct inj *x, const char *cpath, char leaf, int *fd_out)
     struct stat st;
     int fd, rv = xc_resolve_in_root(x->rootfd, cpath, 0, &fd);
 
-    if (rv == -ENOENT)
-        rv = walk_create(x, cpath, leaf, &fd);
+    if (rv == -ENOENT) { /* _inroot.walk with create: made relative to each resolved parent */
+        struct creating c = {x, cpath, leaf};
+        rv = xc_walk_in_root(x->rootfd, cpath, 0, create_cb, &c, &fd);
+    }
     if (rv != 0)
         return xf_say(XF_DEFER, "resolve %s in the rootfs: %s", cpath, strerror(-rv));
     if (fstat(fd, &st) != 0) {

@@ -11,6 +11,13 @@
 
 int xc_setns(const char *nspath, int nstype);
 int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out);
+/* The walk behind xc_resolve_in_root (flags: XC_RESOLVE_NOFOLLOW), with an
+ * optional create(ctx, parent dirfd, name, is_last) -> 0 or -errno for a
+ * missing component, which is then opened again (not in hook.cdef: only
+ * the front end uses it). */
+int xc_walk_in_root(int rootfd, const char *path, int flags,
+                    int (*create)(void *ctx, int dirfd, const char *name, int last), void *ctx,
+                    int *fd_out);
 int xc_setfsids(unsigned int uid, unsigned int gid);
 int xc_mount(const char *source, const char *target, const char *fstype,
              unsigned long flags, const char *data);
