@@ -1,6 +1,6 @@
 """The pure-Python in-root path walk (``os`` and ``stat`` only).
 
-The twin of ``walk_in_root`` in ``_native/hook.c``: resolve a path below a
+The twin of ``xc_walk_in_root`` in ``_native/hook.c``: resolve a path below a
 directory fd component by component with ``O_PATH|O_NOFOLLOW`` opens, so
 that an absolute symlink restarts at the root, ``..`` never climbs above
 it and more than 40 links is ``ELOOP``.  ``_pyresolver.resolve_in_root``
