@@ -1,0 +1,46 @@
+/* The plan: the merged edits checked and completed on the host side,
+ * nothing touched yet -- the C twin of xpu_cdi/hook/plan.py (node numbers
+ * from hostPath, mount flags, our spec hooks' arguments parsed).  Anything
+ * the Python hook handles differently or reports is XF_DEFER here. */
+#ifndef XF_PLAN_H
+#define XF_PLAN_H
+#include "cgroup.h"
+#include "links.h"
+#include "request.h"
+
+#include <sys/types.h>
+
+struct xf_plan_node {
+    const char *path, *host;
+    char kind;                 /* 'c', 'u' or 'b' */
+    unsigned major, minor;
+    mode_t mode;               /* permission bits (fileMode or 0666) */
+    int chown;                 /* uid or gid given */
+    long long uid, gid;        /* -1: leave as is */
+};
+
+struct xf_plan_mount {
+    const char *host, *target;
+    unsigned long flags;
+    int recursive;
+};
+
+struct xf_plan {
+    struct xf_plan_node *nodes;
+    size_t nnodes;
+    struct xf_plan_mount *mounts;
+    size_t nmounts;
+    const char **folders;      /* de-duplicated, in order */
+    size_t nfolders;
+    struct xf_link *links;
+    size_t nlinks, caplinks;
+    const char **notes;        /* hook notes, then the env note */
+    size_t nnotes;
+    struct xf_rule *rules;
+    size_t nrules;
+};
+
+/* plan.plan: XF_OK with *p filled, or XF_DEFER (reason set). */
+int xf_plan_make(const struct xf_edits *e, struct xf_plan *p);
+
+#endif
