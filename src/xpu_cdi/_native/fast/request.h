@@ -8,7 +8,11 @@
  * a YAML spec without a fresh compact copy in its index, a broken or
  * conflicting spec file, an unknown device, a malformed value -- is
  * XF_DEFER with the reason in xf_reason, and the Python implementation
- * takes over (and says what is wrong, in one line). */
+ * takes over (and says what is wrong, in one line).
+ *
+ * Implemented along the Python modules: select.c (hook.select), names.c
+ * (cdi.names) and registry.c (cdi.registry), with request_util.c/.h for
+ * what they share. */
 #ifndef XF_REQUEST_H
 #define XF_REQUEST_H
 #include "fjson.h"

@@ -1,6 +1,6 @@
-/* xpu-cdi-fast-test request: request.c against the Python code
- * (tests/native/test_request.py).  Each answer is one line: JSON, or
- * "DEFER <reason>".
+/* xpu-cdi-fast-test request: select.c, names.c and registry.c (request.h)
+ * against the Python code (tests/native/test_request.py).  Each answer is
+ * one line: JSON, or "DEFER <reason>".
  *
  *   request indexes DIR...              {kind: index, ...} (select.load_indexes)
  *   request requested DIR... < LINES    per line {"env": [...], "annState": {...},

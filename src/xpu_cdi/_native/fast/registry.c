@@ -1,0 +1,564 @@
+/* Spec dirs and merged edits: the C twin of xpu_cdi.cdi.registry (load,
+ * _load_dir, _read, _check, _check_edits, merge_edits) and of the
+ * wrapper's _extra_edits, see request.h (xf_resolve).  Later dirs win,
+ * as there; any spec file Python would report a problem for, a YAML spec
+ * without a fresh compact copy in its index, a conflict or an unknown
+ * device is XF_DEFER. */
+#include "request.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "request_util.h"
+
+#define MAX_SPEC_BYTES ((size_t)16 << 20) /* registry.MAX_SPEC_BYTES */
+#define MAX_FILES 4096                    /* registry.MAX_FILES */
+#define MAX_REPR_MEMBERS 64               /* objects compared member by member in hooks */
+
+/* ---- spec dirs (registry.load) ------------------------------------------- */
+
+struct spec {
+    const char *path;
+    const fj *edits;  /* the spec's top-level containerEdits object, or NULL */
+};
+
+struct device {
+    const struct spec *spec;
+    const fj *edits;  /* the device's containerEdits */
+};
+
+/* registry._check_edits */
+static int check_edits(const fj *e, const char *path)
+{
+    static const char *const lists[] = {"deviceNodes", "mounts", "hooks"};
+    static const char *const required[][2] = {{"path", NULL}, {"hostPath", "containerPath"}, {"hookName", "path"}};
+    const fj *env = fj_get(e, "env");
+
+    if (env != NULL && env->type != FJ_NULL && !rq_string_list(env))
+        return xf_say(XF_DEFER, "spec %s: env is not a list of strings", path);
+    for (size_t k = 0; k < 3; k++) {
+        const fj *items = fj_get(e, lists[k]);
+        if (items == NULL || items->type == FJ_NULL)
+            continue;
+        if (items->type != FJ_ARRAY)
+            return xf_say(XF_DEFER, "spec %s: %s is not a list", path, lists[k]);
+        for (size_t i = 0; i < items->n; i++) {
+            const fj *item = items->items[i];
+            if (item->type != FJ_OBJECT)
+                return xf_say(XF_DEFER, "spec %s: an entry of %s is not an object", path, lists[k]);
+            for (size_t f = 0; f < 2 && required[k][f] != NULL; f++) {
+                const fj *v = fj_get(item, required[k][f]);
+                if (v == NULL || v->type != FJ_STRING)
+                    return xf_say(XF_DEFER, "spec %s: an entry of %s has no %s", path, lists[k], required[k][f]);
+            }
+        }
+    }
+    return XF_OK;
+}
+
+/* registry._check; *kind and *devices on success. */
+static int check_spec(const fj *spec, const char *path, const fj **kind, const fj **devices)
+{
+    const fj *edits;
+    size_t slashes = 0;
+
+    if (spec->type != FJ_OBJECT)
+        return xf_say(XF_DEFER, "spec %s: not an object", path);
+    if (fj_get(spec, "cdiVersion") == NULL || fj_get(spec, "kind") == NULL || fj_get(spec, "devices") == NULL)
+        return xf_say(XF_DEFER, "spec %s: a required field is missing", path);
+    *kind = fj_get(spec, "kind");
+    if ((*kind)->type == FJ_STRING)
+        for (size_t i = 0; i < (*kind)->len; i++)
+            slashes += (*kind)->str[i] == '/';
+    if ((*kind)->type != FJ_STRING || slashes != 1)
+        return xf_say(XF_DEFER, "spec %s: invalid kind", path);
+    *devices = fj_get(spec, "devices");
+    if ((*devices)->type != FJ_ARRAY || (*devices)->n == 0)
+        return xf_say(XF_DEFER, "spec %s: devices is not a non-empty list", path);
+    for (size_t i = 0; i < (*devices)->n; i++) {
+        const fj *dev = (*devices)->items[i], *name, *ce;
+        if (dev->type != FJ_OBJECT)
+            return xf_say(XF_DEFER, "spec %s: a device is not an object", path);
+        name = fj_get(dev, "name");
+        ce = fj_get(dev, "containerEdits");
+        if (name == NULL || name->type != FJ_STRING || ce == NULL || ce->type != FJ_OBJECT)
+            return xf_say(XF_DEFER, "spec %s: a device without name or containerEdits", path);
+        if (check_edits(ce, path) != XF_OK)
+            return XF_DEFER;
+    }
+    edits = fj_get(spec, "containerEdits");
+    if (edits != NULL && edits->type != FJ_NULL) {
+        if (edits->type != FJ_OBJECT)
+            return xf_say(XF_DEFER, "spec %s: containerEdits is not an object", path);
+        if (check_edits(edits, path) != XF_OK)
+            return XF_DEFER;
+    }
+    if (fj_str(*kind) == NULL)
+        return xf_say(XF_DEFER, "spec %s: NUL in kind", path);
+    return XF_OK;
+}
+
+/* registry._read (+ _read_index for YAML): the parsed spec, or XF_DEFER
+ * for anything Python would report, or parse as YAML. */
+static int read_spec(const char *path, const fj **spec)
+{
+    char *data, err[256];
+    size_t len;
+    struct stat st;
+    const fj *index, *expect;
+    fj *stat_pair;
+
+    if (rq_ends_with(path, ".yaml")) {
+        struct stat ist;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), ok;
+        if (fd < 0)
+            return xf_say(XF_DEFER, "spec %s: cannot open: %s", path, strerror(errno));
+        ok = fstat(fd, &st) == 0;
+        close(fd);
+        if (!ok || !S_ISREG(st.st_mode) || (size_t)st.st_size > MAX_SPEC_BYTES)
+            return xf_say(XF_DEFER, "spec %s: not a regular file of a usable size", path);
+        /* never parsed here: usable only through its index's compact copy, while specStat matches */
+        if (rq_read_regular(xf_printf("%s%s", path, INDEX_SUFFIX), MAX_SPEC_BYTES, &data, &len, &ist) != RD_OK ||
+            (index = fj_parse(data, len, err, sizeof(err))) == NULL || index->type != FJ_OBJECT ||
+            !fj_equal(fj_get(index, "xpuCdiIndex"), fj_new_int(1)))
+            return xf_say(XF_DEFER, "spec %s: YAML without a usable index", path);
+        /* st_mtime_ns in a long long: after 2262 (a clock or touch -d far off) it
+         * does not fit, and the multiplication would overflow */
+        if (st.st_mtim.tv_sec < LLONG_MIN / 1000000000LL + 1 || st.st_mtim.tv_sec > LLONG_MAX / 1000000000LL - 1)
+            return xf_say(XF_DEFER, "spec %s: a modification time out of range", path);
+        stat_pair = fj_new(FJ_ARRAY);
+        fj_append(stat_pair, fj_new_int((long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec));
+        fj_append(stat_pair, fj_new_int((long long)st.st_size));
+        expect = fj_get(index, "specStat");
+        if (expect == NULL || !fj_equal(expect, stat_pair) || fj_get(index, "compact") == NULL)
+            return xf_say(XF_DEFER, "spec %s: YAML changed since its index was written", path);
+        *spec = fj_get(index, "compact");
+        return XF_OK;
+    }
+    switch (rq_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
+    case RD_OSERROR:
+        return xf_say(XF_DEFER, "spec %s: cannot read", path);
+    case RD_DEFER:
+        return XF_DEFER;
+    }
+    *spec = fj_parse(data, len, err, sizeof(err));
+    if (*spec == NULL)
+        return xf_say(XF_DEFER, "spec %s: %s", path, err);
+    return XF_OK;
+}
+
+/* registry._load_dir, into all (q -> struct device), replacing earlier dirs' devices. */
+static int load_dir(const char *d, struct rq_map *all)
+{
+    char **names;
+    size_t n;
+    int rv = rq_list_dir(d, &names, &n);
+    struct rq_map found = {0};
+
+    if (rv == -ENOENT)
+        return XF_OK;
+    if (rv != 0)
+        return xf_say(XF_DEFER, "spec dir %s: cannot list: %s", d, strerror(-rv));
+    if (n > MAX_FILES)
+        return xf_say(XF_DEFER, "spec dir %s: %zu entries", d, n);
+    for (size_t i = 0; i < n; i++) {
+        const fj *doc, *kind = NULL, *devices = NULL;
+        struct spec *spec;
+        if (!rq_ends_with(names[i], ".json") && !rq_ends_with(names[i], ".yaml"))
+            continue;
+        spec = xf_alloc(sizeof(*spec));
+        spec->path = rq_join(d, names[i]);
+        if (read_spec(spec->path, &doc) != XF_OK || check_spec(doc, spec->path, &kind, &devices) != XF_OK)
+            return XF_DEFER;
+        spec->edits = fj_get(doc, "containerEdits");
+        if (spec->edits != NULL && spec->edits->type != FJ_OBJECT)
+            spec->edits = NULL;
+        for (size_t j = 0; j < devices->n; j++) {
+            const fj *name = fj_get(devices->items[j], "name");
+            struct device *dev;
+            char *q;
+            if (fj_str(name) == NULL)
+                return xf_say(XF_DEFER, "spec %s: NUL in a device name", spec->path);
+            q = xf_printf("%s=%s", kind->str, name->str);
+            dev = xf_alloc(sizeof(*dev));
+            dev->spec = spec;
+            dev->edits = fj_get(devices->items[j], "containerEdits");
+            if (rq_map_put(&found, q, dev) != NULL) /* Python drops both and reports it */
+                return xf_say(XF_DEFER, "conflicting device %s in %s", q, d);
+        }
+    }
+    for (size_t i = 0; i < found.cap; i++)
+        if (found.keys[i] != NULL)
+            rq_map_put(all, found.keys[i], found.vals[i]);
+    free(found.keys);
+    free(found.vals);
+    return XF_OK;
+}
+
+/* ---- registry.merge_edits ------------------------------------------------ */
+
+/* Whether repr() of two parsed values is the same -- merge_edits keys hooks
+ * by repr(sorted(h.items())): top-level members in any order, nested
+ * objects in the dict's order (first occurrence of a key, last value), 1
+ * and 1.0 and True all different.  1 same, 0 different, -1 cannot tell
+ * cheaply (a huge object). */
+static int same_repr(const fj *a, const fj *b, int top);
+
+static int number_text_is_float(const fj *v)
+{
+    return strpbrk(v->str, ".eE") != NULL;
+}
+
+static int same_number(const fj *a, const fj *b)
+{
+    int fa = number_text_is_float(a), fb = number_text_is_float(b);
+
+    if (fa != fb)
+        return 0;
+    if (fa) {
+        double x = strtod(a->str, NULL), y = strtod(b->str, NULL);
+        return x == y && signbit(x) == signbit(y); /* repr(0.0) != repr(-0.0) */
+    }
+    if (a->is_int && b->is_int)
+        return a->num == b->num;
+    if (a->is_int != b->is_int)
+        return 0;
+    return strcmp(a->str, b->str) == 0; /* JSON spells a big integer one way */
+}
+
+/* The distinct keys of obj (first position of each) into idx; the count. */
+static size_t dict_keys(const fj *obj, size_t *idx)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < obj->n; i++) {
+        size_t j;
+        for (j = 0; j < n; j++)
+            if (obj->keys[idx[j]]->len == obj->keys[i]->len &&
+                memcmp(obj->keys[idx[j]]->str, obj->keys[i]->str, obj->keys[i]->len) == 0)
+                break;
+        if (j == n)
+            idx[n++] = i;
+    }
+    return n;
+}
+
+/* The last value of the key at member i. */
+static const fj *dict_value(const fj *obj, size_t i)
+{
+    for (size_t j = obj->n; j-- > i;)
+        if (obj->keys[j]->len == obj->keys[i]->len && memcmp(obj->keys[j]->str, obj->keys[i]->str, obj->keys[i]->len) == 0)
+            return obj->items[j];
+    return obj->items[i];
+}
+
+static int same_object(const fj *a, const fj *b, int top)
+{
+    size_t ia[MAX_REPR_MEMBERS], ib[MAX_REPR_MEMBERS], na, nb;
+
+    if (a->n > MAX_REPR_MEMBERS || b->n > MAX_REPR_MEMBERS)
+        return -1;
+    na = dict_keys(a, ia);
+    nb = dict_keys(b, ib);
+    if (na != nb)
+        return 0;
+    for (size_t i = 0; i < na; i++) {
+        const fj *ka = a->keys[ia[i]];
+        size_t j = i;
+        int r;
+        if (top) { /* sorted(items): find the same key anywhere in b */
+            for (j = 0; j < nb; j++)
+                if (b->keys[ib[j]]->len == ka->len && memcmp(b->keys[ib[j]]->str, ka->str, ka->len) == 0)
+                    break;
+            if (j == nb)
+                return 0;
+        } else if (b->keys[ib[j]]->len != ka->len || memcmp(b->keys[ib[j]]->str, ka->str, ka->len) != 0) {
+            return 0;
+        }
+        r = same_repr(dict_value(a, ia[i]), dict_value(b, ib[j]), 0);
+        if (r != 1)
+            return r;
+    }
+    return 1;
+}
+
+static int same_repr(const fj *a, const fj *b, int top)
+{
+    if (a->type != b->type)
+        return 0;
+    switch (a->type) {
+    case FJ_NULL:
+    case FJ_FALSE:
+    case FJ_TRUE:
+        return 1;
+    case FJ_NUMBER:
+        return same_number(a, b);
+    case FJ_STRING:
+        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+    case FJ_ARRAY:
+        if (a->n != b->n)
+            return 0;
+        for (size_t i = 0; i < a->n; i++) {
+            int r = same_repr(a->items[i], b->items[i], 0);
+            if (r != 1)
+                return r;
+        }
+        return 1;
+    case FJ_OBJECT:
+        return same_object(a, b, top);
+    }
+    return 0;
+}
+
+/* An optional string field: NULL when absent; XF_DEFER when of another
+ * type or empty (the Python consumers read null, "" and absent
+ * differently from each other: `or` in one place, a key test in another). */
+static int opt_str(const fj *obj, const char *key, const char **out)
+{
+    const fj *v = fj_get(obj, key);
+
+    *out = NULL;
+    if (v == NULL)
+        return XF_OK;
+    if (fj_str(v) == NULL || v->len == 0)
+        return xf_say(XF_DEFER, "%s: not a usable string", key);
+    *out = v->str;
+    return XF_OK;
+}
+
+static int opt_int(const fj *obj, const char *key, long long *out, unsigned bit, unsigned *present)
+{
+    const fj *v = fj_get(obj, key);
+
+    if (v == NULL)
+        return XF_OK;
+    if (v->type != FJ_NUMBER || !v->is_int)
+        return xf_say(XF_DEFER, "%s: not an integer", key);
+    *out = v->num;
+    *present |= bit;
+    return XF_OK;
+}
+
+static int opt_strings(const fj *obj, const char *key, const char ***out, size_t *n)
+{
+    const fj *v = fj_get(obj, key);
+
+    *out = NULL;
+    *n = 0;
+    if (v == NULL)
+        return XF_OK;
+    if (v->type != FJ_ARRAY)
+        return xf_say(XF_DEFER, "%s: not a list", key);
+    *out = xf_alloc((v->n ? v->n : 1) * sizeof(**out));
+    for (size_t i = 0; i < v->n; i++) {
+        if (fj_str(v->items[i]) == NULL)
+            return xf_say(XF_DEFER, "%s: not a list of strings", key);
+        (*out)[i] = v->items[i]->str;
+    }
+    *n = v->n;
+    return XF_OK;
+}
+
+static int fill_node(const fj *j, struct xf_node *n)
+{
+    const char *type;
+
+    memset(n, 0, sizeof(*n));
+    n->json = j;
+    n->path = fj_str(fj_get(j, "path"));
+    if (n->path == NULL)
+        return xf_say(XF_DEFER, "deviceNodes: NUL in a path");
+    if (opt_str(j, "hostPath", &n->host_path) != XF_OK || opt_str(j, "type", &type) != XF_OK ||
+        opt_str(j, "permissions", &n->permissions) != XF_OK ||
+        opt_int(j, "major", &n->major, XF_HAS_MAJOR, &n->present) != XF_OK ||
+        opt_int(j, "minor", &n->minor, XF_HAS_MINOR, &n->present) != XF_OK ||
+        opt_int(j, "fileMode", &n->mode, XF_HAS_MODE, &n->present) != XF_OK ||
+        opt_int(j, "uid", &n->uid, XF_HAS_UID, &n->present) != XF_OK ||
+        opt_int(j, "gid", &n->gid, XF_HAS_GID, &n->present) != XF_OK)
+        return xf_say(XF_DEFER, "device node %.200s: %s", n->path, xf_strdup(xf_reason));
+    if (type != NULL) {
+        if (strlen(type) != 1 || strchr("cbup", type[0]) == NULL)
+            return xf_say(XF_DEFER, "device node %.200s: type %.20s", n->path, type);
+        n->type = type[0];
+    }
+    return XF_OK;
+}
+
+static int fill_mount(const fj *j, struct xf_mount *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->json = j;
+    m->host_path = fj_str(fj_get(j, "hostPath"));
+    m->container_path = fj_str(fj_get(j, "containerPath"));
+    if (m->host_path == NULL || m->container_path == NULL)
+        return xf_say(XF_DEFER, "mounts: NUL in a path");
+    if (opt_str(j, "type", &m->type) != XF_OK || opt_strings(j, "options", &m->options, &m->noptions) != XF_OK)
+        return xf_say(XF_DEFER, "mount %.200s: %s", m->container_path, xf_strdup(xf_reason));
+    return XF_OK;
+}
+
+static int fill_hook(const fj *j, struct xf_hook *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->json = j;
+    h->hook_name = fj_str(fj_get(j, "hookName"));
+    h->path = fj_str(fj_get(j, "path"));
+    if (h->hook_name == NULL || h->path == NULL)
+        return xf_say(XF_DEFER, "hooks: NUL in hookName or path");
+    if (opt_strings(j, "args", &h->args, &h->nargs) != XF_OK)
+        return xf_say(XF_DEFER, "hook %.200s: %s", h->path, xf_strdup(xf_reason));
+    return XF_OK;
+}
+
+struct merge {
+    struct rq_vec env, nodes, mounts, hooks;  /* const fj * entries */
+    struct rq_map node_paths, mount_targets;
+};
+
+static const fj *list_of(const fj *edits, const char *key)
+{
+    const fj *v = fj_get(edits, key);
+
+    return v != NULL && v->type == FJ_ARRAY ? v : NULL; /* check_edits: else absent or null */
+}
+
+/* merge_edits.add */
+static int add_edits(struct merge *m, const fj *edits)
+{
+    const fj *l;
+
+    if ((l = list_of(edits, "env")) != NULL)
+        for (size_t i = 0; i < l->n; i++) {
+            if (fj_str(l->items[i]) == NULL)
+                return xf_say(XF_DEFER, "env: an entry with NUL");
+            rq_vec_add(&m->env, l->items[i]);
+        }
+    if ((l = list_of(edits, "deviceNodes")) != NULL)
+        for (size_t i = 0; i < l->n; i++) {
+            const char *path = fj_str(fj_get(l->items[i], "path"));
+            if (path == NULL)
+                return xf_say(XF_DEFER, "deviceNodes: NUL in a path");
+            if (rq_map_get(&m->node_paths, path) == NULL) {
+                rq_map_put(&m->node_paths, path, (void *)path);
+                rq_vec_add(&m->nodes, l->items[i]);
+            }
+        }
+    if ((l = list_of(edits, "mounts")) != NULL)
+        for (size_t i = 0; i < l->n; i++) {
+            const char *target = fj_str(fj_get(l->items[i], "containerPath"));
+            if (target == NULL)
+                return xf_say(XF_DEFER, "mounts: NUL in a containerPath");
+            if (rq_map_get(&m->mount_targets, target) == NULL) {
+                rq_map_put(&m->mount_targets, target, (void *)target);
+                rq_vec_add(&m->mounts, l->items[i]);
+            }
+        }
+    if ((l = list_of(edits, "hooks")) != NULL)
+        for (size_t i = 0; i < l->n; i++) {
+            int dup = 0;
+            for (size_t k = 0; k < m->hooks.n && !dup; k++) {
+                int r = same_repr(m->hooks.v[k], l->items[i], 1);
+                if (r < 0)
+                    return xf_say(XF_DEFER, "hooks: too large to compare");
+                dup = r;
+            }
+            if (!dup)
+                rq_vec_add(&m->hooks, l->items[i]);
+        }
+    return XF_OK;
+}
+
+/* wrapper._extra_edits: additionalGids, and the first edit the wrapper cannot apply. */
+static int extra_edits(const struct device *const *devs, size_t n, struct xf_edits *out)
+{
+    static const char *const unsupported[] = {"intelRdt", "netDevices"};
+    size_t cap = 0;
+
+    for (size_t d = 0; d < n; d++) {
+        const fj *sources[2] = {devs[d]->spec->edits, devs[d]->edits};
+        for (size_t s = 0; s < 2; s++) {
+            const fj *gids;
+            if (sources[s] == NULL)
+                continue;
+            for (size_t k = 0; k < 2; k++)
+                if (rq_truthy(fj_get(sources[s], unsupported[k]))) {
+                    out->unsupported = unsupported[k];
+                    return XF_OK; /* Python stops here */
+                }
+            gids = fj_get(sources[s], "additionalGids");
+            if (!rq_truthy(gids))
+                continue;
+            if (gids->type != FJ_ARRAY)
+                return xf_say(XF_DEFER, "additionalGids is not a list");
+            for (size_t i = 0; i < gids->n; i++) {
+                const fj *g = gids->items[i];
+                size_t j;
+                if (g->type != FJ_NUMBER || !g->is_int)
+                    return xf_say(XF_DEFER, "additionalGids: not an integer");
+                for (j = 0; j < out->ngids && out->gids[j] != g->num; j++)
+                    ;
+                if (j < out->ngids)
+                    continue;
+                if (out->ngids == cap) {
+                    cap = cap ? cap * 2 : 8;
+                    out->gids = xf_realloc(out->gids, cap * sizeof(*out->gids));
+                }
+                out->gids[out->ngids++] = g->num;
+            }
+        }
+    }
+    return XF_OK;
+}
+
+int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, size_t n, struct xf_edits *out)
+{
+    struct rq_map all = {0}, seen_specs = {0};
+    const struct device **devs = xf_alloc((n ? n : 1) * sizeof(*devs));
+    struct merge m = {0};
+
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < ndirs; i++) /* lowest priority first: later dirs replace devices */
+        if (load_dir(dirs[i], &all) != XF_OK)
+            return XF_DEFER;
+    for (size_t i = 0; i < n; i++) {
+        devs[i] = rq_map_get(&all, names[i]);
+        if (devs[i] == NULL)
+            return xf_say(XF_DEFER, "unresolvable CDI device %.200s", names[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* each spec's shared edits once, before the first of its devices' own; a spec is its file */
+        if (rq_map_get(&seen_specs, devs[i]->spec->path) == NULL) {
+            rq_map_put(&seen_specs, devs[i]->spec->path, (void *)devs[i]->spec);
+            if (devs[i]->spec->edits != NULL && add_edits(&m, devs[i]->spec->edits) != XF_OK)
+                return XF_DEFER;
+        }
+        if (add_edits(&m, devs[i]->edits) != XF_OK)
+            return XF_DEFER;
+    }
+    out->env = xf_alloc((m.env.n ? m.env.n : 1) * sizeof(*out->env));
+    for (size_t i = 0; i < m.env.n; i++)
+        out->env[i] = ((const fj *)m.env.v[i])->str;
+    out->nenv = m.env.n;
+    out->nodes = xf_alloc((m.nodes.n ? m.nodes.n : 1) * sizeof(*out->nodes));
+    for (size_t i = 0; i < m.nodes.n; i++)
+        if (fill_node(m.nodes.v[i], &out->nodes[i]) != XF_OK)
+            return XF_DEFER;
+    out->nnodes = m.nodes.n;
+    out->mounts = xf_alloc((m.mounts.n ? m.mounts.n : 1) * sizeof(*out->mounts));
+    for (size_t i = 0; i < m.mounts.n; i++)
+        if (fill_mount(m.mounts.v[i], &out->mounts[i]) != XF_OK)
+            return XF_DEFER;
+    out->nmounts = m.mounts.n;
+    out->hooks = xf_alloc((m.hooks.n ? m.hooks.n : 1) * sizeof(*out->hooks));
+    for (size_t i = 0; i < m.hooks.n; i++)
+        if (fill_hook(m.hooks.v[i], &out->hooks[i]) != XF_OK)
+            return XF_DEFER;
+    out->nhooks = m.hooks.n;
+    return extra_edits(devs, n, out);
+}

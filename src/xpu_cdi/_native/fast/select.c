@@ -1,0 +1,367 @@
+/* Which devices a container asked for: the C twin of xpu_cdi.hook.select
+ * (load_indexes, _usable, env_map, parse_value, requested), see
+ * request.h.  Every limit, order and tie-break below is select.py's; a
+ * token only a profile's alias regex can read, non-ASCII text (Unicode
+ * whitespace) or a malformed value is XF_DEFER.  The cdi.k8s.io/
+ * annotations are names.c's. */
+#include "request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "names.h"
+#include "request_util.h"
+
+#define MAX_INDEX_BYTES ((size_t)1 << 20) /* select.MAX_INDEX_BYTES */
+#define MAX_RANGE 4096                    /* select.MAX_RANGE */
+#define MAX_TOKEN 64                      /* select.MAX_TOKEN */
+#define MAX_VALUE ((size_t)1 << 16)       /* select.MAX_VALUE */
+
+/* A decoded JSON string equal to s[0:n] (NUL bytes included). */
+static int str_is(const fj *v, const char *s, size_t n)
+{
+    return v != NULL && v->type == FJ_STRING && v->len == n && memcmp(v->str, s, n) == 0;
+}
+
+/* Whether the member i of obj is the last one with its key (the one a dict keeps). */
+static int last_member(const fj *obj, size_t i)
+{
+    for (size_t j = i + 1; j < obj->n; j++)
+        if (obj->keys[j]->len == obj->keys[i]->len &&
+            memcmp(obj->keys[j]->str, obj->keys[i]->str, obj->keys[i]->len) == 0)
+            return 0;
+    return 1;
+}
+
+/* ---- hook indexes (select.load_indexes) ---------------------------------- */
+
+/* select._int: 1 to 6 ASCII digits. */
+static int card_index(const char *s, size_t n, long *out)
+{
+    long v = 0;
+
+    if (n == 0 || n > 6)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+/* select._usable: the shape generate writes. */
+static int usable(const fj *d)
+{
+    const fj *sel, *indices, *all, *aliases, *kind;
+
+    if (d->type != FJ_OBJECT || !fj_equal(fj_get(d, "xpuCdiIndex"), fj_new_int(1)))
+        return 0; /* None != 1; True and 1.0 == 1, as fj_equal knows */
+    kind = fj_get(d, "kind");
+    if (kind == NULL || kind->type != FJ_STRING)
+        return 0;
+    sel = fj_get(d, "selection");
+    indices = fj_get(d, "indices");
+    all = fj_get(d, "all");
+    if (sel == NULL || sel->type != FJ_OBJECT || indices == NULL || indices->type != FJ_OBJECT)
+        return 0;
+    if (!(all == NULL || all->type == FJ_NULL || all->type == FJ_STRING))
+        return 0;
+    for (size_t i = 0; i < indices->n; i++) {
+        long unused;
+        if (!card_index(indices->keys[i]->str, indices->keys[i]->len, &unused))
+            return 0;
+        if (indices->items[i]->type != FJ_STRING && last_member(indices, i))
+            return 0; /* an earlier duplicate's value does not count: the dict keeps the last */
+    }
+    if (!rq_string_list(fj_get(sel, "env")) || !rq_string_list(fj_get(sel, "none")))
+        return 0;
+    aliases = fj_get(sel, "aliases");
+    return aliases == NULL || aliases->type == FJ_NULL || aliases->type == FJ_STRING;
+}
+
+static int cmp_index(const void *a, const void *b)
+{
+    return strcmp(((const struct xf_index *)a)->kind, ((const struct xf_index *)b)->kind);
+}
+
+int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *out)
+{
+    struct rq_map by_kind = {0};
+    struct rq_vec kinds = {0};
+
+    out->items = NULL;
+    out->n = 0;
+    for (size_t di = 0; di < ndirs; di++) {
+        char **names;
+        size_t n;
+        if (rq_list_dir(dirs[di], &names, &n) != 0)
+            continue; /* Python: OSError -> next dir */
+        for (size_t i = 0; i < n; i++) {
+            char *path, *data, err[256];
+            size_t len;
+            struct stat st;
+            const fj *doc, *kind;
+            if (!rq_ends_with(names[i], INDEX_SUFFIX))
+                continue;
+            if (!rq_is_ascii(names[i], strlen(names[i])))
+                return xf_say(XF_DEFER, "index %s: a non-ASCII name (Python sorts by code point)", names[i]);
+            path = rq_join(dirs[di], names[i]);
+            switch (rq_read_regular(path, MAX_INDEX_BYTES, &data, &len, &st)) {
+            case RD_OSERROR:
+                continue; /* a broken index only disables env selection for its kind */
+            case RD_DEFER:
+                return XF_DEFER;
+            }
+            doc = fj_parse(data, len, err, sizeof(err));
+            if (doc == NULL) /* Python may read what this parser refuses (NaN, deep nesting) */
+                return xf_say(XF_DEFER, "index %s: %s", path, err);
+            if (!usable(doc))
+                continue;
+            kind = fj_get(doc, "kind");
+            if (fj_str(kind) == NULL)
+                return xf_say(XF_DEFER, "index %s: NUL in kind", path);
+            if (rq_map_put(&by_kind, kind->str, (void *)doc) == NULL)
+                rq_vec_add(&kinds, kind->str);
+        }
+    }
+    out->items = xf_alloc((kinds.n ? kinds.n : 1) * sizeof(*out->items));
+    for (size_t i = 0; i < kinds.n; i++) {
+        out->items[i].kind = kinds.v[i];
+        out->items[i].json = rq_map_get(&by_kind, kinds.v[i]);
+    }
+    out->n = kinds.n;
+    /* kinds are UTF-8 without NUL: byte order is Python's code point order */
+    if (out->n > 1)
+        qsort(out->items, out->n, sizeof(*out->items), cmp_index);
+    return XF_OK;
+}
+
+/* ---- selection values (select.parse_value) ------------------------------ */
+
+struct span {
+    long lo, hi;
+};
+
+static int cmp_span(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return (x->hi > y->hi) - (x->hi < y->hi);
+}
+
+struct card {
+    long index;
+    size_t pos;  /* first position of its key (the dict's order) */
+    const fj *key, *name;
+};
+
+static int cmp_card_key(const void *a, const void *b)
+{
+    const struct card *x = a, *y = b;
+    size_t n = x->key->len < y->key->len ? x->key->len : y->key->len;
+    int c = memcmp(x->key->str, y->key->str, n);
+
+    if (c != 0)
+        return c;
+    if (x->key->len != y->key->len)
+        return x->key->len < y->key->len ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int cmp_card_index(const void *a, const void *b)
+{
+    const struct card *x = a, *y = b;
+
+    if (x->index != y->index)
+        return x->index < y->index ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static int add_name(struct rq_names *out, const char *kind, const fj *name)
+{
+    if (fj_str(name) == NULL)
+        return xf_say(XF_DEFER, "index of %s: a device name with NUL", kind);
+    rq_names_add(out, xf_printf("%s=%s", kind, name->str));
+    return XF_OK;
+}
+
+/* `all` with no "all" device: every card, sorted(indices, key=int) --
+ * a stable sort, so keys of equal value ("1", "01") keep the dict's order. */
+static int all_cards(const char *kind, const fj *indices, struct rq_names *out)
+{
+    size_t n = indices->n, u = 0;
+    struct card *cards = xf_alloc((n ? n : 1) * sizeof(*cards));
+
+    for (size_t i = 0; i < n; i++) {
+        cards[i].pos = i;
+        cards[i].key = indices->keys[i];
+        cards[i].name = indices->items[i];
+        card_index(cards[i].key->str, cards[i].key->len, &cards[i].index); /* usable() checked */
+    }
+    /* one entry per distinct key: first position, last value */
+    qsort(cards, n, sizeof(*cards), cmp_card_key);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && cards[j + 1].key->len == cards[i].key->len &&
+               memcmp(cards[j + 1].key->str, cards[i].key->str, cards[i].key->len) == 0)
+            j++;
+        cards[u] = cards[i];
+        cards[u++].name = cards[j].name;
+        i = j + 1;
+    }
+    qsort(cards, u, sizeof(*cards), cmp_card_index);
+    for (size_t i = 0; i < u; i++)
+        if (add_name(out, kind, cards[i].name) != XF_OK)
+            return XF_DEFER;
+    free(cards);
+    return XF_OK;
+}
+
+static int parse_value(const char *kind, const fj *index, const char *var, const char *value, size_t vlen,
+                       struct rq_names *out)
+{
+    const fj *sel = fj_get(index, "selection"), *none = fj_get(sel, "none"), *indices, *all;
+    const char *s = value, *p, *end;
+    size_t n = vlen, nspans = 0, capspans = 0;
+    struct span *spans = NULL;
+    struct rq_map by_key = {0};
+    int want_all = 0;
+    long done = -1;
+    static const char *const default_none[] = {"", "void", "none"};
+
+    if (!rq_is_ascii(value, vlen))
+        return xf_say(XF_DEFER, "%s: not ASCII", var); /* Unicode whitespace, aliases: Python's */
+    if (vlen > MAX_VALUE)
+        return xf_say(XF_DEFER, "%s: longer than %zu characters", var, MAX_VALUE);
+    rq_strip(&s, &n);
+    if (none != NULL && none->n > 0) {
+        for (size_t i = 0; i < none->n; i++)
+            if (str_is(none->items[i], s, n))
+                return XF_OK;
+    } else {
+        for (size_t i = 0; i < 3; i++)
+            if (strlen(default_none[i]) == n && memcmp(default_none[i], s, n) == 0)
+                return XF_OK;
+    }
+    indices = fj_get(index, "indices");
+    for (p = s, end = s + n;; p++) {
+        const char *comma = memchr(p, ',', (size_t)(end - p)), *tok = p, *dash;
+        size_t tlen = (size_t)((comma ? comma : end) - p);
+        long lo = 0, hi = 0;
+        int is_all;
+        rq_strip(&tok, &tlen);
+        is_all = tlen == 3 && memcmp(tok, "all", 3) == 0;
+        if (is_all) {
+            want_all = 1;
+        } else if (card_index(tok, tlen, &lo)) {
+            hi = lo;
+        } else if ((dash = memchr(tok, '-', tlen)) != NULL && card_index(tok, (size_t)(dash - tok), &lo) &&
+                   card_index(dash + 1, tlen - (size_t)(dash - tok) - 1, &hi)) {
+            if (lo > hi || hi - lo >= MAX_RANGE)
+                return xf_say(XF_DEFER, "%s: range %.*s out of bounds", var, (int)tlen, tok);
+        } else {
+            /* an alias (Ascend910-0) or garbage: the profile's regex, in Python */
+            return xf_say(XF_DEFER, "%s: token '%.*s' is not an index, a range or all", var,
+                          (int)(tlen > MAX_TOKEN ? MAX_TOKEN : tlen), tok);
+        }
+        if (!is_all) {
+            if (nspans == capspans) {
+                capspans = capspans ? capspans * 2 : 16;
+                spans = xf_realloc(spans, capspans * sizeof(*spans));
+            }
+            spans[nspans].lo = lo;
+            spans[nspans++].hi = hi;
+        }
+        if (comma == NULL)
+            break;
+        p = comma;
+    }
+    if (want_all) {
+        free(spans);
+        all = fj_get(index, "all");
+        if (rq_truthy(all))
+            return add_name(out, kind, all);
+        return all_cards(kind, indices, out);
+    }
+    for (size_t i = 0; i < indices->n; i++) /* the dict: the last value of a key */
+        rq_map_put(&by_key, xf_strndup(indices->keys[i]->str, indices->keys[i]->len), indices->items[i]);
+    if (nspans > 1)
+        qsort(spans, nspans, sizeof(*spans), cmp_span);
+    for (size_t k = 0; k < nspans; k++) {
+        for (long i = spans[k].lo > done + 1 ? spans[k].lo : done + 1; i <= spans[k].hi; i++) {
+            char key[24];
+            const fj *name;
+            snprintf(key, sizeof(key), "%ld", i);
+            name = rq_map_get(&by_key, key);
+            if (name == NULL)
+                return xf_say(XF_DEFER, "%s: no card %ld in the %s index", var, i, kind);
+            if (add_name(out, kind, name) != XF_OK)
+                return XF_DEFER;
+        }
+        if (spans[k].hi > done)
+            done = spans[k].hi;
+    }
+    free(spans);
+    free(by_key.keys);
+    free(by_key.vals);
+    return XF_OK;
+}
+
+/* env_map(env)[var]: the last "var=..." entry's value. */
+static int env_lookup(const fj *env, const char *var, size_t varlen, const char **value, size_t *vlen)
+{
+    for (size_t i = env ? env->n : 0; i-- > 0;) {
+        const fj *e = env->items[i];
+        const char *eq;
+        if (e->type != FJ_STRING)
+            continue;
+        eq = memchr(e->str, '=', e->len);
+        if (eq != NULL && (size_t)(eq - e->str) == varlen && memcmp(e->str, var, varlen) == 0) {
+            *value = eq + 1;
+            *vlen = e->len - varlen - 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- select.requested ---------------------------------------------------- */
+
+int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
+                 const char ***names, size_t *n)
+{
+    struct rq_names out = {0};
+
+    *names = NULL;
+    *n = 0;
+    if (env != NULL && env->type == FJ_NULL)
+        env = NULL;
+    if (env != NULL && env->type != FJ_ARRAY)
+        return xf_say(XF_DEFER, "process.env is not a list");
+    for (size_t i = 0; env != NULL && i < env->n; i++)
+        if (env->items[i]->type == FJ_STRING && env->items[i]->has_nul)
+            return xf_say(XF_DEFER, "process.env: an entry with NUL");
+    for (size_t k = 0; k < ix->n; k++) { /* sorted by kind */
+        const fj *vars = fj_get(fj_get(ix->items[k].json, "selection"), "env");
+        for (size_t i = 0; vars != NULL && vars->type == FJ_ARRAY && i < vars->n; i++) {
+            const fj *var = vars->items[i];
+            const char *value;
+            size_t vlen;
+            if (fj_str(var) == NULL || !env_lookup(env, var->str, var->len, &value, &vlen))
+                continue;
+            if (parse_value(ix->items[k].kind, ix->items[k].json, var->str, value, vlen, &out) != XF_OK)
+                return XF_DEFER;
+            break; /* the first variable of a kind that is set decides */
+        }
+    }
+    if (rq_annotation_names(ann_state, ann_config, &out) != XF_OK)
+        return XF_DEFER;
+    *names = (const char **)out.list.v;
+    *n = out.list.n;
+    return XF_OK;
+}
