@@ -1,4 +1,4 @@
-"""The hook's compiled injection (fast/inject.c) against the Python hook's.
+"""The hook's compiled injection (fast/plan.c, inject.c, rootfs.c, links.c, ldcache.c) against the Python hook's.
 
 Each case is a CDI spec of its own (device nodes with and without numbers,
 modes, owners, permissions, block and "u" nodes, bind mounts with every
@@ -310,7 +310,7 @@ def sleeper() -> Iterator[int]:
         p.wait()
 
 
-REASONS = {  # what inject.c's plan says when it declines
+REASONS = {  # what plan.c says when it declines
     "fifo": "fifo nodes", "no host node": "No such file", "relative node": "not a plain absolute path",
     "dotdot node": "not a plain absolute path", "bad permissions": "permissions rx", "huge major": "out of range",
     "tmpfs mount": "not a bind mount", "unknown option": "option mode=1", "mount on /": "not plain absolute",

@@ -1,4 +1,4 @@
-"""fast/request.c against the Python it twins: ``hook.select`` (hook
+"""fast/select.c, names.c and registry.c (request.h) against the Python it twins: ``hook.select`` (hook
 indexes, selection variables, annotations), ``cdi.names`` and
 ``cdi.registry`` (spec dirs, precedence, ``merge_edits``) plus the
 wrapper's ``_extra_edits`` (additionalGids, unsupported edits).

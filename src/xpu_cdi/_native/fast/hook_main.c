@@ -13,7 +13,7 @@
  * undone (retrying could not make it whole).
  *
  * Nothing from the container's environment reaches this process's own:
- * process.env is parsed as data only (request.c). */
+ * process.env is parsed as data only (select.c). */
 #include "common.h"
 #include "fjson.h"
 #include "inject.h"

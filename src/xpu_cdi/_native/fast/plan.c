@@ -46,7 +46,7 @@ static int py_repr(struct xf_buf *b, const char *s)
     return 0;
 }
 
-/* The spec entry's integer member agrees with what request.c parsed:
+/* The spec entry's integer member agrees with what registry.c parsed:
  * absent and not present, or an integer of that value.  null, floats,
  * booleans and strings are refused (Python's setdefault and `or` treat
  * them in ways not worth porting). */
