@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -31,6 +30,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from wrapper_specs import base_config
+from wrapper_specs import edits as shared_edits
 from xpu_cdi import atomic
 from xpu_cdi.errors import XpuCdiError
 from xpu_cdi.runtime import bundle, jsondump, ociedit, wrapper
@@ -97,29 +98,9 @@ def check_same(fast: Path, tmp: Path, config: Any, edits: Dict[str, Any], text: 
     return got
 
 
-def base_config() -> Dict[str, Any]:
-    return {
-        "process": {"env": ["PATH=/bin", "LD_LIBRARY_PATH=/opt/app/lib", "KEEP=1"]},
-        "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
-                   {"destination": "/usr/local/xpu/etc", "type": "bind", "source": "/srv/etc", "options": ["bind"]},
-                   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"}],
-        "linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}},
-    }
-
-
 def edits() -> Dict[str, Any]:
-    node = {"path": "/dev/xpu2", "hostPath": "/host/dev/xpu2", "type": "c", "major": 240, "minor": 2,
-            "fileMode": 0o666, "permissions": "rw"}
-    return {
-        "env": ["XPU_DRIVER=1", "KEEP=2", "LD_LIBRARY_PATH=/usr/local/xpu/lib64"],
-        "deviceNodes": [node, {"path": "/dev/xpuctrl", "type": "c", "major": 240, "minor": 200, "fileMode": 438}],
-        "mounts": [{"hostPath": "/host/usr/local/xpu", "containerPath": "/usr/local/xpu",
-                    "options": ["ro", "nosuid", "nodev", "bind"]}],
-        "hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
-                   "args": ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64",
-                            "--folder=/usr/local/xpu/lib"], "env": ["PATH=/bin"], "timeout": 10}],
-        "additionalGids": [44, 5],
-    }
+    """The shared one-card edits plus additionalGids (which merge_edits leaves to the wrapper)."""
+    return dict(shared_edits(), additionalGids=[44, 5])
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from wrapper_specs import spec
 from xpu_cdi.runtime import launcher, wrapper
 
 DEFERRED = "cannot run the Python implementation"
@@ -31,21 +32,6 @@ cat > "$RECORD/stdin"
 cp "$BUNDLE/config.json" "$RECORD/config.json" 2>/dev/null
 exit 0
 """
-
-
-def spec(cards: int) -> Dict[str, Any]:
-    """A Kunlunxin spec like `generate` writes (numbers included: no device nodes needed)."""
-    devices = [{"name": str(i), "containerEdits": {"deviceNodes": [
-        {"path": f"/dev/xpu{i}", "hostPath": f"/host/dev/xpu{i}", "type": "c", "major": 240, "minor": i,
-         "fileMode": 438, "permissions": "rwm"}]}} for i in range(cards)]
-    return {"cdiVersion": "0.5.0", "kind": KIND, "devices": devices, "containerEdits": {
-        "deviceNodes": [{"path": "/dev/xpuctrl", "hostPath": "/host/dev/xpuctrl", "type": "c", "major": 240,
-                         "minor": 200, "fileMode": 438, "permissions": "rwm"}],
-        "mounts": [{"hostPath": "/host/usr/local/xpu", "containerPath": "/usr/local/xpu",
-                    "options": ["ro", "nosuid", "nodev", "bind"]}],
-        "hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
-                   "args": ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64"],
-                   "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "timeout": 10}]}}
 
 
 def index(cards: int) -> Dict[str, Any]:

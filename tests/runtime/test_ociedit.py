@@ -10,32 +10,9 @@ from typing import Any, Dict
 
 import pytest
 
+from wrapper_specs import base_config, edits
 from xpu_cdi.errors import SpecError
 from xpu_cdi.runtime import ociedit
-
-
-def base_config() -> Dict[str, Any]:
-    return {
-        "process": {"env": ["PATH=/bin", "LD_LIBRARY_PATH=/opt/app/lib", "KEEP=1"]},
-        "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
-                   {"destination": "/usr/local/xpu/etc", "type": "bind", "source": "/srv/etc", "options": ["bind"]},
-                   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"}],
-        "linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}},
-    }
-
-
-def edits() -> Dict[str, Any]:
-    node = {"path": "/dev/xpu2", "hostPath": "/host/dev/xpu2", "type": "c", "major": 240, "minor": 2,
-            "fileMode": 0o666, "permissions": "rw"}
-    return {
-        "env": ["XPU_DRIVER=1", "KEEP=2", "LD_LIBRARY_PATH=/usr/local/xpu/lib64"],
-        "deviceNodes": [node, {"path": "/dev/xpuctrl", "type": "c", "major": 240, "minor": 200, "fileMode": 438}],
-        "mounts": [{"hostPath": "/host/usr/local/xpu", "containerPath": "/usr/local/xpu",
-                    "options": ["ro", "nosuid", "nodev", "bind"]}],
-        "hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
-                   "args": ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64",
-                            "--folder=/usr/local/xpu/lib"], "env": ["PATH=/bin"], "timeout": 10}],
-    }
 
 
 class TestApply:

@@ -1,6 +1,7 @@
 """A hand-written Kunlunxin CDI spec and hook index, as `xpu-cdi generate`
-writes them (numbers included, so no device nodes are needed), and the
-paths of the installed commands."""
+writes them (numbers included, so no device nodes are needed), the paths of
+the installed commands, and a config.json with merged edits to apply to it
+(the wrapper's Python tests and the compiled wrapper's share them)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,29 @@ def index(cards: int = 4) -> Dict[str, Any]:
             "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
                           "none": ["", "void", "none"]},
             "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json"}
+
+
+def base_config() -> Dict[str, Any]:
+    """A config.json with env, mounts and a deny-all device rule already in it."""
+    return {
+        "process": {"env": ["PATH=/bin", "LD_LIBRARY_PATH=/opt/app/lib", "KEEP=1"]},
+        "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+                   {"destination": "/usr/local/xpu/etc", "type": "bind", "source": "/srv/etc", "options": ["bind"]},
+                   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"}],
+        "linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}},
+    }
+
+
+def edits() -> Dict[str, Any]:
+    """Merged CDI edits (``registry.merge_edits``'s shape) for one card."""
+    node = {"path": "/dev/xpu2", "hostPath": "/host/dev/xpu2", "type": "c", "major": 240, "minor": 2,
+            "fileMode": 0o666, "permissions": "rw"}
+    return {
+        "env": ["XPU_DRIVER=1", "KEEP=2", "LD_LIBRARY_PATH=/usr/local/xpu/lib64"],
+        "deviceNodes": [node, {"path": "/dev/xpuctrl", "type": "c", "major": 240, "minor": 200, "fileMode": 438}],
+        "mounts": [{"hostPath": "/host/usr/local/xpu", "containerPath": "/usr/local/xpu",
+                    "options": ["ro", "nosuid", "nodev", "bind"]}],
+        "hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
+                   "args": ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64",
+                            "--folder=/usr/local/xpu/lib"], "env": ["PATH=/bin"], "timeout": 10}],
+    }
