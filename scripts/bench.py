@@ -17,7 +17,9 @@ differences below are fair:
   and the Python implementation alone as the in-run baseline of the ratios;
 * wrapper: `xpu-container-runtime run` for 8 cards minus plain runc on the
   config.json the wrapper writes; a container asking for nothing minus
-  plain runc; the Python implementation alone, as the hook's.
+  plain runc; the Python implementation alone, as the hook's; and the
+  wrapper's own cost without runc (`create` with /bin/true as the real
+  runtime, minus /bin/true run directly).
 
 Prints a table; writes ``bench-out/bench.json`` (every sample and the
 machine), ``bench-out/performance.md`` (the README's Performance section)
@@ -151,6 +153,84 @@ def hook_variants(work: Path) -> Dict[str, Sample]:
     return out
 
 
+V1_DEVICES = Path("/sys/fs/cgroup/devices")
+
+
+class Sleeper:
+    """A stand-in for a container being created: a process in its own mount
+    namespace and its own v1 device cgroup, over a fresh empty rootfs."""
+
+    def __init__(self, bundle: Path) -> None:
+        self.rootfs = bundle / "rootfs"
+        shutil.rmtree(self.rootfs, ignore_errors=True)
+        self.rootfs.mkdir()
+        self.cgroup = V1_DEVICES / runtimes.unique("xcbench")
+        self.cgroup.mkdir()
+        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"])
+        (self.cgroup / "cgroup.procs").write_text(str(self.proc.pid))
+        self.state = json.dumps({"ociVersion": "1.0.2", "id": "xcbench", "status": "creating",
+                                 "pid": self.proc.pid, "bundle": str(bundle)}).encode()
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        for _ in range(100):  # the cgroup empties once the kernel has reaped the process
+            try:
+                self.cgroup.rmdir()
+                break
+            except OSError:
+                time.sleep(0.01)
+        shutil.rmtree(self.rootfs, ignore_errors=True)
+
+
+def hook_direct_variants(work: Path) -> Dict[str, Sample]:
+    """The hook process alone, without runc's noise: run directly with a
+    state naming a fresh stand-in container (untimed set-up), against
+    /bin/true given the same state.  cgroup v1 hosts only."""
+    from xpu_cdi.hook import launcher
+
+    if not V1_DEVICES.is_dir() or shutil.which("unshare") is None:
+        return {}
+    host = fakehost.kunlunxin(work / "direct-host", cards=8)
+    specs, hook = work / "direct-cdi", work / "direct" / "xpu-cdi-hook"
+    hook.parent.mkdir()
+    launcher.install(str(hook))
+    subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
+                    "--hook-path", str(hook)], check=True, capture_output=True)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "XPU_CDI_SPEC_DIRS": str(specs)}
+    log = work / "direct-hook.log"
+    out: Dict[str, Sample] = {}
+    for name, (path, cenv) in {"true": ("/bin/true", ["XPU_VISIBLE_DEVICES=0-7"]),
+                               "fast8": (str(hook), ["XPU_VISIBLE_DEVICES=0-7"]),
+                               "fast0": (str(hook), []),
+                               "py8": (f"{hook}.py", ["XPU_VISIBLE_DEVICES=0-7"])}.items():
+        b = runtimes.Bundle(work)
+        b.set_process(["true"], env=cenv)
+        b.write()
+
+        def run(path: str = path, bundle: Path = b.dir) -> float:
+            c = Sleeper(bundle)
+            try:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t = time.perf_counter()
+                r = subprocess.run([path, "prestart", "--log", str(log)], input=c.state, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                elapsed = time.perf_counter() - t
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+                if r.returncode != 0:
+                    raise RuntimeError(f"{path} failed: {r.stderr.decode(errors='replace')[-500:]}")
+                return elapsed
+            finally:
+                c.close()
+
+        out[f"hook-direct/{name}"] = run
+    out["hook-direct/fast8"]()
+    if "fast path" in log.read_text() or "injected kunlunxin.com/xpu=" not in log.read_text():
+        raise RuntimeError(f"the compiled hook did not inject on its own: {log.read_text()[-500:]}")
+    return out
+
+
 def wrapper_variants(work: Path) -> Dict[str, Sample]:
     """`run` through xpu-container-runtime and plain runc."""
     from xpu_cdi.runtime import launcher, wrapper
@@ -175,6 +255,21 @@ def wrapper_variants(work: Path) -> Dict[str, Sample]:
             wrapper.prepare(str(b.dir), {"XPU_CDI_SPEC_DIRS": str(specs)})
         pristine = (b.dir / "config.json").read_bytes()
         out[f"wrapper/{name}"] = lambda runtime=runtime, b=b, pristine=pristine: _runc(runtime, b, env, pristine)
+    # The wrapper's own cost without runc's noise: `create` with /bin/true as
+    # the real runtime, against /bin/true run directly with the same arguments.
+    direct = dict(env, XPU_CDI_RUNTIME="/bin/true")
+    for name, (runtime, cenv) in {"true": ("/bin/true", eight), "fast8": (fast, eight), "fast0": (fast, []),
+                                  "py8": (f"{fast}.py", eight)}.items():
+        b = runtimes.Bundle(work)
+        b.set_process(["true"], env=cenv)
+        b.write()
+        pristine = (b.dir / "config.json").read_bytes()
+
+        def create(runtime: str = runtime, b: "runtimes.Bundle" = b, pristine: bytes = pristine) -> float:
+            (b.dir / "config.json").write_bytes(pristine)
+            return timed([runtime, "create", "--bundle", str(b.dir), "xcbench-direct"], direct)
+
+        out[f"wrapper-direct/{name}"] = create
     return out
 
 
@@ -266,6 +361,19 @@ def report(s: Dict[str, List[float]], same: bool) -> Rows:
              f"(same rounds)"),
             ("  Python implementation alone, nothing", f"{ms(s['hook/py0']) - ms(s['hook/true']):.1f} ms",
              f"the compiled front end costs {ratio(s, 'hook/noop', 'hook/py0', 'hook/true')} of it"),
+        ]
+    if "hook-direct/true" in s:
+        rows += [
+            ("hook alone, 8 cards", f"{ms(s['hook-direct/fast8']) - ms(s['hook-direct/true']):.2f} ms",
+             f"the hook process run directly on a fresh stand-in container (own mount namespace and v1 device "
+             f"cgroup), minus /bin/true: no runc noise; CPU "
+             f"{ms(s['cpu:hook-direct/fast8']) - ms(s['cpu:hook-direct/true']):.2f} ms"),
+            ("  nothing asked", f"{ms(s['hook-direct/fast0']) - ms(s['hook-direct/true']):.2f} ms", ""),
+            ("  the Python implementation, 8 cards", f"{ms(s['hook-direct/py8']) - ms(s['hook-direct/true']):.1f} ms",
+             f"the front end takes {ratio(s, 'hook-direct/fast8', 'hook-direct/py8', 'hook-direct/true')} of its time"),
+        ]
+    if "hook/true" in s:
+        rows += [
             ("hook CPU, 8 cards", f"{ms(s['cpu:hook/inject8']) - ms(s['cpu:hook/true']):.1f} ms",
              "user+sys of the runc run's process tree, minus with /bin/true: less sensitive to machine load than wall time"),
             ("hook CPU, nothing asked", f"{ms(s['cpu:hook/noop']) - ms(s['cpu:hook/true']):.1f} ms",
@@ -294,6 +402,11 @@ def report(s: Dict[str, List[float]], same: bool) -> Rows:
             ("wrapper CPU, 8 cards", f"{ms(s['cpu:wrapper/fast8']) - ms(s['cpu:wrapper/runc8']):.1f} ms",
              "user+sys of the process tree, minus plain runc on the edited config.json"),
             ("wrapper CPU, nothing asked", f"{ms(s['cpu:wrapper/fast0']) - ms(s['cpu:wrapper/runc']):.1f} ms", ""),
+            ("wrapper alone, 8 cards", f"{ms(s['wrapper-direct/fast8']) - ms(s['wrapper-direct/true']):.2f} ms",
+             f"`create` with /bin/true as the real runtime, minus /bin/true itself: no runc noise; "
+             f"nothing asked {ms(s['wrapper-direct/fast0']) - ms(s['wrapper-direct/true']):.2f} ms; the Python "
+             f"implementation {ms(s['wrapper-direct/py8']) - ms(s['wrapper-direct/true']):.1f} ms "
+             f"(front end {ratio(s, 'wrapper-direct/fast8', 'wrapper-direct/py8', 'wrapper-direct/true')})"),
             ("  Python implementation alone, CPU", f"{ms(s['cpu:wrapper/py8']) - ms(s['cpu:wrapper/runc8']):.1f} ms",
              f"8 cards; the compiled front end uses "
              f"{ratio(s, 'cpu:wrapper/fast8', 'cpu:wrapper/py8', 'cpu:wrapper/runc8')} of it "
@@ -334,6 +447,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
             variants.update(res)
             if containers:
                 variants.update(hook_variants(work))
+                variants.update(hook_direct_variants(work))
                 variants.update(wrapper_variants(work))
             else:
                 print("bench: not root or no runc: hook and wrapper rows skipped", file=sys.stderr)
