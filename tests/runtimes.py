@@ -158,6 +158,9 @@ def run_runc(bundle: Bundle, runtime: str = "runc", timeout: float = 60,
         subprocess.run([runtime, "delete", "--force", cid], capture_output=True)
 
 
+PODMAN_EXIT_CODE_RACE = "from DB: no such exit code"
+
+
 class Podman:
     """podman with a private store and the settings this machine needs."""
 
@@ -183,7 +186,14 @@ class Podman:
                               timeout=timeout, check=check, stdin=subprocess.DEVNULL)
 
     def run(self, podman_args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
-        return self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
+        r = self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
+        if r.returncode != 0 and PODMAN_EXIT_CODE_RACE in r.stderr:
+            # podman 4.3 sometimes reads the container's exit code from its DB before conmon
+            # has stored it (under load) and fails the run itself; the container ran.  Run it
+            # once more: only this message of podman's own, never a failure of the container.
+            self.run_cmd(["rm", "-af"])
+            r = self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
+        return r
 
     def close(self) -> None:
         self.run_cmd(["rm", "-af"])
@@ -364,6 +374,14 @@ class Containerd:
             targets = [t for t in (line.split()[1] for line in f) if (t + "/").startswith(f"{self.base}/")]
         for target in reversed(targets):
             subprocess.run(["umount", "-l", target], capture_output=True)
+        # runc removes each container's cgroup but not the one named after the
+        # namespace above them (/sys/fs/cgroup/<controller>/<namespace>): remove those
+        for parent in Path("/sys/fs/cgroup").glob(f"*/{self.namespace}"):
+            for d in sorted(parent.glob("**/"), key=lambda p: -len(p.parts)):
+                try:
+                    d.rmdir()  # only empty cgroups can go; a busy one stays and says so in the next run
+                except OSError:
+                    pass
         shutil.rmtree(self.base, ignore_errors=True)
         shutil.rmtree(self.sock_dir, ignore_errors=True)
 
