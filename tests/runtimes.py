@@ -199,6 +199,11 @@ class Podman:
         self.run_cmd(["rm", "-af"])
         self.run_cmd(["rmi", "-af"])
         subprocess.run(["podman", "system", "reset", "-f"], env=self.env, capture_output=True)
+        # a run podman lost track of (its exit-code race) leaves runc's state behind
+        listed = subprocess.run(["runc", "list", "-f", "json"], capture_output=True, text=True)
+        for c in json.loads(listed.stdout or "null") or []:
+            if str(c.get("bundle", "")).startswith(f"{self.base}/"):
+                subprocess.run(["runc", "delete", "--force", c["id"]], capture_output=True)
         # overlay mounts of the private store must not outlive the test
         subprocess.run(["sh", "-c", f"grep -o ' {self.base}[^ ]*' /proc/mounts | xargs -r -n1 umount -l"],
                        capture_output=True)
