@@ -14,6 +14,7 @@
  *       journal is run at once: "ROLLBACK <failed steps>[ <failures>]".
  *       A DEFER is always followed by the rollback (as the hook does). */
 #include "cgroup.h"
+#include "test_main.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,43 +50,17 @@ static int locate_files(const char *mountinfo_file, const char *cgroup_file)
     return 0;
 }
 
-/* The next frame of stdin; 0 at the end, -1 on a malformed frame. */
-static int next_frame(char **data, size_t *len)
-{
-    char line[32];
-    size_t n = 0;
-    int c;
-
-    while ((c = getchar()) != EOF && c != '\n') {
-        if (c < '0' || c > '9' || n + 1 >= sizeof(line))
-            return -1;
-        line[n++] = (char)c;
-    }
-    if (c == EOF && n == 0)
-        return 0;
-    if (c == EOF || n == 0)
-        return -1;
-    line[n] = '\0';
-    *len = strtoul(line, NULL, 10);
-    if (*len > FILE_LIMIT)
-        return -1;
-    *data = xf_alloc(*len + 1);
-    if (*len > 0 && fread(*data, 1, *len, stdin) != *len)
-        return -1;
-    return 1;
-}
-
 static int locate_batch(void)
 {
     for (;;) {
         char *mi, *cg;
         size_t mlen, clen;
-        int rv = next_frame(&mi, &mlen), version;
+        int rv = xf_test_next_frame(&mi, &mlen, FILE_LIMIT), version;
         const char *path;
 
         if (rv == 0)
             return 0;
-        if (rv < 0 || next_frame(&cg, &clen) != 1) {
+        if (rv < 0 || xf_test_next_frame(&cg, &clen, FILE_LIMIT) != 1) {
             fprintf(stderr, "malformed frame\n");
             return 2;
         }

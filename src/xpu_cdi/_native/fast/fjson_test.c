@@ -24,35 +24,14 @@
  * where PATH is an array of keys and indexes from the root and VALUE is
  * JSON text (a string), parsed with fj_parse. */
 #include "fjson.h"
+#include "test_main.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* The next frame of stdin; 0 at the end, -1 on a malformed frame. */
-static int next_frame(char **data, size_t *len)
-{
-    char line[32];
-    size_t n = 0;
-    int c;
-
-    while ((c = getchar()) != EOF && c != '\n') {
-        if (c < '0' || c > '9' || n + 1 >= sizeof(line))
-            return -1;
-        line[n++] = (char)c;
-    }
-    if (c == EOF && n == 0)
-        return 0;
-    if (c == EOF || n == 0)
-        return -1;
-    line[n] = '\0';
-    *len = strtoul(line, NULL, 10);
-    *data = xf_alloc(*len + 1);
-    if (*len > 0 && fread(*data, 1, *len, stdin) != *len)
-        return -1;
-    return 1;
-}
+#define FRAME_LIMIT ((size_t)64 << 20) /* the tests send documents of a few MB */
 
 static void emit(const char *tag, const fj *v)
 {
@@ -148,10 +127,10 @@ int xf_test_json(int argc, char **argv)
         fprintf(stderr, "usage: xpu-cdi-fast-test json parse|equal|escape|get|edit < frames\n");
         return 2;
     }
-    while ((r = next_frame(&a, &alen)) > 0) {
+    while ((r = xf_test_next_frame(&a, &alen, FRAME_LIMIT)) > 0) {
         int pair = strcmp(mode, "parse") != 0 && strcmp(mode, "escape") != 0;
         fj *x, *y = NULL;
-        if (pair && next_frame(&b, &blen) <= 0)
+        if (pair && xf_test_next_frame(&b, &blen, FRAME_LIMIT) <= 0)
             r = -1;
         if (r < 0)
             break;
