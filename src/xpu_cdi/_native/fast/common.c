@@ -121,24 +121,28 @@ void xf_buf_addf(struct xf_buf *b, const char *fmt, ...)
 int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
 {
     struct xf_buf b = {0};
+    int rv = XF_OK;
 
     xf_buf_add(&b, "", 0);
-    for (;;) {
+    while (b.len <= limit) { /* at most limit + 1 bytes: enough to tell "too big" */
         char chunk[65536];
-        ssize_t n = read(fd, chunk, sizeof(chunk));
+        size_t want = limit + 1 - b.len;
+        ssize_t n = read(fd, chunk, want < sizeof(chunk) ? want : sizeof(chunk));
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0)
-            return xf_say(XF_DEFER, "read failed: %s", strerror(errno));
+        if (n < 0) {
+            rv = xf_say(XF_DEFER, "read failed: %s", strerror(errno));
+            break;
+        }
         if (n == 0)
             break;
-        if (b.len + (size_t)n > limit)
-            return xf_say(XF_DEFER, "input larger than %zu bytes", limit);
         xf_buf_add(&b, chunk, (size_t)n);
     }
-    *data = b.data;
+    if (rv == XF_OK && b.len > limit)
+        rv = xf_say(XF_DEFER, "input larger than %zu bytes", limit);
+    *data = b.data; /* also on failure: what was read (the hook hands it on) */
     *len = b.len;
-    return XF_OK;
+    return rv;
 }
 
 int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode)

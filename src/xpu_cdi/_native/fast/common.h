@@ -45,7 +45,9 @@ void xf_buf_addf(struct xf_buf *b, const char *fmt, ...) __attribute__((format(p
 
 /* Whole file (or fd) up to limit bytes, NUL-terminated; XF_DEFER (reason
  * set) when it cannot be read or is larger than limit.  *mode gets the
- * permission bits when mode is not NULL. */
+ * permission bits when mode is not NULL.  xf_read_fd reads at most
+ * limit + 1 bytes and leaves what it read in *data / *len even when it
+ * fails. */
 int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode);
 int xf_read_fd(int fd, size_t limit, char **data, size_t *len);
 

@@ -59,35 +59,6 @@ static void log_line(const char *message)
         close(fd);
 }
 
-/* Read stdin as state.read_limited does: up to limit + 1 bytes, so that
- * the Python hook, given what was read, refuses an oversized state with
- * its own message. */
-static void read_state(char **data, size_t *len, int *too_big)
-{
-    struct xf_buf b = {0};
-
-    xf_buf_add(&b, "", 0);
-    *too_big = 0;
-    while (b.len <= MAX_STATE_BYTES) {
-        char chunk[65536];
-        size_t want = MAX_STATE_BYTES + 1 - b.len;
-        ssize_t n = read(0, chunk, want < sizeof(chunk) ? want : sizeof(chunk));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            *too_big = 1; /* unreadable: let the Python hook say so */
-            break;
-        }
-        if (n == 0)
-            break;
-        xf_buf_add(&b, chunk, (size_t)n);
-    }
-    if (b.len > MAX_STATE_BYTES)
-        *too_big = 1;
-    *data = b.data;
-    *len = b.len;
-}
-
 /* os.path.normpath of an absolute path (the bundle is absolute, so is the join). */
 static char *normpath(const char *path)
 {
@@ -236,7 +207,7 @@ int main(int argc, char **argv)
     struct xf_indexes ix;
     struct xf_edits edits;
     const char *note;
-    int rv, too_big, extra = 0;
+    int rv, extra = 0;
 
     if (argc < 1) { /* execve with an empty argv (refused by kernels >= 5.18) */
         static char *named[] = {PROG, NULL}; /* xf_exec_python replaces argv[0]: there must be one */
@@ -271,8 +242,9 @@ int main(int argc, char **argv)
         defer(argv, NULL); /* help, the spec's tool hooks, install-launcher, usage errors */
 
     memset(&r, 0, sizeof(r));
-    read_state(&r.state_text, &r.state_len, &too_big);
-    if (too_big || load_container(&r) != XF_OK)
+    /* up to limit + 1 bytes, as state.read_limited: handed on, an oversized
+     * state gets the Python hook's own refusal */
+    if (xf_read_fd(0, MAX_STATE_BYTES, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
         defer(argv, &r);
     ndirs = spec_dirs(given, ngiven, dirs);
     if (ndirs == 0) {
