@@ -61,8 +61,10 @@ class TestFindRuntime:
         fake.chmod(0o755)
         assert wrapper.find_runtime({"XPU_CDI_RUNTIME": str(fake)}, WRAPPER) == str(fake)
 
-    def test_copies_of_the_wrapper_on_path_are_skipped(self, tmp_path: Path) -> None:
-        """A 'runc' that is really this wrapper is passed over for the next one on PATH."""
+    @pytest.mark.parametrize("self_path", [WRAPPER, f"{WRAPPER}.py"], ids=["front end", "python half"])
+    def test_copies_of_the_wrapper_on_path_are_skipped(self, tmp_path: Path, self_path: str) -> None:
+        """A 'runc' that is really this wrapper is passed over for the next one on PATH; run as
+        <front end>.py (a deferral), the front end counts as itself too."""
         (tmp_path / "a").mkdir()
         (tmp_path / "b").mkdir()
         os.symlink(WRAPPER, tmp_path / "a" / "runc")
@@ -70,18 +72,7 @@ class TestFindRuntime:
         real.write_text("#!/bin/sh\n")
         real.chmod(0o755)
         env = {"PATH": f"{tmp_path / 'a'}:{tmp_path / 'b'}"}
-        assert wrapper.find_runtime(env, WRAPPER) == str(real)
-
-    def test_python_half_skips_its_front_end(self, tmp_path: Path) -> None:
-        """Run as <front end>.py (a deferral), a 'runc' linked to the front end is passed over too."""
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        os.symlink(WRAPPER, tmp_path / "a" / "runc")
-        real = tmp_path / "b" / "runc"
-        real.write_text("#!/bin/sh\n")
-        real.chmod(0o755)
-        env = {"PATH": f"{tmp_path / 'a'}:{tmp_path / 'b'}"}
-        assert wrapper.find_runtime(env, f"{WRAPPER}.py") == str(real)
+        assert wrapper.find_runtime(env, self_path) == str(real)
 
     def test_self_is_refused(self) -> None:
         """XPU_CDI_RUNTIME pointing at the wrapper itself is an error, not a loop."""
