@@ -14,7 +14,6 @@ Everything is removed at the end, even on failure.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys

@@ -12,7 +12,6 @@ installed as a pair: the binary at PATH and a Python launcher at PATH.py
 from __future__ import annotations
 
 import os
-import shutil
 
 from . import atomic
 
@@ -46,12 +45,6 @@ def install_pair(path: str, name: str, python_launcher: str, binary: "str | None
     source = binary or packaged_binary(name)
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
     atomic.write_atomic(path + ".py", python_launcher.encode(), mode=0o755)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        shutil.copyfile(source, tmp)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with open(source, "rb") as f:
+        atomic.write_atomic(path, f.read(), mode=0o755)
     return f"wrote {path} (compiled front end) and {path}.py (its Python implementation)"

@@ -11,7 +11,6 @@ must be deferred, never answered differently.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional
