@@ -5,7 +5,9 @@
 set -eu
 # gcc brings libasan8 and libubsan1 (libgcc-12-dev depends on them): the
 # sanitized build of tests/native/test_fast_sanitized.py needs nothing more.
-PKGS="${*:-gcc python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables}"
+# The compiled hook and wrapper parse with yajl and libyaml (pkg-config finds
+# them); clang and libFuzzer are for `make fuzz` (fuzz/native/).
+PKGS="${*:-gcc pkg-config libyajl-dev libyaml-dev python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables}"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

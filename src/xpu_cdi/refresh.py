@@ -51,16 +51,13 @@ def _read(path: str) -> Optional[bytes]:
 
 
 def _index_matches(path: str, expected: Dict[str, Any]) -> bool:
-    """The hook index beside *path* says what *expected* says (ignoring the YAML stat stamp)."""
+    """The hook index beside *path* says what *expected* says."""
     data = _read(path + _spec.INDEX_SUFFIX)
     try:
         current = json.loads(data) if data is not None else None
     except ValueError:
         return False
-    if not isinstance(current, dict):
-        return False
-    current.pop("specStat", None)
-    return bool(current == expected)
+    return isinstance(current, dict) and current == expected
 
 
 def read_manifest(path: Optional[str]) -> List[str]:
@@ -130,8 +127,6 @@ def _refresh(target: Target, log: Log) -> int:
         path = os.path.join(target.spec_dir, _spec.file_name(spec["kind"], target.fmt))
         keep.add(path)
         index = dict(_spec.hook_index(view, spec, target.options), spec=os.path.basename(path))
-        if target.fmt == "yaml":
-            index["compact"] = spec
         data = _spec.dumps(spec, target.fmt)
         old = _read(path)
         if old == data and _index_matches(path, index):

@@ -137,15 +137,14 @@ class TestWrite:
         assert index["selection"]["env"] == ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"]
         assert "compact" not in index
 
-    def test_yaml_carries_compact_copy(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
-        """A YAML spec's index holds a JSON copy tied to the file's mtime and size."""
+    def test_yaml_index_has_no_copy(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
+        """A YAML spec's index is the same as a JSON one's: the hook reads YAML itself."""
         spec = build(xpu_host, "kunlunxin")
         path = tmp_path / "k.yaml"
         specmod.write(str(path), spec, "yaml", {"xpuCdiIndex": 1, "kind": spec["kind"]})
         assert yaml.safe_load(path.read_text()) == spec
         index = json.loads((tmp_path / "k.yaml.xpu-cdi").read_text())
-        st = path.stat()
-        assert index["compact"] == spec and index["specStat"] == [st.st_mtime_ns, st.st_size]
+        assert index == {"xpuCdiIndex": 1, "kind": spec["kind"], "spec": "k.yaml"}
 
     def test_unwritable_dir(self, xpu_host: fakehost.FakeHost) -> None:
         """A write failure is a SpecError naming the path."""

@@ -10,8 +10,8 @@
 Used on every container start by the hook and the wrapper runtime, so it
 imports only ``os`` and our ``hook.jsonload`` (``json.loads`` without the
 ``re``/``enum`` imports of the ``json`` package, several ms per start);
-``typing`` is for the type checker only.  YAML is parsed (lazily importing
-PyYAML) only for a YAML spec without a fresh JSON copy in its hook index.
+``typing`` is for the type checker only.  YAML specs are parsed lazily
+importing PyYAML (the compiled hook reads them with libyaml).
 """
 
 from __future__ import annotations
@@ -113,16 +113,14 @@ def _check_edits(edits: Dict[str, Any], where: str) -> None:
                 raise SpecError(f"{where}: every entry of {key!r} needs {' and '.join(map(repr, required))}")
 
 
-def _read(path: str, index: Optional[Dict[str, Any]]) -> Any:
+def _read(path: str) -> Any:
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         if st.st_size > MAX_SPEC_BYTES:
             raise SpecError(f"spec {path!r}: {st.st_size} bytes is over the {MAX_SPEC_BYTES}-byte limit")
         if path.endswith(".yaml"):
-            if index and index.get("specStat") == [st.st_mtime_ns, st.st_size] and "compact" in index:
-                return index["compact"]
             data = f.read()
-            import yaml  # slow path: a YAML spec without a fresh compact copy
+            import yaml  # only YAML specs need it
 
             from . import yamlload
 
@@ -167,7 +165,7 @@ def _load_dir(d: str, reg: Registry) -> Dict[str, Device]:
         path = os.path.join(d, name)
         index = _read_index(path)
         try:
-            spec = _read(path, index)
+            spec = _read(path)
             kind, devices = _check(spec, path)
         except SpecError as err:
             reg.problems.append(str(err))

@@ -132,9 +132,6 @@ def dumps(spec: Dict[str, Any], fmt: str) -> bytes:
 def write(path: str, spec: Dict[str, Any], fmt: str, index: Optional[Dict[str, Any]]) -> None:
     """Write *spec* atomically (mode 0644), then its hook index.
 
-    For a YAML spec the index also carries a JSON copy, so the hook never
-    parses YAML; it is used only while the spec's size and mtime match.
-
     Raises:
         SpecError: the file cannot be written.
     """
@@ -143,10 +140,6 @@ def write(path: str, spec: Dict[str, Any], fmt: str, index: Optional[Dict[str, A
         atomic.write_atomic(path, data)
         if index is not None:
             index = dict(index, spec=os.path.basename(path))
-            if fmt == "yaml":
-                st = os.stat(path)
-                index["specStat"] = [st.st_mtime_ns, st.st_size]
-                index["compact"] = spec
             atomic.write_atomic(path + INDEX_SUFFIX, json.dumps(index, separators=(",", ":")).encode())
     except OSError as err:
         raise SpecError(f"cannot write spec {path!r}: {err.strerror or err}") from err

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
-COMMON = ["common.c", "fjson.c", "request_util.c", "select.c", "names.c", "registry.c"]
+COMMON = ["common.c", "fjson.c", "fyaml.c", "request_util.c", "select.c", "names.c", "registry.c"]
 TARGETS: Dict[str, List[str]] = {
     "xpu-cdi-hook": COMMON + ["undo.c", "cgroup.c", "rootfs.c", "links.c", "ldcache.c", "plan.c", "inject.c",
                               "hook_main.c", "../hook.c"],
@@ -35,6 +35,29 @@ TARGETS: Dict[str, List[str]] = {
 CFLAGS = ["-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-D_FORTIFY_SOURCE=2",
           "-fstack-protector-strong", "-fPIE"]
 LDFLAGS = ["-pie", "-Wl,-z,relro,-z,now", "-Wl,--as-needed"]
+# the parsers are the distributions' libraries (docs/architecture.md, "Parsers"):
+# yajl for JSON, libyaml for YAML; scripts/install-deps.sh installs their -dev packages
+LIBRARIES = ["yajl", "yaml-0.1"]
+
+
+def library_flags() -> List[str]:
+    """Compile and link flags of :data:`LIBRARIES` from pkg-config (plain
+    ``-l`` flags where pkg-config itself is missing).
+
+    Raises:
+        subprocess.CalledProcessError: pkg-config does not know a library
+            (its message names the package to install).
+    """
+    try:
+        out = subprocess.run(["pkg-config", "--cflags", "--libs", *LIBRARIES], check=True, capture_output=True,
+                             text=True).stdout
+    except FileNotFoundError:
+        return ["-lyajl", "-lyaml"]
+    except subprocess.CalledProcessError as err:
+        print(f"pkg-config: {err.stderr.strip()} (install libyajl-dev and libyaml-dev, or yajl-devel and "
+              "libyaml-devel: scripts/install-deps.sh)", file=sys.stderr)
+        raise
+    return shlex.split(out)
 
 
 def compiler() -> List[str]:
@@ -52,12 +75,13 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
         subprocess.CalledProcessError: the compiler failed (its output shown).
     """
     os.makedirs(out_dir, exist_ok=True)
+    libs = library_flags()
     made = []
     for name in targets or TARGETS:
         out = os.path.join(out_dir, name)
         tmp = f"{out}.tmp-{os.getpid()}"
         cmd = [*compiler(), *CFLAGS, *extra_cflags, f"-I{HERE}", "-o", tmp, *(str(HERE / s) for s in TARGETS[name]),
-               *LDFLAGS]
+               *LDFLAGS, *libs]
         subprocess.run(cmd, check=True)
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)

@@ -1,26 +1,32 @@
 /* The JSON tree of the front end: see fjson.h.
  *
- * The parser is a recursive descent over a byte range (the text need not
- * be NUL-terminated and may contain NUL bytes), depth limited by
- * FJ_MAX_DEPTH so hostile nesting cannot exhaust the stack.  Everything it
- * builds comes from one bump arena per document: nodes, member arrays and
- * decoded text, a handful of allocations even for a large config.json.
+ * Parsing and serialising are yajl's (the library crun reads config.json
+ * with, through libocispec): its event parser hands us each value and we
+ * build the tree from one bump arena per document (nodes, member arrays
+ * and text: a handful of allocations even for a large config.json); its
+ * generator writes it back.  Why yajl rather than jansson or json-c is in
+ * docs/architecture.md ("Parsers"); in short: it gives a number's text,
+ * so the uint64 values of config.json (RLIM_INFINITY rlimits) survive a
+ * round trip exactly, and its event interface lets us refuse what JSON
+ * allows but we must not take (duplicate keys, deep nesting, numbers out
+ * of range) while building, in one pass.
  *
- * Where Python's json.loads (the reference, through hook/jsonload.py)
- * would accept something we refuse, refusing is safe: the caller defers to
- * Python.  We refuse more than RFC 8259 in three places: \u escapes of
- * lone surrogates, nesting deeper than FJ_MAX_DEPTH, and integers of more
- * than FJ_MAX_INT_DIGITS digits (Python may refuse those itself, depending
- * on sys.set_int_max_str_digits, whose lowest setting is 640). */
+ * yajl checks the grammar.  We add: strict UTF-8 (RFC 3629: yajl lets
+ * overlong forms, surrogates and code points above U+10FFFF through, and
+ * decodes a lone \uD800..\uDFFF escape into such bytes), a depth limit,
+ * duplicate keys refused, integers beyond 64 bits and reals beyond a
+ * double refused. */
 #include "fjson.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FJ_MAX_INT_DIGITS 640
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_parse.h>
 
 /* ---- arena ---------------------------------------------------------- */
 
@@ -50,48 +56,12 @@ static void *arena_get(struct arena *a, size_t n)
     return r;
 }
 
-/* ---- character classes ---------------------------------------------- */
-
-/* In a string: 0 copied as is, 1 '"', 2 '\\', 3 a control character
- * (invalid), 4 the first byte of a UTF-8 sequence or an invalid byte. */
-static const unsigned char str_class[256] = {
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-};
-
-/* Whether any of the 8 bytes at s is special in a string: '"', '\\', a
- * control character or non-ASCII (word-at-a-time: most string bytes are
- * plain ASCII, and this is the parser's inner loop). */
-static int special8(const unsigned char *s)
+static char *arena_text(struct arena *a, const unsigned char *s, size_t n)
 {
-    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-    uint64_t x, q, b;
-
-    memcpy(&x, s, 8);
-    q = x ^ (ones * '"');
-    b = x ^ (ones * '\\');
-    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x) & highs ? 1 : 0;
-}
-
-static int is_ws(unsigned char c)
-{
-    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
+    char *t = arena_get(a, n + 1);
+    memcpy(t, s, n);
+    t[n] = '\0';
+    return t;
 }
 
 /* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
@@ -127,37 +97,122 @@ static size_t utf8_len(const unsigned char *s, const unsigned char *end)
     return n;
 }
 
-/* ---- parser --------------------------------------------------------- */
-
-struct parser {
-    const unsigned char *start, *s, *end;
-    struct arena arena;
-    fj **stack;               /* members of the containers being parsed */
-    size_t nstack, capstack;
-    char *err;
-    size_t errlen;
-    int failed;
-};
-
-static fj *fail(struct parser *p, const unsigned char *at, const char *what)
+/* Whether [s, s+n) is all well-formed UTF-8 (ASCII runs skipped fast). */
+static int utf8_valid(const unsigned char *s, size_t n)
 {
-    if (!p->failed && p->err != NULL && p->errlen > 0)
-        snprintf(p->err, p->errlen, "%s at byte %zu", what, (size_t)(at - p->start));
-    p->failed = 1;
-    return NULL;
+    const unsigned char *end = s + n;
+
+    while (s < end) {
+        size_t k;
+        if (*s < 0x80) {
+            s++;
+            continue;
+        }
+        if ((k = utf8_len(s, end)) == 0)
+            return 0;
+        s += k;
+    }
+    return 1;
 }
 
-static fj *node(struct parser *p, enum fj_type type)
+/* The value of the 4 hex digits at s, -1 when they are not 4 hex digits. */
+static long hex4(const char *s, const char *end)
 {
-    fj *v = arena_get(&p->arena, sizeof(*v));
-    v->type = type;
+    long v = 0;
+
+    if (end - s < 4)
+        return -1;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
     return v;
 }
 
-static void skip_ws(struct parser *p)
+/* Offset of the first \u escape of a lone surrogate in text, or SIZE_MAX.
+ * yajl would decode a lone high one as '?' and pair a high one with any
+ * \u escape after it; RFC 8259 leaves them undefined, so we refuse them.
+ * An escape starts at a backslash preceded by an even run of them (outside
+ * strings a backslash is refused by yajl anyway). */
+static size_t lone_surrogate(const char *text, size_t len)
 {
-    while (p->s < p->end && is_ws(*p->s))
-        p->s++;
+    const char *s = text, *end = text + len;
+
+    while ((s = memchr(s, '\\', (size_t)(end - s))) != NULL) {
+        const char *run = s;
+        long hi, lo;
+        while (s < end && *s == '\\')
+            s++;
+        if ((s - run) % 2 == 0 || s == end || *s != 'u')
+            continue;
+        hi = hex4(s + 1, end);
+        if (hi < 0xD800 || hi > 0xDFFF)
+            continue;  /* not a surrogate (or bad hex: yajl refuses that) */
+        lo = end - s >= 11 && s[5] == '\\' && s[6] == 'u' ? hex4(s + 7, end) : -1;
+        if (hi >= 0xDC00 || lo < 0xDC00 || lo > 0xDFFF)
+            return (size_t)(run + (s - run) - 1 - text);
+        s += 11;  /* a pair */
+    }
+    return SIZE_MAX;
+}
+
+/* Offset of the first form feed or vertical tab, or SIZE_MAX: yajl takes
+ * them for whitespace, RFC 8259 does not (and inside a string they are
+ * control characters, refused anyway). */
+static size_t bad_whitespace(const char *text, size_t len)
+{
+    const char *f = memchr(text, '\f', len), *v = memchr(text, '\v', len);
+
+    if (f == NULL && v == NULL)
+        return SIZE_MAX;
+    return (size_t)((f == NULL || (v != NULL && v < f) ? v : f) - text);
+}
+
+/* ---- tree building, shared with the YAML loader (fyaml.c) ------------- */
+
+/* Line and column (from 1) of byte *at* of text. */
+void fj_position(const char *text, size_t at, size_t *line, size_t *column)
+{
+    const char *nl, *s = text, *end = text + at;
+
+    *line = 1;
+    while ((nl = memchr(s, '\n', (size_t)(end - s))) != NULL) {
+        (*line)++;
+        s = nl + 1;
+    }
+    *column = (size_t)(end - s) + 1;
+}
+
+/* ---- parser --------------------------------------------------------- */
+
+struct frame {
+    size_t base;  /* where its members start on the member stack */
+    int object;
+};
+
+struct parser {
+    const char *text;
+    size_t len;
+    yajl_handle h;
+    struct arena arena;
+    fj **stack;  /* members of the open containers, keys and values alternating in objects */
+    size_t nstack, capstack;
+    struct frame frames[FJ_MAX_DEPTH];
+    int depth;
+    fj *root;
+    size_t root_end;      /* bytes yajl had consumed when the root value was complete */
+    int completing;       /* in yajl_complete_parse: a number at the very end */
+    const char *why;      /* our reason to stop the parse (yajl says "client cancelled") */
+    char whybuf[200];
+};
+
+static int stop(struct parser *p, const char *why)
+{
+    p->why = why;
+    return 0;  /* yajl: cancel the parse */
 }
 
 static void push(struct parser *p, fj *v)
@@ -169,375 +224,305 @@ static void push(struct parser *p, fj *v)
     p->stack[p->nstack++] = v;
 }
 
-static void put_utf8(char **o, unsigned long cp)
+static int add(struct parser *p, fj *v)
 {
-    unsigned char *d = (unsigned char *)*o;
-
-    if (cp < 0x80)
-        *d++ = (unsigned char)cp;
-    else if (cp < 0x800) {
-        *d++ = (unsigned char)(0xC0 | (cp >> 6));
-        *d++ = (unsigned char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        *d++ = (unsigned char)(0xE0 | (cp >> 12));
-        *d++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (unsigned char)(0x80 | (cp & 0x3F));
-    } else {
-        *d++ = (unsigned char)(0xF0 | (cp >> 18));
-        *d++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-        *d++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        *d++ = (unsigned char)(0x80 | (cp & 0x3F));
-    }
-    *o = (char *)d;
+    if (p->depth == 0) {
+        p->root = v;
+        p->root_end = p->completing ? p->len : yajl_get_bytes_consumed(p->h);
+    } else
+        push(p, v);
+    return 1;
 }
 
-/* The 4 hex digits at s (already checked by the first pass). */
-static unsigned hex4(const unsigned char *s)
+static fj *node(struct parser *p, enum fj_type type)
 {
-    return (unsigned)(hexval(s[0]) << 12 | hexval(s[1]) << 8 | hexval(s[2]) << 4 | hexval(s[3]));
-}
-
-/* Decode the escapes of a validated string body [s, e) into out (which has
- * room: every escape is longer than what it decodes to). */
-static fj *decode_escapes(struct parser *p, fj *v, const unsigned char *s, const unsigned char *e, char *out)
-{
-    char *o = out;
-
-    while (s < e) {
-        const unsigned char *bs = memchr(s, '\\', (size_t)(e - s));
-        if (bs == NULL)
-            bs = e;
-        memcpy(o, s, (size_t)(bs - s));
-        o += bs - s;
-        s = bs;
-        if (s == e)
-            break;
-        switch (s[1]) {
-        case '"': *o++ = '"'; break;
-        case '\\': *o++ = '\\'; break;
-        case '/': *o++ = '/'; break;
-        case 'b': *o++ = '\b'; break;
-        case 'f': *o++ = '\f'; break;
-        case 'n': *o++ = '\n'; break;
-        case 'r': *o++ = '\r'; break;
-        case 't': *o++ = '\t'; break;
-        default: {  /* 'u' */
-            unsigned long cp = hex4(s + 2);
-            if (cp >= 0xDC00 && cp <= 0xDFFF)
-                return fail(p, s, "lone low surrogate escape");
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (e - s < 12 || s[6] != '\\' || s[7] != 'u')
-                    return fail(p, s, "lone high surrogate escape");
-                lo = hex4(s + 8);
-                if (lo < 0xDC00 || lo > 0xDFFF)
-                    return fail(p, s, "lone high surrogate escape");
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                s += 6;
-            } else if (cp == 0)
-                v->has_nul = 1;
-            put_utf8(&o, cp);
-            s += 4;
-        }
-        }
-        s += 2;
-    }
-    *o = '\0';
-    v->len = (size_t)(o - out);
+    fj *v = arena_get(&p->arena, sizeof(*v));
+    v->type = type;
     return v;
 }
 
-static fj *parse_string(struct parser *p)
+static int on_null(void *ctx)
 {
-    const unsigned char *q = p->s, *body = q + 1, *s = body, *end = p->end;
-    int escapes = 0;
-    char *out;
-    fj *v;
-
-    /* First pass: find the closing quote, checking UTF-8 and escape syntax. */
-    for (;;) {
-        while (end - s >= 8 && !special8(s))
-            s += 8;
-        while (s < end && str_class[*s] == 0)
-            s++;
-        if (s == end)
-            return fail(p, q, "unterminated string");
-        switch (str_class[*s]) {
-        case 1:
-            goto closed;
-        case 2:
-            escapes = 1;
-            if (end - s < 2)
-                return fail(p, q, "unterminated string");
-            if (s[1] == 'u') {
-                if (end - s < 6 || hexval(s[2]) < 0 || hexval(s[3]) < 0 || hexval(s[4]) < 0 || hexval(s[5]) < 0)
-                    return fail(p, s, "invalid \\u escape");
-                s += 6;
-            } else if (strchr("\"\\/bfnrt", s[1]) != NULL && s[1] != '\0') {
-                s += 2;
-            } else
-                return fail(p, s, "invalid escape");
-            break;
-        case 3:
-            return fail(p, s, "control character in string");
-        default: {
-            size_t n = utf8_len(s, end);
-            if (n == 0)
-                return fail(p, s, "invalid UTF-8");
-            s += n;
-        }
-        }
-    }
-closed:
-    v = node(p, FJ_STRING);
-    v->raw = (const char *)q;
-    v->rawlen = (size_t)(s + 1 - q);
-    out = arena_get(&p->arena, (size_t)(s - body) + 1);
-    v->str = out;
-    p->s = s + 1;
-    if (!escapes) {
-        memcpy(out, body, (size_t)(s - body));
-        out[s - body] = '\0';
-        v->len = (size_t)(s - body);
-        return v;
-    }
-    return decode_escapes(p, v, body, s, out);
+    struct parser *p = ctx;
+    return add(p, node(p, FJ_NULL));
 }
 
-static int is_digit(unsigned char c)
+static int on_boolean(void *ctx, int b)
 {
-    return c >= '0' && c <= '9';
+    struct parser *p = ctx;
+    return add(p, node(p, b ? FJ_TRUE : FJ_FALSE));
 }
 
-static fj *parse_number(struct parser *p)
+/* A number's text as yajl checked it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? */
+static int on_number(void *ctx, const char *s, size_t n)
 {
-    const unsigned char *start = p->s, *s = p->s, *end = p->end, *digits;
-    unsigned long long u = 0;
-    int neg = 0, overflow = 0, integer = 1;
-    char *text;
-    fj *v;
+    struct parser *p = ctx;
+    fj *v = node(p, FJ_NUMBER);
 
-    if (*s == '-') {
-        neg = 1;
-        s++;
-    }
-    digits = s;
-    if (s == end || !is_digit(*s))
-        return fail(p, start, "invalid number");
-    if (*s == '0')
-        s++;
-    else
-        while (s < end && is_digit(*s)) {
-            unsigned d = (unsigned)(*s - '0');
-            if (u > (ULLONG_MAX - d) / 10)
-                overflow = 1;
-            else
-                u = u * 10 + d;
-            s++;
-        }
-    if (s < end && *s == '.') {
-        integer = 0;
-        s++;
-        if (s == end || !is_digit(*s))
-            return fail(p, start, "invalid number");
-        while (s < end && is_digit(*s))
-            s++;
-    }
-    if (s < end && (*s == 'e' || *s == 'E')) {
-        integer = 0;
-        s++;
-        if (s < end && (*s == '+' || *s == '-'))
-            s++;
-        if (s == end || !is_digit(*s))
-            return fail(p, start, "invalid number");
-        while (s < end && is_digit(*s))
-            s++;
-    }
-    if (integer && s - digits > FJ_MAX_INT_DIGITS)
-        return fail(p, start, "integer with too many digits");
-    v = node(p, FJ_NUMBER);
-    v->raw = (const char *)start;
-    v->rawlen = (size_t)(s - start);
-    text = arena_get(&p->arena, v->rawlen + 1);
-    memcpy(text, start, v->rawlen);
-    text[v->rawlen] = '\0';
-    v->str = text;
-    v->len = v->rawlen;
-    if (integer && !overflow) {
-        if (!neg && u <= (unsigned long long)LLONG_MAX) {
-            v->is_int = 1;
-            v->num = (long long)u;
-        } else if (neg && u <= (unsigned long long)LLONG_MAX + 1) {
+    v->str = v->raw = arena_text(&p->arena, (const unsigned char *)s, n);
+    v->len = v->rawlen = n;
+    if (memchr(s, '.', n) == NULL && memchr(s, 'e', n) == NULL && memchr(s, 'E', n) == NULL) {
+        /* long long when it fits; an unsigned 64-bit value (config.json's
+         * RLIM_INFINITY) stays a number known by its text */
+        unsigned long long u;
+        char *end;
+        errno = 0;
+        u = strtoull(v->str + (s[0] == '-'), &end, 10);
+        if (errno == ERANGE || (s[0] == '-' && u > (unsigned long long)LLONG_MAX + 1))
+            return stop(p, "an integer out of the 64-bit range");
+        if (s[0] == '-') {
             v->is_int = 1;
             v->num = u == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)u;
+        } else if (u <= (unsigned long long)LLONG_MAX) {
+            v->is_int = 1;
+            v->num = (long long)u;
         }
+    } else if (isinf(strtod(v->str, NULL))) {
+        return stop(p, "a number out of the range of a double");
     }
-    p->s = s;
+    return add(p, v);
+}
+
+static fj *text_node(struct parser *p, const unsigned char *s, size_t n)
+{
+    fj *v;
+
+    if (!utf8_valid(s, n)) {
+        stop(p, "invalid UTF-8 in a string");
+        return NULL;
+    }
+    v = node(p, FJ_STRING);
+    v->str = arena_text(&p->arena, s, n);
+    v->len = n;
+    v->has_nul = memchr(s, '\0', n) != NULL;
     return v;
 }
 
-static fj *parse_literal(struct parser *p, const char *word, size_t n, enum fj_type type)
+static int on_string(void *ctx, const unsigned char *s, size_t n)
 {
-    if ((size_t)(p->end - p->s) < n || memcmp(p->s, word, n) != 0)
-        return fail(p, p->s, "invalid literal");
-    p->s += n;
-    return node(p, type);
+    struct parser *p = ctx;
+    fj *v = text_node(p, s, n);
+    return v != NULL && add(p, v);
 }
 
-static fj *parse_value(struct parser *p, int depth);
-
-/* Move the members pushed since *base* into v's own arrays. */
-static void collect(struct parser *p, fj *v, size_t base, int object)
+static int same_key(const fj *a, const fj *b)
 {
-    size_t n = p->nstack - base, i;
+    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+}
 
-    if (object) {
+/* "duplicate key "<key>"": the key cut short, control characters as '?'
+ * (the message is one line). */
+void fj_dup_message(const fj *key, char *buf, size_t size)
+{
+    char shown[81];
+    size_t n = key->len < 80 ? key->len : 80;
+
+    for (size_t i = 0; i < n; i++)
+        shown[i] = (unsigned char)key->str[i] < 0x20 || key->str[i] == 0x7f ? '?' : key->str[i];
+    shown[n] = '\0';
+    snprintf(buf, size, "duplicate key \"%s%s\"", shown, key->len > 80 ? "..." : "");
+}
+
+static int dup_key(struct parser *p, const fj *key)
+{
+    fj_dup_message(key, p->whybuf, sizeof(p->whybuf));
+    return stop(p, p->whybuf);
+}
+
+/* Objects up to this many members are checked for a repeated key as each
+ * key comes (pointing at it); larger ones once, sorted, at their end. */
+#define LINEAR_KEYS 32
+
+static int on_map_key(void *ctx, const unsigned char *s, size_t n)
+{
+    struct parser *p = ctx;
+    const struct frame *f = &p->frames[p->depth - 1];
+    fj *key = text_node(p, s, n);
+
+    if (key == NULL)
+        return 0;
+    if ((p->nstack - f->base) / 2 < LINEAR_KEYS)
+        for (size_t i = f->base; i < p->nstack; i += 2)
+            if (same_key(p->stack[i], key))
+                return dup_key(p, key);
+    push(p, key);
+    return 1;
+}
+
+static int open_container(struct parser *p, int object)
+{
+    if (p->depth >= FJ_MAX_DEPTH) {
+        snprintf(p->whybuf, sizeof(p->whybuf), "nested deeper than %d levels", FJ_MAX_DEPTH);
+        return stop(p, p->whybuf);
+    }
+    p->frames[p->depth].base = p->nstack;
+    p->frames[p->depth].object = object;
+    p->depth++;
+    return 1;
+}
+
+static int on_start_map(void *ctx)
+{
+    return open_container(ctx, 1);
+}
+
+static int on_start_array(void *ctx)
+{
+    return open_container(ctx, 0);
+}
+
+static int key_order(const void *x, const void *y)
+{
+    const fj *a = *(fj *const *)x, *b = *(fj *const *)y;
+    int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
+
+    return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* Move the members pushed since the frame opened into v's own arrays. */
+static int close_container(struct parser *p, enum fj_type type)
+{
+    const struct frame *f = &p->frames[--p->depth];
+    size_t n = p->nstack - f->base;
+    fj *v = node(p, type);
+
+    if (type == FJ_OBJECT) {
         n /= 2;
         v->keys = arena_get(&p->arena, n * sizeof(fj *));
         v->items = arena_get(&p->arena, n * sizeof(fj *));
-        for (i = 0; i < n; i++) {
-            v->keys[i] = p->stack[base + 2 * i];
-            v->items[i] = p->stack[base + 2 * i + 1];
+        for (size_t i = 0; i < n; i++) {
+            v->keys[i] = p->stack[f->base + 2 * i];
+            v->items[i] = p->stack[f->base + 2 * i + 1];
+        }
+        if (n > LINEAR_KEYS) {
+            fj **sorted = xf_alloc(n * sizeof(*sorted));
+            memcpy(sorted, v->keys, n * sizeof(*sorted));
+            qsort(sorted, n, sizeof(*sorted), key_order);
+            for (size_t i = 1; i < n; i++)
+                if (same_key(sorted[i - 1], sorted[i])) {
+                    dup_key(p, sorted[i]);
+                    free(sorted);
+                    return 0;
+                }
+            free(sorted);
         }
     } else {
         v->items = arena_get(&p->arena, n * sizeof(fj *));
-        memcpy(v->items, p->stack + base, n * sizeof(fj *));
+        if (n > 0)
+            memcpy(v->items, p->stack + f->base, n * sizeof(fj *));
     }
     v->n = v->cap = n;
-    p->nstack = base;
+    p->nstack = f->base;
+    return add(p, v);
 }
 
-static fj *parse_array(struct parser *p, int depth)
+static int on_end_map(void *ctx)
 {
-    const unsigned char *open = p->s;
-    size_t base = p->nstack;
-    fj *v;
-
-    if (depth >= FJ_MAX_DEPTH)
-        return fail(p, open, "nested too deep");
-    p->s++;
-    skip_ws(p);
-    if (p->s < p->end && *p->s == ']') {
-        p->s++;
-        return node(p, FJ_ARRAY);
-    }
-    for (;;) {
-        fj *item = parse_value(p, depth + 1);
-        if (item == NULL)
-            return NULL;
-        push(p, item);
-        skip_ws(p);
-        if (p->s == p->end)
-            return fail(p, open, "unterminated array");
-        if (*p->s == ']')
-            break;
-        if (*p->s != ',')
-            return fail(p, p->s, "expected ',' or ']'");
-        p->s++;
-        skip_ws(p);
-    }
-    p->s++;
-    v = node(p, FJ_ARRAY);
-    collect(p, v, base, 0);
-    return v;
+    return close_container(ctx, FJ_OBJECT);
 }
 
-static fj *parse_object(struct parser *p, int depth)
+static int on_end_array(void *ctx)
 {
-    const unsigned char *open = p->s;
-    size_t base = p->nstack;
-    fj *v;
-
-    if (depth >= FJ_MAX_DEPTH)
-        return fail(p, open, "nested too deep");
-    p->s++;
-    skip_ws(p);
-    if (p->s < p->end && *p->s == '}') {
-        p->s++;
-        return node(p, FJ_OBJECT);
-    }
-    for (;;) {
-        fj *key, *item;
-        if (p->s == p->end || *p->s != '"')
-            return fail(p, p->s, "expected a string key");
-        key = parse_string(p);
-        if (key == NULL)
-            return NULL;
-        skip_ws(p);
-        if (p->s == p->end || *p->s != ':')
-            return fail(p, p->s, "expected ':'");
-        p->s++;
-        skip_ws(p);
-        item = parse_value(p, depth + 1);
-        if (item == NULL)
-            return NULL;
-        push(p, key);
-        push(p, item);
-        skip_ws(p);
-        if (p->s == p->end)
-            return fail(p, open, "unterminated object");
-        if (*p->s == '}')
-            break;
-        if (*p->s != ',')
-            return fail(p, p->s, "expected ',' or '}'");
-        p->s++;
-        skip_ws(p);
-    }
-    p->s++;
-    v = node(p, FJ_OBJECT);
-    collect(p, v, base, 1);
-    return v;
+    return close_container(ctx, FJ_ARRAY);
 }
 
-/* A value at p->s (whitespace before it already skipped); depth counts
- * the containers around it. */
-static fj *parse_value(struct parser *p, int depth)
+static const yajl_callbacks callbacks = {
+    on_null, on_boolean, NULL, NULL, on_number, on_string, on_start_map, on_map_key, on_end_map,
+    on_start_array, on_end_array,
+};
+
+/* One line for err: what is wrong and where ("... at line L, column C (byte B)"). */
+static void describe(struct parser *p, yajl_status st, size_t at, char *err, size_t errlen)
 {
-    if (p->s == p->end)
-        return fail(p, p->s, "expected a value");
-    switch (*p->s) {
-    case '"':
-        return parse_string(p);
-    case '{':
-        return parse_object(p, depth);
-    case '[':
-        return parse_array(p, depth);
-    case 't':
-        return parse_literal(p, "true", 4, FJ_TRUE);
-    case 'f':
-        return parse_literal(p, "false", 5, FJ_FALSE);
-    case 'n':
-        return parse_literal(p, "null", 4, FJ_NULL);
-    case '-': case '0': case '1': case '2': case '3': case '4':
-    case '5': case '6': case '7': case '8': case '9':
-        return parse_number(p);
-    default:
-        return fail(p, p->s, "expected a value");
+    size_t line, column;
+    char what[256];
+
+    if (st == yajl_status_client_canceled && p->why != NULL) {
+        snprintf(what, sizeof(what), "%s", p->why);
+    } else {
+        /* yajl's own words, without its "lexical error: "/"parse error: " and newline */
+        unsigned char *msg = yajl_get_error(p->h, 0, NULL, 0);
+        const char *m = msg != NULL ? (const char *)msg : "invalid JSON", *colon = strstr(m, "error: ");
+        size_t n;
+        if (colon != NULL)
+            m = colon + 7;
+        n = strcspn(m, "\n");
+        while (n > 0 && (m[n - 1] == '.' || m[n - 1] == ' '))
+            n--;
+        snprintf(what, sizeof(what), "%.*s", (int)n, m);
+        if (msg != NULL)
+            yajl_free_error(p->h, msg);
     }
+    if (at > p->len)
+        at = p->len;
+    fj_position(p->text, at, &line, &column);
+    snprintf(err, errlen, "%s at line %zu, column %zu (byte %zu)", what, line, column, at);
+}
+
+static size_t skip_ws(const char *text, size_t at, size_t len)
+{
+    while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r'))
+        at++;
+    return at;
 }
 
 fj *fj_parse(const char *text, size_t len, char *err, size_t errlen)
 {
-    struct parser p = {0};
-    fj *v;
+    struct parser *p = xf_alloc(sizeof(*p));
+    yajl_status st;
+    fj *root = NULL;
+    char dummy[1];
+    size_t at;
 
-    if (err != NULL && errlen > 0)
-        err[0] = '\0';
-    p.start = p.s = (const unsigned char *)text;
-    p.end = p.s + len;
-    p.err = err;
-    p.errlen = errlen;
-    /* One chunk holds a typical document's nodes and text. */
-    p.arena.next = len < ((size_t)10 << 20) ? 6 * len + 4096 : (size_t)64 << 20;
-    skip_ws(&p);
-    v = parse_value(&p, 0);
-    if (v != NULL) {
-        skip_ws(&p);
-        if (p.s != p.end)
-            v = fail(&p, p.s, "extra data after the document");
+    if (err == NULL || errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
     }
-    free(p.stack);
-    return v;
+    err[0] = '\0';
+    if (len > FJ_MAX_BYTES) {
+        snprintf(err, errlen, "%zu bytes, more than the %zu a document may have", len, (size_t)FJ_MAX_BYTES);
+        free(p);
+        return NULL;
+    }
+    p->text = text;
+    p->len = len;
+    /* One chunk holds a typical document's nodes and text. */
+    p->arena.next = len < ((size_t)10 << 20) ? 6 * len + 4096 : (size_t)64 << 20;
+    if ((at = bad_whitespace(text, len)) != SIZE_MAX) {
+        size_t line, column;
+        fj_position(text, at, &line, &column);
+        snprintf(err, errlen, "a form feed or vertical tab, which JSON does not allow, at line %zu, column %zu (byte %zu)",
+                 line, column, at);
+        free(p);
+        return NULL;
+    }
+    if ((at = lone_surrogate(text, len)) != SIZE_MAX) {
+        size_t line, column;
+        fj_position(text, at, &line, &column);
+        snprintf(err, errlen, "a \\u escape of a lone surrogate at line %zu, column %zu (byte %zu)", line, column, at);
+        free(p);
+        return NULL;
+    }
+    p->h = yajl_alloc(&callbacks, NULL, p);
+    if (p->h == NULL)
+        abort();
+    /* yajl's defaults are what we want: no comments, UTF-8 checked, one
+     * value, no trailing garbage, no partial document */
+    st = yajl_parse(p->h, (const unsigned char *)text, len);
+    if (st != yajl_status_ok)
+        describe(p, st, yajl_get_bytes_consumed(p->h), err, errlen);
+    else if ((p->completing = 1, st = yajl_complete_parse(p->h)) != yajl_status_ok)
+        describe(p, st, len, err, errlen);  /* the end came too soon */
+    else if ((at = skip_ws(text, p->root_end, len)) < len) {
+        /* yajl misses an unfinished token after the value (`null "`) */
+        p->why = "trailing garbage";
+        describe(p, yajl_status_client_canceled, at, err, errlen);
+    } else
+        root = p->root;
+    yajl_free(p->h);
+    free(p->stack);
+    free(p);
+    return root;
 }
 
 /* ---- access --------------------------------------------------------- */
@@ -877,127 +862,109 @@ fj *fj_array_at(fj *obj, const char *key)
     return container_at(obj, key, FJ_ARRAY);
 }
 
-/* ---- serialising ---------------------------------------------------- */
+/* ---- serialising (yajl's generator) ----------------------------------- */
 
-static const char hexdigits[] = "0123456789abcdef";
-
-static void add_u(struct xf_buf *out, unsigned cp)
+static void print_to_buf(void *ctx, const char *s, size_t n)
 {
-    char e[6] = {'\\', 'u', hexdigits[(cp >> 12) & 15], hexdigits[(cp >> 8) & 15],
-                 hexdigits[(cp >> 4) & 15], hexdigits[cp & 15]};
-    xf_buf_add(out, e, 6);
+    xf_buf_add(ctx, s, n);
 }
 
-/* A built string as json.dumps(ensure_ascii=True) spells it.  Bytes that
- * are not UTF-8 come out as \udcXX, the surrogateescape code points
- * Python gives them when it decodes such bytes from the file system. */
-static void write_escaped(const char *str, size_t len, struct xf_buf *out)
+/* s with every byte that is not part of well-formed UTF-8 replaced by
+ * U+FFFD (what Go's decoder, hence runc, makes of such bytes anyway);
+ * s itself when it is all well-formed. */
+static const char *as_utf8(const char *s, size_t n, size_t *outlen, struct xf_buf *scratch)
 {
-    const unsigned char *s = (const unsigned char *)str, *end = s + len;
+    const unsigned char *u = (const unsigned char *)s, *end = u + n;
 
-    xf_buf_add(out, "\"", 1);
-    while (s < end) {
-        const unsigned char *run = s;
-        unsigned long cp;
-        size_t n;
-        while (s < end && *s >= 0x20 && *s < 0x7F && *s != '"' && *s != '\\')
-            s++;
-        if (s > run)
-            xf_buf_add(out, (const char *)run, (size_t)(s - run));
-        if (s == end)
-            break;
-        switch (*s) {
-        case '"': xf_buf_add(out, "\\\"", 2); s++; continue;
-        case '\\': xf_buf_add(out, "\\\\", 2); s++; continue;
-        case '\n': xf_buf_add(out, "\\n", 2); s++; continue;
-        case '\r': xf_buf_add(out, "\\r", 2); s++; continue;
-        case '\t': xf_buf_add(out, "\\t", 2); s++; continue;
-        case '\b': xf_buf_add(out, "\\b", 2); s++; continue;
-        case '\f': xf_buf_add(out, "\\f", 2); s++; continue;
-        default: break;
+    *outlen = n;
+    if (utf8_valid(u, n))
+        return s;
+    scratch->len = 0;
+    while (u < end) {
+        size_t k = utf8_len(u, end);
+        if (k == 0) {
+            xf_buf_add(scratch, "\xef\xbf\xbd", 3);
+            u++;
+        } else {
+            xf_buf_add(scratch, (const char *)u, k);
+            u += k;
         }
-        n = utf8_len(s, end);
-        if (n == 0) {
-            add_u(out, 0xDC00u + *s);
-            s++;
-            continue;
-        }
-        if (n == 1)
-            cp = *s;
-        else if (n == 2)
-            cp = (unsigned long)(s[0] & 0x1F) << 6 | (s[1] & 0x3F);
-        else if (n == 3)
-            cp = (unsigned long)(s[0] & 0x0F) << 12 | (unsigned long)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
-        else
-            cp = (unsigned long)(s[0] & 0x07) << 18 | (unsigned long)(s[1] & 0x3F) << 12 |
-                 (unsigned long)(s[2] & 0x3F) << 6 | (s[3] & 0x3F);
-        s += n;
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            add_u(out, 0xD800u + (unsigned)(cp >> 10));
-            add_u(out, 0xDC00u + (unsigned)(cp & 0x3FF));
-        } else
-            add_u(out, (unsigned)cp);
     }
-    xf_buf_add(out, "\"", 1);
+    *outlen = scratch->len;
+    return scratch->data;
 }
 
-static void write_scalar_string(const fj *v, struct xf_buf *out)
+static yajl_gen_status gen_string(yajl_gen g, const fj *v, struct xf_buf *scratch)
 {
-    if (v->raw != NULL)
-        xf_buf_add(out, v->raw, v->rawlen);
-    else
-        write_escaped(v->str ? v->str : "", v->str ? v->len : 0, out);
+    size_t n;
+    const char *s = as_utf8(v->str ? v->str : "", v->str ? v->len : 0, &n, scratch);
+    return yajl_gen_string(g, (const unsigned char *)s, n);
+}
+
+static yajl_gen_status gen(yajl_gen g, const fj *v, struct xf_buf *scratch)
+{
+    yajl_gen_status st = yajl_gen_status_ok;
+    char num[32];
+
+    if (v == NULL)
+        return yajl_gen_null(g);
+    switch (v->type) {
+    case FJ_NULL:
+        return yajl_gen_null(g);
+    case FJ_FALSE:
+    case FJ_TRUE:
+        return yajl_gen_bool(g, v->type == FJ_TRUE);
+    case FJ_NUMBER:
+        /* the number's own text: parsed numbers keep their spelling */
+        if (v->str != NULL)
+            return yajl_gen_number(g, v->str, v->len);
+        return yajl_gen_number(g, num, (size_t)snprintf(num, sizeof(num), "%lld", v->num));
+    case FJ_STRING:
+        return gen_string(g, v, scratch);
+    case FJ_ARRAY:
+        st = yajl_gen_array_open(g);
+        for (size_t i = 0; st == yajl_gen_status_ok && i < v->n; i++)
+            st = gen(g, v->items[i], scratch);
+        return st == yajl_gen_status_ok ? yajl_gen_array_close(g) : st;
+    case FJ_OBJECT:
+        st = yajl_gen_map_open(g);
+        for (size_t i = 0; st == yajl_gen_status_ok && i < v->n; i++)
+            if ((st = gen_string(g, v->keys[i], scratch)) == yajl_gen_status_ok)
+                st = gen(g, v->items[i], scratch);
+        return st == yajl_gen_status_ok ? yajl_gen_map_close(g) : st;
+    }
+    return yajl_gen_invalid_string;
+}
+
+int fj_dump(const fj *v, struct xf_buf *out, char *err, size_t errlen)
+{
+    yajl_gen g = yajl_gen_alloc(NULL);
+    struct xf_buf scratch = {0};
+    yajl_gen_status st;
+
+    if (g == NULL)
+        abort();
+    /* compact (no beautify), '/' not escaped, checked UTF-8 (as_utf8 made it so) */
+    yajl_gen_config(g, yajl_gen_print_callback, print_to_buf, out);
+    yajl_gen_config(g, yajl_gen_validate_utf8, 1);
+    st = gen(g, v, &scratch);
+    yajl_gen_free(g);
+    free(scratch.data);
+    if (st == yajl_gen_status_ok)
+        return 0;
+    if (err != NULL && errlen > 0)
+        snprintf(err, errlen, "cannot write JSON: %s",
+                 st == yajl_max_depth_exceeded ? "nested deeper than the writer's limit" : "yajl refused a value");
+    return -1;
 }
 
 void fj_write(const fj *v, struct xf_buf *out)
 {
-    size_t i;
+    char err[128];
 
-    if (v == NULL) {
-        xf_buf_add(out, "null", 4);
-        return;
-    }
-    switch (v->type) {
-    case FJ_NULL:
-        xf_buf_add(out, "null", 4);
-        break;
-    case FJ_FALSE:
-        xf_buf_add(out, "false", 5);
-        break;
-    case FJ_TRUE:
-        xf_buf_add(out, "true", 4);
-        break;
-    case FJ_NUMBER:
-        if (v->raw != NULL)
-            xf_buf_add(out, v->raw, v->rawlen);
-        else if (v->str != NULL)
-            xf_buf_add(out, v->str, v->len);
-        else
-            xf_buf_addf(out, "%lld", v->num);
-        break;
-    case FJ_STRING:
-        write_scalar_string(v, out);
-        break;
-    case FJ_ARRAY:
-        xf_buf_add(out, "[", 1);
-        for (i = 0; i < v->n; i++) {
-            if (i)
-                xf_buf_add(out, ",", 1);
-            fj_write(v->items[i], out);
-        }
-        xf_buf_add(out, "]", 1);
-        break;
-    case FJ_OBJECT:
-        xf_buf_add(out, "{", 1);
-        for (i = 0; i < v->n; i++) {
-            if (i)
-                xf_buf_add(out, ",", 1);
-            write_scalar_string(v->keys[i], out);
-            xf_buf_add(out, ":", 1);
-            fj_write(v->items[i], out);
-        }
-        xf_buf_add(out, "}", 1);
-        break;
+    if (fj_dump(v, out, err, sizeof(err)) != 0) {
+        /* only a tree built deeper than any parsed one gets here */
+        fprintf(stderr, "xpu-cdi: %s\n", err);
+        abort();
     }
 }

@@ -1,20 +1,24 @@
-/* A small, strict JSON parser with a mutable tree and a serialiser, for
- * the front end's inputs: the OCI state, config.json, our hook indexes and
- * CDI specs.  All of it may be hostile (config.json comes from the pod),
- * so: RFC 8259 only (no NaN/Infinity, no comments, no trailing commas),
- * UTF-8 validated, depth limited, every length checked.  Where Python's
- * json module would accept something this parser refuses (NaN, lone
- * surrogates in \u escapes), the caller defers to Python: refusing is
- * always safe here.
+/* A mutable JSON tree for the front end's inputs (the OCI state,
+ * config.json, our hook indexes, CDI specs, the node config file), parsed
+ * and serialised by yajl (fjson.c), or loaded from YAML by libyaml
+ * (fyaml.c).  All of it may be hostile (config.json comes from the pod),
+ * so the parser is strict: RFC 8259 only (no NaN/Infinity, no comments, no
+ * trailing commas), well-formed UTF-8, at most FJ_MAX_DEPTH levels and
+ * FJ_MAX_BYTES bytes, no duplicate keys, integers within 64 bits (signed
+ * or unsigned), reals within a double; every error is one line naming the
+ * line, column and byte where it was found.
  *
- * Scalars keep their source text (raw), so serialising an unchanged
- * string or number reproduces it byte for byte; containers are always
- * serialised member by member (compact, no spaces). */
+ * Numbers keep their source text, so an unchanged number is written back
+ * as it was (an unsigned 64-bit value included); strings are re-escaped;
+ * output is compact (no spaces), members in tree order. */
 #ifndef XF_FJSON_H
 #define XF_FJSON_H
 #include "common.h"
 
-#define FJ_MAX_DEPTH 256
+/* Nesting limit of parsed documents: config.json and CDI specs nest about
+ * 6 deep; yajl's writer stops at 127, which leaves room for our edits. */
+#define FJ_MAX_DEPTH 100
+#define FJ_MAX_BYTES ((size_t)64 << 20)
 
 enum fj_type { FJ_NULL, FJ_FALSE, FJ_TRUE, FJ_NUMBER, FJ_STRING, FJ_ARRAY, FJ_OBJECT };
 
@@ -34,11 +38,12 @@ struct fj {
 };
 
 /* Parse exactly one JSON document (surrounding whitespace allowed).
- * NULL on any error, with a one-line description in err. */
+ * NULL on any error, with a one-line description in err ("duplicate key
+ * "a" at line 3, column 9 (byte 41)"). */
 fj *fj_parse(const char *text, size_t len, char *err, size_t errlen);
 
-/* Member *key* of an object (the last one when a key repeats, as Python's
- * json and Go's encoding/json keep); NULL when absent or obj is not an object. */
+/* Member *key* of an object (the last one when a key repeats, which only a
+ * built tree can have); NULL when absent or obj is not an object. */
 fj *fj_get(const fj *obj, const char *key);
 
 /* The decoded text of a string without NUL, else NULL (not a string, or NUL inside). */
@@ -60,8 +65,17 @@ void fj_set(fj *obj, const char *key, fj *value); /* replace the last member *ke
 fj *fj_object_at(fj *obj, const char *key);
 fj *fj_array_at(fj *obj, const char *key);
 
-/* Compact serialisation (as json.dumps(separators=(",", ":")) up to
- * scalar spelling, which is kept from the source). */
+/* Compact serialisation by yajl's generator: numbers as their text,
+ * strings escaped as yajl does (", \\, control characters; UTF-8 kept as
+ * is), bytes that are not UTF-8 written as U+FFFD.  fj_dump returns 0, or
+ * -1 with err set (a tree nested deeper than yajl writes); fj_write aborts
+ * there instead (no parsed tree is that deep). */
+int fj_dump(const fj *v, struct xf_buf *out, char *err, size_t errlen);
 void fj_write(const fj *v, struct xf_buf *out);
+
+/* For the loaders (fjson.c, fyaml.c): line and column (from 1) of byte at
+ * of text; the one-line "duplicate key "..."" message for key. */
+void fj_position(const char *text, size_t at, size_t *line, size_t *column);
+void fj_dup_message(const fj *key, char *buf, size_t size);
 
 #endif

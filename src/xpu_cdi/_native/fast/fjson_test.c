@@ -9,6 +9,8 @@
  *   get     doc, key     -> "OK <fj_write of fj_get(doc, key)>" | "NONE", "STR" for "OK"
  *                           when fj_str() accepts the member
  *   edit    doc, script  -> "OK <fj_write of the edited doc>" | "ERR <message>"
+ *   yaml    doc          -> "OK <fj_write of fy_parse(doc)>" | "ERR <message>"
+ *   cdiyaml doc          -> the same with FY_CDI_SPEC (scalars typed as a CDI spec's fields)
  *
  * An edit script is a JSON array of operations, each an array:
  *   ["set", PATH, KEY, VALUE]       fj_set(at(PATH), KEY, parse(VALUE))
@@ -24,6 +26,7 @@
  * where PATH is an array of keys and indexes from the root and VALUE is
  * JSON text (a string), parsed with fj_parse. */
 #include "fjson.h"
+#include "fyaml.h"
 #include "test_main.h"
 
 #include <stdio.h>
@@ -118,17 +121,18 @@ static const char *edit(fj *doc, const fj *script)
 int xf_test_json(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    char *a, *b, err[256];
+    char *a, *b, err[512];
     size_t alen, blen;
     int r;
 
     if (strcmp(mode, "parse") && strcmp(mode, "equal") && strcmp(mode, "escape") && strcmp(mode, "get") &&
-        strcmp(mode, "edit")) {
-        fprintf(stderr, "usage: xpu-cdi-fast-test json parse|equal|escape|get|edit < frames\n");
+        strcmp(mode, "edit") && strcmp(mode, "yaml") && strcmp(mode, "cdiyaml")) {
+        fprintf(stderr, "usage: xpu-cdi-fast-test json parse|equal|escape|get|edit|yaml|cdiyaml < frames\n");
         return 2;
     }
     while ((r = xf_test_next_frame(&a, &alen, FRAME_LIMIT)) > 0) {
-        int pair = strcmp(mode, "parse") != 0 && strcmp(mode, "escape") != 0;
+        int pair = strcmp(mode, "parse") != 0 && strcmp(mode, "escape") != 0 && strcmp(mode, "yaml") != 0 &&
+                   strcmp(mode, "cdiyaml") != 0;
         fj *x, *y = NULL;
         if (pair && xf_test_next_frame(&b, &blen, FRAME_LIMIT) <= 0)
             r = -1;
@@ -136,6 +140,14 @@ int xf_test_json(int argc, char **argv)
             break;
         if (strcmp(mode, "escape") == 0) {
             emit("OK", fj_new_str(a));
+            continue;
+        }
+        if (strcmp(mode, "yaml") == 0 || strcmp(mode, "cdiyaml") == 0) {
+            x = fy_parse(a, alen, strcmp(mode, "cdiyaml") == 0 ? FY_CDI_SPEC : 0, err, sizeof(err));
+            if (x == NULL)
+                printf("ERR %s\n", err);
+            else
+                emit("OK", x);
             continue;
         }
         x = fj_parse(a, alen, err, sizeof(err));

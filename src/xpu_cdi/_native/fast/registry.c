@@ -1,9 +1,8 @@
 /* Spec dirs and merged edits: the C twin of xpu_cdi.cdi.registry (load,
  * _load_dir, _read, _check, _check_edits, merge_edits) and of the
  * wrapper's _extra_edits, see request.h (xf_resolve).  Later dirs win,
- * as there; any spec file Python would report a problem for, a YAML spec
- * without a fresh compact copy in its index, a conflict or an unknown
- * device is XF_DEFER. */
+ * as there; any spec file Python would report a problem for, a conflict
+ * or an unknown device is XF_DEFER. */
 #include "request.h"
 
 #include <errno.h>
@@ -15,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fyaml.h"
 #include "request_util.h"
 
 #define MAX_SPEC_BYTES ((size_t)16 << 20) /* registry.MAX_SPEC_BYTES */
@@ -104,52 +104,24 @@ static int check_spec(const fj *spec, const char *path, const fj **kind, const f
     return XF_OK;
 }
 
-/* registry._read (+ _read_index for YAML): the parsed spec, or XF_DEFER
- * for anything Python would report, or parse as YAML. */
+/* registry._read: the parsed spec (JSON, or YAML through libyaml, typed as
+ * the CDI Go library reads it), or XF_DEFER for anything Python would report. */
 static int read_spec(const char *path, const fj **spec)
 {
-    char *data, err[256];
+    char *data, err[512];
     size_t len;
     struct stat st;
-    const fj *index, *expect;
-    fj *stat_pair;
+    int yaml = rq_ends_with(path, ".yaml");
 
-    if (rq_ends_with(path, ".yaml")) {
-        struct stat ist;
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), ok;
-        if (fd < 0)
-            return xf_say(XF_DEFER, "spec %s: cannot open: %s", path, strerror(errno));
-        ok = fstat(fd, &st) == 0;
-        close(fd);
-        if (!ok || !S_ISREG(st.st_mode) || (size_t)st.st_size > MAX_SPEC_BYTES)
-            return xf_say(XF_DEFER, "spec %s: not a regular file of a usable size", path);
-        /* never parsed here: usable only through its index's compact copy, while specStat matches */
-        if (rq_read_regular(xf_printf("%s%s", path, INDEX_SUFFIX), MAX_SPEC_BYTES, &data, &len, &ist) != RD_OK ||
-            (index = fj_parse(data, len, err, sizeof(err))) == NULL || index->type != FJ_OBJECT ||
-            !fj_equal(fj_get(index, "xpuCdiIndex"), fj_new_int(1)))
-            return xf_say(XF_DEFER, "spec %s: YAML without a usable index", path);
-        /* st_mtime_ns in a long long: after 2262 (a clock or touch -d far off) it
-         * does not fit, and the multiplication would overflow */
-        if (st.st_mtim.tv_sec < LLONG_MIN / 1000000000LL + 1 || st.st_mtim.tv_sec > LLONG_MAX / 1000000000LL - 1)
-            return xf_say(XF_DEFER, "spec %s: a modification time out of range", path);
-        stat_pair = fj_new(FJ_ARRAY);
-        fj_append(stat_pair, fj_new_int((long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec));
-        fj_append(stat_pair, fj_new_int((long long)st.st_size));
-        expect = fj_get(index, "specStat");
-        if (expect == NULL || !fj_equal(expect, stat_pair) || fj_get(index, "compact") == NULL)
-            return xf_say(XF_DEFER, "spec %s: YAML changed since its index was written", path);
-        *spec = fj_get(index, "compact");
-        return XF_OK;
-    }
     switch (rq_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
     case RD_OSERROR:
         return xf_say(XF_DEFER, "spec %s: cannot read", path);
     case RD_DEFER:
         return XF_DEFER;
     }
-    *spec = fj_parse(data, len, err, sizeof(err));
+    *spec = yaml ? fy_parse(data, len, FY_CDI_SPEC, err, sizeof(err)) : fj_parse(data, len, err, sizeof(err));
     if (*spec == NULL)
-        return xf_say(XF_DEFER, "spec %s: %s", path, err);
+        return xf_say(XF_DEFER, "spec %s: not valid %s: %s", path, yaml ? "YAML" : "JSON", err);
     return XF_OK;
 }
 
