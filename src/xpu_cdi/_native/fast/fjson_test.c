@@ -11,6 +11,7 @@
  *   edit    doc, script  -> "OK <fj_write of the edited doc>" | "ERR <message>"
  *   yaml    doc          -> "OK <fj_write of fy_parse(doc)>" | "ERR <message>"
  *   cdiyaml doc          -> the same with FY_CDI_SPEC (scalars typed as a CDI spec's fields)
+ *   yamlfile path        -> xf_yaml_load_file(path, 4096): "OK <tree>" | "ENOENT <message>" | "ERR <message>"
  *
  * An edit script is a JSON array of operations, each an array:
  *   ["set", PATH, KEY, VALUE]       fj_set(at(PATH), KEY, parse(VALUE))
@@ -29,6 +30,7 @@
 #include "fyaml.h"
 #include "test_main.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,13 +128,13 @@ int xf_test_json(int argc, char **argv)
     int r;
 
     if (strcmp(mode, "parse") && strcmp(mode, "equal") && strcmp(mode, "escape") && strcmp(mode, "get") &&
-        strcmp(mode, "edit") && strcmp(mode, "yaml") && strcmp(mode, "cdiyaml")) {
-        fprintf(stderr, "usage: xpu-cdi-fast-test json parse|equal|escape|get|edit|yaml|cdiyaml < frames\n");
+        strcmp(mode, "edit") && strcmp(mode, "yaml") && strcmp(mode, "cdiyaml") && strcmp(mode, "yamlfile")) {
+        fprintf(stderr, "usage: xpu-cdi-fast-test json parse|equal|escape|get|edit|yaml|cdiyaml|yamlfile < frames\n");
         return 2;
     }
     while ((r = xf_test_next_frame(&a, &alen, FRAME_LIMIT)) > 0) {
         int pair = strcmp(mode, "parse") != 0 && strcmp(mode, "escape") != 0 && strcmp(mode, "yaml") != 0 &&
-                   strcmp(mode, "cdiyaml") != 0;
+                   strcmp(mode, "cdiyaml") != 0 && strcmp(mode, "yamlfile") != 0;
         fj *x, *y = NULL;
         if (pair && xf_test_next_frame(&b, &blen, FRAME_LIMIT) <= 0)
             r = -1;
@@ -140,6 +142,14 @@ int xf_test_json(int argc, char **argv)
             break;
         if (strcmp(mode, "escape") == 0) {
             emit("OK", fj_new_str(a));
+            continue;
+        }
+        if (strcmp(mode, "yamlfile") == 0) {
+            int rv = xf_yaml_load_file(a, 4096, &x, err, sizeof(err));
+            if (rv == 0)
+                emit("OK", x);
+            else
+                printf("%s %s\n", rv == -ENOENT ? "ENOENT" : "ERR", err);
             continue;
         }
         if (strcmp(mode, "yaml") == 0 || strcmp(mode, "cdiyaml") == 0) {
