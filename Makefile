@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all deps install test demo bench fuzz check-schemas clean deb rpm
+.PHONY: all deps install test demo bench fuzz fuzz-native check-schemas clean deb rpm
 FUZZ_SECONDS ?= 60
 
 all: install
@@ -50,11 +50,16 @@ demo: install
 bench: install
 	$(BIN)/python scripts/bench.py
 
-# coverage-guided fuzzing of every parser of outside input (atheris); the
-# bounded hypothesis properties run in `make test`
-fuzz: install
+# coverage-guided fuzzing of every parser of outside input: the compiled
+# front end's (libFuzzer + ASan/UBSan, fuzz/native/) and the Python tooling's
+# (atheris); the bounded hypothesis properties and a short libFuzzer run are
+# in `make test`
+fuzz: install fuzz-native
 	$(BIN)/pip install -q -e '.[fuzz]'
 	$(BIN)/python fuzz/run.py $(FUZZ_SECONDS)
+
+fuzz-native:
+	sh fuzz/native/run.sh $(FUZZ_SECONDS)
 
 check-schemas: install
 	$(BIN)/python -m pytest tests/cdi/test_validate.py tests/generate/test_profile.py -q

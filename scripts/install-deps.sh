@@ -6,8 +6,9 @@ set -eu
 # gcc brings libasan8 and libubsan1 (libgcc-12-dev depends on them): the
 # sanitized build of tests/native/test_fast_sanitized.py needs nothing more.
 # The compiled hook and wrapper parse with yajl and libyaml (pkg-config finds
-# them); clang and libFuzzer are for `make fuzz` (fuzz/native/).
-PKGS="${*:-gcc pkg-config libyajl-dev libyaml-dev python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables}"
+# them); clang (with libFuzzer's runtime) builds the parsers' fuzzers
+# (fuzz/native/, a short run in the suite).
+PKGS="${*:-gcc pkg-config libyajl-dev libyaml-dev clang python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables}"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -164,6 +164,8 @@ REFUSED = [
     ("~: x\n", "a null mapping key at line 1, column 1"),
     ("18446744073709551615: x\n", "a mapping key beyond the signed 64-bit range at line 1, column 1"),
     ("[" * 101, "nested deeper than 100 levels at line 1, column 101"),
+    ("a: &a " + "[" * 60 + "]" * 60 + "\nb: " + "[" * 45 + "*a" + "]" * 45,
+     "aliases nest the document deeper than 100 levels at line 2, column 49"),
     ("a: [\n", "did not find expected node content at line 2, column 1 (while parsing a flow node at line 2)"),
     ("a: b\n\tc: d\n", "found a tab character that violates indentation at line 2, column 1"
                        " (while scanning a plain scalar at line 1)"),

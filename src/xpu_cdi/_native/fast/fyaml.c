@@ -20,11 +20,13 @@ struct anchor {
     const char *name;
     fj *node;
     unsigned long long size; /* nodes of its tree as aliases expand it */
+    int height;              /* levels of containers in it (0: a scalar) */
 };
 
 struct yframe {
     fj *node;
     unsigned long long size;
+    int height;          /* 1 + the highest member's height */
     const char *anchor;  /* registered when the node is complete: an alias inside it finds nothing */
     fj *key;             /* mapping: the key waiting for its value */
     const char *context; /* CDI spec: the key this container is the value of */
@@ -260,6 +262,8 @@ static char *go_float32_text(double d)
     char e[40];
     int p, exp;
 
+    if (isinf(f))  /* a double beyond float32 */
+        return xf_strdup(f > 0 ? "+Inf" : "-Inf");
     for (p = 1; p < 9; p++) {
         snprintf(e, sizeof(e), "%.*e", p - 1, (double)f);
         if ((float)strtod(e, NULL) == f)
@@ -328,8 +332,11 @@ static fj *key_node(const struct scalar *sc, const char *s, size_t len, const ch
     case K_UINT:
         *why = "a mapping key beyond the signed 64-bit range";
         return NULL;
-    case K_FLOAT:
-        return fj_new_str(go_float32_text(sc->d));
+    case K_FLOAT: {
+        const char *t = go_float32_text(sc->d);
+        /* sigs.k8s.io/yaml spells the infinities as YAML does in keys */
+        return fj_new_str(strcmp(t, "+Inf") == 0 ? ".inf" : strcmp(t, "-Inf") == 0 ? "-.inf" : t);
+    }
     default:
         return scalar_node(sc, s, len, 1);
     }
@@ -390,7 +397,7 @@ static int grow_size(struct loader *l, unsigned long long *total, unsigned long 
     return 1;
 }
 
-static int remember(struct loader *l, const char *name, fj *node, unsigned long long size)
+static int remember(struct loader *l, const char *name, fj *node, unsigned long long size, int height)
 {
     if (name == NULL)
         return 1;
@@ -400,6 +407,7 @@ static int remember(struct loader *l, const char *name, fj *node, unsigned long 
     }
     l->anchors[l->nanchors].name = name;
     l->anchors[l->nanchors].node = node;
+    l->anchors[l->nanchors].height = height;
     l->anchors[l->nanchors++].size = size;
     return 1;
 }
@@ -417,11 +425,18 @@ static const char *value_context(const struct loader *l)
     return f->context;  /* a sequence: its items are what its key names (additionalGids) */
 }
 
-/* Hand a finished value (of expanded size) to the container around it, or make it the root. */
-static int place(struct loader *l, fj *v, unsigned long long size, yaml_mark_t at)
+/* Hand a finished value (of expanded size and height) to the container
+ * around it, or make it the root.  An alias may put a deep anchor deep
+ * down: the depth limit holds for the tree as aliases expand it too, as
+ * every walk over it recurses. */
+static int place(struct loader *l, fj *v, unsigned long long size, int height, yaml_mark_t at)
 {
     struct yframe *f;
 
+    if (l->depth + height > FJ_MAX_DEPTH) {
+        fail_at(l, at, "aliases nest the document deeper than %d levels", FJ_MAX_DEPTH);
+        return 0;
+    }
     if (l->depth == 0) {
         l->root = v;
         return 1;
@@ -429,6 +444,8 @@ static int place(struct loader *l, fj *v, unsigned long long size, yaml_mark_t a
     f = &l->frames[l->depth - 1];
     if (!grow_size(l, &f->size, size, at))
         return 0;
+    if (height + 1 > f->height)
+        f->height = height + 1;
     if (f->node->type == FJ_ARRAY) {
         member_add(f->node, NULL, v);
         return 1;
@@ -505,7 +522,7 @@ static int on_scalar(struct loader *l, const yaml_event_t *e)
     } else {
         v = scalar_node(&sc, s, len, (l->flags & FY_CDI_SPEC) && !typed_field(value_context(l)));
     }
-    return place(l, v, 1, e->start_mark) && remember(l, copy_name(e->data.scalar.anchor), v, 1);
+    return place(l, v, 1, 0, e->start_mark) && remember(l, copy_name(e->data.scalar.anchor), v, 1, 0);
 }
 
 static int on_start(struct loader *l, const yaml_event_t *e, enum fj_type type)
@@ -529,6 +546,7 @@ static int on_start(struct loader *l, const yaml_event_t *e, enum fj_type type)
     f->context = value_context(l);
     f->node = fj_new(type);
     f->size = 1;
+    f->height = 1;
     f->anchor = copy_name(anchor);
     f->start = e->start_mark;
     l->depth++;
@@ -551,7 +569,7 @@ static int on_end(struct loader *l, const yaml_event_t *e)
             }
         free(sorted);
     }
-    return place(l, f.node, f.size, e->start_mark) && remember(l, f.anchor, f.node, f.size);
+    return place(l, f.node, f.size, f.height, e->start_mark) && remember(l, f.anchor, f.node, f.size, f.height);
 }
 
 static int on_alias(struct loader *l, const yaml_event_t *e)
@@ -560,7 +578,7 @@ static int on_alias(struct loader *l, const yaml_event_t *e)
 
     for (size_t i = l->nanchors; i-- > 0;)  /* a later anchor of the same name hides an earlier one */
         if (strcmp(l->anchors[i].name, name) == 0)
-            return place(l, l->anchors[i].node, l->anchors[i].size, e->start_mark);
+            return place(l, l->anchors[i].node, l->anchors[i].size, l->anchors[i].height, e->start_mark);
     fail_at(l, e->start_mark, "alias *%.60s names no complete anchor (undefined, or used inside itself)", name);
     return 0;
 }
