@@ -415,6 +415,8 @@ def test_equal_as_python(fast: Path, trees: List[Any], rng: random.Random) -> No
         if any(isinstance(x, float) and math.isinf(x) for x in walk_values(a)):
             continue
         other = respell(rng, v)
+        if reference(other.encode("utf-8", "surrogatepass")) is None:
+            continue  # respelled out of range (an integer past 2**64)
         frames += [doc.encode(), other.encode()]
         want.append(str(int(a == json.loads(other))))
     assert run(fast, "equal", frames) == want
