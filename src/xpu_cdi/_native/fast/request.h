@@ -5,8 +5,7 @@
  *
  * Same answers as the Python code for everything it accepts (tests compare
  * them); everything else -- a token only a profile's alias regex can read,
- * a YAML spec without a fresh compact copy in its index, a broken or
- * conflicting spec file, an unknown device, a malformed value -- is
+ * a broken or conflicting spec file, an unknown device, a malformed value -- is
  * XF_DEFER with the reason in xf_reason, and the Python implementation
  * takes over (and says what is wrong, in one line).
  *
