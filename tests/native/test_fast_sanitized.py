@@ -204,12 +204,14 @@ def test_yaml_hostile_documents(san: Path) -> None:
     documents, truncations and byte flips of a spec: one line each, no report."""
     exe = san / "xpu-cdi-fast-test"
     rng = random.Random(11)
-    spec = "".join(f"- name: '{i}'\n  containerEdits: &e{i}\n    env: [A={i}, B]\n    deviceNodes: [{{path: /dev/x{i}}}]\n"
-                   f"- name: c{i}\n  containerEdits: *e{i}\n" for i in range(50)).encode()
+    spec = "".join(f"- name: '{i}'\n  containerEdits: &e{i}\n    env: [A={i}, B]\n"
+                   f"    deviceNodes: [{{path: /dev/x{i}}}]\n- name: c{i}\n  containerEdits: *e{i}\n"
+                   for i in range(50)).encode()
     spec = b"cdiVersion: 0.6.0\nkind: a.b/c\ndevices:\n" + spec
     docs = [d.encode("latin-1") for d, _ in tfy.REFUSED] + [f"v: {t}".encode() for t, _ in tfy.SCALARS]
     docs += [b"a: &a [" + b"*a, " * 10 + b"]", b"- " * 5000 + b"x", b"[" * 100_000, b"{a: " * 3000, b"&a " * 1000,
-             b"a: " + b"'" + b"x" * 100_000, b"\xff\xfe" + "a: é\n".encode("utf-16-le"), b"\x00" * 64, b"%YAML 2.0\n--- a",
+             b"a: " + b"'" + b"x" * 100_000, b"\xff\xfe" + "a: é\n".encode("utf-16-le"), b"\x00" * 64,
+             b"%YAML 2.0\n--- a",
              b"{" + b",".join(b"k%d: %d" % (i, i) for i in range(20_000)) + b"}", b"? " * 500 + b"x", b"!<!> x"]
     docs += [spec[:rng.randrange(len(spec))] for _ in range(40)]
     docs += [tfj.mutate(rng, spec) for _ in range(100)]

@@ -280,7 +280,8 @@ REFUSED = [
     (b'{"a":1,\n "a":2}', 'duplicate key "a" at line 2, column 5 (byte 12)'),
     (b'{"x\\n":1,"x\\u000a":2}', 'duplicate key "x?" at line 1, column 19 (byte 18)'),
     (b'[{"k":1,"b":2},{"a":1,"b":2,"a":3}]', 'duplicate key "a" at line 1, column 32 (byte 31)'),
-    (b"{" + b",".join(b'"k%d":1' % (i % 40) for i in range(50)) + b"}", 'duplicate key "k0" at line 1, column 382 (byte 381)'),
+    (b"{" + b",".join(b'"k%d":1' % (i % 40) for i in range(50)) + b"}",
+     'duplicate key "k0" at line 1, column 382 (byte 381)'),
     (b"18446744073709551616", "an integer out of the 64-bit range at line 1, column 21 (byte 20)"),
     (b"[-9223372036854775809]", "an integer out of the 64-bit range at line 1, column 22 (byte 21)"),
     (b"[1e400]", "a number out of the range of a double at line 1, column 7 (byte 6)"),
@@ -309,7 +310,8 @@ def test_limits_kept(fast: Path) -> None:
     kept = [b"[" * MAX_DEPTH + b"]" * MAX_DEPTH, b"18446744073709551615", b"-9223372036854775808",
             b'"\\ud800\\udc00"', b"1e308", b"-0", b"1e-400", b'"a\\\\ud800"', b'{"a\\u0000":1,"a":2}']
     assert all(line.startswith("OK ") for line in run(fast, "parse", kept))
-    assert run(fast, "parse", [b" [18446744073709551615, -0 , 1E+2,2.50] "]) == ["OK [18446744073709551615,-0,1E+2,2.50]"]
+    assert run(fast, "parse", [b" [18446744073709551615, -0 , 1E+2,2.50] "]) == [
+        "OK [18446744073709551615,-0,1E+2,2.50]"]
 
 
 def test_outputs(fast: Path) -> None:
@@ -476,7 +478,8 @@ def test_escape_like_json_dumps(fast: Path, texts: List[str], blobs: List[bytes]
     assert run(fast, "escape", frames) == ["OK " + w for w in want]
 
 
-VALUES = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+VALUES = st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+                      | st.floats(allow_nan=False, allow_infinity=False)
                       | STRINGS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(STRINGS, kids, max_size=3),
                       max_leaves=6)
 

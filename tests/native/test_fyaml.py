@@ -19,8 +19,6 @@ import yaml
 
 from test_fjson import run
 
-ERR_AT = r" at line [0-9]+, column [0-9]+"
-
 
 @pytest.fixture(scope="module")
 def fast(fast_bin: Path) -> Path:
@@ -84,7 +82,8 @@ devices:
 """
     [tree] = load(fast, [doc], "cdiyaml")
     assert tree == {
-        "cdiVersion": "0.6", "kind": "example.com/npu", "annotations": {"a": "true", "b": "1", "c": "1e+08", "d": "100000000"},
+        "cdiVersion": "0.6", "kind": "example.com/npu",
+        "annotations": {"a": "true", "b": "1", "c": "1e+08", "d": "100000000"},
         "devices": [{"name": "0", "containerEdits": {
             "env": ["A=1", "true", "7", "0.1", "1e+07"],
             "deviceNodes": [{"path": "/dev/npu0", "major": 16, "minor": 0, "fileMode": 432, "uid": 1000, "gid": 0,
@@ -126,7 +125,8 @@ kind: vendor.example/accel
 """
     want = {"cdiVersion": "0.6.0", "containerEdits": {
         "env": ["VENDOR_VISIBLE=all"],
-        "mounts": [{"containerPath": "/usr/lib/vendor", "hostPath": "/opt/vendor/lib", "options": ["ro", "nosuid", "bind"]}]},
+        "mounts": [{"containerPath": "/usr/lib/vendor", "hostPath": "/opt/vendor/lib",
+                    "options": ["ro", "nosuid", "bind"]}]},
         "devices": [{"containerEdits": {"deviceNodes": [{"path": "/dev/accel0", "permissions": "rw"}]}, "name": "0"},
                     {"containerEdits": {"deviceNodes": [{"path": "/dev/accel1"}]}, "name": "1"}],
         "kind": "vendor.example/accel"}

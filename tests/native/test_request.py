@@ -594,7 +594,8 @@ def test_hooks_deduplicated_as_python_does(fast: Path, tmp_path: Path) -> None:
 def test_duplicate_keys_refused(fast: Path, tmp_path: Path) -> None:
     """A spec with a repeated key is refused, naming the key and where it is."""
     text = ('{"cdiVersion": "0.5.0", "kind": "x.com/y", "kind": "example.com/gpu", "devices": ['
-            '{"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/a", "type": "c", "major": 1, "minor": 2}]}}]}')
+            '{"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/a", "type": "c", "major": 1,'
+            ' "minor": 2}]}}]}')
     write_json(tmp_path / "gpu.json", text)
     got = c_resolve(fast, [tmp_path], [f"{GPU}=0"])
     assert deferred(got) and 'not valid JSON: duplicate key "kind" at line 1, column 50 (byte 49)' in got
