@@ -260,6 +260,17 @@ def test_duplicate_keys_refused(fast: Path, tmp_path: Path, text: str, key: str)
     assert got[0] == DEFER and f'duplicate key "{key}"' in got[1], got
 
 
+def test_unsigned_64_bit_values_kept(fast: Path, tmp_path: Path) -> None:
+    """docker --ulimit memlock=-1 writes RLIM_INFINITY as Go's uint64(-1): the
+    rewritten config.json keeps it exactly (runc would refuse a rounded float)."""
+    inf = 2**64 - 1
+    config = {"process": {"rlimits": [{"type": "RLIMIT_MEMLOCK", "hard": inf, "soft": inf}]},
+              "linux": {"resources": {"memory": {"swappiness": inf}}}}
+    got = c_apply(fast, tmp_path, config, edits())
+    assert got["process"]["rlimits"] == config["process"]["rlimits"]
+    assert got["linux"]["resources"]["memory"]["swappiness"] == inf
+
+
 # Python accepts these, C defers on purpose (rare, and their spelling would need guessing)
 CONSERVATIVE = [
     ("a float that is infinite for Python (jsondump refuses it: so does C)", '{"x":1e400}', {}),
