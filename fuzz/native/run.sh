@@ -29,9 +29,9 @@ for name in $harnesses; do
   dir="$work/native-$name"
   mkdir -p "$dir/corpus"
   case $name in
-    fuzz_json) extra="$src/fjson.c"
+    fuzz_json) extra="$src/fjson.c $src/fjtree.c"
                for f in "$repo"/tests/data/specs/*.json; do cp "$f" "$dir/corpus/seed-$(basename "$f")"; done ;;
-    fuzz_yaml) extra="$src/fjson.c $src/fyaml.c"
+    fuzz_yaml) extra="$src/fjson.c $src/fjtree.c $src/fyaml.c"
                for f in "$repo"/src/xpu_cdi/profiles/*.yaml; do
                  { printf '\000'; cat "$f"; } > "$dir/corpus/seed-$(basename "$f")"
                done

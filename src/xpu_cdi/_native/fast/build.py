@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
-COMMON = ["common.c", "fjson.c", "fyaml.c", "request_util.c", "select.c", "names.c", "registry.c"]
+COMMON = ["common.c", "fjson.c", "fjtree.c", "fyaml.c", "request_util.c", "select.c", "names.c", "registry.c"]
 TARGETS: Dict[str, List[str]] = {
     "xpu-cdi-hook": COMMON + ["undo.c", "cgroup.c", "rootfs.c", "links.c", "ldcache.c", "plan.c", "inject.c",
                               "hook_main.c", "../hook.c"],

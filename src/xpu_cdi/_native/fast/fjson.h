@@ -1,7 +1,7 @@
 /* A mutable JSON tree for the front end's inputs (the OCI state,
  * config.json, our hook indexes, CDI specs, the node config file), parsed
  * and serialised by yajl (fjson.c), or loaded from YAML by libyaml
- * (fyaml.c).  All of it may be hostile (config.json comes from the pod),
+ * (fyaml.c); looked up, compared and edited by fjtree.c.  All of it may be hostile (config.json comes from the pod),
  * so the parser is strict: RFC 8259 only (no NaN/Infinity, no comments, no
  * trailing commas), well-formed UTF-8, at most FJ_MAX_DEPTH levels and
  * FJ_MAX_BYTES bytes, no duplicate keys, integers within 64 bits (signed
