@@ -482,6 +482,35 @@ def test_yaml_spec_read_itself(fast: Path, generated: Path, tmp_path: Path) -> N
     check_resolve(fast, [d], [f"{NPU}=1", f"{XPU}=1"], answer=True)
 
 
+def test_yaml_spec_from_another_tool(fast: Path, tmp_path: Path) -> None:
+    """A YAML spec with no index beside it, written as Go's yaml.Marshal writes one,
+    resolves as its JSON twin; an unquoted `name: 0` and `fileMode: 0660` read as
+    the CDI Go library reads them ("0", 432), where PyYAML would make the name an int."""
+    text = """\
+cdiVersion: 0.6.0
+devices:
+- containerEdits:
+    deviceNodes:
+    - path: /dev/accel0
+      type: c
+      major: 0xf0
+      minor: 0
+      fileMode: 0660
+  name: 0
+kind: vendor.example/accel
+containerEdits:
+  env: [VENDOR=yes, on]
+"""
+    (tmp_path / "vendor.yaml").write_text(text)
+    got = c_resolve(fast, [tmp_path], ["vendor.example/accel=0"])
+    assert not deferred(got), got
+    assert got["env"] == ["VENDOR=yes", "true"]  # `on` is a YAML 1.1 boolean, coerced into the string field
+    assert got["fields"]["deviceNodes"] == [{"path": "/dev/accel0", "type": "c", "major": 240, "minor": 0,
+                                             "fileMode": 432}]
+    (tmp_path / "vendor.yaml").write_text(text.replace("  name: 0", '  name: "0"').replace(", on]", "]"))
+    check_resolve(fast, [tmp_path], ["vendor.example/accel=0"], answer=True)  # and as the Python registry reads it
+
+
 def test_precedence_and_spec_identity(fast: Path, tmp_path: Path) -> None:
     """A later dir's device replaces an earlier one's; each spec file's shared
     edits come once, before the first of its devices that is requested."""
