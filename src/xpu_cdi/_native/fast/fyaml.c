@@ -668,8 +668,13 @@ int xf_yaml_load_file(const char *path, size_t max_bytes, fj **out, char *err, s
         close(fd);
         return -1;
     }
-    if ((size_t)st.st_size > max_bytes || xf_read_fd(fd, max_bytes, &data, &len) != XF_OK) {
-        snprintf(err, errlen, "%s: cannot read, or larger than %zu bytes", path, max_bytes);
+    if ((size_t)st.st_size > max_bytes) {
+        snprintf(err, errlen, "%s: %lld bytes, more than the %zu it may have", path, (long long)st.st_size, max_bytes);
+        close(fd);
+        return -1;
+    }
+    if (xf_read_fd(fd, max_bytes, &data, &len) != XF_OK) {  /* an I/O error, or it grew while read */
+        snprintf(err, errlen, "%s: cannot read: %s", path, xf_reason);
         close(fd);
         return -1;
     }
