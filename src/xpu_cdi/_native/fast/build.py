@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 COMMON = ["common.c", "fjson.c", "request_util.c", "select.c", "names.c", "registry.c"]
 TARGETS: Dict[str, List[str]] = {
     "xpu-cdi-hook": COMMON + ["undo.c", "cgroup.c", "rootfs.c", "links.c", "ldcache.c", "plan.c", "inject.c",
-                              "hook_main.c", "../hook.c"],
+                              "ocistate.c", "stage.c", "hook_main.c", "../hook.c"],
     "xpu-container-runtime": COMMON + ["ociedit.c", "wrapper_main.c"],
     # not installed anywhere: the unit tests' way into the C parsers
     # (tests/native/), one subcommand per module (*_test.c)

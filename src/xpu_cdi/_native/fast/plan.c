@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#define PROG_HOOK "xpu-cdi-hook"
 #define MAX_DEV_MAJOR 0xfffu   /* the kernel's dev_t: 12-bit major... */
 #define MAX_DEV_MINOR 0xfffffu /* ...20-bit minor */
 
@@ -278,23 +279,24 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         const char *arg = h->args[i], *eq = strchr(arg, '='), *value;
         size_t namelen = eq ? (size_t)(eq - arg) : strlen(arg);
         if (namelen != strlen(opt) || strncmp(arg, opt, namelen) != 0)
-            return xf_say(XF_DEFER, "spec hook %s: unexpected argument %s", sub, arg);
+            return xf_say(XF_DEFER, "%s: unexpected argument '%s' (usage: %s %s %s VALUE...)", sub, arg,
+                          PROG_HOOK, sub, opt);
         if (eq)
             value = eq + 1;
         else if (i + 1 < h->nargs)
             value = h->args[++i];
         else
-            return xf_say(XF_DEFER, "spec hook %s: %s needs a value", sub, opt);
+            return xf_say(XF_DEFER, "%s: option %s needs a value", sub, opt);
         nvalues++;
         if (ldcache) {
             int seen = 0;
             if (value[0] != '/') /* ldcache.update's check */
-                return xf_say(XF_DEFER, "update-ldcache: --folder %s is not absolute", value);
+                return xf_say(XF_DEFER, "update-ldcache: --folder '%s' must be an absolute container path", value);
             for (size_t f = 0; f < p->nfolders && !seen; f++)
                 seen = strcmp(p->folders[f], value) == 0;
             if (!seen) {
                 if (p->nfolders >= max_folders)
-                    return xf_say(XF_DEFER, "update-ldcache: too many folders");
+                    return xf_say(XF_DEFER, "update-ldcache: more than %zu --folder values", max_folders);
                 p->folders[p->nfolders++] = value;
             }
         } else {
@@ -305,7 +307,8 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         }
     }
     if (nvalues == 0)
-        return xf_say(XF_DEFER, "spec hook %s: needs at least one %s", sub, opt);
+        return xf_say(XF_DEFER, "%s: needs at least one %s (usage: %s %s %s VALUE...)", sub, opt, PROG_HOOK, sub,
+                      opt);
     return XF_OK;
 }
 
