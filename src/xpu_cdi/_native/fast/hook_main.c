@@ -17,7 +17,9 @@
 #include "common.h"
 #include "fjson.h"
 #include "inject.h"
+#include "config.h"
 #include "ocistate.h"
+#include "privileged.h"
 #include "plan.h"
 #include "stage.h"
 #include "request.h"
@@ -61,7 +63,7 @@ struct request {
     char *state_text;
     size_t state_len;
     struct xf_container c;
-    const fj *env, *ann_state, *ann_config;
+    const fj *env, *ann_state, *ann_config, *config;
 };
 
 /* The state and config.json of a prestart request (ocistate.c); a refusal
@@ -78,6 +80,7 @@ static int load_container(struct request *r)
     r->env = o.env;
     r->ann_state = o.ann_state;
     r->ann_config = o.ann_config;
+    r->config = o.config;
     return XF_OK;
 }
 
@@ -182,6 +185,11 @@ int main(int argc, char **argv)
     const char *given[MAX_DIRS], *dirs[MAX_DIRS], *sub = NULL, **names;
     char **rest = xf_alloc((size_t)(argc > 0 ? argc : 1) * sizeof(*rest));
     size_t nrest = 0;
+    const char *config_path = NULL, *ignored;
+    struct xf_config cfg;
+    char cfg_err[1024];
+    int strict;
+#define GIVE_UP() do { if (strict) return fail(xf_reason); defer(argv, &r); } while (0)
     size_t ngiven = 0, ndirs, nnames;
     struct request r;
     struct xf_indexes ix;
@@ -198,7 +206,8 @@ int main(int argc, char **argv)
         const char *a = argv[i], *value = NULL;
         int is_dir = strncmp(a, "--spec-dir", 10) == 0 && (a[10] == '\0' || a[10] == '=');
         int is_log = strncmp(a, "--log", 5) == 0 && (a[5] == '\0' || a[5] == '=');
-        if (is_dir || is_log) {
+        int is_config = strncmp(a, "--config", 8) == 0 && (a[8] == '\0' || a[8] == '=');
+        if (is_dir || is_log || is_config) {
             const char *eq = strchr(a, '=');
             if (eq != NULL)
                 value = eq + 1;
@@ -206,7 +215,9 @@ int main(int argc, char **argv)
                 value = argv[++i];
             else
                 defer(argv, NULL); /* a missing value: Python says so */
-            if (is_dir && ngiven < MAX_DIRS)
+            if (is_config)
+                config_path = value;
+            else if (is_dir && ngiven < MAX_DIRS)
                 given[ngiven++] = value;
             else if (is_dir)
                 defer(argv, NULL);
@@ -225,22 +236,33 @@ int main(int argc, char **argv)
         defer(argv, NULL); /* help, the spec's tool hooks, install-launcher, usage errors */
 
     memset(&r, 0, sizeof(r));
+    if (xf_config_load(config_path, &cfg, cfg_err, sizeof(cfg_err)) != XF_OK)
+        return fail(cfg_err); /* fail closed: the setting may forbid what is asked */
+    /* The Python hook knows nothing of the node config: with the setting
+     * false, this binary answers alone (fails closed) instead of deferring. */
+    strict = !cfg.accept_env_when_unprivileged;
     /* up to limit + 1 bytes, as state.read_limited: handed on, an oversized
      * state gets the Python hook's own refusal */
     if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
-        defer(argv, &r);
+        GIVE_UP();
     ndirs = spec_dirs(given, ngiven, dirs);
     if (ndirs == 0) {
         xf_say(XF_DEFER, "more than %d spec dirs in XPU_CDI_SPEC_DIRS", MAX_DIRS);
-        defer(argv, &r);
+        GIVE_UP();
     }
-    if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK ||
-        xf_requested(&ix, r.env, r.ann_state, r.ann_config, &names, &nnames) != XF_OK)
-        defer(argv, &r);
+    if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK)
+        GIVE_UP();
+    if (!cfg.accept_env_when_unprivileged && !xf_privileged(r.config) && (ignored = xf_selection_var(&ix, r.env))) {
+        log_line(xf_printf("%s ignored: the container is not privileged and %s sets %s: false (select devices "
+                           "with cdi.k8s.io/ annotations)", ignored, cfg.path, XF_CONFIG_KEY_ENV_UNPRIVILEGED));
+        r.env = NULL;
+    }
+    if (xf_requested(&ix, r.env, r.ann_state, r.ann_config, &names, &nnames) != XF_OK)
+        GIVE_UP();
     if (nnames == 0)
         return 0; /* nothing asked for: touch nothing */
     if (xf_resolve(dirs, ndirs, names, nnames, &edits) != XF_OK)
-        defer(argv, &r);
+        GIVE_UP();
     {
         enum xf_stage stage;
         if (xf_stage_of(r.c.pid, &stage) != XF_OK)
@@ -252,7 +274,7 @@ int main(int argc, char **argv)
     }
     rv = xf_inject(&r.c, &edits, &note);
     if (rv == XF_DEFER)
-        defer(argv, &r);
+        GIVE_UP();
     if (rv != XF_OK) {
         fprintf(stderr, "%s: %s\n", PROG, xf_reason);
         log_line(xf_printf("error: %s", xf_reason));

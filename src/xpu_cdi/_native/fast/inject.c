@@ -59,9 +59,12 @@ static int undo_umount(const long *a)
 /* ------------------------------------------------------------------ */
 
 /* _open_source: O_PATH fd of a mount source (host path, links followed),
- * root-owned and, unless writable_ok (device nodes), not group/other-writable. */
-static int open_source(const char *host, int writable_ok, int *fd_out)
+ * root-owned -- or, for a device node (node not NULL), owned by the uid and
+ * gid the node is declared with (an HwHiAiUser node) -- and, unless a
+ * device node, not group/other-writable. */
+static int open_source(const char *host, const struct xf_plan_node *node, int *fd_out)
 {
+    int writable_ok = node != NULL;
     struct stat st;
     int fd = open(host, O_PATH | O_CLOEXEC), err;
 
@@ -72,7 +75,7 @@ static int open_source(const char *host, int writable_ok, int *fd_out)
         close(fd);
         return xf_say(XF_DEFER, "mount source %s: %s", host, strerror(err));
     }
-    if (st.st_uid != 0) {
+    if (st.st_uid != 0 && !(node != NULL && (long long)st.st_uid == node->uid && (long long)st.st_gid == node->gid)) {
         close(fd);
         return xf_say(XF_DEFER, "mount source %s is owned by uid %u, not root", host, (unsigned)st.st_uid);
     }
@@ -215,7 +218,7 @@ static int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, 
             return XF_OK;
         }
     }
-    if ((rv = open_source(n->host, 1, &src)) != XF_OK)
+    if ((rv = open_source(n->host, n, &src)) != XF_OK)
         return rv;
     if (fstat(src, &st) != 0 || (st.st_mode & S_IFMT) != fmt || st.st_rdev != rdev) {
         close(src);
@@ -339,7 +342,7 @@ static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const int 
         struct stat st;
         int src, made = 0;
         *step = xf_printf("mount '%s' -> '%s'", m->host, m->target);
-        if ((rv = open_source(m->host, 0, &src)) != XF_OK)
+        if ((rv = open_source(m->host, NULL, &src)) != XF_OK)
             return rv;
         if (fstat(src, &st) != 0) {
             rv = errno;

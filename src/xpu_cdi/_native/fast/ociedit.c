@@ -4,6 +4,7 @@
  * value as it is (a non-string where a string belongs, a float number),
  * this code defers rather than guess how Python would spell the result. */
 #include "ociedit.h"
+#include "privileged.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -405,6 +406,18 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
         (perm != NULL && perm->type != FJ_STRING))
         return xf_say(XF_DEFER, "device node %s: a field of an unusual type", path->str);
     is_p = str_eq(typ, "p", 1);
+    if (uid == NULL || gid == NULL) {
+        /* the owner and group the spec does not give are the host node's
+         * (BOUNDARIES contract 1); 0 when there is no host node to ask */
+        const fj *host = getv(node, "hostPath");
+        const char *hp = fj_str(host != NULL && host->type == FJ_STRING && host->len > 0 ? host : path);
+        struct stat st;
+        int have = hp != NULL && stat(hp, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode));
+        if (uid == NULL)
+            uid = fj_new_int(have ? (long long)st.st_uid : 0);
+        if (gid == NULL)
+            gid = fj_new_int(have ? (long long)st.st_gid : 0);
+    }
     if (typ == NULL || mode == NULL || (!is_p && (major == NULL || minor == NULL))) {
         /* read what is missing from the host node (hostPath or else path) */
         const fj *host = getv(node, "hostPath");
@@ -428,7 +441,7 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
             minor = fj_new_int((long long)minor(st.st_rdev));
         }
         if (mode == NULL)
-            mode = fj_new_int((long long)(st.st_mode & 07777));
+            mode = fj_new_int((long long)(st.st_mode & 0777));
         is_p = str_eq(typ, "p", 1);
     }
     d = fj_new(FJ_OBJECT);
@@ -1001,7 +1014,8 @@ static int unserved(const fj *env, const struct xf_indexes *ix)
     return XF_OK;
 }
 
-int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, int *edited)
+int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const struct xf_config *cfg, int *edited,
+               const char **ignored)
 {
     size_t bl = strlen(bundle), len, nnames;
     const char *path = bl > 0 && bundle[bl - 1] == '/' ? xf_printf("%sconfig.json", bundle)
@@ -1017,6 +1031,7 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, int *e
     int rv;
 
     *edited = 0;
+    *ignored = NULL;
     if ((rv = xf_read_file(path, XF_MAX_CONFIG_BYTES, &data, &len, &mode)) != XF_OK)
         return rv;
     if (!xf_may_request(data, len, dirs, ndirs))
@@ -1035,8 +1050,11 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, int *e
     ann = fj_get(config, "annotations");
     if (ann != NULL && ann->type != FJ_OBJECT)
         ann = NULL;
-    if ((rv = xf_load_indexes(dirs, ndirs, &ix)) != XF_OK ||
-        (rv = xf_requested(&ix, env, NULL, ann, &names, &nnames)) != XF_OK || (rv = unserved(env, &ix)) != XF_OK)
+    if ((rv = xf_load_indexes(dirs, ndirs, &ix)) != XF_OK)
+        return rv;
+    if (!cfg->accept_env_when_unprivileged && !xf_privileged(config) && (*ignored = xf_selection_var(&ix, env)))
+        env = NULL; /* the node's setting: only annotations select for an unprivileged container */
+    if ((rv = xf_requested(&ix, env, NULL, ann, &names, &nnames)) != XF_OK || (rv = unserved(env, &ix)) != XF_OK)
         return rv;
     if (nnames == 0)
         return XF_OK;

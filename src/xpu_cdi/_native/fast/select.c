@@ -332,6 +332,23 @@ static int env_lookup(const fj *env, const char *var, size_t varlen, const char 
 
 /* ---- select.requested ---------------------------------------------------- */
 
+const char *xf_selection_var(const struct xf_indexes *ix, const fj *env)
+{
+    if (env == NULL || env->type != FJ_ARRAY)
+        return NULL;
+    for (size_t k = 0; k < ix->n; k++) {
+        const fj *vars = fj_get(fj_get(ix->items[k].json, "selection"), "env");
+        for (size_t i = 0; vars != NULL && vars->type == FJ_ARRAY && i < vars->n; i++) {
+            const char *value;
+            size_t vlen;
+            if (fj_str(vars->items[i]) != NULL &&
+                env_lookup(env, vars->items[i]->str, vars->items[i]->len, &value, &vlen))
+                return vars->items[i]->str;
+        }
+    }
+    return NULL;
+}
+
 int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
                  const char ***names, size_t *n)
 {
