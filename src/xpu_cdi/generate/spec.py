@@ -92,7 +92,8 @@ def hook_index(view: HostView, spec: Dict[str, Any], opts: SpecOptions) -> Dict[
         "xpuCdiIndex": INDEX_FORMAT,
         "kind": spec["kind"],
         "profile": view.profile.name,
-        "selection": {"env": list(sel.env), "aliases": sel.alias_regex, "none": list(sel.none_values)},
+        "selection": {"env": list(sel.env), "aliases": list(sel.alias_prefixes), "none": list(sel.none_values),
+                      "all": list(sel.all_words), "ignoreCase": sel.ignore_case, "uuidsFrom": sel.uuids_from},
         "indices": {str(c.index): card_names(c, opts.name_strategies)[0] for c in view.cards},
         "all": "all" if opts.all_device else None,
     }
