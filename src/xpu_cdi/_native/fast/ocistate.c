@@ -21,13 +21,7 @@ char *xf_normpath(const char *path)
     struct xf_buf b = {0};
     const char *p = path;
 
-    while (*p) {
-        size_t len;
-        while (*p == '/')
-            p++;
-        len = strcspn(p, "/");
-        if (len == 0)
-            break;
+    for (size_t len; (p = xf_component(p, &len)), len > 0; p += len) {
         if (len == 2 && p[0] == '.' && p[1] == '.') {
             if (top > 0)
                 top--;
@@ -35,7 +29,6 @@ char *xf_normpath(const char *path)
             parts[top] = p;
             lens[top++] = len;
         }
-        p += len;
     }
     xf_buf_add(&b, "/", 1);
     for (size_t i = 0; i < top; i++) {
