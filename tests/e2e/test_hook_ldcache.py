@@ -174,3 +174,16 @@ def test_spec_symlinks_and_foreign_hooks(xpu: HookHost) -> None:
     assert r.stdout.strip() == "libxpuml.so.1"
     log = xpu.log_text()
     assert "1 link(s)" in log and "spec hook '/usr/bin/other-hook' stuff not run" in log
+
+
+def test_prestart_registered_as_create_container_is_refused(xpu: HookHost, shared_pidns: int) -> None:
+    """`prestart` at createContainer (pid namespace shared: the state pid is some other process's
+    number on the host) refuses in one line naming the stage to use; no host process is joined."""
+    b = xpu.bundle(["true"], env=["XPU_VISIBLE_DEVICES=1"], stage="createContainer")
+    for ns in b.config["linux"]["namespaces"]:
+        if ns["type"] == "pid":
+            ns["path"] = f"/proc/{shared_pidns}/ns/pid"
+    r = runtimes.run_runc(b)
+    assert r.returncode != 0, container_output(r)
+    assert "is not a container process of this runtime (a createContainer hook runs inside the container): " \
+           "register `xpu-cdi-hook prestart` as a prestart or createRuntime hook" in r.stderr, container_output(r)

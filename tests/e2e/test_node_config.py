@@ -187,3 +187,17 @@ class TestEnvSelectionSetting:
         r = RUNNERS[path](xpu, p, ["XPU_VISIBLE_DEVICES=1"])
         assert r.returncode != 0, container_output(r)
         assert message.format(p=p) in r.stderr, container_output(r)
+
+
+def test_setting_false_never_hands_over_to_python(xpu: HookHost) -> None:
+    """With the setting false the compiled hook answers alone: an input it would otherwise hand to the
+    Python implementation (which does not read the node config) -- here a YAML spec it cannot read --
+    fails closed in one line instead of being injected by a half that would honour the env."""
+    (xpu.spec_dir / "example.com-card.yaml").write_text(
+        "cdiVersion: 0.5.0\nkind: example.com/card\ndevices:\n- name: '0'\n  containerEdits:\n"
+        "    deviceNodes:\n    - path: /dev/null\n")
+    r = run_hook_path(xpu, node_config(xpu.base, SETTING), ["XPU_VISIBLE_DEVICES=1"],
+                      annotations={"cdi.k8s.io/x": "kunlunxin.com/xpu=2"})
+    assert r.returncode != 0, container_output(r)
+    assert "xpu-cdi-hook: " in r.stderr and "example.com-card.yaml" in r.stderr, container_output(r)
+    assert "injected" not in xpu.log_text()
