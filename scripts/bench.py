@@ -167,6 +167,18 @@ class Sleeper:
         self.cgroup = V1_DEVICES / runtimes.unique("xcbench")
         self.cgroup.mkdir()
         self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"])
+        # until unshare(1) has made its private mount namespace and exec'd sleep, the process
+        # is in our namespace (or one still propagating to it), and the hook rightly injects
+        # where the process is: wait for the stand-in to be one
+        for _ in range(1000):
+            try:
+                if Path(f"/proc/{self.proc.pid}/comm").read_text().strip() == "sleep":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.001)
+        else:
+            raise RuntimeError("the stand-in container did not get its own mount namespace")
         (self.cgroup / "cgroup.procs").write_text(str(self.proc.pid))
         self.state = json.dumps({"ociVersion": "1.0.2", "id": "xcbench", "status": "creating",
                                  "pid": self.proc.pid, "bundle": str(bundle)}).encode()
@@ -228,6 +240,57 @@ def hook_direct_variants(work: Path) -> Dict[str, Sample]:
     out["hook-direct/fast8"]()
     if "fast path" in log.read_text() or "injected kunlunxin.com/xpu=" not in log.read_text():
         raise RuntimeError(f"the compiled hook did not inject on its own: {log.read_text()[-500:]}")
+    return out
+
+
+def hook_inside_variants(work: Path) -> Dict[str, Sample]:
+    """The hook's own time inside a real `runc run`: scripts/hooktime.c wraps
+    the hook in config.json and records the hook child's wall and CPU time
+    (the sample is that wall time; /bin/true wrapped the same way is the
+    baseline).  update-ldcache as a CDI runtime runs it (createContainer) on
+    busybox (no ldconfig) and on an image with a real (static) ldconfig;
+    prestart injecting 8 cards, and asking for nothing."""
+    from xpu_cdi.hook import launcher
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return {}
+    timer = work / "hooktime"
+    subprocess.run([cc, "-O2", "-o", str(timer), str(REPO / "scripts" / "hooktime.c")], check=True)
+    host = fakehost.kunlunxin(work / "inside-host", cards=8)
+    specs, hook = work / "inside-cdi", work / "inside" / "xpu-cdi-hook"
+    hook.parent.mkdir()
+    launcher.install(str(hook))
+    subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
+                    "--hook-path", str(hook)], check=True, capture_output=True)
+    env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"XPU_CDI_SPEC_DIRS={specs}"]
+    ldcache = ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64"]
+    eight = ["XPU_VISIBLE_DEVICES=0-7"]
+    forms = {"true": ("createContainer", "/bin/true", ["true"], [], False),
+             "ldcache": ("createContainer", str(hook), ldcache, [], False),
+             "ldconfig": ("createContainer", str(hook), ldcache, [], True),
+             "prestart8": ("prestart", str(hook), ["xpu-cdi-hook", "prestart"], eight, False),
+             "noop": ("prestart", str(hook), ["xpu-cdi-hook", "prestart"], [], False)}
+    out: Dict[str, Sample] = {}
+    for name, (stage, path, args, cenv, with_ldconfig) in forms.items():
+        b = runtimes.Bundle(work)
+        b.set_process(["true"], env=cenv)
+        (b.rootfs / "usr" / "local" / "xpu" / "lib64").mkdir(parents=True, exist_ok=True)
+        if with_ldconfig:
+            shutil.copy2("/sbin/ldconfig", b.rootfs / "sbin" / "ldconfig")
+        record = work / f"inside-{name}.times"
+        # hooktime execs PROG with argv[0] = PROG: the hook's own argv[0] is not looked at
+        b.add_hook(stage, str(timer), ["hooktime", str(record), path, *args[1:]], env=env)
+        b.write()
+
+        def run(b: "runtimes.Bundle" = b, record: Path = record) -> float:
+            record.unlink(missing_ok=True)
+            _runc("runc", b)
+            wall, cpu = (float(x) for x in record.read_text().split())
+            CPU.append(cpu)
+            return wall
+
+        out[f"inside/{name}"] = run
     return out
 
 
@@ -372,6 +435,22 @@ def report(s: Dict[str, List[float]], same: bool) -> Rows:
             ("  the Python implementation, 8 cards", f"{ms(s['hook-direct/py8']) - ms(s['hook-direct/true']):.1f} ms",
              f"the front end takes {ratio(s, 'hook-direct/fast8', 'hook-direct/py8', 'hook-direct/true')} of its time"),
         ]
+    if "inside/true" in s:
+        def own(name: str) -> str:
+            lo, hi = iqr(paired_ms(s, f"inside/{name}", "inside/true"))
+            return (f"{ms(s[f'inside/{name}']) - ms(s['inside/true']):.2f} ms",
+                    f"per-round IQR {lo:.2f}..{hi:.2f} ms; CPU "
+                    f"{ms(s[f'cpu:inside/{name}']) - ms(s['cpu:inside/true']):.2f} ms")  # type: ignore[return-value]
+
+        for name, what, target in (("ldcache", "update-ldcache, image without ldconfig (createContainer)", 1.5),
+                                   ("ldconfig", "update-ldcache, image with ldconfig (runs it)", None),
+                                   ("prestart8", "prestart, 8 cards", 1.5), ("noop", "prestart, nothing asked", 0.5)):
+            value, note = own(name)  # type: ignore[misc]
+            if target is not None:
+                met = ms(s[f"inside/{name}"]) - ms(s["inside/true"]) <= target
+                note += f"; target <= {target} ms: {'met' if met else 'NOT met'}"
+            rows.append((f"hook's own time inside runc run: {what}", value,
+                         f"the hook child's wall time (timing wrapper in config.json) minus /bin/true's; {note}"))
     if "hook/true" in s:
         rows += [
             ("hook CPU, 8 cards", f"{ms(s['cpu:hook/inject8']) - ms(s['cpu:hook/true']):.1f} ms",
@@ -448,6 +527,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
             if containers:
                 variants.update(hook_variants(work))
                 variants.update(hook_direct_variants(work))
+                variants.update(hook_inside_variants(work))
                 variants.update(wrapper_variants(work))
             else:
                 print("bench: not root or no runc: hook and wrapper rows skipped", file=sys.stderr)

@@ -28,6 +28,17 @@ def fast_binary(name: str) -> "Optional[str]":
     return os.path.join(d, name) if d else None
 
 
+def hook_binary(name: str) -> str:
+    """The compiled binary *name* to test black-box: from $XPU_CDI_FAST_BIN,
+    else the one built with this checkout (src/xpu_cdi/_native/bin)."""
+    d = os.environ.get("XPU_CDI_FAST_BIN")
+    if d:
+        return os.path.join(d, name)
+    from xpu_cdi import _native
+
+    return os.path.join(os.path.dirname(os.path.abspath(_native.__file__)), "bin", name)
+
+
 def install_launcher(dest_dir: Path) -> Path:
     """The hook as installed (`xpu-cdi-hook install-launcher`) in *dest_dir*:
     the compiled front end, and its Python implementation beside it."""

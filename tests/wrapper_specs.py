@@ -34,7 +34,9 @@ def index(cards: int = 4) -> Dict[str, Any]:
     return {"xpuCdiIndex": 1, "kind": KIND, "profile": "kunlunxin",
             "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
                           "none": ["", "void", "none"]},
-            "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json"}
+            "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json",
+            "knownSelection": {"XPU_VISIBLE_DEVICES": KIND, "CXPU_VISIBLE_DEVICES": KIND,
+                               "ASCEND_VISIBLE_DEVICES": "huawei.com/npu"}}
 
 
 def base_config() -> Dict[str, Any]:

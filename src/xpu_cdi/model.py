@@ -55,8 +55,11 @@ class Selection:
     """How a container names the cards it wants in its environment."""
 
     env: Tuple[str, ...] = ()
-    alias_regex: Optional[str] = None  # e.g. "Ascend910-3" -> 3
+    alias_prefixes: Tuple[str, ...] = ()  # a prefix then the card index: "Ascend910-" reads "Ascend910-3" as 3
     none_values: Tuple[str, ...] = ("", "void", "none")
+    all_words: Tuple[str, ...] = ("all",)  # words that select every card
+    ignore_case: bool = False  # compare the words and prefixes without regard to ASCII case
+    uuids_from: Optional[str] = None  # who puts chip UUIDs in the variable: such tokens are refused, naming it
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,13 @@ createContainer hook of its own; create-symlinks makes in-root links."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -91,6 +97,68 @@ def test_update_ldcache_as_create_container_hook(xpu: HookHost, runtime: str) ->
     assert "update-ldcache: ld cache updated" in xpu.log_text()
 
 
+@pytest.fixture
+def shared_pidns() -> "Iterator[int]":
+    """A process sleeping as pid 1 of a new pid namespace (as a pod's pause
+    container with shareProcessNamespace): its host pid; killed afterwards."""
+    p = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", "sleep", "600"], start_new_session=True)
+    try:
+        for _ in range(200):  # unshare forks: the sleeper is its child
+            kids = Path(f"/proc/{p.pid}/task/{p.pid}/children")
+            if kids.exists() and kids.read_text().split():
+                yield int(kids.read_text().split()[0])
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the pid-namespace sleeper did not start")
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def tool_bundle(xpu: HookHost, stage: str, shared_pid: "int | None" = None) -> "runtimes.Bundle":
+    """A bundle whose spec hooks at *stage* are update-ldcache and create-symlinks (what a
+    CDI runtime puts in config.json), its pid namespace shared with *shared_pid* when given."""
+    b = runtimes.Bundle(xpu.base)
+    b.set_process(["sh", "-c", "cat /ldconfig.report; readlink /usr/lib/libxpu-link.so"])
+    (b.rootfs / "usr" / "local" / "xpu" / "lib64").mkdir(parents=True)
+    with_fake_ldconfig(b)
+    b.add_hook(stage, str(xpu.hook), ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64",
+                                      "--log", str(xpu.log)])
+    b.add_hook(stage, str(xpu.hook), ["xpu-cdi-hook", "create-symlinks", "--link",
+                                      "libxpu.so.1::/usr/lib/libxpu-link.so", "--log", str(xpu.log)])
+    if shared_pid is not None:
+        for ns in b.config["linux"]["namespaces"]:
+            if ns["type"] == "pid":
+                ns["path"] = f"/proc/{shared_pid}/ns/pid"
+    return b
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_create_container_tools_in_a_shared_pid_namespace(xpu: HookHost, runtime: str, shared_pidns: int) -> None:
+    """A pod sharing its pid namespace: the state pid is not a host pid, the tools still work in place."""
+    runtimes.require(runtime)
+    b = tool_bundle(xpu, "createContainer", shared_pidns)
+    r = runtimes.run_runc(b, runtime=runtime, private_ns=runtime == "crun")
+    assert r.returncode == 0, container_output(r)
+    check_report(r.stdout)
+    assert r.stdout.strip().splitlines()[-1] == "libxpu.so.1"
+    log = xpu.log_text()
+    assert "update-ldcache: ld cache updated for /usr/local/xpu/lib64" in log, log
+    assert "create-symlinks: 1 link(s) created" in log, log
+
+
+@pytest.mark.parametrize("stage", ["createContainer", "prestart", "createRuntime"])
+def test_tools_at_every_stage(xpu: HookHost, stage: str) -> None:
+    """The same tool hooks registered at a runtime-side stage join the container; at createContainer they do not."""
+    b = tool_bundle(xpu, stage)
+    r = runtimes.run_runc(b)
+    assert r.returncode == 0, container_output(r)
+    check_report(r.stdout)
+    assert r.stdout.strip().splitlines()[-1] == "libxpu.so.1"
+    assert "create-symlinks: 1 link(s) created" in xpu.log_text()
+
+
 def test_spec_symlinks_and_foreign_hooks(xpu: HookHost) -> None:
     """A create-symlinks spec hook is run in-process (link made in-root); another tool's hook is only logged."""
     spec = xpu.spec
@@ -106,3 +174,16 @@ def test_spec_symlinks_and_foreign_hooks(xpu: HookHost) -> None:
     assert r.stdout.strip() == "libxpuml.so.1"
     log = xpu.log_text()
     assert "1 link(s)" in log and "spec hook '/usr/bin/other-hook' stuff not run" in log
+
+
+def test_prestart_registered_as_create_container_is_refused(xpu: HookHost, shared_pidns: int) -> None:
+    """`prestart` at createContainer (pid namespace shared: the state pid is some other process's
+    number on the host) refuses in one line naming the stage to use; no host process is joined."""
+    b = xpu.bundle(["true"], env=["XPU_VISIBLE_DEVICES=1"], stage="createContainer")
+    for ns in b.config["linux"]["namespaces"]:
+        if ns["type"] == "pid":
+            ns["path"] = f"/proc/{shared_pidns}/ns/pid"
+    r = runtimes.run_runc(b)
+    assert r.returncode != 0, container_output(r)
+    assert "is not a container process of this runtime (a createContainer hook runs inside the container): " \
+           "register `xpu-cdi-hook prestart` as a prestart or createRuntime hook" in r.stderr, container_output(r)

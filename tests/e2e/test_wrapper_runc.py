@@ -174,10 +174,15 @@ class TestRefused:
         assert "'xpu1'" in r.stderr and str(spec_dir) in r.stderr
 
     def test_missing_spec(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Cards requested on a node whose spec dirs have no spec."""
+        """Kunlunxin cards requested on a node whose spec dirs hold only an Ascend spec: the variable is
+        known from the profiles (generate writes them into every index), its kind served by no spec."""
         require("runc")
         empty = tmp_path / "no-specs"
-        empty.mkdir()
+        npu = fakehost.ascend(tmp_path / "npu-host", cards=2)
+        try:
+            generate(npu, empty)
+        finally:
+            fakehost.remove_tree(npu.root)
         monkeypatch.setenv("XPU_CDI_SPEC_DIRS", str(empty))
         r = self.create(tmp_path, ["XPU_VISIBLE_DEVICES=2"], {})
         assert "XPU_VISIBLE_DEVICES='2'" in r.stderr and "kunlunxin.com/xpu" in r.stderr and str(empty) in r.stderr

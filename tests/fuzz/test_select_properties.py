@@ -20,7 +20,7 @@ XPU: Dict[str, Any] = {"xpuCdiIndex": 1, "kind": "kunlunxin.com/xpu",
                        "indices": {str(i): str(i) for i in range(8)}, "all": "all"}
 NPU: Dict[str, Any] = {"xpuCdiIndex": 1, "kind": "huawei.com/npu",
                        "selection": {"env": ["ASCEND_VISIBLE_DEVICES"],
-                                     "aliases": "^(?:Ascend(?:910|310B|310P|310)|npu)-([0-9]+)$",
+                                     "aliases": ["Ascend910-", "Ascend310B-", "Ascend310P-", "Ascend310-", "npu-"],
                                      "none": ["", "void"]},
                        "indices": {str(i): str(i) for i in range(4)}, "all": "all"}
 
@@ -77,8 +77,8 @@ class TestIndexFiles:
     @FUZZ
     @given(index=st.sampled_from([XPU, NPU]).flatmap(mutated), value=values)
     @example(index=dict(NPU, selection=dict(NPU["selection"], aliases="^npu-[0-9]$")), value="npu-1")
-    @example(index=dict(NPU, selection=dict(NPU["selection"], aliases="^npu-(x)$")), value="npu-x")
-    @example(index=dict(NPU, selection=dict(NPU["selection"], aliases="(")), value="npu-x")
+    @example(index=dict(NPU, selection=dict(NPU["selection"], aliases=["npu-"])), value="npu-x")
+    @example(index=dict(NPU, selection=dict(NPU["selection"], aliases=[""])), value="npu-x")
     @example(index=dict(XPU, indices={"a": "0"}), value="all")
     @example(index=dict(XPU, selection="XPU_VISIBLE_DEVICES"), value="0")
     def test_mutated_index_in_memory(self, index: Any, value: str) -> None:
@@ -122,8 +122,8 @@ class TestBounds:
         err = ours(select.parse_value, "XPU_VISIBLE_DEVICES", "0," * 500_000, self.BIG)
         assert isinstance(err, SelectionError) and "characters" in str(err) and len(str(err)) < 300
 
-    def test_long_token_never_reaches_the_alias_regex(self) -> None:
-        """A long token is refused before a profile's (here: backtracking) alias regex sees it."""
-        index = dict(NPU, selection=dict(NPU["selection"], aliases="^(?:a+)+-([0-9]+)$"))
+    def test_long_token_is_refused_before_the_aliases(self) -> None:
+        """A long token is refused with a short message before the alias prefixes are tried."""
+        index = dict(NPU, selection=dict(NPU["selection"], aliases=["a-"]))
         err = ours(select.parse_value, "ASCEND_VISIBLE_DEVICES", "a" * 5000 + "!", index)
         assert isinstance(err, SelectionError) and "5001 characters" in str(err)

@@ -38,10 +38,16 @@ class TestBuiltin:
             assert profs[name].experimental, name
 
     def test_ascend_selection_syntax(self) -> None:
-        """The Ascend profile carries the vendor's selection variable and alias regex."""
+        """The Ascend profile carries the vendor's selection variable and alias prefixes (data, no regex)."""
         sel = profile.load_all([])["ascend"].selection
         assert sel.env == ("ASCEND_VISIBLE_DEVICES",)
-        assert sel.alias_regex and "Ascend" in sel.alias_regex
+        assert "Ascend910-" in sel.alias_prefixes and "npu-" in sel.alias_prefixes
+
+    def test_selection_rules_are_data(self) -> None:
+        """Gaudi's words compare without case (its scripts write ALL); Iluvatar names who sends UUIDs."""
+        profiles = profile.load_all([])
+        assert profiles["gaudi"].selection.ignore_case
+        assert "Iluvatar device plugin" in (profiles["iluvatar"].selection.uuids_from or "")
 
 
 class TestAdminProfiles:

@@ -60,7 +60,7 @@ class TestArguments:
     def test_equals_form_and_order(self) -> None:
         """--opt=value and options after the subcommand work."""
         opts, rest = main._split(["prestart", "--spec-dir=/a", "--spec-dir", "/b", "--log=/l"], main._GLOBAL)
-        assert opts == {"spec_dir": ["/a", "/b"], "log": ["/l"]} and rest == ["prestart"]
+        assert opts == {"spec_dir": ["/a", "/b"], "log": ["/l"], "config": []} and rest == ["prestart"]
 
     def test_tool_args(self) -> None:
         """update-ldcache collects every --folder."""

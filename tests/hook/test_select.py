@@ -17,7 +17,7 @@ XPU: Dict[str, Any] = {"xpuCdiIndex": 1, "kind": "kunlunxin.com/xpu",
                        "indices": {str(i): str(i) for i in range(8)}, "all": "all"}
 NPU: Dict[str, Any] = {"xpuCdiIndex": 1, "kind": "huawei.com/npu",
                        "selection": {"env": ["ASCEND_VISIBLE_DEVICES"],
-                                     "aliases": "^(?:Ascend(?:910|310B|310P|310)|npu)-([0-9]+)$",
+                                     "aliases": ["Ascend910-", "Ascend310B-", "Ascend310P-", "Ascend310-", "npu-"],
                                      "none": ["", "void"]},
                        "indices": {str(i): str(i) for i in range(4)}, "all": "all"}
 INDEXES = {"kunlunxin.com/xpu": XPU, "huawei.com/npu": NPU}

@@ -87,7 +87,6 @@ def test_nothing_asked_is_answered_without_python(host: HookHost, front_only: Pa
     ("alias token", None, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=npu-1"]}}),
     ("unknown card", None, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=9"]}}),
     ("bad annotation", None, {"root": {"path": "rootfs"}, "annotations": {"cdi.k8s.io/x": "nope"}}),
-    ("request with pid 0", None, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=1"]}}),
 ])
 def test_everything_else_is_deferred(host: HookHost, front_only: Path, tmp_path: Path, why: str, st_: Any,
                                      config: Any) -> None:
@@ -97,6 +96,15 @@ def test_everything_else_is_deferred(host: HookHost, front_only: Path, tmp_path:
     assert r.returncode == 1 and DEFERRED in r.stderr.decode(), (why, r.stderr)
     if st_ is None:
         assert "fast path: deferring to the Python hook" in (tmp_path / "log").read_text()
+
+
+def test_request_with_pid_0_is_refused_by_the_front_end(host: HookHost, front_only: Path, tmp_path: Path) -> None:
+    """A request whose state pid is 0 (crun's createContainer state): one line, no Python."""
+    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=1"]}})
+    r = run(front_only, host, {"id": "c1", "pid": 0, "bundle": str(b)}, tmp_path / "log")
+    assert r.returncode == 1 and r.stderr.decode() == (
+        "xpu-cdi-hook: OCI state pid 0 is not a container process of this runtime (a createContainer hook runs "
+        "inside the container): register `xpu-cdi-hook prestart` as a prestart or createRuntime hook\n")
 
 
 def test_other_subcommands_go_to_python(host: HookHost, tmp_path: Path) -> None:
@@ -145,6 +153,8 @@ def test_answers_match_python(host: HookHost, front_only: Path, tmp_path_factory
     wants = python_wants(st_, b, [str(host.spec_dir)])
     if r.returncode == 0:
         assert wants == [], (env, ann_state, ann_config, wants)
+    elif b"is not a container process" in r.stderr:  # a request the front end read, refused for its pid 0
+        assert wants, (env, ann_state, ann_config, r.stderr)
     else:
         assert DEFERRED in r.stderr.decode(), r.stderr
         # deferring is always safe; for plain text it must mean Python sees a request or an error

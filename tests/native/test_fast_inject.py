@@ -314,7 +314,8 @@ REASONS = {  # what plan.c says when it declines
     "fifo": "fifo nodes", "no host node": "No such file", "relative node": "not a plain absolute path",
     "dotdot node": "not a plain absolute path", "bad permissions": "permissions rx", "huge major": "out of range",
     "tmpfs mount": "not a bind mount", "unknown option": "option mode=1", "mount on /": "not plain absolute",
-    "bad link": "--link x:/y", "relative folder": "not absolute", "extra argument": "unexpected argument x",
+    "bad link": "--link 'x:/y'", "relative folder": "must be an absolute container path",
+    "extra argument": "unexpected argument 'x'",
     "no value": "needs a value",
 }
 
@@ -370,7 +371,7 @@ def failing_ldconfig(rootfs: Path) -> None:
 
 
 @pytest.mark.parametrize("image, reason", [
-    (link_conflict, "/opt/links/x already exists in the container and is not a link to a"),
+    (link_conflict, "'/opt/links/x' already exists in the container and is not a link to 'a'"),
     (failing_ldconfig, "/sbin/ldconfig exited with 3: ldconfig: cannot do it"),
 ], ids=["link-conflict", "ldconfig-fails"])
 def test_late_failure_is_rolled_back(base: Path, hooks: Dict[str, Path], host: Path, image: Any,

@@ -415,7 +415,7 @@ MAY = [
 def test_may_request(fast: Path, tmp_path: Path, index_dirs: List[str], text: str) -> None:
     cfg = tmp_path / "config.json"
     cfg.write_text(text)
-    want = bundle.may_request(text.encode(), index_dirs, wrapper.KNOWN_SELECTION)
+    want = bundle.may_request(text.encode(), index_dirs)
     assert ctest(fast, "may-request", str(cfg), *index_dirs) == f"{int(want)}\n"
 
 
@@ -426,7 +426,7 @@ def test_may_request_property(fast: Path, tmp_path: Path, index_dirs: List[str],
     text = "".join(parts)
     cfg = tmp_path / "config.json"
     cfg.write_text(text)
-    want = bundle.may_request(text.encode(), index_dirs, wrapper.KNOWN_SELECTION)
+    want = bundle.may_request(text.encode(), index_dirs)
     assert ctest(fast, "may-request", str(cfg), *index_dirs) == f"{int(want)}\n"
 
 

@@ -20,6 +20,8 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from xpu_cdi.generate import spec as spec_writer
+
 from wrapper_specs import spec
 from xpu_cdi.runtime import launcher, wrapper
 
@@ -38,7 +40,8 @@ def index(cards: int) -> Dict[str, Any]:
     return {"xpuCdiIndex": 1, "kind": KIND, "profile": "kunlunxin",
             "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
                           "none": ["", "void", "none"]},
-            "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json"}
+            "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json",
+            "knownSelection": spec_writer.known_selection()}
 
 
 @pytest.fixture(scope="module")

@@ -201,8 +201,16 @@ class TestProcess:
         logged = json.loads(log.read_text().splitlines()[-1])
         assert logged["level"] == "error" and logged["msg"] == lines[0]
 
-    def test_selection_without_any_spec(self, run: Run, tmp_path: Path) -> None:
-        """XPU_VISIBLE_DEVICES with no spec at all is refused, naming the dirs searched."""
+    def test_selection_without_a_spec_of_its_kind(self, run: Run, tmp_path: Path) -> None:
+        """XPU_VISIBLE_DEVICES on a node whose only spec is of another kind is refused, naming the dirs
+        searched: the known variables come from the profiles through every index generate writes."""
+        from xpu_cdi.generate import spec as spec_writer
+
+        other = tmp_path / "none1"
+        other.mkdir()
+        (other / "huawei.com-npu.json.xpu-cdi").write_text(json.dumps({
+            "xpuCdiIndex": 1, "kind": "huawei.com/npu", "selection": {"env": ["ASCEND_VISIBLE_DEVICES"]},
+            "indices": {}, "knownSelection": spec_writer.known_selection()}))
         run.env["XPU_CDI_SPEC_DIRS"] = f"{tmp_path / 'none1'}:{tmp_path / 'none2'}"
         run.config(["XPU_VISIBLE_DEVICES=2"])
         r = run("create", "--bundle", str(run.bundle), "c1")
@@ -256,10 +264,11 @@ class TestMayRequest:
         ('{"process":{"args":["echo","KUNLUN_CARDS"]}}', False),
     ])
     def test_precheck(self, tmp_path: Path, text: str, want: bool) -> None:
-        """Only configs that name a selection variable (index or built-in) or cdi.k8s.io go the slow way."""
-        (tmp_path / "site.json.xpu-cdi").write_text(json.dumps({"xpuCdiIndex": 1, "kind": "example.com/card",
-                                                                "selection": {"env": ["KUNLUN_CARDS"]}}))
-        assert bundle.may_request(text.encode(), [str(tmp_path)], wrapper.KNOWN_SELECTION) is want
+        """Only configs that name a selection variable (of an index, or known to the profiles) or cdi.k8s.io go the slow way."""
+        (tmp_path / "site.json.xpu-cdi").write_text(json.dumps({
+            "xpuCdiIndex": 1, "kind": "example.com/card", "selection": {"env": ["KUNLUN_CARDS"]},
+            "knownSelection": {"XPU_VISIBLE_DEVICES": "kunlunxin.com/xpu", "ASCEND_VISIBLE_DEVICES": "huawei.com/npu"}}))
+        assert bundle.may_request(text.encode(), [str(tmp_path)]) is want
 
     def test_nothing_requested_imports_nothing_heavy(self, spec_dir: Path, tmp_path: Path) -> None:
         """A container without a request costs no json, re or typing import."""
@@ -298,10 +307,14 @@ def test_hot_path_imports(spec_dir: Path, tmp_path: Path) -> None:
                     "xpu_cdi.runtime.ociedit", "xpu_cdi.runtime.jsondump", "xpu_cdi.runtime.bundle"}, sorted(ours)
 
 
-def test_known_selection_matches_the_profiles() -> None:
-    """The wrapper's table of selection variables is that of the built-in, non-experimental profiles."""
+def test_known_selection_is_the_profiles_data() -> None:
+    """The known selection variables generate writes into every index are those of the built-in,
+    non-experimental profiles (no table in the wrapper's code)."""
+    from xpu_cdi.generate import spec
+
     want = {var: p.kind for p in profile.load_all(()).values() if not p.experimental for var in p.selection.env}
-    assert wrapper.KNOWN_SELECTION == want
+    assert spec.known_selection() == want and "ASCEND_VISIBLE_DEVICES" in want
+    assert not hasattr(wrapper, "KNOWN_SELECTION")
 
 
 def test_launcher(run: Run, tmp_path: Path) -> None:

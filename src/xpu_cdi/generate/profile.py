@@ -54,8 +54,6 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
                               container_path=c.get("container_path"),
                               index_base=c.get("index_base", 0)))
     sel = data.get("selection", {})
-    if "aliases" in sel:
-        _check_index_regex(sel["aliases"], f"profile {source!r}: selection.aliases")
     return Profile(
         name=name,
         vendor=data["vendor"],
@@ -70,8 +68,11 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
         env=tuple(data.get("env", [])),
         symlinks=tuple(Symlink(s["target"], s["link"]) for s in data.get("symlinks", [])),
         selection=Selection(env=tuple(sel.get("env", ())),
-                            alias_regex=sel.get("aliases"),
-                            none_values=tuple(sel.get("none", ("", "void", "none")))),
+                            alias_prefixes=tuple(sel.get("aliases", ())),
+                            none_values=tuple(sel.get("none", ("", "void", "none"))),
+                            all_words=tuple(sel.get("all", ("all",))),
+                            ignore_case=bool(sel.get("ignore_case", False)),
+                            uuids_from=sel.get("uuids_from")),
         pci_vendor=data.get("pci", {}).get("vendor"),
         pci_devices=tuple(data.get("pci", {}).get("devices", ())),
     )

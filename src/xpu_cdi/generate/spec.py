@@ -92,10 +92,25 @@ def hook_index(view: HostView, spec: Dict[str, Any], opts: SpecOptions) -> Dict[
         "xpuCdiIndex": INDEX_FORMAT,
         "kind": spec["kind"],
         "profile": view.profile.name,
-        "selection": {"env": list(sel.env), "aliases": sel.alias_regex, "none": list(sel.none_values)},
+        "selection": {"env": list(sel.env), "aliases": list(sel.alias_prefixes), "none": list(sel.none_values),
+                      "all": list(sel.all_words), "ignoreCase": sel.ignore_case, "uuidsFrom": sel.uuids_from},
         "indices": {str(c.index): card_names(c, opts.name_strategies)[0] for c in view.cards},
         "all": "all" if opts.all_device else None,
+        "knownSelection": known_selection(),
     }
+
+
+def known_selection() -> Dict[str, str]:
+    """Selection variable -> kind of the built-in, non-experimental profiles.
+
+    Written into every index: one of them set with no spec of its kind means
+    the container asked for cards this host cannot give, which the wrapper
+    refuses rather than start the container without them.
+    """
+    from . import profile as _profile
+
+    return {var: f"{p.vendor}/{p.device_class}" for p in _profile.load_all(()).values()
+            if not p.experimental for var in p.selection.env}
 
 
 def file_name(kind: str, fmt: str) -> str:

@@ -35,11 +35,14 @@ if TYPE_CHECKING:
 PROG = "xpu-cdi-hook"
 DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")  # as cdi.registry.DEFAULT_DIRS (a test keeps them equal)
 SPEC_DIRS_ENV = "XPU_CDI_SPEC_DIRS"
-USAGE = f"""usage: {PROG} [--spec-dir DIR]... [--log FILE] prestart
+USAGE = f"""usage: {PROG} [--spec-dir DIR]... [--log FILE] [--config FILE] prestart
        {PROG} [--log FILE] update-ldcache --folder DIR...
        {PROG} [--log FILE] create-symlinks --link TARGET::LINK...
        {PROG} install-launcher PATH"""
-_GLOBAL = {"--spec-dir": "spec_dir", "--log": "log"}
+# --config: the node config file, read by the compiled front end only (it
+# answers alone when the file's setting restricts env selection, so this
+# code is reached only when the setting is at its default)
+_GLOBAL = {"--spec-dir": "spec_dir", "--log": "log", "--config": "config"}
 _TOOL = {"update-ldcache": {"--folder": "folder"}, "create-symlinks": {"--link": "link"}}
 
 

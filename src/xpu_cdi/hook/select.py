@@ -16,12 +16,12 @@ from .jsonload import loads
 # This runs on every container start, before the hook knows whether the
 # container wants a device at all.  json, re, typing and cdi.names (re)
 # would cost more than the interpreter's own start-up on the reference
-# machine, so: JSON through hook.jsonload, indices and ranges parsed by
-# hand, a profile's alias regex compiled (re imported) only when a token
-# needs it, cdi.names imported only for containers with cdi.k8s.io/ keys.
+# machine, so: JSON through hook.jsonload, indices, ranges and the
+# profile's alias prefixes parsed by hand, cdi.names imported only for
+# containers with cdi.k8s.io/ keys.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, List, Optional, Pattern, Sequence, Tuple
+    from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 INDEX_SUFFIX = ".xpu-cdi"
 MAX_INDEX_BYTES = 1 << 20
@@ -29,7 +29,6 @@ MAX_RANGE = 4096
 MAX_TOKEN = 64
 MAX_VALUE = 1 << 16
 ANNOTATION_PREFIX = "cdi.k8s.io/"  # as cdi.names.ANNOTATION_PREFIX (a test keeps them equal)
-_ALIASES: "Dict[str, Optional[Pattern[str]]]" = {}  # alias regex -> compiled, None when unusable
 
 
 def _int(token: str) -> "Optional[int]":
@@ -46,20 +45,14 @@ def _range(token: str) -> "Optional[Tuple[int, int]]":
     return (a, b) if dash and a is not None and b is not None else None
 
 
-def _alias(pattern: str) -> "Optional[Pattern[str]]":
-    """The compiled alias regex of a profile, or None when it cannot be used
-    (does not compile, or has no group for the index)."""
-    if pattern not in _ALIASES:
-        import re
-
-        try:
-            compiled: "Optional[Pattern[str]]" = re.compile(pattern)
-            if compiled is not None and compiled.groups < 1:
-                compiled = None
-        except (re.error, RecursionError, OverflowError):
-            compiled = None
-        _ALIASES[pattern] = compiled
-    return _ALIASES[pattern]
+def _uuid_like(token: str) -> bool:
+    """A chip UUID as vendor device plugins send them: 8-4-4-4-12 hex digits,
+    after an optional ``<letters>-`` prefix (``GPU-...``)."""
+    tail = token.rsplit("-", 5)
+    if len(tail) == 6 and tail[0].isascii() and tail[0].isalpha():
+        tail = tail[1:]
+    return [len(p) for p in tail] == [8, 4, 4, 4, 12] and all(
+        c in "0123456789abcdefABCDEF" for p in tail for c in p)
 
 
 def load_indexes(dirs: "Sequence[str]") -> "Dict[str, Dict[str, Any]]":
@@ -90,7 +83,8 @@ def load_indexes(dirs: "Sequence[str]") -> "Dict[str, Dict[str, Any]]":
 def _usable(data: "Any") -> bool:
     """Whether *data* has the shape ``generate`` writes, so that parsing a
     selection value under it can only fail with a :class:`SelectionError`.
-    (An alias regex is checked when a token needs it: see :func:`_alias`.)"""
+    (An index written before aliases were prefixes has a regex string there:
+    usable, its alias tokens refused with a hint to regenerate.)"""
     if not isinstance(data, dict) or data.get("xpuCdiIndex") != 1 or not isinstance(data.get("kind"), str):
         return False
     sel, indices, all_name = data.get("selection"), data.get("indices"), data.get("all")
@@ -98,11 +92,15 @@ def _usable(data: "Any") -> bool:
         return False
     if not all(isinstance(k, str) and _int(k) is not None and isinstance(v, str) for k, v in indices.items()):
         return False
-    for key in ("env", "none"):
+    for key in ("env", "none", "all"):
         if not isinstance(sel.get(key, []), list) or not all(isinstance(v, str) for v in sel.get(key) or []):
             return False
     aliases = sel.get("aliases")
-    return aliases is None or isinstance(aliases, str)
+    if not (aliases is None or isinstance(aliases, str) or
+            (isinstance(aliases, list) and all(isinstance(v, str) and v for v in aliases))):
+        return False
+    return isinstance(sel.get("ignoreCase", False), bool) and (sel.get("uuidsFrom") is None or
+                                                              isinstance(sel.get("uuidsFrom"), str))
 
 
 def env_map(env: "Iterable[Any]") -> "Dict[str, str]":
@@ -131,16 +129,19 @@ def parse_value(var: str, value: str, index: "Dict[str, Any]") -> "List[str]":
     if len(value) > MAX_VALUE:
         raise SelectionError(f"{shown}: longer than {MAX_VALUE} characters")
     sel = index.get("selection") or {}
-    none_values = sel.get("none") or ["", "void", "none"]
+    fold = (lambda t: t.lower()) if sel.get("ignoreCase") is True else (lambda t: t)
+    none_values = [fold(v) for v in sel.get("none") or ["", "void", "none"]]
+    all_words = [fold(v) for v in sel.get("all") or ["all"]]
+    prefixes = [fold(p) for p in sel.get("aliases") or [] if isinstance(sel.get("aliases"), list)]
     stripped = value.strip()
-    if stripped in none_values:
+    if fold(stripped) in none_values:
         return []
     indices: "Dict[str, str]" = index.get("indices") or {}
     spans: "List[Tuple[int, int]]" = []
     want_all = False
     for raw in stripped.split(","):
         token = raw.strip()
-        if token == "all":
+        if fold(token) in all_words:
             want_all = True
             continue
         n = _int(token)
@@ -155,16 +156,24 @@ def parse_value(var: str, value: str, index: "Dict[str, Any]") -> "List[str]":
                                      f"{MAX_RANGE} cards")
             spans.append((lo, hi))
             continue
-        if len(token) > MAX_TOKEN:  # bounds the profile's alias regex on container-controlled text
+        if len(token) > MAX_TOKEN:
             raise SelectionError(f"{shown}: a token of {len(token)} characters is not a card index or name")
-        alias = _alias(sel["aliases"]) if sel.get("aliases") else None
-        m = alias.match(token) if alias else None
-        n = _int(m.group(1) or "") if m else None  # the profile's group may capture more than digits
+        n = next((_int(token[len(p):]) for p in prefixes if fold(token).startswith(p) and
+                  _int(token[len(p):]) is not None), None)
         if n is not None:
             spans.append((n, n))
             continue
-        raise SelectionError(f"{shown}: {token!r} is not a card index, a range like 0-3"
-                             f"{', a name like ' + _alias_example(sel) if sel.get('aliases') else ''} or 'all'")
+        if sel.get("uuidsFrom") and _uuid_like(token):
+            raise SelectionError(f"{shown}: {token!r} is a chip UUID, as {sel['uuidsFrom']} sends them: select "
+                                 f"cards by index (0,1) or by CDI name (cdi_devices or a cdi.k8s.io/ annotation, "
+                                 f"e.g. {index.get('kind')}=0)")
+        if isinstance(sel.get("aliases"), str):
+            raise SelectionError(f"{shown}: {token!r} is not a card index or a range like 0-3, and the hook index "
+                                 f"of {index.get('kind')} predates alias prefixes: regenerate it with "
+                                 f"`xpu-cdi generate`")
+        example = f", a name like {sel['aliases'][0]}0" if prefixes else ""
+        raise SelectionError(f"{shown}: {token!r} is not a card index, a range like 0-3{example} or "
+                             f"{' / '.join(repr(w) for w in (sel.get('all') or ['all']))}")
     if want_all:
         if not index.get("all"):
             return [indices[k] for k in sorted(indices, key=int)]
@@ -188,10 +197,6 @@ def _shown(var: str, value: str) -> str:
     if len(value) <= 100:
         return f"{var}={value!r}"
     return f"{var}={value[:60]!r}... ({len(value)} characters)"
-
-
-def _alias_example(sel: "Dict[str, Any]") -> str:
-    return "Ascend910-0" if "Ascend" in str(sel.get("aliases")) else "the profile's aliases"
 
 
 def requested(env: "Iterable[Any]", annotations: "Dict[str, Any]",

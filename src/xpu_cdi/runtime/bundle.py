@@ -10,7 +10,7 @@ import os
 
 TYPE_CHECKING = False  # typing costs milliseconds of start-up: only for type checkers
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterable, Sequence, Set, Tuple
+    from typing import Any, Dict, Sequence, Set, Tuple
 
 MAX_CONFIG_BYTES = 64 << 20
 
@@ -37,11 +37,12 @@ def read_bytes(path: str) -> Tuple[bytes, int]:
 _NAME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 
 
-def selection_names(dirs: Sequence[str], known: Iterable[str]) -> Set[bytes]:
-    """Every upper-case identifier in the hook indexes' text, plus *known*
-    variables: a superset of the variables that can select cards, found
-    without parsing JSON (json imports re: milliseconds)."""
-    names = {k.encode() for k in known}
+def selection_names(dirs: Sequence[str]) -> Set[bytes]:
+    """Every upper-case identifier in the hook indexes' text (their
+    selection variables and the profiles' known ones): a superset of the
+    variables that can select cards, found without parsing JSON (json
+    imports re: milliseconds)."""
+    names: Set[bytes] = set()
     for d in dirs:
         try:
             entries = os.listdir(d)
@@ -58,18 +59,18 @@ def selection_names(dirs: Sequence[str], known: Iterable[str]) -> Set[bytes]:
     return names
 
 
-def may_request(data: bytes, dirs: Sequence[str], known: Iterable[str]) -> bool:
+def may_request(data: bytes, dirs: Sequence[str]) -> bool:
     """Whether ``config.json`` (raw bytes) can ask for devices at all.
 
     False only when it holds no ``cdi.k8s.io`` text and no ``"NAME=`` env
-    entry for any selection variable (of the indexes in *dirs*, or *known*).
+    entry for any selection variable named in the indexes in *dirs*.
     Runtime engines write config.json with Go's encoder, which never escapes
     letters, digits, ``_``, ``=`` or ``/``, so a real request always shows up
     literally.
     """
     if b"cdi.k8s.io" in data:
         return True
-    return any(b'"' + name + b"=" in data for name in selection_names(dirs, known))
+    return any(b'"' + name + b"=" in data for name in selection_names(dirs))
 
 
 def parse_config(data: bytes, path: str) -> Dict[str, Any]:

@@ -37,12 +37,6 @@ EDITING_COMMANDS = ("create", "run")
 _VALUE_OPTIONS = frozenset({"--root", "--log", "--log-format", "--criu", "--rootless",
                             "--cgroup-manager", "--log-level", "-root", "-log", "-log-format"})
 _BUNDLE_OPTIONS = ("--bundle", "-bundle", "-b")
-# Selection variables of the built-in, non-experimental profiles.  One of them
-# set with no spec defining its kind means the container asked for cards this
-# host cannot give: refuse it rather than start it without them.  A unit test
-# keeps this table in step with the profiles.
-KNOWN_SELECTION = {"XPU_VISIBLE_DEVICES": "kunlunxin.com/xpu", "CXPU_VISIBLE_DEVICES": "kunlunxin.com/xpu",
-                   "ASCEND_VISIBLE_DEVICES": "huawei.com/npu"}
 NONE_VALUES = ("", "void", "none")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -125,7 +119,12 @@ def _unserved(env: List[Any], indexes: Dict[str, Dict[str, Any]]) -> Optional[Tu
     from ..hook.select import env_map
 
     values = env_map(env)
-    for var, kind in KNOWN_SELECTION.items():
+    known: Dict[str, str] = {}  # the profiles' variables, as generate wrote them into every index
+    for index in indexes.values():
+        ks = index.get("knownSelection")
+        if isinstance(ks, dict):
+            known.update({k: v for k, v in ks.items() if isinstance(k, str) and isinstance(v, str)})
+    for var, kind in sorted(known.items()):
         if var in values and kind not in indexes and values[var].strip() not in NONE_VALUES:
             return var, values[var], kind
     return None
@@ -167,7 +166,7 @@ def prepare(bundle: str, env: Mapping[str, str]) -> List[str]:
     path = os.path.join(bundle, "config.json")
     dirs = spec_dirs(env)
     data, mode = _bundle.read_bytes(path)
-    if not _bundle.may_request(data, dirs, KNOWN_SELECTION):
+    if not _bundle.may_request(data, dirs):
         return []  # the common case on a default runtime: no JSON, no regexes
     from ..atomic import write_atomic
     from ..cdi import registry

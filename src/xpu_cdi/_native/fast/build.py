@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
-COMMON = ["common.c", "fjson.c", "fjtree.c", "fyaml.c", "request_util.c", "select.c", "names.c", "registry.c"]
+COMMON = ["common.c", "fjson.c", "fjtree.c", "fyaml.c", "request_util.c", "select.c", "names.c", "registry.c",
+          "config.c", "privileged.c"]
 TARGETS: Dict[str, List[str]] = {
     "xpu-cdi-hook": COMMON + ["undo.c", "cgroup.c", "rootfs.c", "links.c", "ldcache.c", "plan.c", "inject.c",
-                              "hook_main.c", "../hook.c"],
+                              "ocistate.c", "stage.c", "hook_main.c", "../hook.c"],
     "xpu-container-runtime": COMMON + ["ociedit.c", "wrapper_main.c"],
     # not installed anywhere: the unit tests' way into the C parsers
     # (tests/native/), one subcommand per module (*_test.c)

@@ -118,6 +118,14 @@ void xf_buf_addf(struct xf_buf *b, const char *fmt, ...)
     free(p);
 }
 
+const char *xf_component(const char *p, size_t *len)
+{
+    while (*p == '/')
+        p++;
+    *len = strcspn(p, "/");
+    return p;
+}
+
 int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
 {
     struct xf_buf b = {0};

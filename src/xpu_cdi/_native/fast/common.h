@@ -43,6 +43,10 @@ void xf_buf_add(struct xf_buf *b, const char *s, size_t n);
 void xf_buf_adds(struct xf_buf *b, const char *s);
 void xf_buf_addf(struct xf_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The next component of a path at or after p (slashes skipped): its start,
+ * with its length in *len (0 when none is left). */
+const char *xf_component(const char *p, size_t *len);
+
 /* Whole file (or fd) up to limit bytes, NUL-terminated; XF_DEFER (reason
  * set) when it cannot be read or is larger than limit.  *mode gets the
  * permission bits when mode is not NULL.  xf_read_fd reads at most

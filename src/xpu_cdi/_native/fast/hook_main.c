@@ -17,6 +17,11 @@
 #include "common.h"
 #include "fjson.h"
 #include "inject.h"
+#include "config.h"
+#include "ocistate.h"
+#include "privileged.h"
+#include "plan.h"
+#include "stage.h"
 #include "request.h"
 
 #include <errno.h>
@@ -28,11 +33,6 @@
 #include <unistd.h>
 
 #define PROG "xpu-cdi-hook"
-#define MAX_STATE_BYTES (1u << 20)  /* as state.MAX_STATE_BYTES */
-/* Python reads config.json up to 32 MiB (state.MAX_CONFIG_BYTES); the tree
- * here costs up to ~50 bytes per input byte for hostile input ([0,0,...]),
- * so bigger files (real ones are 5-50 KB) go to the Python hook. */
-#define MAX_CONFIG_BYTES (2u << 20)
 #define MAX_DIRS 64
 
 static const char *log_path;   /* --log FILE, or NULL (an empty FILE too: Log("") writes nothing) */
@@ -59,108 +59,28 @@ static void log_line(const char *message)
         close(fd);
 }
 
-/* os.path.normpath of an absolute path (the bundle is absolute, so is the join). */
-static char *normpath(const char *path)
-{
-    size_t n = strlen(path), top = 0;
-    const char **parts = xf_alloc((n / 2 + 2) * sizeof(*parts));
-    size_t *lens = xf_alloc((n / 2 + 2) * sizeof(*lens));
-    struct xf_buf b = {0};
-    int slashes = (path[0] == '/' && path[1] == '/' && path[2] != '/') ? 2 : 1;
-    const char *p = path;
-
-    while (*p) {
-        size_t len;
-        while (*p == '/')
-            p++;
-        len = strcspn(p, "/");
-        if (len == 0)
-            break;
-        if (len == 1 && p[0] == '.') {
-            /* nothing */
-        } else if (len == 2 && p[0] == '.' && p[1] == '.') {
-            if (top > 0)
-                top--;
-        } else {
-            parts[top] = p;
-            lens[top++] = len;
-        }
-        p += len;
-    }
-    xf_buf_add(&b, "//", (size_t)slashes);
-    for (size_t i = 0; i < top; i++) {
-        if (i)
-            xf_buf_add(&b, "/", 1);
-        xf_buf_add(&b, parts[i], lens[i]);
-    }
-    return b.data;
-}
-
 struct request {
     char *state_text;
     size_t state_len;
     struct xf_container c;
-    const fj *env, *ann_state, *ann_config;
+    const fj *env, *ann_state, *ann_config, *config;
 };
 
-/* state.parse_state + read_config + container, for valid input only. */
+/* The state and config.json of a prestart request (ocistate.c); a refusal
+ * is handed to the Python hook for now, with the state it read. */
 static int load_container(struct request *r)
 {
-    char err[256], *config_text, *config_path;
-    size_t config_len;
-    fj *state, *config, *v, *root, *path = NULL, *process;
-    const char *bundle;
+    struct xf_oci o;
 
-    state = fj_parse(r->state_text, r->state_len, err, sizeof(err));
-    if (state == NULL || state->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "OCI state: %s", state ? "not an object" : err);
-    v = fj_get(state, "id");
-    if (fj_str(v) == NULL || v->len == 0)
-        return xf_say(XF_DEFER, "OCI state: no usable id");
-    r->c.id = container_id = fj_str(v);
-    bundle = fj_str(fj_get(state, "bundle"));
-    if (bundle == NULL || bundle[0] != '/')
-        return xf_say(XF_DEFER, "OCI state: bundle is not an absolute path");
-    v = fj_get(state, "pid");
-    if (v == NULL)
-        r->c.pid = 0;
-    else if (v->type == FJ_NUMBER && v->is_int && v->num >= 0 && v->num <= 0x7fffffff)
-        r->c.pid = (int)v->num;
-    else
-        return xf_say(XF_DEFER, "OCI state: pid is not a usable integer");
-    v = fj_get(state, "annotations");
-    if (v != NULL && v->type != FJ_NULL && v->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "OCI state: annotations is not an object");
-    r->ann_state = (v && v->type == FJ_OBJECT) ? v : NULL;
-
-    config_path = xf_printf("%s/config.json", bundle);
-    if (xf_read_file(config_path, MAX_CONFIG_BYTES, &config_text, &config_len, NULL) != XF_OK)
+    if (xf_oci_load(r->state_text, r->state_len, &o) != XF_OK)
         return XF_DEFER;
-    config = fj_parse(config_text, config_len, err, sizeof(err));
-    if (config == NULL || config->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "%s: %s", config_path, config ? "not an object" : err);
-    root = fj_get(config, "root");
-    if (root != NULL && root->type == FJ_OBJECT)
-        path = fj_get(root, "path");
-    if (path == NULL || path->type == FJ_NULL)
-        path = fj_get(state, "root"); /* crun's state */
-    if (fj_str(path) == NULL || path->len == 0)
-        return xf_say(XF_DEFER, "no root.path in config.json");
-    r->c.rootfs = normpath(fj_str(path)[0] == '/' ? fj_str(path) : xf_printf("%s/%s", bundle, fj_str(path)));
-
-    /* env = (config.get("process") or {}).get("env") when process is an object; null is [] */
-    process = fj_get(config, "process");
-    r->env = NULL;
-    if (process != NULL && process->type == FJ_OBJECT) {
-        v = fj_get(process, "env");
-        if (v != NULL && v->type != FJ_NULL && v->type != FJ_ARRAY)
-            return xf_say(XF_DEFER, "process.env is not a list");
-        r->env = (v && v->type == FJ_ARRAY) ? v : NULL;
-    }
-    v = fj_get(config, "annotations");
-    if (v != NULL && v->type != FJ_NULL && v->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "config.json: annotations is not an object");
-    r->ann_config = (v && v->type == FJ_OBJECT) ? v : NULL;
+    r->c.id = container_id = o.id;
+    r->c.pid = o.pid;
+    r->c.rootfs = o.rootfs;
+    r->env = o.env;
+    r->ann_state = o.ann_state;
+    r->ann_config = o.ann_config;
+    r->config = o.config;
     return XF_OK;
 }
 
@@ -199,9 +119,77 @@ static void defer(char **argv, const struct request *r)
     xf_exec_python(PROG, argv, r ? r->state_text : NULL, r ? r->state_len : 0);
 }
 
+/* One line to stderr (runc shows it to the user) and to the log; exit 1. */
+static int fail(const char *message)
+{
+    fprintf(stderr, "%s: %s\n", PROG, message);
+    log_line(xf_printf("error: %s", message));
+    return 1;
+}
+
+/* update-ldcache / create-symlinks as a spec hook of their own: what a
+ * CDI runtime runs as a createContainer hook (already in the container's
+ * namespaces), or, registered as prestart, joined to the container like
+ * the prestart injection (stage.h).  The work is the prestart path's own
+ * (xf_inject on the one spec hook), so both registrations behave alike.
+ * Every error is final here: worded, nothing left behind. */
+static int tool(const char *sub, char **args, size_t nargs)
+{
+    struct xf_hook hook;
+    struct xf_edits edits;
+    struct xf_oci o;
+    struct xf_container c;
+    enum xf_stage stage;
+    char *text;
+    size_t len;
+    const char *note;
+    int rv;
+
+    memset(&hook, 0, sizeof(hook));
+    hook.path = PROG;
+    hook.nargs = nargs + 2;
+    hook.args = xf_alloc(hook.nargs * sizeof(*hook.args));
+    hook.args[0] = PROG;
+    hook.args[1] = sub;
+    for (size_t i = 0; i < nargs; i++)
+        hook.args[i + 2] = args[i];
+    memset(&edits, 0, sizeof(edits));
+    edits.hooks = &hook;
+    edits.nhooks = 1;
+    {   /* the arguments first: a usage error needs no state (xf_inject plans again, cheaply) */
+        struct xf_plan p;
+        if (xf_plan_make(&edits, &p) != XF_OK)
+            return fail(xf_reason);
+    }
+
+    if (xf_oci_read_state(0, &text, &len) != XF_OK || xf_oci_load(text, len, &o) != XF_OK)
+        return fail(xf_reason);
+    container_id = o.id;
+    if (xf_stage_of(o.pid, &stage) != XF_OK)
+        return fail(xf_reason);
+    memset(&c, 0, sizeof(c));
+    c.id = o.id;
+    c.pid = o.pid;
+    c.rootfs = o.rootfs;
+    c.in_place = stage == XF_STAGE_INSIDE;
+    c.tools_note = 1;
+    rv = xf_inject(&c, &edits, &note);
+    if (rv != XF_OK)
+        return fail(xf_reason);
+    log_line(xf_printf("%s: %s", sub, note));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *given[MAX_DIRS], *dirs[MAX_DIRS], *sub = NULL, **names;
+    char **rest = xf_alloc((size_t)(argc > 0 ? argc : 1) * sizeof(*rest));
+    size_t nrest = 0;
+    const char *config_path = NULL, *ignored;
+    struct xf_config cfg;
+    char cfg_err[1024];
+    int strict;
+#define GIVE_UP() do { if (strict) return fail(xf_reason); defer(argv, &r); } while (0)
     size_t ngiven = 0, ndirs, nnames;
     struct request r;
     struct xf_indexes ix;
@@ -218,7 +206,8 @@ int main(int argc, char **argv)
         const char *a = argv[i], *value = NULL;
         int is_dir = strncmp(a, "--spec-dir", 10) == 0 && (a[10] == '\0' || a[10] == '=');
         int is_log = strncmp(a, "--log", 5) == 0 && (a[5] == '\0' || a[5] == '=');
-        if (is_dir || is_log) {
+        int is_config = strncmp(a, "--config", 8) == 0 && (a[8] == '\0' || a[8] == '=');
+        if (is_dir || is_log || is_config) {
             const char *eq = strchr(a, '=');
             if (eq != NULL)
                 value = eq + 1;
@@ -226,7 +215,9 @@ int main(int argc, char **argv)
                 value = argv[++i];
             else
                 defer(argv, NULL); /* a missing value: Python says so */
-            if (is_dir && ngiven < MAX_DIRS)
+            if (is_config)
+                config_path = value;
+            else if (is_dir && ngiven < MAX_DIRS)
                 given[ngiven++] = value;
             else if (is_dir)
                 defer(argv, NULL);
@@ -235,36 +226,55 @@ int main(int argc, char **argv)
         } else if (sub == NULL) {
             sub = a;
         } else {
+            rest[nrest++] = argv[i];
             extra = 1;
         }
     }
+    if (sub != NULL && (strcmp(sub, "update-ldcache") == 0 || strcmp(sub, "create-symlinks") == 0))
+        return tool(sub, rest, nrest);
     if (sub == NULL || strcmp(sub, "prestart") != 0 || extra)
         defer(argv, NULL); /* help, the spec's tool hooks, install-launcher, usage errors */
 
     memset(&r, 0, sizeof(r));
+    if (xf_config_load(config_path, &cfg, cfg_err, sizeof(cfg_err)) != XF_OK)
+        return fail(cfg_err); /* fail closed: the setting may forbid what is asked */
+    /* The Python hook knows nothing of the node config: with the setting
+     * false, this binary answers alone (fails closed) instead of deferring. */
+    strict = !cfg.accept_env_when_unprivileged;
     /* up to limit + 1 bytes, as state.read_limited: handed on, an oversized
      * state gets the Python hook's own refusal */
-    if (xf_read_fd(0, MAX_STATE_BYTES, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
-        defer(argv, &r);
+    if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
+        GIVE_UP();
     ndirs = spec_dirs(given, ngiven, dirs);
     if (ndirs == 0) {
         xf_say(XF_DEFER, "more than %d spec dirs in XPU_CDI_SPEC_DIRS", MAX_DIRS);
-        defer(argv, &r);
+        GIVE_UP();
     }
-    if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK ||
-        xf_requested(&ix, r.env, r.ann_state, r.ann_config, &names, &nnames) != XF_OK)
-        defer(argv, &r);
+    if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK)
+        GIVE_UP();
+    if (!cfg.accept_env_when_unprivileged && !xf_privileged(r.config) && (ignored = xf_selection_var(&ix, r.env))) {
+        log_line(xf_printf("%s ignored: the container is not privileged and %s sets %s: false (select devices "
+                           "with cdi.k8s.io/ annotations)", ignored, cfg.path, XF_CONFIG_KEY_ENV_UNPRIVILEGED));
+        r.env = NULL;
+    }
+    if (xf_requested(&ix, r.env, r.ann_state, r.ann_config, &names, &nnames) != XF_OK)
+        GIVE_UP();
     if (nnames == 0)
         return 0; /* nothing asked for: touch nothing */
     if (xf_resolve(dirs, ndirs, names, nnames, &edits) != XF_OK)
-        defer(argv, &r);
-    if (r.c.pid <= 1) {
-        xf_say(XF_DEFER, "OCI state pid %d is not a container process", r.c.pid);
-        defer(argv, &r);
+        GIVE_UP();
+    {
+        enum xf_stage stage;
+        if (xf_stage_of(r.c.pid, &stage) != XF_OK)
+            return fail(xf_reason);
+        if (stage == XF_STAGE_INSIDE)
+            return fail(xf_printf("OCI state pid %d is not a container process of this runtime (a "
+                                  "createContainer hook runs inside the container): register `xpu-cdi-hook "
+                                  "prestart` as a prestart or createRuntime hook", r.c.pid));
     }
     rv = xf_inject(&r.c, &edits, &note);
     if (rv == XF_DEFER)
-        defer(argv, &r);
+        GIVE_UP();
     if (rv != XF_OK) {
         fprintf(stderr, "%s: %s\n", PROG, xf_reason);
         log_line(xf_printf("error: %s", xf_reason));

@@ -59,9 +59,12 @@ static int undo_umount(const long *a)
 /* ------------------------------------------------------------------ */
 
 /* _open_source: O_PATH fd of a mount source (host path, links followed),
- * root-owned and, unless writable_ok (device nodes), not group/other-writable. */
-static int open_source(const char *host, int writable_ok, int *fd_out)
+ * root-owned -- or, for a device node (node not NULL), owned by the uid and
+ * gid the node is declared with (an HwHiAiUser node) -- and, unless a
+ * device node, not group/other-writable. */
+static int open_source(const char *host, const struct xf_plan_node *node, int *fd_out)
 {
+    int writable_ok = node != NULL;
     struct stat st;
     int fd = open(host, O_PATH | O_CLOEXEC), err;
 
@@ -72,7 +75,7 @@ static int open_source(const char *host, int writable_ok, int *fd_out)
         close(fd);
         return xf_say(XF_DEFER, "mount source %s: %s", host, strerror(err));
     }
-    if (st.st_uid != 0) {
+    if (st.st_uid != 0 && !(node != NULL && (long long)st.st_uid == node->uid && (long long)st.st_gid == node->gid)) {
         close(fd);
         return xf_say(XF_DEFER, "mount source %s is owned by uid %u, not root", host, (unsigned)st.st_uid);
     }
@@ -215,7 +218,7 @@ static int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, 
             return XF_OK;
         }
     }
-    if ((rv = open_source(n->host, 1, &src)) != XF_OK)
+    if ((rv = open_source(n->host, n, &src)) != XF_OK)
         return rv;
     if (fstat(src, &st) != 0 || (st.st_mode & S_IFMT) != fmt || st.st_rdev != rdev) {
         close(src);
@@ -339,7 +342,7 @@ static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const int 
         struct stat st;
         int src, made = 0;
         *step = xf_printf("mount '%s' -> '%s'", m->host, m->target);
-        if ((rv = open_source(m->host, 0, &src)) != XF_OK)
+        if ((rv = open_source(m->host, NULL, &src)) != XF_OK)
             return rv;
         if (fstat(src, &st) != 0) {
             rv = errno;
@@ -352,7 +355,7 @@ static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const int 
             return rv;
         *mounted += (size_t)made;
     }
-    *step = "symlinks";
+    *step = "create-symlinks";
     if ((rv = xf_links_create(x, p->links, p->nlinks, links)) != XF_OK)
         return rv;
     if (p->nfolders > 0) {
@@ -378,7 +381,10 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
     *note = NULL;
     if ((rv = xf_plan_make(edits, &p)) != XF_OK)
         return rv;
-    if (c->pid <= 1)
+    if (c->in_place && (p.nnodes > 0 || p.nmounts > 0))
+        return xf_say(XF_DEFER, "device nodes and mounts need the runtime's side of the container: run "
+                      "xpu-cdi-hook prestart as a prestart or createRuntime hook");
+    if (!c->in_place && c->pid <= 1)
         return xf_say(XF_DEFER, "OCI state pid %d is not a container process", c->pid);
     if (c->rootfs == NULL || c->rootfs[0] != '/')
         return xf_say(XF_DEFER, "rootfs is not an absolute path");
@@ -394,7 +400,9 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
             goto out;
         have_cg = 1;
     }
-    if ((same = same_ns(c->pid, "user")) < 0) {
+    if (c->in_place)
+        same = 1; /* we are the container's root already: create as ourselves, ldconfig in our namespaces */
+    else if ((same = same_ns(c->pid, "user")) < 0) {
         rv = XF_DEFER;
         goto out;
     }
@@ -402,11 +410,13 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
     if (x.userns && ((rv = root_owner(c->pid, "uid", &x.owner_uid)) != XF_OK ||
                      (rv = root_owner(c->pid, "gid", &x.owner_gid)) != XF_OK))
         goto out;
-    if (p.nfolders > 0 && (rv = open_namespaces(c->pid, nsfds, nstypes, &nns)) != XF_OK)
+    if (!c->in_place && p.nfolders > 0 && (rv = open_namespaces(c->pid, nsfds, nstypes, &nns)) != XF_OK)
         goto out;
 
     step = "joining the container's mount namespace";
-    if ((same = same_ns(c->pid, "mnt")) < 0) {
+    if (c->in_place)
+        same = 1;
+    else if ((same = same_ns(c->pid, "mnt")) < 0) {
         rv = XF_DEFER;
         goto out;
     }
@@ -426,9 +436,10 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
             goto out;
         }
     }
+    step = "the container's rootfs";
     x.rootfd = open(c->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (x.rootfd < 0) {
-        rv = xf_say(XF_DEFER, "rootfs %s: cannot open: %s", c->rootfs, strerror(errno));
+        rv = xf_say(XF_DEFER, "'%s' cannot be opened: %s (root.path of config.json)", c->rootfs, strerror(errno));
         goto out;
     }
     rv = inject_in_root(&x, &p, nsfds, nstypes, nns, counts, &mounted, &links, &ld_note, &step);
@@ -440,6 +451,14 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
             goto out;
     }
 
+    if (c->tools_note) {
+        if (p.nlinks > 0)
+            xf_buf_addf(&b, "%zu link(s) created", links);
+        if (ld_note != NULL)
+            xf_buf_addf(&b, "%s%s", p.nlinks > 0 ? "; " : "", ld_note);
+        *note = b.data;
+        goto out;
+    }
     xf_buf_addf(&b, "%zu node(s) (%zu mknod, %zu bind, %zu present), %zu mount(s) (%zu present), %zu link(s), "
                 "cgroup v", counts[0], counts[1], counts[2], counts[3], mounted, p.nmounts - mounted, links);
     if (have_cg)

@@ -8,8 +8,12 @@
 
 struct xf_container {
     const char *id;
-    int pid;                 /* the container's init, a host pid (> 1) */
-    const char *rootfs;      /* absolute host path of the rootfs */
+    int pid;                 /* the container's init, a host pid (> 1), unless in_place */
+    const char *rootfs;      /* absolute path of the rootfs (as the runtime's mount namespace sees it) */
+    int in_place;            /* already in the container's namespaces (createContainer, stage.h):
+                              * nothing is joined and pid is not used; only spec hooks' work
+                              * (links, ld cache) can be done there */
+    int tools_note;          /* *note says only what the tools did (the tool subcommands' log line) */
 };
 
 /* Returns XF_OK with a one-line summary for the log in *note (the same

@@ -14,7 +14,8 @@ int xf_link_parse(const char *spec, struct xf_link *out)
     const char *sep = strstr(spec, "::");
 
     if (sep == NULL || sep == spec || !xf_good_cpath(sep + 2))
-        return xf_say(XF_DEFER, "create-symlinks: --link %s", spec);
+        return xf_say(XF_DEFER, "create-symlinks: --link '%s' must be TARGET::LINK (LINK an absolute container path)",
+                      spec);
     out->target = xf_strndup(spec, (size_t)(sep - spec));
     out->link = sep + 2;
     return XF_OK;
@@ -38,8 +39,8 @@ int xf_links_create(struct xf_root *x, const struct xf_link *links, size_t nlink
             if (x->fsids_lost)
                 return xf_say(XF_DEFER, "cannot restore the filesystem ids");
             if (n < 0 || (size_t)n != strlen(target) || memcmp(current, target, (size_t)n) != 0)
-                return xf_say(XF_DEFER, "create-symlinks: %s already exists in the container and is not a link "
-                              "to %s", link, target);
+                return xf_say(XF_DEFER, "'%s' already exists in the container and is not a "
+                              "link to '%s'", link, target);
             continue;
         }
         if (rv == 0) {
@@ -51,7 +52,7 @@ int xf_links_create(struct xf_root *x, const struct xf_link *links, size_t nlink
         }
         close(parent);
         if (rv != 0)
-            return xf_say(XF_DEFER, "create-symlinks: cannot create %s: %s", link, strerror(-rv));
+            return xf_say(XF_DEFER, "cannot create '%s': %s", link, strerror(-rv));
     }
     return XF_OK;
 }

@@ -4,6 +4,7 @@
  * value as it is (a non-string where a string belongs, a float number),
  * this code defers rather than guess how Python would spell the result. */
 #include "ociedit.h"
+#include "privileged.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,15 +25,6 @@
 #define MAX_INDEX_TEXT ((size_t)1 << 20)         /* bundle.selection_names reads this much */
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-/* wrapper.KNOWN_SELECTION */
-static const struct {
-    const char *var, *kind;
-} known_selection[] = {
-    {"XPU_VISIBLE_DEVICES", "kunlunxin.com/xpu"},
-    {"CXPU_VISIBLE_DEVICES", "kunlunxin.com/xpu"},
-    {"ASCEND_VISIBLE_DEVICES", "huawei.com/npu"},
-};
-#define NKNOWN (sizeof(known_selection) / sizeof(known_selection[0]))
 
 static const char *const hook_stages[] = {"prestart", "createRuntime", "createContainer",
                                           "startContainer", "poststart", "poststop"};
@@ -306,9 +298,8 @@ int xf_may_request(const char *data, size_t len, const char *const *dirs, size_t
     n = config_names(data, len, &names);
     if (n == 0)
         return 0;
-    for (size_t k = 0; k < NKNOWN; k++)
-        if (has_name(names, n, known_selection[k].var, strlen(known_selection[k].var)))
-            return 1;
+    /* the profiles' known selection variables are in every index's text
+     * (knownSelection), so the scan below sees them too */
     for (size_t d = 0; d < ndirs; d++) {
         DIR *dir = opendir(dirs[d]);
         struct dirent *e;
@@ -405,6 +396,18 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
         (perm != NULL && perm->type != FJ_STRING))
         return xf_say(XF_DEFER, "device node %s: a field of an unusual type", path->str);
     is_p = str_eq(typ, "p", 1);
+    if (uid == NULL || gid == NULL) {
+        /* the owner and group the spec does not give are the host node's
+         * (BOUNDARIES contract 1); 0 when there is no host node to ask */
+        const fj *host = getv(node, "hostPath");
+        const char *hp = fj_str(host != NULL && host->type == FJ_STRING && host->len > 0 ? host : path);
+        struct stat st;
+        int have = hp != NULL && stat(hp, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode));
+        if (uid == NULL)
+            uid = fj_new_int(have ? (long long)st.st_uid : 0);
+        if (gid == NULL)
+            gid = fj_new_int(have ? (long long)st.st_gid : 0);
+    }
     if (typ == NULL || mode == NULL || (!is_p && (major == NULL || minor == NULL))) {
         /* read what is missing from the host node (hostPath or else path) */
         const fj *host = getv(node, "hostPath");
@@ -428,7 +431,7 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
             minor = fj_new_int((long long)minor(st.st_rdev));
         }
         if (mode == NULL)
-            mode = fj_new_int((long long)(st.st_mode & 07777));
+            mode = fj_new_int((long long)(st.st_mode & 0777));
         is_p = str_eq(typ, "p", 1);
     }
     d = fj_new(FJ_OBJECT);
@@ -967,12 +970,44 @@ fail:
 
 /* ---- wrapper.prepare -------------------------------------------------- */
 
-/* wrapper._unserved: a known selection variable, set to something other
+/* wrapper._unserved: a known selection variable (knownSelection of the
+ * indexes, which generate writes from the profiles; the last index wins on
+ * a repeated variable, variables in sorted order), set to something other
  * than a "none" value, for a kind no index serves (Python refuses it). */
+struct known {
+    const char *var, *kind;
+};
+
+static int cmp_known(const void *a, const void *b)
+{
+    return strcmp(((const struct known *)a)->var, ((const struct known *)b)->var);
+}
+
 static int unserved(const fj *env, const struct xf_indexes *ix)
 {
-    for (size_t k = 0; env != NULL && k < NKNOWN; k++) {
-        const char *var = known_selection[k].var;
+    struct known *known = NULL;
+    size_t nknown = 0;
+
+    for (size_t i = 0; env != NULL && i < ix->n; i++) {
+        const fj *ks = fj_get(ix->items[i].json, "knownSelection");
+        for (size_t j = 0; ks != NULL && ks->type == FJ_OBJECT && j < ks->n; j++) {
+            const char *var = fj_str(ks->keys[j]), *kind = fj_str(ks->items[j]);
+            size_t at = nknown;
+            if (var == NULL || kind == NULL)
+                continue;
+            for (size_t k = 0; k < nknown; k++)
+                if (strcmp(known[k].var, var) == 0)
+                    at = k;
+            if (at == nknown)
+                known = xf_realloc(known, ++nknown * sizeof(*known));
+            known[at].var = var;
+            known[at].kind = kind;
+        }
+    }
+    if (nknown > 1)
+        qsort(known, nknown, sizeof(*known), cmp_known);
+    for (size_t k = 0; k < nknown; k++) {
+        const char *var = known[k].var;
         size_t vl = strlen(var), n;
         const fj *found = NULL;
         const char *s;
@@ -983,7 +1018,7 @@ static int unserved(const fj *env, const struct xf_indexes *ix)
         if (found == NULL)
             continue;
         for (size_t i = 0; i < ix->n && !served; i++)
-            served = strcmp(ix->items[i].kind, known_selection[k].kind) == 0;
+            served = strcmp(ix->items[i].kind, known[k].kind) == 0;
         if (served)
             continue;
         /* str.strip() of the value: ASCII whitespace only here; anything
@@ -995,13 +1030,13 @@ static int unserved(const fj *env, const struct xf_indexes *ix)
         while (n > 0 && (strchr(" \t\n\v\f\r\x1c\x1d\x1e\x1f", s[n - 1]) != NULL && s[n - 1] != '\0'))
             n--;
         if (!(n == 0 || (n == 4 && (memcmp(s, "void", 4) == 0 || memcmp(s, "none", 4) == 0))))
-            return xf_say(XF_DEFER, "%s asks for %s devices, which no spec index serves", var,
-                          known_selection[k].kind);
+            return xf_say(XF_DEFER, "%s asks for %s devices, which no spec index serves", var, known[k].kind);
     }
     return XF_OK;
 }
 
-int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, int *edited)
+int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const struct xf_config *cfg, int *edited,
+               const char **ignored)
 {
     size_t bl = strlen(bundle), len, nnames;
     const char *path = bl > 0 && bundle[bl - 1] == '/' ? xf_printf("%sconfig.json", bundle)
@@ -1017,6 +1052,7 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, int *e
     int rv;
 
     *edited = 0;
+    *ignored = NULL;
     if ((rv = xf_read_file(path, XF_MAX_CONFIG_BYTES, &data, &len, &mode)) != XF_OK)
         return rv;
     if (!xf_may_request(data, len, dirs, ndirs))
@@ -1035,8 +1071,11 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, int *e
     ann = fj_get(config, "annotations");
     if (ann != NULL && ann->type != FJ_OBJECT)
         ann = NULL;
-    if ((rv = xf_load_indexes(dirs, ndirs, &ix)) != XF_OK ||
-        (rv = xf_requested(&ix, env, NULL, ann, &names, &nnames)) != XF_OK || (rv = unserved(env, &ix)) != XF_OK)
+    if ((rv = xf_load_indexes(dirs, ndirs, &ix)) != XF_OK)
+        return rv;
+    if (!cfg->accept_env_when_unprivileged && !xf_privileged(config) && (*ignored = xf_selection_var(&ix, env)))
+        env = NULL; /* the node's setting: only annotations select for an unprivileged container */
+    if ((rv = xf_requested(&ix, env, NULL, ann, &names, &nnames)) != XF_OK || (rv = unserved(env, &ix)) != XF_OK)
         return rv;
     if (nnames == 0)
         return XF_OK;

@@ -9,6 +9,7 @@
  * xf_reason, and the Python wrapper redoes the whole job. */
 #ifndef XF_OCIEDIT_H
 #define XF_OCIEDIT_H
+#include "config.h"
 #include "request.h"
 
 #define XF_MAX_CONFIG_BYTES ((size_t)64 << 20) /* bundle.MAX_CONFIG_BYTES */
@@ -54,7 +55,10 @@ int xf_write_atomic(const char *path, const char *data, size_t len, unsigned mod
 
 /* wrapper.prepare: apply the requested devices' edits to
  * <bundle>/config.json.  XF_OK with *edited 0 when nothing was asked for
- * (the file is left untouched), 1 when the file was rewritten. */
-int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, int *edited);
+ * (the file is left untouched), 1 when the file was rewritten.  *ignored
+ * names the selection variable the node config (cfg) made this code
+ * ignore, or is NULL. */
+int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const struct xf_config *cfg, int *edited,
+               const char **ignored);
 
 #endif

@@ -190,10 +190,12 @@ static int cmd_prepare(int argc, char **argv)
     const char **dirs;
     size_t n = xf_spec_dirs(getenv("XPU_CDI_SPEC_DIRS"), &dirs);
     int edited;
+    struct xf_config cfg = {XF_CONFIG_DEFAULT_PATH, 1};
+    const char *ignored;
 
     if (argc != 2)
         return 2;
-    if (xf_prepare(argv[1], dirs, n, &edited) != XF_OK)
+    if (xf_prepare(argv[1], dirs, n, &cfg, &edited, &ignored) != XF_OK)
         return deferred();
     printf("OK %d\n", edited);
     return 0;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#define PROG_HOOK "xpu-cdi-hook"
 #define MAX_DEV_MAJOR 0xfffu   /* the kernel's dev_t: 12-bit major... */
 #define MAX_DEV_MINOR 0xfffffu /* ...20-bit minor */
 
@@ -99,7 +100,8 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     const char *perms = "rwm";
     char kind = in->type;
     long long major = in->major, minor = in->minor, mode;
-    int numbers = (in->present & XF_HAS_MAJOR) && (in->present & XF_HAS_MINOR);
+    int numbers = (in->present & XF_HAS_MAJOR) && (in->present & XF_HAS_MINOR), have_host = 0;
+    struct stat host;
     size_t k = 0;
 
     if (!xf_good_cpath(in->path))
@@ -140,8 +142,13 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
 
     out->path = in->path;
     out->host = in->host_path && in->host_path[0] ? in->host_path : in->path;
+    /* stat(2) of the host node, following links, in the runtime's
+     * namespace: the numbers when the spec has none, and the owner, group
+     * and mode the spec does not give (BOUNDARIES contract 1, as the vendor
+     * runtimes keep a node's HwHiAiUser 0660) */
+    if (stat(out->host, &host) == 0 && (S_ISCHR(host.st_mode) || S_ISBLK(host.st_mode)))
+        have_host = 1;
     if (!numbers) {
-        /* resolver.stat_nodes: stat(2), following links, in the runtime's namespace */
         struct stat st;
         char host_kind;
         if (stat(out->host, &st) != 0)
@@ -156,9 +163,9 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
                           out->host, host_kind);
         major = major(st.st_rdev);
         minor = minor(st.st_rdev);
-        mode = (in->present & XF_HAS_MODE) ? in->mode : (long long)(st.st_mode & 07777);
+        mode = (in->present & XF_HAS_MODE) ? in->mode : (long long)(st.st_mode & 0777);
     } else {
-        mode = (in->present & XF_HAS_MODE) ? in->mode : 0666;
+        mode = (in->present & XF_HAS_MODE) ? in->mode : have_host ? (long long)(host.st_mode & 0777) : 0666;
     }
     if (kind == 0)
         kind = 'c';
@@ -171,9 +178,9 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     out->major = (unsigned)major;
     out->minor = (unsigned)minor;
     out->mode = (mode_t)((mode ? mode : 0666) & 07777); /* int(fileMode or 0o666) & 0o7777 */
-    out->chown = (in->present & (XF_HAS_UID | XF_HAS_GID)) != 0;
-    out->uid = (in->present & XF_HAS_UID) ? in->uid : -1;
-    out->gid = (in->present & XF_HAS_GID) ? in->gid : -1;
+    out->uid = (in->present & XF_HAS_UID) ? in->uid : have_host ? (long long)host.st_uid : 0;
+    out->gid = (in->present & XF_HAS_GID) ? in->gid : have_host ? (long long)host.st_gid : 0;
+    out->chown = out->uid != 0 || out->gid != 0;
 
     /* cgroup.rule_of: 'u' is 'c', access in "rwm" order */
     rule->type = kind == 'b' ? 'b' : 'c';
@@ -278,23 +285,24 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         const char *arg = h->args[i], *eq = strchr(arg, '='), *value;
         size_t namelen = eq ? (size_t)(eq - arg) : strlen(arg);
         if (namelen != strlen(opt) || strncmp(arg, opt, namelen) != 0)
-            return xf_say(XF_DEFER, "spec hook %s: unexpected argument %s", sub, arg);
+            return xf_say(XF_DEFER, "%s: unexpected argument '%s' (usage: %s %s %s VALUE...)", sub, arg,
+                          PROG_HOOK, sub, opt);
         if (eq)
             value = eq + 1;
         else if (i + 1 < h->nargs)
             value = h->args[++i];
         else
-            return xf_say(XF_DEFER, "spec hook %s: %s needs a value", sub, opt);
+            return xf_say(XF_DEFER, "%s: option %s needs a value", sub, opt);
         nvalues++;
         if (ldcache) {
             int seen = 0;
             if (value[0] != '/') /* ldcache.update's check */
-                return xf_say(XF_DEFER, "update-ldcache: --folder %s is not absolute", value);
+                return xf_say(XF_DEFER, "update-ldcache: --folder '%s' must be an absolute container path", value);
             for (size_t f = 0; f < p->nfolders && !seen; f++)
                 seen = strcmp(p->folders[f], value) == 0;
             if (!seen) {
                 if (p->nfolders >= max_folders)
-                    return xf_say(XF_DEFER, "update-ldcache: too many folders");
+                    return xf_say(XF_DEFER, "update-ldcache: more than %zu --folder values", max_folders);
                 p->folders[p->nfolders++] = value;
             }
         } else {
@@ -305,7 +313,8 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         }
     }
     if (nvalues == 0)
-        return xf_say(XF_DEFER, "spec hook %s: needs at least one %s", sub, opt);
+        return xf_say(XF_DEFER, "%s: needs at least one %s (usage: %s %s %s VALUE...)", sub, opt, PROG_HOOK, sub,
+                      opt);
     return XF_OK;
 }
 

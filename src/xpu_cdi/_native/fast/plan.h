@@ -14,9 +14,9 @@ struct xf_plan_node {
     const char *path, *host;
     char kind;                 /* 'c', 'u' or 'b' */
     unsigned major, minor;
-    mode_t mode;               /* permission bits (fileMode or 0666) */
-    int chown;                 /* uid or gid given */
-    long long uid, gid;        /* -1: leave as is */
+    mode_t mode;               /* permission bits: fileMode, else the host node's, else 0666 */
+    int chown;                 /* uid or gid is not 0 */
+    long long uid, gid;        /* the spec's, else the host node's, else 0 */
 };
 
 struct xf_plan_mount {

@@ -88,6 +88,11 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
 int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
                  const char ***names, size_t *n);
 
+/* The first selection variable of the indexes that env (process.env, or
+ * NULL) sets, or NULL: what the env-selection setting (config.h) names
+ * when it ignores a container's env. */
+const char *xf_selection_var(const struct xf_indexes *ix, const fj *env);
+
 /* Look the qualified names up in the spec dirs (lowest priority first)
  * and merge their edits.  XF_DEFER when any spec file in the dirs is one
  * this code cannot read with certainty or the registry would report a

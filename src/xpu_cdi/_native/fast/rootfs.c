@@ -20,17 +20,10 @@ int xf_good_cpath(const char *p)
 
     if (p == NULL || p[0] != '/' || strlen(p) >= PATH_MAX)
         return 0;
-    while (*p) {
-        size_t len;
-        while (*p == '/')
-            p++;
-        len = strcspn(p, "/");
-        if (len == 0)
-            break;
+    for (size_t len; (p = xf_component(p, &len)), len > 0; p += len) {
         if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
             return 0;
         parts++;
-        p += len;
     }
     return parts > 0;
 }

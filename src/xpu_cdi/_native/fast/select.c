@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "names.h"
 #include "request_util.h"
@@ -17,12 +18,6 @@
 #define MAX_RANGE 4096                    /* select.MAX_RANGE */
 #define MAX_TOKEN 64                      /* select.MAX_TOKEN */
 #define MAX_VALUE ((size_t)1 << 16)       /* select.MAX_VALUE */
-
-/* A decoded JSON string equal to s[0:n] (NUL bytes included). */
-static int str_is(const fj *v, const char *s, size_t n)
-{
-    return v != NULL && v->type == FJ_STRING && v->len == n && memcmp(v->str, s, n) == 0;
-}
 
 /* Whether the member i of obj is the last one with its key (the one a dict keeps). */
 static int last_member(const fj *obj, size_t i)
@@ -76,10 +71,78 @@ static int usable(const fj *d)
         if (indices->items[i]->type != FJ_STRING && last_member(indices, i))
             return 0; /* an earlier duplicate's value does not count: the dict keeps the last */
     }
-    if (!rq_string_list(fj_get(sel, "env")) || !rq_string_list(fj_get(sel, "none")))
+    if (!rq_string_list(fj_get(sel, "env")) || !rq_string_list(fj_get(sel, "none")) ||
+        !rq_string_list(fj_get(sel, "all")))
         return 0;
     aliases = fj_get(sel, "aliases");
-    return aliases == NULL || aliases->type == FJ_NULL || aliases->type == FJ_STRING;
+    if (aliases != NULL && aliases->type == FJ_ARRAY) {
+        for (size_t i = 0; i < aliases->n; i++)
+            if (aliases->items[i]->type != FJ_STRING || aliases->items[i]->len == 0)
+                return 0;
+    } else if (!(aliases == NULL || aliases->type == FJ_NULL || aliases->type == FJ_STRING)) {
+        return 0; /* a string: an index written before aliases were prefixes (its alias tokens are refused) */
+    }
+    {
+        const fj *fold = fj_get(sel, "ignoreCase"), *uuids = fj_get(sel, "uuidsFrom");
+        if (fold != NULL && fold->type != FJ_TRUE && fold->type != FJ_FALSE)
+            return 0;
+        return uuids == NULL || uuids->type == FJ_NULL || uuids->type == FJ_STRING;
+    }
+}
+
+/* A word of the index (none/all values, alias prefixes) against text, ASCII
+ * case folded when the profile says so. */
+static int word_is(const fj *word, const char *s, size_t n, int fold)
+{
+    if (word == NULL || word->type != FJ_STRING || word->len != n)
+        return 0;
+    return fold ? strncasecmp(word->str, s, n) == 0 : memcmp(word->str, s, n) == 0;
+}
+
+/* The card index of an alias token: one of the profile's prefixes, then 1
+ * to 6 digits (Ascend910-0, npu-3). */
+static int alias_index(const fj *aliases, const char *tok, size_t tlen, int fold, long *out)
+{
+    for (size_t i = 0; aliases != NULL && aliases->type == FJ_ARRAY && i < aliases->n; i++) {
+        const fj *p = aliases->items[i];
+        if (p->len < tlen && word_is(p, tok, p->len, fold) && card_index(tok + p->len, tlen - p->len, out))
+            return 1;
+    }
+    return 0;
+}
+
+/* A chip UUID as vendor device plugins send them: 8-4-4-4-12 hex digits
+ * after an optional "<letters>-" prefix (as select._uuid_like). */
+static int uuid_like(const char *t, size_t n)
+{
+    static const size_t groups[] = {8, 4, 4, 4, 12};
+    size_t dashes = 0, start = 0, g = 0;
+
+    for (size_t i = 0; i < n; i++)
+        dashes += t[i] == '-';
+    if (dashes == 5) { /* the prefix */
+        while (start < n && ((t[start] >= 'a' && t[start] <= 'z') || (t[start] >= 'A' && t[start] <= 'Z')))
+            start++;
+        if (start == 0 || start >= n || t[start] != '-')
+            return 0;
+        start++;
+    } else if (dashes != 4) {
+        return 0;
+    }
+    for (size_t i = start; g < 5; g++) {
+        size_t len = 0;
+        while (i + len < n && t[i + len] != '-') {
+            if (!strchr("0123456789abcdefABCDEF", t[i + len]))
+                return 0;
+            len++;
+        }
+        if (len != groups[g])
+            return 0;
+        i += len + 1;
+        if (g == 4)
+            return i - 1 == n;
+    }
+    return 0;
 }
 
 static int cmp_index(const void *a, const void *b)
@@ -226,6 +289,8 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
                        struct rq_names *out)
 {
     const fj *sel = fj_get(index, "selection"), *none = fj_get(sel, "none"), *indices, *all;
+    const fj *words = fj_get(sel, "all");
+    int fold = fj_get(sel, "ignoreCase") != NULL && fj_get(sel, "ignoreCase")->type == FJ_TRUE;
     const char *s = value, *p, *end;
     size_t n = vlen, nspans = 0, capspans = 0;
     struct span *spans = NULL;
@@ -241,11 +306,11 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
     rq_strip(&s, &n);
     if (none != NULL && none->n > 0) {
         for (size_t i = 0; i < none->n; i++)
-            if (str_is(none->items[i], s, n))
+            if (word_is(none->items[i], s, n, fold))
                 return XF_OK;
     } else {
         for (size_t i = 0; i < 3; i++)
-            if (strlen(default_none[i]) == n && memcmp(default_none[i], s, n) == 0)
+            if (strlen(default_none[i]) == n && (fold ? strncasecmp(default_none[i], s, n) : memcmp(default_none[i], s, n)) == 0)
                 return XF_OK;
     }
     indices = fj_get(index, "indices");
@@ -255,7 +320,13 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
         long lo = 0, hi = 0;
         int is_all;
         rq_strip(&tok, &tlen);
-        is_all = tlen == 3 && memcmp(tok, "all", 3) == 0;
+        is_all = 0;
+        if (words != NULL && words->type == FJ_ARRAY && words->n > 0) {
+            for (size_t i = 0; i < words->n && !is_all; i++)
+                is_all = word_is(words->items[i], tok, tlen, fold);
+        } else {
+            is_all = tlen == 3 && (fold ? strncasecmp(tok, "all", 3) : memcmp(tok, "all", 3)) == 0;
+        }
         if (is_all) {
             want_all = 1;
         } else if (card_index(tok, tlen, &lo)) {
@@ -264,9 +335,13 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
                    card_index(dash + 1, tlen - (size_t)(dash - tok) - 1, &hi)) {
             if (lo > hi || hi - lo >= MAX_RANGE)
                 return xf_say(XF_DEFER, "%s: range %.*s out of bounds", var, (int)tlen, tok);
+        } else if (tlen <= MAX_TOKEN && alias_index(fj_get(sel, "aliases"), tok, tlen, fold, &lo)) {
+            hi = lo;
+        } else if (tlen <= MAX_TOKEN && fj_str(fj_get(sel, "uuidsFrom")) != NULL && uuid_like(tok, tlen)) {
+            return xf_say(XF_DEFER, "%s: '%.*s' is a chip UUID, as %s sends them", var, (int)tlen, tok,
+                          fj_str(fj_get(sel, "uuidsFrom")));
         } else {
-            /* an alias (Ascend910-0) or garbage: the profile's regex, in Python */
-            return xf_say(XF_DEFER, "%s: token '%.*s' is not an index, a range or all", var,
+            return xf_say(XF_DEFER, "%s: token '%.*s' is not an index, a range, an alias or all", var,
                           (int)(tlen > MAX_TOKEN ? MAX_TOKEN : tlen), tok);
         }
         if (!is_all) {
@@ -331,6 +406,23 @@ static int env_lookup(const fj *env, const char *var, size_t varlen, const char 
 }
 
 /* ---- select.requested ---------------------------------------------------- */
+
+const char *xf_selection_var(const struct xf_indexes *ix, const fj *env)
+{
+    if (env == NULL || env->type != FJ_ARRAY)
+        return NULL;
+    for (size_t k = 0; k < ix->n; k++) {
+        const fj *vars = fj_get(fj_get(ix->items[k].json, "selection"), "env");
+        for (size_t i = 0; vars != NULL && vars->type == FJ_ARRAY && i < vars->n; i++) {
+            const char *value;
+            size_t vlen;
+            if (fj_str(vars->items[i]) != NULL &&
+                env_lookup(env, vars->items[i]->str, vars->items[i]->len, &value, &vlen))
+                return vars->items[i]->str;
+        }
+    }
+    return NULL;
+}
 
 int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
                  const char ***names, size_t *n)

@@ -12,6 +12,7 @@
 #include "ociedit.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,12 +53,25 @@ static void exec_runtime(const char *real, int argc, char **argv)
 int main(int argc, char **argv)
 {
     static const char *const bundle_options[] = {"--bundle", "-bundle", "-b"};
-    const char *active = getenv(ACTIVE_ENV), *real, *command, *bundle;
+    const char *active = getenv(ACTIVE_ENV), *real, *command, *bundle, *config_path = NULL;
     int at;
 
     if (argc < 1) {
         static char *named[] = {PROG, NULL}; /* xf_exec_python replaces argv[0]: there must be one */
         defer(named);
+    }
+    /* --config PATH (or --config=PATH) first: the node config file
+     * (config.h); taken out before the runtime sees the arguments */
+    if (argc > 1 && strncmp(argv[1], "--config", 8) == 0 && (argv[1][8] == '\0' || argv[1][8] == '=')) {
+        int skip = argv[1][8] == '=' ? 1 : 2;
+        if (skip == 2 && argc < 3) {
+            fprintf(stderr, "%s: --config needs a PATH (the node config file)\n", PROG);
+            return 1;
+        }
+        config_path = skip == 1 ? argv[1] + 9 : argv[2];
+        for (int i = 1; i + skip <= argc; i++)
+            argv[i] = argv[i + skip];
+        argc -= skip;
     }
     if (active != NULL && *active != '\0')
         defer(argv); /* started by itself: Python says how to fix it */
@@ -69,14 +83,30 @@ int main(int argc, char **argv)
         const char **dirs;
         size_t ndirs = xf_spec_dirs(getenv("XPU_CDI_SPEC_DIRS"), &dirs);
         int edited;
+        struct xf_config cfg;
+        char err[1024];
+        const char *ignored;
         bundle = xf_option_value(argc - 1, argv + 1, at + 1, bundle_options, 3);
         if (bundle == NULL || *bundle == '\0') {
             if (getcwd(cwd, sizeof(cwd)) == NULL)
                 defer(argv);
             bundle = cwd;
         }
-        if (xf_prepare(bundle, dirs, ndirs, &edited) != XF_OK)
+        if (xf_config_load(config_path, &cfg, err, sizeof(err)) != XF_OK) {
+            fprintf(stderr, "%s: %s\n", PROG, err); /* fail closed: the setting may forbid what is asked */
+            return 1;
+        }
+        if (xf_prepare(bundle, dirs, ndirs, &cfg, &edited, &ignored) != XF_OK) {
+            if (!cfg.accept_env_when_unprivileged) { /* the Python wrapper knows nothing of the setting */
+                fprintf(stderr, "%s: %s\n", PROG, xf_reason);
+                return 1;
+            }
             defer(argv);
+        }
+        if (ignored != NULL)
+            fprintf(stderr, "%s: warning: %s ignored: the container is not privileged and %s sets %s: false "
+                    "(select devices with cdi.k8s.io/ annotations)\n", PROG, ignored, cfg.path,
+                    XF_CONFIG_KEY_ENV_UNPRIVILEGED);
     }
     exec_runtime(real, argc, argv);
     defer(argv); /* Python tries again and says why it cannot */
