@@ -147,7 +147,8 @@ def run_wrapper_path(xpu: HookHost, config: Optional[Path], env: List[str],
 
 
 RUNNERS = {"hook": run_hook_path, "wrapper": run_wrapper_path}
-SETTING = '{"accept-env-selection-when-unprivileged": false}\n'
+# block YAML, as deploy/ and the packages write it (libyaml reads it in the binaries)
+SETTING = "# xpu-cdi node settings\naccept-env-selection-when-unprivileged: false\n"
 
 
 @pytest.mark.parametrize("path", ["hook", "wrapper"])
@@ -179,7 +180,8 @@ class TestEnvSelectionSetting:
         ('{"accept-env-selection-when-unprivileged": "no"}',
          "node config '{p}': accept-env-selection-when-unprivileged must be true or false"),
         ("[1]", "node config '{p}' must be a mapping of settings"),
-        ("{", "node config '{p}' cannot be parsed ("),
+        ("{", "node config {p}: not valid YAML: "),
+        ("a: 1\na: 2\n", "node config {p}: not valid YAML: duplicate key"),
     ])
     def test_malformed_file_stops_the_start(self, xpu: HookHost, spec_env: HookHost, path: str, text: str,
                                             message: str) -> None:
@@ -191,13 +193,12 @@ class TestEnvSelectionSetting:
 
 def test_setting_false_never_hands_over_to_python(xpu: HookHost) -> None:
     """With the setting false the compiled hook answers alone: an input it would otherwise hand to the
-    Python implementation (which does not read the node config) -- here a YAML spec it cannot read --
-    fails closed in one line instead of being injected by a half that would honour the env."""
-    (xpu.spec_dir / "example.com-card.yaml").write_text(
-        "cdiVersion: 0.5.0\nkind: example.com/card\ndevices:\n- name: '0'\n  containerEdits:\n"
-        "    deviceNodes:\n    - path: /dev/null\n")
+    Python implementation (which does not read the node config) -- here a broken spec file beside the
+    good one, which Python would warn about and carry on -- fails closed in one line instead of being
+    injected by a half that would honour the env."""
+    (xpu.spec_dir / "example.com-card.json").write_text('{"cdiVersion": "0.5.0", "kind": ')
     r = run_hook_path(xpu, node_config(xpu.base, SETTING), ["XPU_VISIBLE_DEVICES=1"],
                       annotations={"cdi.k8s.io/x": "kunlunxin.com/xpu=2"})
     assert r.returncode != 0, container_output(r)
-    assert "xpu-cdi-hook: " in r.stderr and "example.com-card.yaml" in r.stderr, container_output(r)
+    assert "xpu-cdi-hook: " in r.stderr and "example.com-card.json" in r.stderr, container_output(r)
     assert "injected" not in xpu.log_text()
