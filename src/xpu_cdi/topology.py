@@ -44,12 +44,17 @@ class TopoCard:
     switch: Optional[str] = None  # PCI address of the closest upstream switch port
     root_port: Optional[str] = None
     link: Tuple[Tuple[str, str], ...] = ()  # sysfs link attributes that exist
+    unknown: str = ""  # why the placement is unknown (the profile's topology_unknown), when it is
 
     def to_dict(self) -> Dict[str, Any]:
         """The card as ``topology --json`` prints it."""
-        return {"name": self.name, "kind": self.kind, "device": f"{self.kind}={self.name}",
-                "path": self.path, "pci": self.pci, "numa_node": self.numa_node,
-                "switch": self.switch, "root_port": self.root_port, "link": dict(self.link)}
+        out = {"name": self.name, "kind": self.kind, "device": f"{self.kind}={self.name}",
+               "path": self.path, "pci": self.pci, "numa_node": self.numa_node,
+               "switch": self.switch, "root_port": self.root_port, "link": dict(self.link)}
+        if self.unknown and self.pci is None:
+            out["topology"] = "unknown"
+            out["why"] = self.unknown
+        return out
 
 
 def pci_chain(sysfs_root: str, pci: str) -> List[str]:
@@ -135,7 +140,8 @@ def cards(view: HostView, sysfs_root: str, kind: Optional[str] = None) -> List[T
             path=card.nodes[0].container_path, pci=card.pci, numa_node=card.numa_node,
             switch=upstream_switch(sysfs_root, chain) if chain else None,
             root_port=chain[0] if len(chain) > 1 else None,
-            link=link_info(sysfs_root, card.pci) if card.pci else ()))
+            link=link_info(sysfs_root, card.pci) if card.pci else (),
+            unknown=view.profile.topology_unknown))
     return out
 
 

@@ -48,6 +48,9 @@ def render(topo: Sequence[_topology.TopoCard]) -> List[str]:
         mine = [c for c in topo if c.kind == kind]
         numas = sorted({c.numa_node for c in mine}, key=lambda n: (n is None, n or 0))
         switches = {c.switch for c in mine if c.switch}
+        if all(c.pci is None for c in mine) and mine[0].unknown:
+            lines.append(f"{kind}: {len(mine)} card(s), topology unknown: {mine[0].unknown}")
+            continue
         lines.append(f"{kind}: {len(mine)} card(s), {len(numas)} NUMA node(s), {len(switches)} PCIe switch(es)")
         for numa in numas:
             lines.append(f"  NUMA node {'unknown' if numa is None else numa}")
@@ -75,7 +78,10 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     if available is not None and size is None:
         raise click.UsageError("--available only makes sense with --preferred N")
     roots = roots_of(dev_root, driver_root, sysfs_root)
-    topo = [c for view in plan(profiles, profiles_dir, roots) for c in _topology.cards(view, roots.sysfs)]
+    found = plan(profiles, profiles_dir, roots)
+    for _name, failure in found.failures:
+        click.echo(f"xpu-cdi: skipped: {failure}", err=True)
+    topo = [c for view in found.views for c in _topology.cards(view, roots.sysfs)]
     if size is not None:
         kinds = sorted({c.kind for c in topo})
         if len(kinds) > 1:

@@ -95,4 +95,4 @@ def test_seed_non_root_owned_library_dir(node: Node) -> None:
     code, res = node.doctor()
     assert code == 1 and failing(res) == {"driver-file-owners"}
     r = worst(res, "driver-file-owners")
-    assert "'/usr/local/xpu' is owned by uid 1000" in r["found"] and "chown -R root:root" in r["fix"]
+    assert "'/usr/local/xpu-5.0.21' is owned by uid 1000" in r["found"] and "chown -R root:root" in r["fix"]

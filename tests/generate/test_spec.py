@@ -134,7 +134,7 @@ class TestWrite:
         assert oct(path.stat().st_mode & 0o777) == "0o644"
         index = json.loads((tmp_path / "kunlunxin.com-xpu.json.xpu-cdi").read_text())
         assert index["kind"] == "kunlunxin.com/xpu" and index["indices"]["7"] == "7"
-        assert index["selection"]["env"] == ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"]
+        assert index["selection"]["env"] == ["CXPU_VISIBLE_DEVICES"]  # XPU_VISIBLE_DEVICES is in-process only
         assert "compact" not in index
 
     def test_yaml_carries_compact_copy(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:

@@ -76,9 +76,11 @@ class TestUnits:
         assert "systemd-modules-load.service" in svc["Unit"]["After"]  # after the driver modules
 
     def test_path_unit_watches_what_watch_watches(self) -> None:
-        """modules.dep of the running kernel (%v), the driver version files and the admin profiles."""
+        """modules.dep of the running kernel (%v), the built-in profiles' version files (but /proc) and
+        the admin profiles."""
         paths = unit_values("xpu-cdi-refresh.path", "Path", "PathChanged")
-        assert set(paths) == set(watch.DEFAULT_WATCH_FILES) | set(profile.DEFAULT_PROFILE_DIRS)
+        files = watch.watch_files(profile.select(["kunlunxin", "ascend"], ()))
+        assert set(paths) == {f for f in files if not f.startswith("/proc/")} | set(profile.DEFAULT_PROFILE_DIRS)
         assert "/lib/modules/%v/modules.dep" in paths
         assert unit("xpu-cdi-refresh.path")["Path"]["Unit"] == "xpu-cdi-refresh.service"
 
@@ -167,7 +169,10 @@ class TestUdevRule:
         """Each card and control node of the built-in profiles (one level under /dev) triggers the refresh."""
         prof = profile.select([name], ())[0]
         pats = self.devname_patterns()
-        nodes = [r.glob for r in prof.cards] + [p for rule in prof.control_nodes for p in rule.paths]
+        # a rule used only where its marker node exists (310B's) is covered by that marker
+        nodes = [r.glob for r in prof.cards] + [p for rule in prof.control_nodes if not rule.when
+                                                 for p in rule.paths]
+        nodes += [rule.when for rule in prof.control_nodes if rule.when]
         for glob in nodes:
             if glob.endswith("/*"):
                 continue  # whole directories of nodes (Ascend 950 /dev/uburma/*): the PCI rule covers them

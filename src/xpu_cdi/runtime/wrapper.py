@@ -41,7 +41,7 @@ _BUNDLE_OPTIONS = ("--bundle", "-bundle", "-b")
 # set with no spec defining its kind means the container asked for cards this
 # host cannot give: refuse it rather than start it without them.  A unit test
 # keeps this table in step with the profiles.
-KNOWN_SELECTION = {"XPU_VISIBLE_DEVICES": "kunlunxin.com/xpu", "CXPU_VISIBLE_DEVICES": "kunlunxin.com/xpu",
+KNOWN_SELECTION = {"CXPU_VISIBLE_DEVICES": "kunlunxin.com/xpu",
                    "ASCEND_VISIBLE_DEVICES": "huawei.com/npu"}
 NONE_VALUES = ("", "void", "none")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

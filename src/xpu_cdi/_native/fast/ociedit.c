@@ -28,7 +28,6 @@
 static const struct {
     const char *var, *kind;
 } known_selection[] = {
-    {"XPU_VISIBLE_DEVICES", "kunlunxin.com/xpu"},
     {"CXPU_VISIBLE_DEVICES", "kunlunxin.com/xpu"},
     {"ASCEND_VISIBLE_DEVICES", "huawei.com/npu"},
 };
