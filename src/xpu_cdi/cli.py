@@ -256,6 +256,7 @@ LAZY_COMMANDS = {
     "watch": ("xpu_cdi.watch", "command", True),
     "topology": ("xpu_cdi.topology_cmd", "command", True),
     "doctor": ("xpu_cdi.doctor.command", "command", True),
+    "system": ("xpu_cdi.devchar", "command", True),
 }
 
 

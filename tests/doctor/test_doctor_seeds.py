@@ -47,7 +47,7 @@ def test_seed_no_driver_zero_cards(node: Node) -> None:
     code, res = node.doctor()
     assert code == 1 and failing(res) == {"driver"}
     r = worst(res, "driver")
-    assert "8 PCI device(s)" in r["found"] and "no card nodes" in r["found"]
+    assert "8 accelerator PCI function(s)" in r["found"] and "no card nodes" in r["found"]
     assert "driver is not loaded" in r["fix"] and "xpu-cdi generate" in r["fix"]
 
 

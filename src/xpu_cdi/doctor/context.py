@@ -51,7 +51,7 @@ class ProfileState:
 
     profile: Profile
     nodes: List[Tuple[int, str, str]]  # (index, host path, container path) of each card node
-    pci: List[Tuple[str, Optional[str]]]  # (address, bound driver) of the vendor's PCI devices
+    pci: List[Tuple[str, Optional[str]]]  # (address, bound driver) of the profile's accelerator functions
     view: Optional[HostView] = None
     error: str = ""  # why full discovery failed
 
@@ -95,8 +95,8 @@ def _read(path: str) -> str:
         return ""
 
 
-def pci_devices(sysfs_root: str) -> List[Tuple[str, str, Optional[str]]]:
-    """``(address, vendor id, bound driver)`` of every non-bridge PCI device in sysfs."""
+def pci_devices(sysfs_root: str) -> List[Tuple[str, str, str, str, Optional[str]]]:
+    """``(address, vendor id, device id, class, bound driver)`` of every non-bridge PCI device in sysfs."""
     base = _discover.host_path(sysfs_root, "/sys/bus/pci/devices")
     try:
         names = sorted(os.listdir(base))
@@ -110,8 +110,18 @@ def pci_devices(sysfs_root: str) -> List[Tuple[str, str, Optional[str]]]:
             continue  # bridges carry no cards
         link = os.path.join(d, "driver")
         driver = os.path.basename(os.readlink(link)) if os.path.islink(link) else None
-        out.append((name, vendor, driver))
+        out.append((name, vendor, _read(os.path.join(d, "device")).lower(),
+                    _read(os.path.join(d, "class")).lower(), driver))
     return out
+
+
+def is_accelerator(profile: Profile, vendor: str, device: str, cls: str) -> bool:
+    """A PCI function is one of *profile*'s cards by its device id or class, never by vendor alone:
+    Huawei's 0x19e5 also makes the NICs, iBMC and SAS controller of every Kunpeng server."""
+    if not profile.pci_vendor or vendor != profile.pci_vendor.lower():
+        return False
+    return device in {d.lower() for d in profile.pci_devices} or \
+        any(cls.startswith(c.lower()) for c in profile.pci_classes)
 
 
 def gather(opts: Options) -> Context:
@@ -130,7 +140,7 @@ def gather(opts: Options) -> Context:
     states = []
     for prof in candidates:
         nodes = card_nodes(prof, opts.roots)
-        mine = [(a, drv) for a, v, drv in pci if prof.pci_vendor and v == prof.pci_vendor.lower()]
+        mine = [(a, drv) for a, v, dev, cls, drv in pci if is_accelerator(prof, v, dev, cls)]
         if not explicit and not nodes and not mine:
             continue
         if not explicit and not nodes and prof.experimental:
