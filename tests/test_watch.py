@@ -193,6 +193,22 @@ class TestRefresh:
         assert refresh.refresh(target(npu_host, cdi, fmt="yaml"), Log()) == 0  # YAML index compares equal
 
 
+class TestFailedProfile:
+    def test_failing_profile_keeps_its_spec(self, host_root: Path, tmp_path: Path) -> None:
+        """A half-loaded Ascend driver (manager node gone) is logged and skipped: its spec stays, the
+        Kunlunxin spec is still refreshed."""
+        host = fakehost.kunlunxin(host_root, cards=2)
+        fakehost.ascend(host_root, cards=1)
+        cdi = tmp_path / "cdi"
+        assert refresh.refresh(target(host, cdi), Log()) == 2
+        os.unlink(host_root / "dev/davinci_manager")
+        log = Log()
+        refresh.refresh(target(host, cdi), log)
+        assert (cdi / "huawei.com-npu.json").exists() and (cdi / "kunlunxin.com-xpu.json").exists()
+        [line] = [ln for ln in log if ln.startswith("skipped: profile 'ascend'")]
+        assert "davinci_manager" in line and not any(ln.startswith("removed") for ln in log)
+
+
 class TestWatcher:
     def make(self, host: fakehost.FakeHost, tmp_path: Path, **kw: Any) -> "tuple[watch.Watcher, Log]":
         log = Log()

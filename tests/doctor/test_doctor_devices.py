@@ -39,7 +39,7 @@ class TestDriver:
         _code, res = node.doctor()
         r = worst(res, "driver")
         assert r["status"] == "fail" and "8 accelerator PCI function(s) of vendor 0x1d22" in r["found"]
-        assert "no driver bound" in r["found"] and "load it" in r["fix"]
+        assert "no driver bound" in r["found"] and "load it (`modprobe kunlun or xpu_driver`" in r["fix"]
 
     def test_fewer_nodes_than_pci_devices_warns(self, node: Node) -> None:
         """A card whose node vanished while its PCI device stays: warn, pointing at dmesg."""
@@ -197,3 +197,24 @@ class TestKunpengServer:
         assert os.readlink(node.root / "dev/char/241:1") == "../davinci1"
         assert "all /dev/char links present" in CliRunner().invoke(main, args).output
         assert worst(node.doctor()[1], "dev-char")["status"] == "ok"
+
+
+class TestSharedNames:
+    def test_another_vendors_render_node_is_not_checked(self, node: Node) -> None:
+        """Hygon DCUs beside an Intel render node whose mode would warn: the Intel node is not Hygon's, so
+        no check of the hygon profile names it."""
+        node.host = fakehost.hygon_host(node.root, cards=2)
+        fakehost.mknod(node.root / "dev/dri/renderD130", fakehost.DRI_MAJOR, 130, 0o600)
+        pci = fakehost.pci_function(node.root, "0000:00:02.0", "0x8086", "0x46a6", "0x030000")
+        fakehost._class_dev(node.root, pci, "drm", "renderD130", fakehost.DRI_MAJOR, 130)
+        fakehost.dev_char_all(node.host)
+        _code, res = node.doctor("--profile", "hygon")
+        assert "renderD130" not in json.dumps([r for r in res if r["check"] != "spec-fresh"])
+        assert worst(res, "device-permissions")["status"] == "ok"
+
+    def test_soc_nodes_not_listed_on_a_server(self, node: Node) -> None:
+        """The 310B-only nodes are not "optional nodes not present" on a 910B server."""
+        node.ascend()
+        _code, res = node.doctor()
+        r = worst(res, "control-nodes")
+        assert r["status"] == "ok" and "ts_aisle" not in r["found"] and "svm0" not in r["found"]

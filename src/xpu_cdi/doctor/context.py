@@ -18,6 +18,7 @@ from ..cdi import registry
 from ..errors import DiscoveryError
 from ..generate import discover as _discover
 from ..generate import profile as _profile
+from ..generate.hostfs import listdir_sorted
 from ..model import HostView, Profile
 from ..runtime import containerd, crio, docker, ocihooks
 
@@ -98,12 +99,8 @@ def _read(path: str) -> str:
 def pci_devices(sysfs_root: str) -> List[Tuple[str, str, str, str, Optional[str]]]:
     """``(address, vendor id, device id, class, bound driver)`` of every non-bridge PCI device in sysfs."""
     base = _discover.host_path(sysfs_root, "/sys/bus/pci/devices")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
     out = []
-    for name in names:
+    for name in listdir_sorted(base):
         d = os.path.join(base, name)
         vendor = _read(os.path.join(d, "vendor")).lower()
         if not vendor or _read(os.path.join(d, "class")).lower().startswith("0x0604"):
@@ -128,7 +125,7 @@ def gather(opts: Options) -> Context:
     """Select the profiles and look at the host once for all checks.
 
     In auto mode (no ``--profile``) a profile is kept when its card nodes or
-    its vendor's PCI devices are present, so "cards in the slots but no
+    its accelerator PCI functions are present, so "cards in the slots but no
     driver" is still diagnosed.
 
     Raises:
@@ -153,5 +150,8 @@ def gather(opts: Options) -> Context:
                 state.error = str(err)
             if state.view is None and not state.error and not mine:
                 continue  # auto: the nodes belong to another vendor's PCI device (/dev/dri/*)
+            if state.view is not None:  # another vendor's nodes under a shared name are not ours to check
+                own = {c.nodes[0].host.path for c in state.view.cards}
+                state.nodes = [n for n in nodes if n[1] in own or _discover.node_kind(n[1]) not in ("c", "b")]
         states.append(state)
     return Context(opts, states, candidates)

@@ -41,9 +41,10 @@ def check_driver(ctx: Context) -> List[Result]:
                             f"driver, {REGEN}"))
         elif not st.nodes:
             bound = f"bound to {', '.join(drivers)}" if drivers else "no driver bound"
+            modprobe = f"`modprobe {' or '.join(prof.modules)}`" if prof.modules else "`modprobe`"
             out.append(fail("driver", f"{name}: {pci} ({', '.join(a for a, _d in st.pci)}; {bound}) "
                                       f"but no card nodes ({where})",
-                            f"the driver is not loaded or did not create the nodes: load it (`modprobe`, "
+                            f"the driver is not loaded or did not create the nodes: load it ({modprobe}, "
                             f"`dmesg` says why it failed), {REGEN}"))
         elif len(st.pci) > len(st.nodes):
             out.append(warn("driver", f"{name}: {len(st.nodes)} card node(s) but {pci}: "
@@ -78,6 +79,8 @@ def _control_paths(st: ProfileState, ctx: Context) -> Tuple[List[str], List[str]
     missing: List[str] = []
     optional: List[str] = []
     for rule in st.profile.control_nodes:
+        if rule.when and not _discover.node_kind(_discover.host_path(ctx.opts.roots.dev, rule.when)):
+            continue  # a product's nodes (310B's), not this host's
         found: List[str] = []
         for alt in rule.paths:
             hp = _discover.host_path(ctx.opts.roots.dev, alt)

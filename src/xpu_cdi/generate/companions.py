@@ -29,12 +29,8 @@ Numbers = Tuple[int, int]
 def _sysfs_entries(roots: _d.Roots, pci: str, subdir: str) -> List[Tuple[str, Optional[Numbers]]]:
     """(name, (major, minor) from its ``dev`` file) of each class device under the PCI function."""
     base = _d.host_path(roots.sysfs, f"/sys/bus/pci/devices/{pci}/{subdir}")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
     out = []
-    for name in names:
+    for name in _d.listdir_sorted(base):
         try:
             with open(os.path.join(base, name, "dev")) as f:
                 major, _, minor = f.read(32).strip().partition(":")

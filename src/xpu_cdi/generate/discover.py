@@ -24,7 +24,7 @@ from ..model import Card, CardRule, DeviceNode, Discovery, HostView, Mount, Prof
 from . import companions as _companions
 from .hostfs import Roots, container_path, has_magic, host_path, node_kind, not_a_node, stat_all
 
-__all__ = ["Roots", "discover", "discover_all", "host_path", "pci_vendor"]
+__all__ = ["Roots", "discover", "discover_all", "host_path", "node_kind", "pci_vendor"]
 
 def _find_cards(profile: Profile, roots: Roots,
                 skipped: List[Tuple[str, str]]) -> List[Tuple[int, str, str, CardRule]]:

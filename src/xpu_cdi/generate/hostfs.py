@@ -77,3 +77,11 @@ def stat_all(paths: Sequence[str], profile: Profile) -> List[NodeInfo]:
                                  f"not a device node: check the driver or the profile's globs")
         infos.append(NodeInfo(path, typ, major, minor, mode, uid, gid))
     return infos
+
+
+def listdir_sorted(path: str) -> List[str]:
+    """The names in a directory (sysfs), sorted; empty when it cannot be listed."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
