@@ -23,8 +23,9 @@ def check_driver(ctx: Context) -> List[Result]:
     """driver: card nodes per profile, against the vendor's PCI devices in sysfs."""
     if not ctx.states:
         vendors = sorted({p.pci_vendor for p in ctx.candidates if p.pci_vendor and not p.experimental})
-        return [fail("driver", f"no accelerator found: no card nodes (looked for {ctx.looked_for()}) and no PCI "
-                               f"device of vendor {', '.join(vendors)} under "
+        return [fail("driver", f"no accelerator found: no card nodes (looked for {ctx.looked_for()}) and no "
+                               f"accelerator PCI function of vendor {', '.join(vendors)} (by the profiles' "
+                               f"device ids and classes) under "
                                f"{_discover.host_path(ctx.opts.roots.sysfs, '/sys/bus/pci/devices')!r}",
                      "check the cards are seated and powered (`lspci -nn`), install the vendor driver and load "
                      "it (`lsmod`, `dmesg`), then run `xpu-cdi generate`")]
@@ -35,8 +36,8 @@ def check_driver(ctx: Context) -> List[Result]:
         drivers = sorted({d for _a, d in st.pci if d})
         pci = f"{len(st.pci)} accelerator PCI function(s) of vendor {prof.pci_vendor}"
         if not st.nodes and not st.pci:
-            out.append(fail("driver", f"{name}: no card nodes ({where}) and no PCI device of vendor "
-                                      f"{prof.pci_vendor or '(unknown)'}",
+            out.append(fail("driver", f"{name}: no card nodes ({where}) and no accelerator PCI function of "
+                                      f"vendor {prof.pci_vendor or '(unknown)'}",
                             f"check the cards are seated (`lspci -nn`), install and load the {prof.description} "
                             f"driver, {REGEN}"))
         elif not st.nodes:
