@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, List, Sequence, Tuple
 
+from .errors import DiscoveryError, SpecError
 from .generate.discover import Roots, host_path
 from .model import HostView
 
@@ -76,7 +77,14 @@ def command() -> Any:
         """Create the /dev/char/MAJOR:MINOR links of every accelerator node (runc's systemd cgroup
         driver needs them to keep device access across a daemon-reload or a driver reload)."""
         roots = cli.roots_of(dev_root, driver_root, sysfs_root)
-        found = cli.plan(profiles, profiles_dir, roots)
+        try:
+            found = cli.plan(profiles, profiles_dir, roots)
+        except DiscoveryError as err:
+            if profiles and list(profiles) != ["auto"]:
+                raise
+            # the refresh service runs this on every host: no cards is not an error here
+            click.echo(f"no accelerator nodes, no links needed ({err})")
+            return
         for _name, failure in found.failures:
             click.echo(f"xpu-cdi: skipped: {failure}", err=True)
         todo = missing(wanted(found.views, roots))
@@ -86,8 +94,6 @@ def command() -> Any:
             try:
                 create(todo)
             except OSError as err:
-                from .errors import SpecError
-
                 raise SpecError(f"cannot create {err.filename!r}: {err.strerror}: run as root") from err
         if not todo:
             click.echo("all /dev/char links present")

@@ -218,3 +218,22 @@ class TestSharedNames:
         _code, res = node.doctor()
         r = worst(res, "control-nodes")
         assert r["status"] == "ok" and "ts_aisle" not in r["found"] and "svm0" not in r["found"]
+
+
+class TestCreateDevCharSymlinks:
+    def test_a_stale_link_is_replaced(self, node: Node) -> None:
+        """A /dev/char link left pointing at an old node (a driver reload moved the numbers) is replaced."""
+        node.host = fakehost.kunpeng_npu_server(node.root, cards=1)
+        stale = node.root / "dev/char/241:0"
+        stale.unlink()
+        stale.symlink_to("../hisi_hdc")
+        r = CliRunner().invoke(main, ["system", "create-dev-char-symlinks", *node.roots])
+        assert r.exit_code == 0 and "241:0 -> ../davinci0" in r.output
+        assert os.readlink(stale) == "../davinci0"
+
+    def test_no_cards_is_not_an_error(self, node: Node) -> None:
+        """The refresh service runs the command on every host: without cards it says so and exits 0."""
+        r = CliRunner().invoke(main, ["system", "create-dev-char-symlinks", *node.roots])
+        assert r.exit_code == 0 and "no accelerator nodes" in r.output
+        explicit = CliRunner().invoke(main, ["system", "create-dev-char-symlinks", "--profile", "ascend", *node.roots])
+        assert explicit.exit_code == 1 and "no cards found" in explicit.output

@@ -57,16 +57,7 @@ def _find_cards(profile: Profile, roots: Roots,
 
 
 def pci_vendor(sysfs_root: str, pci: str) -> Optional[str]:
-    """The PCI vendor id (``0x1d22``) of a device, or None when unreadable."""
-    if sysfs_root in ("", "/"):
-        try:  # on a real host ask udev, which also knows hot-plugged devices
-            import pyudev
-
-            dev = pyudev.Devices.from_name(pyudev.Context(), "pci", pci)
-            value = dev.attributes.get("vendor")
-            return value.decode().strip().lower() if value else None
-        except Exception:  # noqa: BLE001 - udev is a convenience; sysfs below is the truth
-            pass
+    """The PCI vendor id (``0x1d22``) of a device from sysfs, or None when unreadable."""
     try:
         with open(host_path(sysfs_root, f"/sys/bus/pci/devices/{pci}/vendor")) as f:
             return f.read(16).strip().lower()
