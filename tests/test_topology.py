@@ -249,6 +249,22 @@ class TestCommand:
             assert c["switch"] is None and c["path"].startswith("/dev/davinci")
             assert (c["pci"], c["numa_node"], c["topology"]) == (None, None, "unknown")
 
+    def test_ascend_human_output_says_unknown(self, npu_host: fakehost.FakeHost, runner: CliRunner) -> None:
+        """The human form names the kind, its cards and why the topology is unknown: no invented groups."""
+        res = runner.invoke(main, ["topology", *npu_host.cli_roots])
+        assert res.exit_code == 0
+        assert res.stdout.startswith("huawei.com/npu: 4 card(s), topology unknown: the Ascend driver registers")
+        assert "switch" not in res.stdout
+
+    def test_a_failing_profile_is_skipped_with_status_4(self, host_root: Path, runner: CliRunner) -> None:
+        """Kunlunxin cards plus a half-loaded Ascend: the Kunlunxin topology is printed, the Ascend failure is
+        one line on stderr, the exit status says a profile failed."""
+        host = fakehost.kunlunxin(host_root, cards=2)
+        fakehost.ascend(host_root, cards=1, manager=False)
+        res = runner.invoke(main, ["topology", *host.cli_roots])
+        assert res.exit_code == 4 and res.stdout.startswith("kunlunxin.com/xpu: 2 card(s)")
+        assert "skipped: profile 'ascend'" in res.stderr
+
     def test_labels_and_preferred(self, xpu_host: fakehost.FakeHost, runner: CliRunner) -> None:
         """--labels prints key=value lines; --preferred prints the chosen names."""
         labels = runner.invoke(main, ["topology", *xpu_host.cli_roots, "--labels"]).stdout.splitlines()

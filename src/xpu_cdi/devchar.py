@@ -13,6 +13,7 @@ problem for its nodes; this is the same idea for our profiles.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, List, Sequence, Tuple
 
 from .errors import DiscoveryError, SpecError
@@ -97,6 +98,8 @@ def command() -> Any:
                 raise SpecError(f"cannot create {err.filename!r}: {err.strerror}: run as root") from err
         if not todo:
             click.echo("all /dev/char links present")
+        if found.failures:
+            sys.exit(cli.PROFILE_FAILED)
 
     system.add_command(cli.subcommand("create-dev-char-symlinks", run, (
         click.option("--dry-run", is_flag=True, help="Print the links that would be created; change nothing."),)))

@@ -4,6 +4,7 @@ text, JSON for device plugins, node labels, or a preferred allocation."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import click
@@ -73,7 +74,7 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     Multi-card jobs run fastest on cards behind one PCIe switch; device
     plugins can use --json or --preferred for GetPreferredAllocation.
     """
-    from .cli import plan, roots_of
+    from .cli import PROFILE_FAILED, plan, roots_of
 
     if available is not None and size is None:
         raise click.UsageError("--available only makes sense with --preferred N")
@@ -82,6 +83,18 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     for _name, failure in found.failures:
         click.echo(f"xpu-cdi: skipped: {failure}", err=True)
     topo = [c for view in found.views for c in _topology.cards(view, roots.sysfs)]
+    show(topo, as_json, as_labels, size, available)
+    if found.failures:
+        sys.exit(PROFILE_FAILED)
+
+
+def show(topo: Sequence[_topology.TopoCard], as_json: bool, as_labels: bool, size: Optional[int],
+         available: Optional[str]) -> None:
+    """Print *topo* in the form the options ask for.
+
+    Raises:
+        SelectionError: --preferred over cards of several kinds.
+    """
     if size is not None:
         kinds = sorted({c.kind for c in topo})
         if len(kinds) > 1:
