@@ -8,9 +8,7 @@ with its error kept for the checks that need it.
 
 from __future__ import annotations
 
-import glob as _glob
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -76,15 +74,8 @@ class Context:
 def card_nodes(profile: Profile, roots: _discover.Roots) -> List[Tuple[int, str, str]]:
     """``(index, host path, container path)`` of every card node of *profile*, by index."""
     found: Dict[int, Tuple[int, str, str]] = {}
-    for rule in profile.cards:
-        rx = re.compile(rule.index_regex)
-        for hostp in sorted(_glob.glob(_discover.host_path(roots.dev, rule.glob))):
-            rel = hostp if roots.dev in ("", "/") else "/" + os.path.relpath(hostp, roots.dev)
-            m = rx.match(rel)
-            if m:
-                index = int(m.group(1)) - rule.index_base
-                found.setdefault(index, (index, hostp, rule.container_path.format(index=index)
-                                         if rule.container_path else rel))
+    for index, hostp, cpath, _rule in _discover.card_matches(profile, roots):
+        found.setdefault(index, (index, hostp, cpath))  # doctor reports duplicates and odd entries itself
     return [found[i] for i in sorted(found)]
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .. import resolver
 from ..errors import DiscoveryError
@@ -24,7 +24,22 @@ from ..model import Card, CardRule, DeviceNode, Discovery, HostView, Mount, Prof
 from . import companions as _companions
 from .hostfs import Roots, container_path, has_magic, host_path, node_kind, not_a_node, stat_all
 
-__all__ = ["Roots", "discover", "discover_all", "host_path", "node_kind", "pci_vendor"]
+__all__ = ["Roots", "card_matches", "discover", "discover_all", "host_path", "node_kind", "pci_vendor"]
+
+def card_matches(profile: Profile, roots: Roots) -> Iterator[Tuple[int, str, str, CardRule]]:
+    """(index, host path, container path, rule) of every path the card rules match, whatever it is."""
+    for rule in profile.cards:
+        rx = re.compile(rule.index_regex)
+        for hostp in sorted(_glob.glob(host_path(roots.dev, rule.glob))):
+            rel = container_path(roots.dev, hostp)
+            m = rx.match(rel)
+            if not m:
+                continue
+            group = m.group("index") if "index" in rx.groupindex else m.group(1)
+            index = int(group) - rule.index_base
+            if index >= 0:
+                yield index, hostp, rule.container_path.format(index=index) if rule.container_path else rel, rule
+
 
 def _find_cards(profile: Profile, roots: Roots,
                 skipped: List[Tuple[str, str]]) -> List[Tuple[int, str, str, CardRule]]:
@@ -33,26 +48,15 @@ def _find_cards(profile: Profile, roots: Roots,
     Matches that are not device nodes land in *skipped* as (kind, note).
     """
     found: Dict[int, Tuple[int, str, str, CardRule]] = {}
-    for rule in profile.cards:
-        rx = re.compile(rule.index_regex)
-        for hostp in sorted(_glob.glob(host_path(roots.dev, rule.glob))):
-            rel = container_path(roots.dev, hostp)
-            m = rx.match(rel)
-            if not m:
-                continue
-            kind = node_kind(hostp)
-            if kind not in ("c", "b"):
-                skipped.append((kind, not_a_node(rel, kind)))
-                continue
-            group = m.group("index") if "index" in rx.groupindex else m.group(1)
-            index = int(group) - rule.index_base
-            if index < 0:
-                continue
-            cpath = rule.container_path.format(index=index) if rule.container_path else rel
-            if index in found:
-                raise DiscoveryError(f"profile {profile.name!r}: {found[index][1]!r} and {hostp!r} "
-                                     f"both claim card index {index}: remove one layout from the profile")
-            found[index] = (index, hostp, cpath, rule)
+    for index, hostp, cpath, rule in card_matches(profile, roots):
+        kind = node_kind(hostp)
+        if kind not in ("c", "b"):
+            skipped.append((kind, not_a_node(container_path(roots.dev, hostp), kind)))
+            continue
+        if index in found:
+            raise DiscoveryError(f"profile {profile.name!r}: {found[index][1]!r} and {hostp!r} "
+                                 f"both claim card index {index}: remove one layout from the profile")
+        found[index] = (index, hostp, cpath, rule)
     return [found[i] for i in sorted(found)]
 
 
