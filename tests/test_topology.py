@@ -256,6 +256,12 @@ class TestCommand:
         assert res.stdout.startswith("huawei.com/npu: 4 card(s), topology unknown: the Ascend driver registers")
         assert "switch" not in res.stdout
 
+    def test_ascend_labels_claim_no_topology(self, npu_host: fakehost.FakeHost, runner: CliRunner) -> None:
+        """--labels for cards sysfs cannot place: the count and topology=unknown, no NUMA or switch guess."""
+        res = runner.invoke(main, ["topology", *npu_host.cli_roots, "--labels"])
+        assert res.exit_code == 0
+        assert res.stdout.splitlines() == ["xpu-cdi.io/npu.count=4", "xpu-cdi.io/npu.topology=unknown"]
+
     def test_a_failing_profile_is_skipped_with_status_4(self, host_root: Path, runner: CliRunner) -> None:
         """Kunlunxin cards plus a half-loaded Ascend: the Kunlunxin topology is printed, the Ascend failure is
         one line on stderr, the exit status says a profile failed."""

@@ -225,7 +225,8 @@ def labels(topo: Sequence[TopoCard]) -> Tuple[Dict[str, str], List[str]]:
 
     ``switch-groups`` lists the cards behind each switch (``0-3_4-7``: groups
     join with ``_``); ``max-switch-group`` is the biggest job that fits under
-    one switch, for node affinity.
+    one switch, for node affinity.  A kind whose cards sysfs cannot place
+    (Ascend: no parent device) gets only ``count`` and ``topology=unknown``.
 
     Returns:
         ``(labels, notes)``: a note for each label left out because its value
@@ -238,6 +239,10 @@ def labels(topo: Sequence[TopoCard]) -> Tuple[Dict[str, str], List[str]]:
         mine = [c for c in topo if c.kind == kind]
         grp = groups(mine)
         prefix = f"{ANNOTATION_PREFIX}{kind.partition('/')[2]}."
+        if any(c.pci is None for c in mine):  # no NUMA or switch facts for some card: claim none
+            out[prefix + "count"] = str(len(mine))
+            out[prefix + "topology"] = "unknown"
+            continue
         facts = {
             "count": str(len(mine)),
             "numa-nodes": str(len({c.numa_node for c in mine})),
