@@ -11,7 +11,7 @@ import _contract
 with atheris.instrument_imports():
     from xpu_cdi.hook import select
 
-VARS = ["XPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "OTHER"]
+VARS = ["CXPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "OTHER"]
 
 
 def one_input(data: bytes) -> None:

@@ -15,7 +15,7 @@ with atheris.instrument_imports():
 
 
 STATE = {"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": "/b"}
-CONFIG = {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=1"]}}
+CONFIG = {"root": {"path": "rootfs"}, "process": {"env": ["CXPU_VISIBLE_DEVICES=1"]}}
 
 
 def one_input(data: bytes) -> None:

@@ -28,7 +28,7 @@ def setup() -> None:
         f.write(spec)
     with open(os.path.join(SPECS, "kunlunxin.com-xpu.json.xpu-cdi"), "w") as f:
         json.dump({"xpuCdiIndex": 1, "kind": "kunlunxin.com/xpu",
-                   "selection": {"env": ["XPU_VISIBLE_DEVICES"], "aliases": None, "none": ["", "void"]},
+                   "selection": {"env": ["CXPU_VISIBLE_DEVICES"], "aliases": None, "none": ["", "void"]},
                    "indices": {str(i): str(i) for i in range(8)}, "all": "all"}, f)
 
 

@@ -39,11 +39,11 @@ def seeds() -> Dict[str, List[bytes]]:
     state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1,
                         "bundle": "/tmp/bundle", "annotations": {"cdi.k8s.io/p_1": "kunlunxin.com/xpu=1"}}).encode()
     config = json.dumps({"ociVersion": "1.0.2", "root": {"path": "rootfs"},
-                         "process": {"env": ["PATH=/bin", "XPU_VISIBLE_DEVICES=1,3"], "args": ["true"]},
+                         "process": {"env": ["PATH=/bin", "CXPU_VISIBLE_DEVICES=1,3"], "args": ["true"]},
                          "annotations": {"cdi.k8s.io/p_1": "kunlunxin.com/xpu=1"}}).encode()
     deep = b"[" * 3000  # past the interpreter's recursion limit: parsers must refuse it as ours
     return {
-        "fuzz_select": [index + b"XPU_VISIBLE_DEVICES=0-3"],
+        "fuzz_select": [index + b"CXPU_VISIBLE_DEVICES=0-3"],
         "fuzz_names": [b"cdi.k8s.io/p_1kunlunxin.com/xpu=0", b"huawei.com/npu=all"],
         "fuzz_specdir": specs + good + [deep],
         "fuzz_validate": specs + good + [deep],

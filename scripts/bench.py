@@ -131,7 +131,7 @@ def hook_variants(work: Path) -> Dict[str, Sample]:
     subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
                     "--hook-path", str(hook)], check=True, capture_output=True)
     env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"XPU_CDI_SPEC_DIRS={specs}"]
-    eight = ["XPU_VISIBLE_DEVICES=0-7"]
+    eight = ["CXPU_VISIBLE_DEVICES=0-7"]
     log = work / "hook.log"
     forms = {"true": ("/bin/true", ["true"], eight),
              "python": (os.path.realpath(sys.executable), ["python3", "-I", "-S", "-c", "pass"], eight),
@@ -212,10 +212,10 @@ def hook_direct_variants(work: Path) -> Dict[str, Sample]:
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "XPU_CDI_SPEC_DIRS": str(specs)}
     log = work / "direct-hook.log"
     out: Dict[str, Sample] = {}
-    for name, (path, cenv) in {"true": ("/bin/true", ["XPU_VISIBLE_DEVICES=0-7"]),
-                               "fast8": (str(hook), ["XPU_VISIBLE_DEVICES=0-7"]),
+    for name, (path, cenv) in {"true": ("/bin/true", ["CXPU_VISIBLE_DEVICES=0-7"]),
+                               "fast8": (str(hook), ["CXPU_VISIBLE_DEVICES=0-7"]),
                                "fast0": (str(hook), []),
-                               "py8": (f"{hook}.py", ["XPU_VISIBLE_DEVICES=0-7"])}.items():
+                               "py8": (f"{hook}.py", ["CXPU_VISIBLE_DEVICES=0-7"])}.items():
         b = runtimes.Bundle(work)
         b.set_process(["true"], env=cenv)
         b.write()
@@ -265,7 +265,7 @@ def hook_inside_variants(work: Path) -> Dict[str, Sample]:
                     "--hook-path", str(hook)], check=True, capture_output=True)
     env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"XPU_CDI_SPEC_DIRS={specs}"]
     ldcache = ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64"]
-    eight = ["XPU_VISIBLE_DEVICES=0-7"]
+    eight = ["CXPU_VISIBLE_DEVICES=0-7"]
     forms = {"true": ("createContainer", "/bin/true", ["true"], [], False),
              "ldcache": ("createContainer", str(hook), ldcache, [], False),
              "ldconfig": ("createContainer", str(hook), ldcache, [], True),
@@ -305,7 +305,7 @@ def wrapper_variants(work: Path) -> Dict[str, Sample]:
     fast = str(work / "xpu-container-runtime")
     launcher.install(fast)
     env = dict(os.environ, XPU_CDI_SPEC_DIRS=str(specs))
-    eight = ["XPU_VISIBLE_DEVICES=0-7"]
+    eight = ["CXPU_VISIBLE_DEVICES=0-7"]
     forms = {"runc": ("runc", eight), "runc8": ("runc", eight), "fast8": (fast, eight), "fast0": (fast, []),
              # the Python implementation on its own (what the front end execs for the rest)
              "py8": (f"{fast}.py", eight), "py0": (f"{fast}.py", [])}

@@ -7,7 +7,7 @@
    it sees: the node, that the cgroup allows it (ENXIO, not EPERM), the
    read-only driver mount;
 4. run a busybox bundle under runc with the xpu-cdi-hook prestart hook and
-   XPU_VISIBLE_DEVICES=1,3 (the path for runtimes without CDI).
+   CXPU_VISIBLE_DEVICES=1,3 (the path for runtimes without CDI).
 
 Everything is removed at the end, even on failure.
 """
@@ -32,7 +32,7 @@ KIND = f"{VENDOR}/xpu"
 INSIDE = ("echo '--- nodes:'; ls -l /dev/xpu*; "
           "echo '--- write to /dev/xpu3 (ENXIO = cgroup allows it, no driver behind the fake node):'; "
           "(echo x > /dev/xpu3) 2>&1; "
-          "echo '--- driver mount:'; grep ' /usr/local/xpu ' /proc/mounts; cat /usr/local/xpu/version.txt; "
+          "echo '--- driver mount:'; grep ' /usr/local/xpu ' /proc/mounts; cat /usr/local/xpu/version; "
           "ls /usr/local/xpu/lib64; true")
 
 
@@ -72,11 +72,11 @@ def main() -> None:
         if r.returncode != 0 or "No such device or address" not in r.stdout:
             raise SystemExit("demo: the container did not get card 3")
 
-        step("runc + xpu-cdi-hook prestart, XPU_VISIBLE_DEVICES=1,3 (runtimes without CDI)")
+        step("runc + xpu-cdi-hook prestart, CXPU_VISIBLE_DEVICES=1,3 (runtimes without CDI)")
         specs = work / "cdi"
         run([BIN / "xpu-cdi", "generate", *host.cli_roots, "--spec-dir", specs])
         bundle = runtimes.Bundle(work)
-        bundle.set_process(["sh", "-c", INSIDE.replace("xpu3", "xpu1")], env=["XPU_VISIBLE_DEVICES=1,3"])
+        bundle.set_process(["sh", "-c", INSIDE.replace("xpu3", "xpu1")], env=["CXPU_VISIBLE_DEVICES=1,3"])
         log = work / "hook.log"
         bundle.add_hook("prestart", str(BIN / "xpu-cdi-hook"), ["xpu-cdi-hook", "prestart", "--log", str(log)],
                         env=[f"XPU_CDI_SPEC_DIRS={specs}"])

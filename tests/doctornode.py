@@ -36,12 +36,17 @@ class Node:
         fakehost.write(path, "#!/bin/sh\nexit 0\n", 0o755)
         return path
 
-    def kunlunxin(self, **kw: Any) -> fakehost.FakeHost:
+    def kunlunxin(self, dev_char: bool = True, **kw: Any) -> fakehost.FakeHost:
+        """The host with udev's /dev/char links unless *dev_char* is false."""
         self.host = fakehost.kunlunxin(self.root, **kw)
+        if dev_char:
+            fakehost.dev_char_all(self.host)
         return self.host
 
-    def ascend(self, **kw: Any) -> fakehost.FakeHost:
+    def ascend(self, dev_char: bool = True, **kw: Any) -> fakehost.FakeHost:
         self.host = fakehost.ascend(self.root, **kw)
+        if dev_char:
+            fakehost.dev_char_all(self.host)
         return self.host
 
     @property

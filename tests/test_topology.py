@@ -64,8 +64,19 @@ class TestRead:
         assert [[c.name for c in g] for g in topology.groups(read(xpu_host))] == [["0", "1", "2", "3"],
                                                                                   ["4", "5", "6", "7"]]
 
-    def test_cards_on_root_ports_have_no_switch(self, npu_host: fakehost.FakeHost) -> None:
-        """Ascend cards straight on root ports: switch null, one group each."""
+    def test_ascend_placement_is_unknown_not_guessed(self, npu_host: fakehost.FakeHost) -> None:
+        """The Ascend driver registers davinciN without a parent: no PCI address, NUMA node or switch is
+        invented (the NPUs' PCI functions are in sysfs, but nothing says which node is which), and the
+        reason names the documented source."""
+        topo = read(npu_host, "ascend")
+        assert [(c.pci, c.numa_node, c.switch) for c in topo] == [(None, None, None)] * 4
+        assert all("dcmi_get_device_pcie_info_v2" in c.unknown for c in topo)
+        assert topo[0].to_dict()["topology"] == "unknown"
+
+    def test_cards_on_root_ports_have_no_switch(self, host_root: Path) -> None:
+        """Ascend cards straight on root ports (a driver that did register a parent): switch null,
+        one group each."""
+        npu_host = fakehost.ascend(host_root, 4, parent=True)
         topo = read(npu_host, "ascend")
         assert [c.switch for c in topo] == [None] * 4
         assert [c.root_port for c in topo] == [npu_host.root_port[i] for i in range(4)]
@@ -235,7 +246,30 @@ class TestCommand:
         assert [c["name"] for c in cards] == ["0", "1", "2", "3"]
         for c in cards:
             assert {"name", "path", "pci", "numa_node", "switch"} <= set(c)
-            assert c["switch"] is None and c["path"].startswith("/dev/davinci") and c["numa_node"] == 0
+            assert c["switch"] is None and c["path"].startswith("/dev/davinci")
+            assert (c["pci"], c["numa_node"], c["topology"]) == (None, None, "unknown")
+
+    def test_ascend_human_output_says_unknown(self, npu_host: fakehost.FakeHost, runner: CliRunner) -> None:
+        """The human form names the kind, its cards and why the topology is unknown: no invented groups."""
+        res = runner.invoke(main, ["topology", *npu_host.cli_roots])
+        assert res.exit_code == 0
+        assert res.stdout.startswith("huawei.com/npu: 4 card(s), topology unknown: the Ascend driver registers")
+        assert "switch" not in res.stdout
+
+    def test_ascend_labels_claim_no_topology(self, npu_host: fakehost.FakeHost, runner: CliRunner) -> None:
+        """--labels for cards sysfs cannot place: the count and topology=unknown, no NUMA or switch guess."""
+        res = runner.invoke(main, ["topology", *npu_host.cli_roots, "--labels"])
+        assert res.exit_code == 0
+        assert res.stdout.splitlines() == ["xpu-cdi.io/npu.count=4", "xpu-cdi.io/npu.topology=unknown"]
+
+    def test_a_failing_profile_is_skipped_with_status_4(self, host_root: Path, runner: CliRunner) -> None:
+        """Kunlunxin cards plus a half-loaded Ascend: the Kunlunxin topology is printed, the Ascend failure is
+        one line on stderr, the exit status says a profile failed."""
+        host = fakehost.kunlunxin(host_root, cards=2)
+        fakehost.ascend(host_root, cards=1, manager=False)
+        res = runner.invoke(main, ["topology", *host.cli_roots])
+        assert res.exit_code == 4 and res.stdout.startswith("kunlunxin.com/xpu: 2 card(s)")
+        assert "skipped: profile 'ascend'" in res.stderr
 
     def test_labels_and_preferred(self, xpu_host: fakehost.FakeHost, runner: CliRunner) -> None:
         """--labels prints key=value lines; --preferred prints the chosen names."""

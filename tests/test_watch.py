@@ -102,13 +102,41 @@ class TestClassify:
         assert watch.classify("change", ev, self.m) is None
 
     def test_module_any_or_named(self) -> None:
-        """Any module (re)load is relevant unless --module narrows the set."""
+        """The profiles' driver modules are relevant (any module when no profile or --module names one)."""
         ev = {"SUBSYSTEM": "module", "DEVPATH": "/module/kunlun"}
         assert watch.classify("add", ev, self.m) == "add module kunlun"
+        assert watch.classify("add", {"SUBSYSTEM": "module", "DEVPATH": "/module/e1000e"}, self.m) is None
+        assert watch.classify("add", {"SUBSYSTEM": "module", "DEVPATH": "/module/e1000e"},
+                              watch.Matchers.of([])) == "add module e1000e"
         only = watch.Matchers.of([], ["drv_davinci_intf"])
         assert watch.classify("add", ev, only) is None
         assert watch.classify("remove", {"SUBSYSTEM": "module", "DEVPATH": "/module/drv_davinci_intf"},
                               only) == "remove module drv_davinci_intf"
+
+
+class TestProfileFacts:
+    def test_watch_files_come_from_the_profiles(self) -> None:
+        """Kunlunxin's XRE version file is /usr/local/xpu/version (no version.txt) and the driver's
+        /proc/xpu/version; Ascend's is version.info; the kernel's module list comes first."""
+        files = watch.watch_files(profile.select(None, NO_ADMIN), ["/opt/site/version"])
+        assert files[0] == "/lib/modules/%v/modules.dep" and files[-1] == "/opt/site/version"
+        assert {"/usr/local/xpu/version", "/proc/xpu/version", "/usr/local/Ascend/driver/version.info"} <= set(files)
+        assert not any(f.endswith("version.txt") for f in files)
+
+    def test_an_admin_profile_adds_a_watch_file(self, tmp_path: Path) -> None:
+        """A site's profile in profiles.d names its own version file: watch follows it, no code change."""
+        (tmp_path / "k.yaml").write_text(
+            "name: kunlunxin\nvendor: kunlunxin.com\nclass: xpu\n"
+            "cards: [{glob: '/dev/xpu[0-9]*', index: '^/dev/xpu([0-9]+)$'}]\n"
+            "watch_files: [/opt/xre/VERSION]\nmodules: [kunlun_site]\n")
+        profs = profile.select(["kunlunxin"], [str(tmp_path)])
+        assert "/opt/xre/VERSION" in watch.watch_files(profs)
+        assert watch.Matchers.of(profs).modules == frozenset({"kunlun_site"})
+
+    def test_companion_nodes_are_matched(self) -> None:
+        """A uevent for a per-card companion node (Gaudi's accel_controlD3) asks for a refresh."""
+        m = watch.Matchers.of([profile.select(["gaudi"], NO_ADMIN)[0]])
+        assert watch.classify("add", {"DEVNAME": "accel/accel_controlD3"}, m) == "add /dev/accel/accel_controlD3"
 
 
 class TestRefresh:
@@ -165,10 +193,26 @@ class TestRefresh:
         assert refresh.refresh(target(npu_host, cdi, fmt="yaml"), Log()) == 0  # YAML index compares equal
 
 
+class TestFailedProfile:
+    def test_failing_profile_keeps_its_spec(self, host_root: Path, tmp_path: Path) -> None:
+        """A half-loaded Ascend driver (manager node gone) is logged and skipped: its spec stays, the
+        Kunlunxin spec is still refreshed."""
+        host = fakehost.kunlunxin(host_root, cards=2)
+        fakehost.ascend(host_root, cards=1)
+        cdi = tmp_path / "cdi"
+        assert refresh.refresh(target(host, cdi), Log()) == 2
+        os.unlink(host_root / "dev/davinci_manager")
+        log = Log()
+        refresh.refresh(target(host, cdi), log)
+        assert (cdi / "huawei.com-npu.json").exists() and (cdi / "kunlunxin.com-xpu.json").exists()
+        [line] = [ln for ln in log if ln.startswith("skipped: profile 'ascend'")]
+        assert "davinci_manager" in line and not any(ln.startswith("removed") for ln in log)
+
+
 class TestWatcher:
     def make(self, host: fakehost.FakeHost, tmp_path: Path, **kw: Any) -> "tuple[watch.Watcher, Log]":
         log = Log()
-        version = host.path("/usr/local/xpu/version.txt")
+        version = host.path("/usr/local/xpu/version")
         w = watch.Watcher(target(host, tmp_path / "cdi"), [str(version)], log,
                           **dict(dict(debounce=0.15, poll_interval=0.05, max_delay=5.0), **kw))
         return w, log
@@ -224,7 +268,7 @@ class TestWatcher:
             os.unlink(xpu_host.path(f"/dev/xpu{i}"))
             fakehost.mknod(xpu_host.path(f"/dev/xpu{i}"), 242, i)
         time.sleep(0.2)  # the node changes alone trigger nothing: no uevent reached the fake monitor
-        xpu_host.path("/usr/local/xpu/version.txt").write_text("XRE 5.0.22\n")
+        xpu_host.path("/usr/local/xpu/version").write_text("version:5.0.22\n")
         time.sleep(0.8)
         w.stop.set()
         t.join(3)
@@ -241,7 +285,7 @@ class TestWatcher:
         self.wait_runs(w, 1)
         spec_file = tmp_path / "cdi/kunlunxin.com-xpu.json"
         first = ident(spec_file)
-        version = xpu_host.path("/usr/local/xpu/version.txt")
+        version = xpu_host.path("/usr/local/xpu/version")
         version.write_text(version.read_text())
         os.utime(version, ns=(time.time_ns(), time.time_ns() + 10**9))
         time.sleep(0.6)

@@ -32,7 +32,7 @@ def spec(cards: int = 4) -> Dict[str, Any]:
 def index(cards: int = 4) -> Dict[str, Any]:
     """The hook index `generate` writes beside that spec."""
     return {"xpuCdiIndex": 1, "kind": KIND, "profile": "kunlunxin",
-            "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
+            "selection": {"env": ["CXPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
                           "none": ["", "void", "none"]},
             "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json",
             "knownSelection": {"XPU_VISIBLE_DEVICES": KIND, "CXPU_VISIBLE_DEVICES": KIND,

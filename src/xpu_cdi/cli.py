@@ -21,9 +21,11 @@ from .generate import discover as _discover
 from .generate import edits as _edits
 from .generate import profile as _profile
 from .generate import spec as _spec
+from .model import Discovery
 
 # click uses 2 for usage errors; every other XpuCdiError not listed is 1.
 EXIT_CODES = {errors.ProfileError: 3, errors.SpecError: 5}
+PROFILE_FAILED = 4  # --profile auto: a profile failed and was skipped; the others' specs were written
 
 
 def exit_code(err: errors.XpuCdiError) -> int:
@@ -103,8 +105,8 @@ def roots_of(dev_root: str, driver_root: str, sysfs_root: str) -> _discover.Root
     return _discover.Roots(os.path.abspath(dev_root), os.path.abspath(driver_root), os.path.abspath(sysfs_root))
 
 
-def plan(profiles: Sequence[str], profiles_dir: Sequence[str], roots: _discover.Roots) -> List[Any]:
-    """Profiles -> host views (the first two steps of the generate flow)."""
+def plan(profiles: Sequence[str], profiles_dir: Sequence[str], roots: _discover.Roots) -> Discovery:
+    """Profiles -> host views and failed profiles (the first two steps of the generate flow)."""
     chosen = _profile.select(list(profiles) or None, profiles_dir)
     auto = not profiles or list(profiles) == ["auto"]
     return _discover.discover_all(chosen, roots, auto=auto)
@@ -148,7 +150,10 @@ def generate(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
     opts = _spec.SpecOptions(edit=_edits.EditOptions(hook_path=hook, ld_library_path_env=ld_library_path_env),
                              name_strategies=strategies or ("index",), all_device=not no_all_device,
                              vendor=vendor, device_class=device_class)
-    views = plan(profiles, profiles_dir, roots_of(dev_root, driver_root, sysfs_root))
+    found = plan(profiles, profiles_dir, roots_of(dev_root, driver_root, sysfs_root))
+    for _name, failure in found.failures:
+        click.echo(f"xpu-cdi: skipped: {failure}", err=True)
+    views = found.views
     if output and len(views) > 1:
         kinds = ", ".join(v.profile.kind for v in views)
         raise errors.SpecError(f"--output takes one kind but cards of several were found ({kinds}): "
@@ -179,6 +184,8 @@ def generate(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
         click.echo(f"wrote {path}: {summary}")
     if stale:
         sys.exit(1)
+    if found.failures:  # the specs of the others are written; the status still says one failed
+        sys.exit(PROFILE_FAILED)
 
 
 def _report_check(path: str, spec: Any) -> int:
@@ -249,6 +256,7 @@ LAZY_COMMANDS = {
     "watch": ("xpu_cdi.watch", "command", True),
     "topology": ("xpu_cdi.topology_cmd", "command", True),
     "doctor": ("xpu_cdi.doctor.command", "command", True),
+    "system": ("xpu_cdi.devchar", "command", True),
 }
 
 

@@ -21,6 +21,22 @@ class NodeRule:
     paths: Tuple[str, ...]
     container_path: Optional[str] = None
     optional: bool = False
+    when: Optional[str] = None  # only on hosts where this node exists (a product's marker node)
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A node that belongs to one card and goes into that card's CDI device only.
+
+    Either ``path`` is a template with ``{index}`` (``/dev/commu{index}``,
+    a glob after formatting), or ``sysfs`` names a class directory under the
+    card's PCI function (``drm``) whose entries become nodes at ``path``
+    formatted with ``{name}`` (``/dev/dri/{name}``).
+    """
+
+    path: str
+    sysfs: Optional[str] = None
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -31,6 +47,10 @@ class CardRule:
     index_regex: str
     container_path: Optional[str] = None  # template with {index}; default: same path
     index_base: int = 0  # subtracted from the number the regex reads
+    companions: Tuple[Companion, ...] = ()
+    # generic node names (/dev/dri/renderD*, /dev/accel/accel*) are anyone's:
+    # only a node whose PCI function is of the profile's vendor is a card
+    require_pci_vendor: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,17 @@ class Profile:
     selection: Selection = field(default_factory=Selection)
     pci_vendor: Optional[str] = None
     pci_devices: Tuple[str, ...] = ()
+    # PCI classes (``0x1200``: processing accelerator) that make a function of
+    # the vendor an accelerator even when its device id is not listed
+    pci_classes: Tuple[str, ...] = ("0x1200",)
+    watch_files: Tuple[str, ...] = ()  # driver/runtime version files; %v = kernel release
+    modules: Tuple[str, ...] = ()  # kernel modules of the driver
+    # the driver makes its nodes owned by its run user (Ascend's HwHiAiUser):
+    # by design, so doctor names the group a container user needs instead of failing
+    driver_owned_nodes: bool = False
+    # why sysfs cannot place this kind's cards on the PCIe tree (the driver
+    # registers them without a parent): topology is then "unknown", never guessed
+    topology_unknown: str = ""
 
     @property
     def kind(self) -> str:
@@ -137,3 +168,12 @@ class HostView:
     mounts: Tuple[Mount, ...] = ()
     library_dirs: Tuple[str, ...] = ()  # container paths of library dirs that exist
     notes: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What ``--profile auto`` found: a view per profile that applies, and
+    one line per profile that failed (reported and skipped, never fatal to the others)."""
+
+    views: Tuple[HostView, ...]
+    failures: Tuple[Tuple[str, str], ...] = ()  # (profile name, what went wrong and the fix)

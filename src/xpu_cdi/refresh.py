@@ -20,7 +20,7 @@ from . import atomic
 from .errors import DiscoveryError, SpecError
 from .generate import check as _check
 from .generate import spec as _spec
-from .model import HostView, Profile
+from .model import Discovery, Profile
 
 Log = Callable[[str], None]
 
@@ -34,7 +34,7 @@ class Target:
     recognising specs of kinds that vanished).
     """
 
-    plan: Callable[[], List[HostView]]
+    plan: Callable[[], Discovery]
     select: Callable[[], List[Profile]]
     spec_dir: str
     fmt: str
@@ -115,10 +115,16 @@ def refresh(target: Target, log: Log) -> int:
 
 def _refresh(target: Target, log: Log) -> int:
     try:
-        views = target.plan()
+        found = target.plan()
     except DiscoveryError:
-        views = []  # no cards at all: not an error for a watcher
-    watched = frozenset(p.name for p in target.select())
+        found = Discovery(())  # no cards at all: not an error for a watcher
+    for _name, failure in found.failures:
+        log(f"skipped: {failure}")
+    views = found.views
+    # a profile that failed this time keeps its spec: its cards may only be
+    # half-loaded, and removing the spec would fail containers that run fine
+    failed = {name for name, _f in found.failures}
+    watched = frozenset(p.name for p in target.select() if p.name not in failed)
     manifest = set(read_manifest(target.manifest))
     changes = 0
     keep = set()

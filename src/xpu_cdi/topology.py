@@ -44,12 +44,17 @@ class TopoCard:
     switch: Optional[str] = None  # PCI address of the closest upstream switch port
     root_port: Optional[str] = None
     link: Tuple[Tuple[str, str], ...] = ()  # sysfs link attributes that exist
+    unknown: str = ""  # why the placement is unknown (the profile's topology_unknown), when it is
 
     def to_dict(self) -> Dict[str, Any]:
         """The card as ``topology --json`` prints it."""
-        return {"name": self.name, "kind": self.kind, "device": f"{self.kind}={self.name}",
-                "path": self.path, "pci": self.pci, "numa_node": self.numa_node,
-                "switch": self.switch, "root_port": self.root_port, "link": dict(self.link)}
+        out = {"name": self.name, "kind": self.kind, "device": f"{self.kind}={self.name}",
+               "path": self.path, "pci": self.pci, "numa_node": self.numa_node,
+               "switch": self.switch, "root_port": self.root_port, "link": dict(self.link)}
+        if self.unknown and self.pci is None:
+            out["topology"] = "unknown"
+            out["why"] = self.unknown
+        return out
 
 
 def pci_chain(sysfs_root: str, pci: str) -> List[str]:
@@ -135,7 +140,8 @@ def cards(view: HostView, sysfs_root: str, kind: Optional[str] = None) -> List[T
             path=card.nodes[0].container_path, pci=card.pci, numa_node=card.numa_node,
             switch=upstream_switch(sysfs_root, chain) if chain else None,
             root_port=chain[0] if len(chain) > 1 else None,
-            link=link_info(sysfs_root, card.pci) if card.pci else ()))
+            link=link_info(sysfs_root, card.pci) if card.pci else (),
+            unknown=view.profile.topology_unknown))
     return out
 
 
@@ -219,7 +225,8 @@ def labels(topo: Sequence[TopoCard]) -> Tuple[Dict[str, str], List[str]]:
 
     ``switch-groups`` lists the cards behind each switch (``0-3_4-7``: groups
     join with ``_``); ``max-switch-group`` is the biggest job that fits under
-    one switch, for node affinity.
+    one switch, for node affinity.  A kind whose cards sysfs cannot place
+    (Ascend: no parent device) gets only ``count`` and ``topology=unknown``.
 
     Returns:
         ``(labels, notes)``: a note for each label left out because its value
@@ -232,6 +239,10 @@ def labels(topo: Sequence[TopoCard]) -> Tuple[Dict[str, str], List[str]]:
         mine = [c for c in topo if c.kind == kind]
         grp = groups(mine)
         prefix = f"{ANNOTATION_PREFIX}{kind.partition('/')[2]}."
+        if any(c.pci is None for c in mine):  # no NUMA or switch facts for some card: claim none
+            out[prefix + "count"] = str(len(mine))
+            out[prefix + "topology"] = "unknown"
+            continue
         facts = {
             "count": str(len(mine)),
             "numa-nodes": str(len({c.numa_node for c in mine})),

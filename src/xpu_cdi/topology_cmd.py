@@ -4,6 +4,7 @@ text, JSON for device plugins, node labels, or a preferred allocation."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import click
@@ -48,6 +49,9 @@ def render(topo: Sequence[_topology.TopoCard]) -> List[str]:
         mine = [c for c in topo if c.kind == kind]
         numas = sorted({c.numa_node for c in mine}, key=lambda n: (n is None, n or 0))
         switches = {c.switch for c in mine if c.switch}
+        if all(c.pci is None for c in mine) and mine[0].unknown:
+            lines.append(f"{kind}: {len(mine)} card(s), topology unknown: {mine[0].unknown}")
+            continue
         lines.append(f"{kind}: {len(mine)} card(s), {len(numas)} NUMA node(s), {len(switches)} PCIe switch(es)")
         for numa in numas:
             lines.append(f"  NUMA node {'unknown' if numa is None else numa}")
@@ -70,12 +74,27 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     Multi-card jobs run fastest on cards behind one PCIe switch; device
     plugins can use --json or --preferred for GetPreferredAllocation.
     """
-    from .cli import plan, roots_of
+    from .cli import PROFILE_FAILED, plan, roots_of
 
     if available is not None and size is None:
         raise click.UsageError("--available only makes sense with --preferred N")
     roots = roots_of(dev_root, driver_root, sysfs_root)
-    topo = [c for view in plan(profiles, profiles_dir, roots) for c in _topology.cards(view, roots.sysfs)]
+    found = plan(profiles, profiles_dir, roots)
+    for _name, failure in found.failures:
+        click.echo(f"xpu-cdi: skipped: {failure}", err=True)
+    topo = [c for view in found.views for c in _topology.cards(view, roots.sysfs)]
+    show(topo, as_json, as_labels, size, available)
+    if found.failures:
+        sys.exit(PROFILE_FAILED)
+
+
+def show(topo: Sequence[_topology.TopoCard], as_json: bool, as_labels: bool, size: Optional[int],
+         available: Optional[str]) -> None:
+    """Print *topo* in the form the options ask for.
+
+    Raises:
+        SelectionError: --preferred over cards of several kinds.
+    """
     if size is not None:
         kinds = sorted({c.kind for c in topo})
         if len(kinds) > 1:

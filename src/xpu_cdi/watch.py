@@ -32,20 +32,28 @@ from .generate import spec as _spec
 from .model import Profile
 from .refresh import Log, Target, refresh
 
-# Driver files whose change means "the driver was updated" (relative to
-# --driver-root).  Ascend's is documented; Kunlunxin's XRE version file is
-# what its installer leaves in /usr/local/xpu.  %v is the running kernel.
-DEFAULT_WATCH_FILES = (
-    "/lib/modules/%v/modules.dep",
-    "/usr/local/Ascend/driver/version.info",
-    "/usr/local/xpu/version.txt",
-)
+# A kernel or DKMS module install rewrites this (relative to --driver-root;
+# %v is the running kernel).  The vendors' own version files are profile
+# facts (``watch_files``), read by :func:`watch_files`.
+KERNEL_WATCH_FILES = ("/lib/modules/%v/modules.dep",)
 PCI_ACTIONS = ("add", "remove", "bind", "unbind")
 
 
 def expand(path: str) -> str:
     """Replace ``%v`` by the running kernel's release, as systemd does in units."""
     return path.replace("%v", os.uname().release)
+
+
+def watch_files(profiles: Sequence[Profile], extra: Sequence[str] = ()) -> List[str]:
+    """The files whose change means a driver update: the kernel's module list,
+    every profile's ``watch_files``, then *extra* (``--watch-file``); unexpanded, no repeats."""
+    files = list(KERNEL_WATCH_FILES) + [f for p in profiles for f in p.watch_files] + list(extra)
+    return list(dict.fromkeys(files))
+
+
+def driver_modules(profiles: Sequence[Profile], extra: Sequence[str] = ()) -> List[str]:
+    """Kernel modules whose (re)load triggers a refresh: the profiles' ``modules`` and *extra*."""
+    return list(dict.fromkeys([m for p in profiles for m in p.modules] + list(extra)))
 
 
 @dataclass(frozen=True)
@@ -58,14 +66,16 @@ class Matchers:
 
     @classmethod
     def of(cls, profiles: Sequence[Profile], modules: Sequence[str] = ()) -> "Matchers":
-        """Node globs from the card rules and control nodes; PCI vendors from the profiles."""
+        """Node globs from the card rules, companions and control nodes; PCI vendors and
+        driver modules from the profiles (plus *modules*)."""
         globs: List[str] = []
         for p in profiles:
             globs.extend(r.glob for r in p.cards)
+            globs.extend(c.path.replace("{index}", "*") for r in p.cards for c in r.companions if not c.sysfs)
             for rule in p.control_nodes:
                 globs.extend(rule.paths)
         vendors = {p.pci_vendor.lower().replace("0x", "").upper() for p in profiles if p.pci_vendor}
-        return cls(tuple(globs), frozenset(vendors), frozenset(modules))
+        return cls(tuple(globs), frozenset(vendors), frozenset(driver_modules(profiles, modules)))
 
 
 def classify(action: Optional[str], props: Mapping[str, str], m: Matchers) -> Optional[str]:
@@ -250,14 +260,15 @@ def command() -> Any:
     @click.option("--debounce", type=float, default=2.0, show_default=True, help="Quiet seconds before a refresh.")
     @click.option("--poll-interval", type=float, default=5.0, show_default=True,
                   help="Seconds between checks of the watched files.")
-    @click.option("--watch-file", "watch_files", multiple=True, metavar="PATH",
+    @click.option("--watch-file", "extra_files", multiple=True, metavar="PATH",
                   help="Another file whose change means a driver update (under --driver-root; %v = kernel release).")
     @click.option("--module", "modules", multiple=True, metavar="NAME",
-                  help="Only these kernel modules' (re)loads trigger a refresh (default: any module).")
+                  help="Another kernel module whose (re)load triggers a refresh, besides the profiles' "
+                       "`modules` (when neither names any: every module).")
     def watch(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
               sysfs_root: str, spec_dir: str, fmt: str, strategies: Tuple[str, ...], no_all_device: bool,
               hook_path: Optional[str], ld_library_path_env: bool, once: bool, manifest: Optional[str],
-              source: str, debounce: float, poll_interval: float, watch_files: Tuple[str, ...],
+              source: str, debounce: float, poll_interval: float, extra_files: Tuple[str, ...],
               modules: Tuple[str, ...]) -> None:
         """Regenerate the specs when cards or the driver change.
 
@@ -282,7 +293,7 @@ def command() -> Any:
             return
         from .generate.discover import host_path
 
-        files = [host_path(roots.driver, expand(f)) for f in DEFAULT_WATCH_FILES + watch_files]
+        files = [host_path(roots.driver, expand(f)) for f in watch_files(target.select(), extra_files)]
         files += [d for d in profiles_dir]
         watcher = Watcher(target, files, _stderr_log, modules, debounce=debounce, poll_interval=poll_interval)
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -61,7 +61,7 @@ def test_4096_devices_resolved_whole(tmp_path: Path, host_root: Path) -> None:
         from xpu_cdi.cdi import registry
         from xpu_cdi.hook import select
         reg = registry.load([sys.argv[2]])
-        names = select.requested(["XPU_VISIBLE_DEVICES=0-4095"], {}, select.load_indexes([sys.argv[2]]))
+        names = select.requested(["CXPU_VISIBLE_DEVICES=0-4095"], {}, select.load_indexes([sys.argv[2]]))
         edits = registry.merge_edits([reg.lookup(q) for q in names])
         out.update(requested=len(names), nodes=len(edits["deviceNodes"]), problems=reg.problems,
                    majors=sorted({n["major"] for n in edits["deviceNodes"]}))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 import fakehost
+from click.testing import CliRunner
 from doctornode import Node, status, worst
+from xpu_cdi.cli import main
 
 pytestmark = pytest.mark.privileged
 
@@ -18,7 +21,7 @@ class TestDriver:
         node.kunlunxin()
         _code, res = node.doctor()
         r = worst(res, "driver")
-        assert r["status"] == "ok" and "8 card(s)" in r["found"] and "8 PCI device(s)" in r["found"]
+        assert r["status"] == "ok" and "8 card(s)" in r["found"] and "8 accelerator PCI function(s)" in r["found"]
 
     def test_nothing_at_all_fails_naming_the_driver(self, node: Node) -> None:
         """No card node and no PCI device: fail, saying where it looked and to install the driver."""
@@ -35,8 +38,8 @@ class TestDriver:
             host.path(f"/dev/xpu{i}").unlink()
         _code, res = node.doctor()
         r = worst(res, "driver")
-        assert r["status"] == "fail" and "8 PCI device(s) of vendor 0x1d22" in r["found"]
-        assert "no driver bound" in r["found"] and "load it" in r["fix"]
+        assert r["status"] == "fail" and "8 accelerator PCI function(s) of vendor 0x1d22" in r["found"]
+        assert "no driver bound" in r["found"] and "load it (`modprobe kunlun or xpu_driver`" in r["fix"]
 
     def test_fewer_nodes_than_pci_devices_warns(self, node: Node) -> None:
         """A card whose node vanished while its PCI device stays: warn, pointing at dmesg."""
@@ -150,3 +153,87 @@ class TestControlNodes:
         _code, res = node.doctor()
         r = worst(res, "control-nodes")
         assert r["status"] == "fail" and "davinci_manager_docker" in r["found"]
+
+
+class TestKunpengServer:
+    """An Atlas 800T A2: NPUs beside Huawei NICs, SAS HBA and iBMC VGA (all vendor 0x19e5)."""
+
+    def test_nics_and_npus_no_false_failure(self, node: Node) -> None:
+        """Only the NPUs count as cards; the driver-owned 0660 nodes are the driver's design (the group a
+        container user needs is named); the /dev/char links are checked."""
+        node.host = fakehost.kunpeng_npu_server(node.root, cards=2)
+        _code, res = node.doctor()
+        drv = worst(res, "driver")
+        assert drv["status"] == "ok" and "2 accelerator PCI function(s)" in drv["found"]
+        perm = worst(res, "device-permissions")
+        assert perm["status"] == "ok" and "uid 1000 (HwHiAiUser) or group 1000 (HwHiAiUser)" in perm["found"]
+        assert worst(res, "dev-char")["status"] == "ok"
+
+    def test_nics_only_names_no_card(self, node: Node) -> None:
+        """NICs, SAS and iBMC but no NPU: not "6 card(s) have no node", just no accelerator found."""
+        fakehost.kunpeng_nics(node.root)
+        _code, res = node.doctor()
+        assert [r["check"] for r in res if r["check"] == "driver"] == ["driver"]
+        r = worst(res, "driver")
+        assert r["status"] == "fail" and "no accelerator found" in r["found"]
+        assert "card(s) have no node" not in json.dumps(res)
+
+    def test_missing_dev_char_links_named_with_the_fix(self, node: Node) -> None:
+        """Without udev's /dev/char links: one warning listing them, the fix is the system command."""
+        node.host = fakehost.kunpeng_npu_server(node.root, cards=2, dev_char_links=False)
+        _code, res = node.doctor()
+        r = worst(res, "dev-char")
+        assert r["status"] == "warn" and "241:0 (/dev/davinci0)" in r["found"] and "241:1" in r["found"]
+        assert "xpu-cdi system create-dev-char-symlinks" in r["fix"]
+
+    def test_the_command_creates_the_links(self, node: Node) -> None:
+        """create-dev-char-symlinks --dry-run changes nothing; without it the links appear and doctor is happy."""
+        node.host = fakehost.kunpeng_npu_server(node.root, cards=2, dev_char_links=False)
+        args = ["system", "create-dev-char-symlinks", *node.roots]
+        dry = CliRunner().invoke(main, [*args, "--dry-run"])
+        assert dry.exit_code == 0 and "would create" in dry.output and "241:0 -> ../davinci0" in dry.output
+        assert not (node.root / "dev/char").exists()
+        assert CliRunner().invoke(main, args).exit_code == 0
+        assert os.readlink(node.root / "dev/char/241:1") == "../davinci1"
+        assert "all /dev/char links present" in CliRunner().invoke(main, args).output
+        assert worst(node.doctor()[1], "dev-char")["status"] == "ok"
+
+
+class TestSharedNames:
+    def test_another_vendors_render_node_is_not_checked(self, node: Node) -> None:
+        """Hygon DCUs beside an Intel render node whose mode would warn: the Intel node is not Hygon's, so
+        no check of the hygon profile names it."""
+        node.host = fakehost.hygon_host(node.root, cards=2)
+        fakehost.mknod(node.root / "dev/dri/renderD130", fakehost.DRI_MAJOR, 130, 0o600)
+        pci = fakehost.pci_function(node.root, "0000:00:02.0", "0x8086", "0x46a6", "0x030000")
+        fakehost._class_dev(node.root, pci, "drm", "renderD130", fakehost.DRI_MAJOR, 130)
+        fakehost.dev_char_all(node.host)
+        _code, res = node.doctor("--profile", "hygon")
+        assert "renderD130" not in json.dumps([r for r in res if r["check"] != "spec-fresh"])
+        assert worst(res, "device-permissions")["status"] == "ok"
+
+    def test_soc_nodes_not_listed_on_a_server(self, node: Node) -> None:
+        """The 310B-only nodes are not "optional nodes not present" on a 910B server."""
+        node.ascend()
+        _code, res = node.doctor()
+        r = worst(res, "control-nodes")
+        assert r["status"] == "ok" and "ts_aisle" not in r["found"] and "svm0" not in r["found"]
+
+
+class TestCreateDevCharSymlinks:
+    def test_a_stale_link_is_replaced(self, node: Node) -> None:
+        """A /dev/char link left pointing at an old node (a driver reload moved the numbers) is replaced."""
+        node.host = fakehost.kunpeng_npu_server(node.root, cards=1)
+        stale = node.root / "dev/char/241:0"
+        stale.unlink()
+        stale.symlink_to("../hisi_hdc")
+        r = CliRunner().invoke(main, ["system", "create-dev-char-symlinks", *node.roots])
+        assert r.exit_code == 0 and "241:0 -> ../davinci0" in r.output
+        assert os.readlink(stale) == "../davinci0"
+
+    def test_no_cards_is_not_an_error(self, node: Node) -> None:
+        """The refresh service runs the command on every host: without cards it says so and exits 0."""
+        r = CliRunner().invoke(main, ["system", "create-dev-char-symlinks", *node.roots])
+        assert r.exit_code == 0 and "no accelerator nodes" in r.output
+        explicit = CliRunner().invoke(main, ["system", "create-dev-char-symlinks", "--profile", "ascend", *node.roots])
+        assert explicit.exit_code == 1 and "no cards found" in explicit.output

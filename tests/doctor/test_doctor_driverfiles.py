@@ -50,8 +50,8 @@ class TestDriverFileOwners:
         os.chown(host.path("/usr/local/xpu/lib64"), 1000, 1000)
         _code, res = node.doctor()
         r = worst(res, "driver-file-owners")
-        assert r["status"] == "fail" and "'/usr/local/xpu/lib64' is owned by uid 1000" in r["found"]
-        assert f"chown -R root:root '{host.path('/usr/local/xpu')}'" in r["fix"]
+        assert r["status"] == "fail" and "'/usr/local/xpu-5.0.21/lib64' is owned by uid 1000" in r["found"]
+        assert f"chown -R root:root '{host.path('/usr/local/xpu-5.0.21')}'" in r["fix"]
 
     def test_group_writable_library_fails(self, node: Node) -> None:
         """A group-writable library: fail, the fix removes the write bits."""

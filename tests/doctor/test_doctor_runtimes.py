@@ -64,3 +64,12 @@ class TestCdiSupport:
         assert runtimes.first_release_for("containerd", "0.6.0") == "1.7.12"
         assert runtimes.first_release_for("docker", "1.0.0") == "28.1.0"
         assert runtimes.first_release_for("podman", "0.6.0") == ""
+
+
+def test_docker_client_without_dockerd_is_no_docker() -> None:
+    """A stray docker client binary (no dockerd) does not count as an installed Docker."""
+    from xpu_cdi.doctor import runtimes as rt
+
+    client_only = {"docker": "/usr/local/bin/docker"}
+    assert rt.detect(client_only.get, ["docker"]) == {}
+    assert list(rt.detect({"dockerd": "/no/such/dockerd"}.get, ["docker"])) == ["docker"]

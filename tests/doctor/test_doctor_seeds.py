@@ -47,7 +47,7 @@ def test_seed_no_driver_zero_cards(node: Node) -> None:
     code, res = node.doctor()
     assert code == 1 and failing(res) == {"driver"}
     r = worst(res, "driver")
-    assert "8 PCI device(s)" in r["found"] and "no card nodes" in r["found"]
+    assert "8 accelerator PCI function(s)" in r["found"] and "no card nodes" in r["found"]
     assert "driver is not loaded" in r["fix"] and "xpu-cdi generate" in r["fix"]
 
 
@@ -95,4 +95,4 @@ def test_seed_non_root_owned_library_dir(node: Node) -> None:
     code, res = node.doctor()
     assert code == 1 and failing(res) == {"driver-file-owners"}
     r = worst(res, "driver-file-owners")
-    assert "'/usr/local/xpu' is owned by uid 1000" in r["found"] and "chown -R root:root" in r["fix"]
+    assert "'/usr/local/xpu-5.0.21' is owned by uid 1000" in r["found"] and "chown -R root:root" in r["fix"]

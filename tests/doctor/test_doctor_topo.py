@@ -35,7 +35,14 @@ class TestTopologyCheck:
         assert r["status"] == "warn" and "no PCI address" in r["found"] and "--sysfs-root" in r["fix"]
 
     def test_switchless_ascend(self, node: Node) -> None:
-        """Ascend cards on their own root ports: no switch, one group per card."""
-        node.ascend()
+        """Ascend cards on their own root ports (sysfs parent present): no switch, one group per card."""
+        node.ascend(parent=True)
         _code, res = node.doctor()
         assert "no PCIe switch (each on its own port) [0] [1] [2] [3]" in worst(res, "topology")["found"]
+
+    def test_ascend_without_parent_is_unknown_not_a_warning(self, node: Node) -> None:
+        """A real Ascend host (davinciN without a sysfs parent): topology unknown, said as such, no warning."""
+        node.ascend()
+        _code, res = node.doctor()
+        r = worst(res, "topology")
+        assert r["status"] == "ok" and "topology unknown" in r["found"] and "DCMI" in r["found"]

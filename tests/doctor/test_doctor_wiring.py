@@ -97,7 +97,7 @@ class TestContainerdHandler:
         ready.containerd_config(handler=None)
         _code, res = ready.doctor()
         r = worst(res, "containerd-handler")
-        assert r["status"] == "ok" and "XPU_VISIBLE_DEVICES" in r["fix"]
+        assert r["status"] == "ok" and "CXPU_VISIBLE_DEVICES" in r["fix"]
 
     def test_runtime_name_option(self, ready: Node) -> None:
         """--runtime-name checks another handler name."""

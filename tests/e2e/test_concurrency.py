@@ -45,7 +45,7 @@ def subsets(seed: int) -> List[List[int]]:
 
 
 def value(cards: List[int], rng: random.Random) -> str:
-    """XPU_VISIBLE_DEVICES for *cards* in one of the syntaxes (list, ranges, shuffled with repeats)."""
+    """CXPU_VISIBLE_DEVICES for *cards* in one of the syntaxes (list, ranges, shuffled with repeats)."""
     form = rng.randrange(3)
     if form == 0:
         return ",".join(map(str, cards))
@@ -113,7 +113,7 @@ def run_all(host: HookHost, runtime: str, via_hook: bool) -> None:
     rng = random.Random(seed)
     jobs = []
     for cards in subsets(seed):
-        env = [f"XPU_VISIBLE_DEVICES={value(cards, rng)}"]
+        env = [f"CXPU_VISIBLE_DEVICES={value(cards, rng)}"]
         b = host.bundle(["sh", "-c", PROBE], env=env) if via_hook else runtimes.Bundle(host.base)
         if not via_hook:
             b.set_process(["sh", "-c", PROBE], env=env)

@@ -26,10 +26,10 @@ def ctrd(tmp_path: Path) -> Iterator["runtimes.Containerd"]:
 
 
 def test_ctr_run_config_with_hook(xpu: HookHost, ctrd: "runtimes.Containerd") -> None:
-    """ctr run --config: XPU_VISIBLE_DEVICES=1,3 gives cards 1 and 3, allowed, driver dir read-only."""
+    """ctr run --config: CXPU_VISIBLE_DEVICES=1,3 gives cards 1 and 3, allowed, driver dir read-only."""
     b = runtimes.Bundle(xpu.base)
     cmd = probe(["/dev/xpu0", "/dev/xpu1", "/dev/xpu3", "/dev/xpuctrl"], "/usr/local/xpu")
-    spec = runtimes.runtime_spec(b.rootfs, cmd, env=["XPU_VISIBLE_DEVICES=1,3"])
+    spec = runtimes.runtime_spec(b.rootfs, cmd, env=["CXPU_VISIBLE_DEVICES=1,3"])
     spec["hooks"] = {"prestart": [xpu.hook_entry()]}
     path = xpu.base / "ctr-spec.json"
     path.write_text(json.dumps(spec))
@@ -47,7 +47,7 @@ def test_ctr_run_config_with_hook(xpu: HookHost, ctrd: "runtimes.Containerd") ->
 def test_ctr_hook_failure_stops_the_container(xpu: HookHost, ctrd: "runtimes.Containerd") -> None:
     """An unknown card makes ctr fail with the hook's one-line message; the container never runs."""
     b = runtimes.Bundle(xpu.base)
-    spec = runtimes.runtime_spec(b.rootfs, ["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=9"])
+    spec = runtimes.runtime_spec(b.rootfs, ["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=9"])
     spec["hooks"] = {"prestart": [xpu.hook_entry()]}
     path = xpu.base / "ctr-spec.json"
     path.write_text(json.dumps(spec))

@@ -36,7 +36,7 @@ def test_bad_mount_source_rolls_back(xpu: HookHost) -> None:
     """A group-writable mount source after a successful mount: everything is undone."""
     smi = xpu.host.path("/usr/local/bin/xpu-smi")
     os.chmod(smi, 0o775)
-    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1,3"])
+    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1,3"])
     no_dev_tmpfs(b)
     b.write()
     rootfs_before, mounts_before = tree(b.rootfs), host_mounts(str(xpu.base))
@@ -52,7 +52,7 @@ def test_bad_mount_source_rolls_back(xpu: HookHost) -> None:
 def test_mount_source_not_root_owned(xpu: HookHost) -> None:
     """A driver dir owned by another user is refused, naming the owner."""
     os.chown(xpu.host.path("/usr/local/xpu"), 1000, 1000)
-    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1"])
     r = runtimes.run_runc(b)
     assert r.returncode != 0 and "RAN" not in r.stdout
     assert "is owned by uid 1000, not root" in r.stderr, container_output(r)
@@ -60,7 +60,7 @@ def test_mount_source_not_root_owned(xpu: HookHost) -> None:
 
 def test_existing_conflicting_node(xpu: HookHost) -> None:
     """An image file where a device node must go: refused, nothing else left behind."""
-    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1,3"])
+    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1,3"])
     no_dev_tmpfs(b)
     (b.rootfs / "dev" / "xpu3").write_text("not a device\n")
     b.write()
@@ -74,7 +74,7 @@ def test_existing_conflicting_node(xpu: HookHost) -> None:
 
 def test_ldconfig_failure_rolls_back(xpu: HookHost) -> None:
     """The image's ldconfig fails: the hook fails with its last line, mounts and files are undone."""
-    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1"])
     no_dev_tmpfs(b)
     fake = b.rootfs / "sbin" / "ldconfig"
     fake.write_text("#!/bin/sh\necho 'ldconfig: cannot do it' >&2\nexit 3\n")
@@ -93,7 +93,7 @@ def test_broken_spec_beside_good_one(xpu: HookHost) -> None:
     """A broken spec file next to ours is skipped (and logged); the container gets its card."""
     (xpu.spec_dir / "zz-broken.json").write_text("{not json")
     (xpu.spec_dir / "vendor.com-thing.yaml").write_text("cdiVersion: 0.5.0\nkind: [\n")
-    b = xpu.bundle(["sh", "-c", "ls /dev/xpu1"], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", "ls /dev/xpu1"], env=["CXPU_VISIBLE_DEVICES=1"])
     r = runtimes.run_runc(b)
     assert r.returncode == 0, container_output(r)
     assert "/dev/xpu1" in r.stdout
@@ -104,9 +104,9 @@ def test_broken_spec_beside_good_one(xpu: HookHost) -> None:
 
 def test_unknown_card_via_runc(xpu: HookHost) -> None:
     """runc shows the hook's one-line message and the container is not created."""
-    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1,12"])
+    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1,12"])
     r = runtimes.run_runc(b)
     assert r.returncode != 0 and "RAN" not in r.stdout
-    assert "xpu-cdi-hook: XPU_VISIBLE_DEVICES='1,12': no card 12" in r.stderr, container_output(r)
+    assert "xpu-cdi-hook: CXPU_VISIBLE_DEVICES='1,12': no card 12" in r.stderr, container_output(r)
     listed = runtimes.subprocess.run(["runc", "list", "--format", "json"], capture_output=True, text=True).stdout
     assert b.dir.name not in (listed or "")

@@ -16,7 +16,7 @@ from hookkit import HookHost, container_output, hook_launcher, host_mounts, tree
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 
-SHOW = ("cat /usr/local/xpu/version.txt; grep -F ' /usr/local/xpu ' /proc/self/mountinfo | sed 's/^/M /'; "
+SHOW = ("cat /usr/local/xpu/version; grep -F ' /usr/local/xpu ' /proc/self/mountinfo | sed 's/^/M /'; "
         "touch /usr/local/xpu/probe 2>&1 | sed 's/^/T /'; (echo x > /dev/xpu1) 2>&1; true")
 
 
@@ -61,11 +61,11 @@ def run_and_check(xpu: HookHost, b: "runtimes.Bundle", watched: Path) -> str:
 def test_usr_local_symlink(xpu: HookHost, form: Callable[[Path], str]) -> None:
     """/usr/local -> host dir: the driver dir is mounted at the in-root place the link names."""
     outside = host_dir(xpu.base, "usrlocal")
-    b = xpu.bundle(["sh", "-c", SHOW], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", SHOW], env=["CXPU_VISIBLE_DEVICES=1"])
     (b.rootfs / "usr" / "local").rmdir()
     os.symlink(form(outside), b.rootfs / "usr" / "local")
     out = run_and_check(xpu, b, outside.parent)
-    assert "XRE 5.0.21" in out and "T touch: /usr/local/xpu/probe: Read-only file system" in out
+    assert "version:5.0.21" in out and "T touch: /usr/local/xpu/probe: Read-only file system" in out
     # the mount point was made inside the rootfs, where the link resolves in-root
     assert (b.rootfs / str(outside).lstrip("/") / "xpu").is_dir()
 
@@ -74,17 +74,17 @@ def test_usr_local_symlink(xpu: HookHost, form: Callable[[Path], str]) -> None:
 def test_mount_target_symlink(xpu: HookHost, form: Callable[[Path], str]) -> None:
     """/usr/local/xpu itself -> a host dir: nothing is mounted over the host dir."""
     outside = host_dir(xpu.base, "target")
-    b = xpu.bundle(["sh", "-c", SHOW], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", SHOW], env=["CXPU_VISIBLE_DEVICES=1"])
     os.symlink(form(outside), b.rootfs / "usr" / "local" / "xpu")
     out = run_and_check(xpu, b, outside.parent)
-    assert "XRE 5.0.21" in out
+    assert "version:5.0.21" in out
 
 
 @pytest.mark.parametrize("form", FORMS)
 def test_dev_symlink(xpu: HookHost, form: Callable[[Path], str]) -> None:
     """/dev -> a host dir, and no /dev tmpfs: device nodes are made inside the rootfs only."""
     outside = host_dir(xpu.base, "dev")
-    b = xpu.bundle(["sh", "-c", "ls -l /dev/xpu1 && (echo x > /dev/xpu1) 2>&1; true"], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", "ls -l /dev/xpu1 && (echo x > /dev/xpu1) 2>&1; true"], env=["CXPU_VISIBLE_DEVICES=1"])
     b.config["mounts"] = [m for m in b.config["mounts"] if not m["destination"].startswith("/dev")]
     (b.rootfs / "dev").rmdir()
     os.symlink(form(outside), b.rootfs / "dev")
@@ -98,7 +98,7 @@ def test_dev_symlink(xpu: HookHost, form: Callable[[Path], str]) -> None:
 def test_ld_so_conf_d_symlink(xpu: HookHost, form: Callable[[Path], str]) -> None:
     """/etc/ld.so.conf.d -> a host dir: the conf entry is written inside the rootfs."""
     outside = host_dir(xpu.base, "ldsoconfd")
-    b = xpu.bundle(["sh", "-c", "cat /etc/ld.so.conf.d/00-xpu-cdi.conf"], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", "cat /etc/ld.so.conf.d/00-xpu-cdi.conf"], env=["CXPU_VISIBLE_DEVICES=1"])
     fake = b.rootfs / "sbin" / "ldconfig"
     fake.write_text("#!/bin/sh\nexit 0\n")
     fake.chmod(0o755)
@@ -110,7 +110,7 @@ def test_ld_so_conf_d_symlink(xpu: HookHost, form: Callable[[Path], str]) -> Non
 
 def test_symlink_loop_fails_cleanly(xpu: HookHost) -> None:
     """/usr/local a link loop: the hook fails with ELOOP, the container does not start, nothing leaks."""
-    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1"])
     (b.rootfs / "usr" / "local").rmdir()
     os.symlink("/usr/loop", b.rootfs / "usr" / "local")
     os.symlink("/usr/local", b.rootfs / "usr" / "loop")

@@ -61,7 +61,7 @@ def check_report(out: str) -> None:
 def test_prestart_runs_update_ldcache_in_process(xpu: HookHost) -> None:
     """The spec's update-ldcache hook is run by prestart: conf entry written, ldconfig confined."""
     b = xpu.bundle(["sh", "-c", "cat /ldconfig.report; cat /etc/ld.so.conf.d/00-xpu-cdi.conf"],
-                   env=["XPU_VISIBLE_DEVICES=1"])
+                   env=["CXPU_VISIBLE_DEVICES=1"])
     with_fake_ldconfig(b)
     r = runtimes.run_runc(b)
     out = r.stdout
@@ -73,7 +73,7 @@ def test_prestart_runs_update_ldcache_in_process(xpu: HookHost) -> None:
 
 def test_no_ldconfig_in_image_is_skipped(xpu: HookHost) -> None:
     """busybox has no ldconfig: skipped cleanly, no conf entry written."""
-    b = xpu.bundle(["sh", "-c", "ls /etc/ld.so.conf.d 2>&1; true"], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", "ls /etc/ld.so.conf.d 2>&1; true"], env=["CXPU_VISIBLE_DEVICES=1"])
     r = runtimes.run_runc(b)
     assert r.returncode == 0, container_output(r)
     assert "No such file or directory" in r.stdout
@@ -168,7 +168,7 @@ def test_spec_symlinks_and_foreign_hooks(xpu: HookHost) -> None:
         {"hookName": "createContainer", "path": "/usr/bin/other-hook", "args": ["other-hook", "stuff"]},
     ])
     xpu.spec_path.write_text(json.dumps(spec))
-    b = xpu.bundle(["sh", "-c", "readlink /usr/local/xpu-links/libxpuml.so"], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", "readlink /usr/local/xpu-links/libxpuml.so"], env=["CXPU_VISIBLE_DEVICES=1"])
     r = runtimes.run_runc(b)
     assert r.returncode == 0, container_output(r)
     assert r.stdout.strip() == "libxpuml.so.1"
@@ -179,7 +179,7 @@ def test_spec_symlinks_and_foreign_hooks(xpu: HookHost) -> None:
 def test_prestart_registered_as_create_container_is_refused(xpu: HookHost, shared_pidns: int) -> None:
     """`prestart` at createContainer (pid namespace shared: the state pid is some other process's
     number on the host) refuses in one line naming the stage to use; no host process is joined."""
-    b = xpu.bundle(["true"], env=["XPU_VISIBLE_DEVICES=1"], stage="createContainer")
+    b = xpu.bundle(["true"], env=["CXPU_VISIBLE_DEVICES=1"], stage="createContainer")
     for ns in b.config["linux"]["namespaces"]:
         if ns["type"] == "pid":
             ns["path"] = f"/proc/{shared_pidns}/ns/pid"

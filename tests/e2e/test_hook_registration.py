@@ -60,7 +60,7 @@ def test_containerd_base_spec(xpu: HookHost, ctrd: "runtimes.Containerd") -> Non
     # the end of a task's output when the task exits quickly (seen once in a CI trial)
     sh, dash_c, command = probe(["/dev/xpu2"], "/usr/local/xpu")
     spec["process"]["args"] = [sh, dash_c, f"({command}) > /probe.out 2>&1"]
-    spec["process"]["env"] = ["PATH=/bin", "XPU_VISIBLE_DEVICES=2"]
+    spec["process"]["env"] = ["PATH=/bin", "CXPU_VISIBLE_DEVICES=2"]
     path = xpu.base / "ctr-spec.json"
     path.write_text(json.dumps(spec))
     r = ctrd.ctr("run", "--rm", "--config", str(path), runtimes.unique("ctr"), timeout=60)
@@ -72,7 +72,7 @@ def test_containerd_base_spec(xpu: HookHost, ctrd: "runtimes.Containerd") -> Non
 
 def test_registered_twice_is_harmless(xpu: HookHost) -> None:
     """Two prestart entries (or a runtime that did CDI first): the second finds everything in place."""
-    b = xpu.bundle(probe(["/dev/xpu1"], "/usr/local/xpu"), env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(probe(["/dev/xpu1"], "/usr/local/xpu"), env=["CXPU_VISIBLE_DEVICES=1"])
     b.config["hooks"]["prestart"].append(xpu.hook_entry())
     r = runtimes.run_runc(b)
     assert r.returncode == 0, container_output(r)
@@ -83,7 +83,7 @@ def test_registered_twice_is_harmless(xpu: HookHost) -> None:
 
 
 def test_podman_oci_hooks_d(xpu: HookHost, podman: "runtimes.Podman", tmp_path: Path) -> None:
-    """podman --hooks-dir with each shipped file: xpu-cdi.json selects by env (XPU_VISIBLE_DEVICES=1,3);
+    """podman --hooks-dir with each shipped file: xpu-cdi.json selects by env (CXPU_VISIBLE_DEVICES=1,3);
     xpu-cdi-annotations.json runs only for containers with a cdi.k8s.io/ annotation."""
     dirs = {}
     for name in ("xpu-cdi.json", "xpu-cdi-annotations.json"):
@@ -96,7 +96,7 @@ def test_podman_oci_hooks_d(xpu: HookHost, podman: "runtimes.Podman", tmp_path: 
     def run(name: str, *args: str) -> "runtimes.subprocess.CompletedProcess":
         return podman.run_cmd(["--hooks-dir", str(dirs[name]), "run", "--rm", "--network", "none", *args])
 
-    r = run("xpu-cdi.json", "-e", "XPU_VISIBLE_DEVICES=1,3", runtimes.IMAGE,
+    r = run("xpu-cdi.json", "-e", "CXPU_VISIBLE_DEVICES=1,3", runtimes.IMAGE,
             *probe(["/dev/xpu0", "/dev/xpu1", "/dev/xpu3"], "/usr/local/xpu"))
     out = r.stdout + r.stderr
     assert r.returncode == 0, container_output(r)
@@ -109,6 +109,6 @@ def test_podman_oci_hooks_d(xpu: HookHost, podman: "runtimes.Podman", tmp_path: 
             "sh", "-c", "(echo x > /dev/xpu2) 2>&1; true")
     assert r.returncode == 0 and "can't create /dev/xpu2: No such device or address" in r.stdout, \
         container_output(r)
-    r = run("xpu-cdi-annotations.json", "-e", "XPU_VISIBLE_DEVICES=1", runtimes.IMAGE, "sh", "-c", "ls /dev")
+    r = run("xpu-cdi-annotations.json", "-e", "CXPU_VISIBLE_DEVICES=1", runtimes.IMAGE, "sh", "-c", "ls /dev")
     assert r.returncode == 0 and "xpu" not in r.stdout  # no annotation: the hook did not run
     assert len(xpu.log_text().splitlines()) == 2

@@ -41,8 +41,8 @@ def assert_xpu_1_3(out: str) -> None:
 @pytest.mark.parametrize("runtime, v2", [("runc", False), ("crun", False), ("runc", True)],
                          ids=["runc-cgroup-v1", "crun-cgroup-v1", "runc-cgroup-v2"])
 def test_env_selection_injects_cards_1_3(xpu: HookHost, runtime: str, v2: bool) -> None:
-    """XPU_VISIBLE_DEVICES=1,3: cards 1 and 3 and the control node, allowed by the cgroup, driver dir ro."""
-    b = xpu.bundle(probe(XPU_NODES, "/usr/local/xpu"), env=["XPU_VISIBLE_DEVICES=1,3"])
+    """CXPU_VISIBLE_DEVICES=1,3: cards 1 and 3 and the control node, allowed by the cgroup, driver dir ro."""
+    b = xpu.bundle(probe(XPU_NODES, "/usr/local/xpu"), env=["CXPU_VISIBLE_DEVICES=1,3"])
     r = run(b, runtime, v2)
     out = container_output(r)
     assert r.returncode == 0, out
@@ -54,12 +54,29 @@ def test_env_selection_injects_cards_1_3(xpu: HookHost, runtime: str, v2: bool) 
         assert "1 device program(s) replaced" in log
 
 
+CARDS = "ls /dev | grep '^xpu[0-9]' | tr '\\n' ' '; echo; for n in /dev/xpu[0-9]*; do [ -e $n ] && (echo x > $n) 2>&1; done; true"
+
+
+@pytest.mark.parametrize("env, cards", [
+    (["CXPU_VISIBLE_DEVICES=4,5", "XPU_VISIBLE_DEVICES=0,1"], "xpu4 xpu5"),
+    (["XPU_VISIBLE_DEVICES=0,1"], ""),
+], ids=["vendor-selector-wins", "in-process-variable-selects-nothing"])
+def test_only_the_vendor_selector_selects(xpu: HookHost, env: list, cards: str) -> None:
+    """Under runc with the hook: an image exporting Kunlunxin's in-process XPU_VISIBLE_DEVICES=0,1 never
+    gets host cards 0 and 1; CXPU_VISIBLE_DEVICES=4,5 gives exactly xpu4 and xpu5, allowed (ENXIO)."""
+    b = xpu.bundle(["sh", "-c", CARDS], env=env)
+    r = run(b, "runc")
+    assert r.returncode == 0, container_output(r)
+    assert r.stdout.splitlines()[0].strip() == cards, container_output(r)
+    assert r.stdout.count(ENXIO) == len(cards.split()), container_output(r)
+
+
 @pytest.mark.parametrize("runtime, v2", [("runc", False), ("runc", True)], ids=["cgroup-v1", "cgroup-v2"])
 def test_runtime_rules_still_apply(xpu: HookHost, runtime: str, v2: bool) -> None:
     """The hook only adds rules: a node the runtime made without an allow rule stays denied (EPERM),
     the runtime's default allowed devices still work."""
     b = xpu.bundle(["sh", "-c", "(echo x > /dev/xpu7) 2>&1; (echo x > /dev/xpu1) 2>&1; "
-                                "echo x > /dev/null && echo null-ok"], env=["XPU_VISIBLE_DEVICES=1"])
+                                "echo x > /dev/null && echo null-ok"], env=["CXPU_VISIBLE_DEVICES=1"])
     b.config["linux"]["devices"] = [{"path": "/dev/xpu7", "type": "c", "major": 240, "minor": 7, "fileMode": 438}]
     r = run(b, runtime, v2)
     assert r.returncode == 0, container_output(r)
@@ -86,8 +103,8 @@ def test_ascend_range(npu: HookHost) -> None:
 
 
 def test_all_and_annotation(xpu: HookHost) -> None:
-    """XPU_VISIBLE_DEVICES=all gives all 8 cards; a cdi.k8s.io annotation alone also selects."""
-    b = xpu.bundle(["sh", "-c", "ls /dev | grep -c '^xpu[0-9]'"], env=["XPU_VISIBLE_DEVICES=all"])
+    """CXPU_VISIBLE_DEVICES=all gives all 8 cards; a cdi.k8s.io annotation alone also selects."""
+    b = xpu.bundle(["sh", "-c", "ls /dev | grep -c '^xpu[0-9]'"], env=["CXPU_VISIBLE_DEVICES=all"])
     r = run(b, "runc")
     assert r.returncode == 0 and r.stdout.strip() == "8", container_output(r)
     b = xpu.bundle(probe(["/dev/xpu2", "/dev/xpu3"], "/usr/local/xpu"),
@@ -99,7 +116,7 @@ def test_all_and_annotation(xpu: HookHost) -> None:
 
 def test_nothing_requested_touches_nothing(xpu: HookHost) -> None:
     """A container that asks for nothing starts untouched and the hook logs nothing."""
-    b = xpu.bundle(["sh", "-c", "ls /dev; ls /usr/local"], env=["XPU_VISIBLE_DEVICES=void"])
+    b = xpu.bundle(["sh", "-c", "ls /dev; ls /usr/local"], env=["CXPU_VISIBLE_DEVICES=void"])
     r = run(b, "runc")
     assert r.returncode == 0, container_output(r)
     assert "xpu" not in r.stdout
@@ -130,7 +147,7 @@ def test_user_namespace_binds_host_nodes(xpu_userns: HookHost) -> None:
     import subprocess
 
     xpu = xpu_userns
-    b = xpu.bundle(["sh", "-c", PROBE_US], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(["sh", "-c", PROBE_US], env=["CXPU_VISIBLE_DEVICES=1"])
     b.config["linux"]["namespaces"].append({"type": "user"})
     for key in ("uidMappings", "gidMappings"):
         b.config["linux"][key] = [{"containerID": 0, "hostID": 100000, "size": 65536}]
@@ -155,7 +172,7 @@ PROBE_US = ("stat -c '%n character special file %t:%T %a' /dev/xpu1; (echo x > /
 @pytest.mark.parametrize("runtime", ["runc", "crun"])
 def test_read_only_rootfs(xpu: HookHost, runtime: str) -> None:
     """root.readonly (readOnlyRootFilesystem): the runtime makes it read-only after the hook ran."""
-    b = xpu.bundle(probe(["/dev/xpu1"], "/usr/local/xpu") + [], env=["XPU_VISIBLE_DEVICES=1"])
+    b = xpu.bundle(probe(["/dev/xpu1"], "/usr/local/xpu") + [], env=["CXPU_VISIBLE_DEVICES=1"])
     b.config["root"]["readonly"] = True
     b.config["process"]["args"][-1] += "; touch /rootfs-probe 2>&1 | sed 's/^/R /'"
     r = run(b, runtime)
@@ -168,7 +185,7 @@ def test_read_only_rootfs(xpu: HookHost, runtime: str) -> None:
 @pytest.mark.parametrize("runtime", ["runc", "crun"])
 def test_create_runtime_stage(xpu: HookHost, runtime: str) -> None:
     """Registered as createRuntime (same namespace and state as prestart) it works the same."""
-    b = xpu.bundle(["sh", "-c", "(echo x > /dev/xpu1) 2>&1; true"], env=["XPU_VISIBLE_DEVICES=1"],
+    b = xpu.bundle(["sh", "-c", "(echo x > /dev/xpu1) 2>&1; true"], env=["CXPU_VISIBLE_DEVICES=1"],
                    stage="createRuntime")
     r = run(b, runtime)
     assert r.returncode == 0 and f"can't create /dev/xpu1: {ENXIO}" in r.stdout, container_output(r)

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 
 ENXIO = "No such device or address"
 SHOW = ("stat -c '%n %F %t:%T' /dev/xpu1 /dev/xpuctrl 2>&1; (echo x > /dev/xpu1) 2>&1; "
-        "cat /usr/local/xpu/version.txt 2>&1; touch /usr/local/xpu/probe 2>&1; touch /probe 2>&1; true")
+        "cat /usr/local/xpu/version 2>&1; touch /usr/local/xpu/probe 2>&1; touch /probe 2>&1; true")
 
 
 def no_dev_tmpfs(b: "runtimes.Bundle") -> None:
@@ -47,7 +47,7 @@ def start(xpu: HookHost, b: "runtimes.Bundle", watched: Optional[Path] = None): 
 def started_with_card1(ok: bool, out: str) -> None:
     assert ok, out
     assert "/dev/xpu1 character special file f0:1" in out and ENXIO in out, out
-    assert "XRE 5.0.21" in out and "touch: /usr/local/xpu/probe: Read-only file system" in out, out
+    assert "version:5.0.21" in out and "touch: /usr/local/xpu/probe: Read-only file system" in out, out
 
 
 def host_file(base: Path) -> Path:
@@ -70,7 +70,7 @@ class TestExistingDeviceNodes:
     def test_node_already_in_image(self, xpu: HookHost, make: Callable[[Path, Path], None], refused: bool) -> None:
         """/dev/xpu1 already in the image: refused unless it is the very node; never written through."""
         secret = host_file(xpu.base)
-        b = xpu.bundle(["sh", "-c", "echo RAN; " + SHOW], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", "echo RAN; " + SHOW], env=["CXPU_VISIBLE_DEVICES=1"])
         no_dev_tmpfs(b)
         make(b.rootfs / "dev" / "xpu1", secret)
         ok, out, err = start(xpu, b, secret.parent)
@@ -84,21 +84,21 @@ class TestExistingDeviceNodes:
 class TestExistingMountTargets:
     def test_target_is_a_file(self, xpu: HookHost) -> None:
         """/usr/local/xpu is a regular file in the image: refused (the source is a directory)."""
-        b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1"])
         (b.rootfs / "usr" / "local" / "xpu").write_text("image file\n")
         ok, out, err = start(xpu, b)
         assert not ok and "'/usr/local/xpu'" in err and "not a directory" in err, out
 
     def test_file_target_is_a_dir(self, xpu: HookHost) -> None:
         """/usr/local/bin/xpu-smi (a file mount) is a directory in the image: refused."""
-        b = xpu.bundle(["sh", "-c", "echo RAN"], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1"])
         (b.rootfs / "usr" / "local" / "bin" / "xpu-smi").mkdir(parents=True)
         ok, out, err = start(xpu, b)
         assert not ok and "xpu-smi" in err and "not a file" in err, out
 
     def test_target_dir_with_content(self, xpu: HookHost) -> None:
         """/usr/local/xpu with the image's own files: mounted over read-only, the image's files hidden."""
-        b = xpu.bundle(["sh", "-c", SHOW + "; ls /usr/local/xpu"], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", SHOW + "; ls /usr/local/xpu"], env=["CXPU_VISIBLE_DEVICES=1"])
         (b.rootfs / "usr" / "local" / "xpu").mkdir()
         (b.rootfs / "usr" / "local" / "xpu" / "image-only").write_text("x\n")
         ok, out, _ = start(xpu, b)
@@ -108,7 +108,7 @@ class TestExistingMountTargets:
     def test_target_relative_link_in_image(self, xpu: HookHost) -> None:
         """/usr/local/xpu -> ../../opt/xpu (inside the image): the mount lands on /opt/xpu in the rootfs."""
         b = xpu.bundle(["sh", "-c", SHOW + "; grep -c ' /opt/xpu ' /proc/self/mountinfo"],
-                       env=["XPU_VISIBLE_DEVICES=1"])
+                       env=["CXPU_VISIBLE_DEVICES=1"])
         (b.rootfs / "opt" / "xpu").mkdir(parents=True)
         os.symlink("../../opt/xpu", b.rootfs / "usr" / "local" / "xpu")
         ok, out, _ = start(xpu, b)
@@ -118,7 +118,7 @@ class TestExistingMountTargets:
     def test_target_dangling_absolute_link(self, xpu: HookHost) -> None:
         """/usr/local/xpu -> /<a path absent on the host>: created inside the rootfs, never on the host."""
         absent = xpu.base / "never-on-host"
-        b = xpu.bundle(["sh", "-c", SHOW], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", SHOW], env=["CXPU_VISIBLE_DEVICES=1"])
         os.symlink(str(absent), b.rootfs / "usr" / "local" / "xpu")
         ok, out, _ = start(xpu, b)
         started_with_card1(ok, out)
@@ -129,7 +129,7 @@ class TestExistingMountTargets:
 class TestUnusualImages:
     def test_readonly_rootfs(self, xpu: HookHost) -> None:
         """root.readonly: the cards and the driver mount are there, the rootfs stays read-only."""
-        b = xpu.bundle(["sh", "-c", SHOW], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", SHOW], env=["CXPU_VISIBLE_DEVICES=1"])
         b.config["root"]["readonly"] = True
         ok, out, _ = start(xpu, b)
         started_with_card1(ok, out)
@@ -137,7 +137,7 @@ class TestUnusualImages:
 
     def test_readonly_rootfs_missing_mount_point(self, xpu: HookHost) -> None:
         """root.readonly and no /usr/local in the image: the hook makes the mount point before runc seals the root."""
-        b = xpu.bundle(["sh", "-c", SHOW], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", SHOW], env=["CXPU_VISIBLE_DEVICES=1"])
         b.config["root"]["readonly"] = True
         shutil.rmtree(b.rootfs / "usr" / "local")
         ok, out, _ = start(xpu, b)
@@ -146,7 +146,7 @@ class TestUnusualImages:
     @pytest.mark.parametrize("tmpfs", [True, False], ids=["dev-tmpfs", "no-dev-mount"])
     def test_no_dev(self, xpu: HookHost, tmpfs: bool) -> None:
         """An image without /dev (with and without runc's /dev tmpfs): the nodes are made, allowed by the cgroup."""
-        b = xpu.bundle(["sh", "-c", SHOW], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", SHOW], env=["CXPU_VISIBLE_DEVICES=1"])
         shutil.rmtree(b.rootfs / "dev")
         if not tmpfs:
             no_dev_tmpfs(b)
@@ -156,7 +156,7 @@ class TestUnusualImages:
 
     def test_no_ldconfig(self, xpu: HookHost) -> None:
         """busybox has no ldconfig: the start succeeds and the log says the ld cache was left alone."""
-        b = xpu.bundle(["sh", "-c", SHOW + "; ls /etc/ld.so.conf.d 2>&1; true"], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", SHOW + "; ls /etc/ld.so.conf.d 2>&1; true"], env=["CXPU_VISIBLE_DEVICES=1"])
         ok, out, _ = start(xpu, b)
         started_with_card1(ok, out)
         assert "no ldconfig in the image" in xpu.log_text()
@@ -166,7 +166,7 @@ class TestUnusualImages:
     def test_no_etc(self, xpu: HookHost, ldconfig: bool) -> None:
         """An image without /etc: starts; with an ldconfig the conf entry is made inside the rootfs."""
         b = xpu.bundle(["sh", "-c", SHOW + "; cat /etc/ld.so.conf.d/00-xpu-cdi.conf 2>&1; true"],
-                       env=["XPU_VISIBLE_DEVICES=1"])
+                       env=["CXPU_VISIBLE_DEVICES=1"])
         shutil.rmtree(b.rootfs / "etc")
         if ldconfig:
             fake = b.rootfs / "sbin" / "ldconfig"

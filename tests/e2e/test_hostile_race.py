@@ -25,7 +25,7 @@ RUNS = 6
 RENAME_EXCHANGE = 2
 AT_FDCWD = -100
 _libc = ctypes.CDLL(None, use_errno=True)
-SHOW = ("(echo x > /dev/xpu1) 2>&1; cat /usr/local/xpu/version.txt 2>&1; "
+SHOW = ("(echo x > /dev/xpu1) 2>&1; cat /usr/local/xpu/version 2>&1; "
         "cat /etc/ld.so.conf.d/00-xpu-cdi.conf 2>&1; true")
 # a prestart hook registered after ours: the container's mount table before pivot_root
 DUMP = 'pid=$(sed -n "s/.*\\"pid\\": *\\([0-9][0-9]*\\).*/\\1/p"); cat /proc/$pid/mountinfo > "$1"'
@@ -92,7 +92,7 @@ def test_flip_while_injecting(xpu: HookHost, flipped: str, form: Callable[[Path]
     outcomes: List[str] = []
     seen_ours = False
     for run in range(RUNS):
-        b = xpu.bundle(["sh", "-c", SHOW], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", SHOW], env=["CXPU_VISIBLE_DEVICES=1"])
         ldconfig = b.rootfs / "sbin" / "ldconfig"  # so that the hook writes its ld.so.conf.d entry
         ldconfig.write_text("#!/bin/sh\nexit 0\n")
         ldconfig.chmod(0o755)

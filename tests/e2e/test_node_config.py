@@ -99,11 +99,11 @@ class TestNodeOwnership:
         edit_nodes(xpu, **({"fileMode": 0o660, "uid": OWNER, "gid": OWNER} if declared else {}))
         for uid, want in ((OWNER, ENXIO), (2000, EACCES)):
             if path == "hook":
-                b = xpu.bundle(["sh", "-c", PROBE], env=["XPU_VISIBLE_DEVICES=1"])
+                b = xpu.bundle(["sh", "-c", PROBE], env=["CXPU_VISIBLE_DEVICES=1"])
                 as_user(b, uid)
                 r = runtimes.run_runc(b)
             else:
-                b = wrapper_bundle(xpu, ["sh", "-c", PROBE], ["XPU_VISIBLE_DEVICES=1"])
+                b = wrapper_bundle(xpu, ["sh", "-c", PROBE], ["CXPU_VISIBLE_DEVICES=1"])
                 as_user(b, uid)
                 r = runtimes.run_runc(b, runtime=str(WRAPPER))
             assert r.returncode == 0, container_output(r)
@@ -113,7 +113,7 @@ class TestNodeOwnership:
     def test_spec_owner_wins_over_the_host_node(self, xpu: HookHost) -> None:
         """The spec says 0600 owned by 1000: the node in the container is so, whatever the host node is."""
         edit_nodes(xpu, fileMode=0o600, uid=OWNER, gid=OWNER)
-        b = xpu.bundle(["sh", "-c", PROBE], env=["XPU_VISIBLE_DEVICES=1"])
+        b = xpu.bundle(["sh", "-c", PROBE], env=["CXPU_VISIBLE_DEVICES=1"])
         as_user(b, OWNER)
         r = runtimes.run_runc(b)
         assert r.returncode == 0, container_output(r)
@@ -154,26 +154,26 @@ SETTING = "# xpu-cdi node settings\naccept-env-selection-when-unprivileged: fals
 @pytest.mark.parametrize("path", ["hook", "wrapper"])
 class TestEnvSelectionSetting:
     def test_unprivileged_env_is_ignored(self, xpu: HookHost, spec_env: HookHost, path: str) -> None:
-        r = RUNNERS[path](xpu, node_config(xpu.base, SETTING), ["XPU_VISIBLE_DEVICES=1"])
+        r = RUNNERS[path](xpu, node_config(xpu.base, SETTING), ["CXPU_VISIBLE_DEVICES=1"])
         assert r.returncode == 0, container_output(r)
         assert "/dev/xpu1': No such file" in r.stdout or "can't stat '/dev/xpu1'" in r.stdout, container_output(r)
         said = xpu.log_text() if path == "hook" else r.stderr
-        assert ("XPU_VISIBLE_DEVICES ignored: the container is not privileged and "
+        assert ("CXPU_VISIBLE_DEVICES ignored: the container is not privileged and "
                 f"{xpu.base / 'config.yaml'} sets accept-env-selection-when-unprivileged: false") in said, said
 
     def test_privileged_env_is_honoured(self, xpu: HookHost, spec_env: HookHost, path: str) -> None:
-        r = RUNNERS[path](xpu, node_config(xpu.base, SETTING), ["XPU_VISIBLE_DEVICES=1"], privileged=True)
+        r = RUNNERS[path](xpu, node_config(xpu.base, SETTING), ["CXPU_VISIBLE_DEVICES=1"], privileged=True)
         assert r.returncode == 0 and ENXIO in r.stdout, container_output(r)
 
     def test_annotation_still_selects(self, xpu: HookHost, spec_env: HookHost, path: str) -> None:
-        r = RUNNERS[path](xpu, node_config(xpu.base, SETTING), ["XPU_VISIBLE_DEVICES=0"],
+        r = RUNNERS[path](xpu, node_config(xpu.base, SETTING), ["CXPU_VISIBLE_DEVICES=0"],
                           annotations={"cdi.k8s.io/xpu": "kunlunxin.com/xpu=1"})
         assert r.returncode == 0 and ENXIO in r.stdout, container_output(r)
 
     @pytest.mark.parametrize("text", [None, "", SETTING.replace("false", "true")], ids=["absent", "empty", "true"])
     def test_default_accepts_env(self, xpu: HookHost, spec_env: HookHost, path: str, text: Optional[str]) -> None:
         config = xpu.base / "absent.yaml" if text is None else node_config(xpu.base, text)
-        r = RUNNERS[path](xpu, config, ["XPU_VISIBLE_DEVICES=1"])
+        r = RUNNERS[path](xpu, config, ["CXPU_VISIBLE_DEVICES=1"])
         assert r.returncode == 0 and ENXIO in r.stdout, container_output(r)
 
     @pytest.mark.parametrize("text, message", [
@@ -186,7 +186,7 @@ class TestEnvSelectionSetting:
     def test_malformed_file_stops_the_start(self, xpu: HookHost, spec_env: HookHost, path: str, text: str,
                                             message: str) -> None:
         p = node_config(xpu.base, text)
-        r = RUNNERS[path](xpu, p, ["XPU_VISIBLE_DEVICES=1"])
+        r = RUNNERS[path](xpu, p, ["CXPU_VISIBLE_DEVICES=1"])
         assert r.returncode != 0, container_output(r)
         assert message.format(p=p) in r.stderr, container_output(r)
 
@@ -197,7 +197,7 @@ def test_setting_false_never_hands_over_to_python(xpu: HookHost) -> None:
     good one, which Python would warn about and carry on -- fails closed in one line instead of being
     injected by a half that would honour the env."""
     (xpu.spec_dir / "example.com-card.json").write_text('{"cdiVersion": "0.5.0", "kind": ')
-    r = run_hook_path(xpu, node_config(xpu.base, SETTING), ["XPU_VISIBLE_DEVICES=1"],
+    r = run_hook_path(xpu, node_config(xpu.base, SETTING), ["CXPU_VISIBLE_DEVICES=1"],
                       annotations={"cdi.k8s.io/x": "kunlunxin.com/xpu=2"})
     assert r.returncode != 0, container_output(r)
     assert "xpu-cdi-hook: " in r.stderr and "example.com-card.json" in r.stderr, container_output(r)

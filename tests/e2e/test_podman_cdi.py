@@ -52,7 +52,7 @@ def install_spec(host: fakehost.FakeHost, profile: str, files: List[Path], *extr
 
 SCRIPT_XPU = ("ls -ln /dev/xpu* ; env | grep ^LD_LIBRARY_PATH= ; "
               "for n in /dev/xpu3 /dev/xpuctrl; do (echo x > $n) 2>&1 | sed \"s|^|$n: |\"; done; "
-              "grep ' /usr/local/xpu ' /proc/mounts; cat /usr/local/xpu/version.txt; "
+              "grep ' /usr/local/xpu ' /proc/mounts; cat /usr/local/xpu/version; "
               "(touch /usr/local/xpu/new) 2>&1; true")
 
 
@@ -70,7 +70,7 @@ class TestKunlunxin:
         assert f"/dev/xpuctrl: sh: can't create /dev/xpuctrl: {ENXIO}" in out
         assert "LD_LIBRARY_PATH=/usr/local/xpu/lib64" in out
         assert " ro," in [ln for ln in out.splitlines() if " /usr/local/xpu " in ln][0]
-        assert "XRE 5.0.21" in out and "Read-only file system" in out
+        assert "version:5.0.21" in out and "Read-only file system" in out
 
     def test_all(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
         """--device kind=all: every card node is present and allowed."""
@@ -115,3 +115,16 @@ class TestAscend:
         assert r.stdout.count(ENXIO) == 2
         assert "LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64:" in r.stdout
         assert "Version=24.1.rc2" in r.stdout
+
+    def test_driver_user_opens_its_own_card(self, podman: Podman, host_root: Path,
+                                            etc_cdi_spec: List[Path]) -> None:
+        """HwHiAiUser-style host (nodes 0660, uid/gid 1000): the spec carries uid, gid and fileMode, and a
+        container process running as uid 1000 opens /dev/davinci1 (ENXIO from the fake driver), not EACCES."""
+        host = fakehost.ascend(host_root, 2, owner=(fakehost.DRIVER_UID, fakehost.DRIVER_GID))
+        kind = install_spec(host, "ascend", etc_cdi_spec)
+        script = "ls -ln /dev/davinci1; (echo x > /dev/davinci1) 2>&1; id -u; true"
+        r = podman.run(["--device", f"{kind}=1", "--user", "1000:1000"], ["sh", "-c", script])
+        assert r.returncode == 0, r.stderr
+        assert re.search(r"^crw-rw---- +1 1000 +1000 +241, +1 .*/dev/davinci1$", r.stdout, re.M), r.stdout
+        assert ENXIO in r.stdout and "Permission denied" not in r.stdout, r.stdout
+        assert r.stdout.split()[-1] == "1000"

@@ -52,8 +52,8 @@ def ctr_run(c: Containerd, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_env_selection(ctrd: Containerd) -> None:
-    """--env XPU_VISIBLE_DEVICES=2: card 2 and the control node usable, driver mounted, LD_LIBRARY_PATH set."""
-    r = ctr_run(ctrd, "--env", "XPU_VISIBLE_DEVICES=2", IMAGE, unique("c"), "sh", "-c", CHECK)
+    """--env CXPU_VISIBLE_DEVICES=2: card 2 and the control node usable, driver mounted, LD_LIBRARY_PATH set."""
+    r = ctr_run(ctrd, "--env", "CXPU_VISIBLE_DEVICES=2", IMAGE, unique("c"), "sh", "-c", CHECK)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert re.search(r" 240, +2 .*xpu2$", out, re.M) and re.search(r" 240, +200 .*xpuctrl$", out, re.M), out
@@ -73,7 +73,7 @@ def test_annotation_selects_card_1(ctrd: Containerd) -> None:
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--env", "XPU_VISIBLE_DEVICES=9"], ["no card 9"]),
+    (["--env", "CXPU_VISIBLE_DEVICES=9"], ["no card 9"]),
     (["--annotation", "cdi.k8s.io/test_x=kunlunxin.com/xpu=x y"], ["'kunlunxin.com/xpu=x y'"]),
     (["--annotation", "cdi.k8s.io/test_x=huawei.com/npu=0"], ["'huawei.com/npu=0'"]),
 ])

@@ -1,6 +1,6 @@
 """End to end: podman 4.3 with the runtime `xpu-cdi runtime configure
 --runtime podman` registered in its containers.conf (`podman run --runtime
-xpu -e XPU_VISIBLE_DEVICES=2`), and the wrapper in front of crun.
+xpu -e CXPU_VISIBLE_DEVICES=2`), and the wrapper in front of crun.
 
 podman does not pass its environment on to the OCI runtime, so the spec
 dir reaches the wrapper through a two-line shim registered as the wrapper
@@ -45,13 +45,13 @@ def test_podman_runtime_xpu(podman: Podman, spec_dir: Path, tmp_path: Path) -> N
     r = subprocess.run([str(BIN / "xpu-cdi"), "runtime", "configure", "--runtime", "podman", "--config", str(conf),
                         "--wrapper-path", str(shim), "--no-oci-hook"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    out = podman.run(["--runtime", "xpu", "-e", "XPU_VISIBLE_DEVICES=2"],
+    out = podman.run(["--runtime", "xpu", "-e", "CXPU_VISIBLE_DEVICES=2"],
                      ["sh", "-c", "ls -l /dev; (echo x > /dev/xpu2) 2>&1; echo LD=$LD_LIBRARY_PATH"])
     assert out.returncode == 0, out.stderr
     assert re.search(r" 240, +2 .*xpu2$", out.stdout, re.M) and ENXIO in out.stdout, out.stdout
     assert "LD=/usr/local/xpu/lib64" in out.stdout
-    bad = podman.run(["--runtime", "xpu", "-e", "XPU_VISIBLE_DEVICES=9"], ["true"])
-    assert bad.returncode != 0 and "xpu-container-runtime: XPU_VISIBLE_DEVICES='9': no card 9" in bad.stderr
+    bad = podman.run(["--runtime", "xpu", "-e", "CXPU_VISIBLE_DEVICES=9"], ["true"])
+    assert bad.returncode != 0 and "xpu-container-runtime: CXPU_VISIBLE_DEVICES='9': no card 9" in bad.stderr
     assert str(spec_dir) in bad.stderr
 
 
@@ -66,7 +66,7 @@ def test_crun_behind_the_wrapper(tmp_path: Path, spec_dir: Path, monkeypatch: py
     monkeypatch.setenv("XPU_CDI_RUNTIME", str(crun))
     b = Bundle(tmp_path)
     b.set_process(["sh", "-c", "ls -l /dev; (echo x > /dev/xpu2) 2>&1; echo LD=$LD_LIBRARY_PATH"],
-                  env=["XPU_VISIBLE_DEVICES=2"])
+                  env=["CXPU_VISIBLE_DEVICES=2"])
     r = run_runc(b, runtime=WRAPPER, private_ns=True)
     assert r.returncode == 0, r.stderr
     assert re.search(r" 240, +2 .*xpu2$", r.stdout, re.M) and ENXIO in r.stdout, r.stdout

@@ -28,7 +28,7 @@ BIN = Path(sys.executable).parent
 WRAPPER = str(BIN / "xpu-container-runtime")
 ENXIO = "No such device or address"
 CHECK = ("ls -l /dev/; (echo x > /dev/xpu2) 2>&1; (echo x > /dev/xpuctrl) 2>&1; echo LD=$LD_LIBRARY_PATH; "
-         "cat /usr/local/xpu/version.txt; ls /usr/local/xpu/lib64; (touch /usr/local/xpu/new) 2>&1; env; true")
+         "cat /usr/local/xpu/version; ls /usr/local/xpu/lib64; (touch /usr/local/xpu/new) 2>&1; env; true")
 
 
 @pytest.fixture
@@ -60,16 +60,35 @@ def assert_card2(out: str) -> None:
     assert not re.search(r" xpu[013-7]$", out, re.M), f"only card 2 was asked for:\n{out}"
     assert out.count(ENXIO) == 2, f"both nodes must be allowed by the cgroup (ENXIO, not EPERM):\n{out}"
     assert "LD=/usr/local/xpu/lib64\n" in out
-    assert "XRE 5.0.21" in out and "libxpuml.so.1" in out
+    assert "version:5.0.21" in out and "libxpuml.so.1" in out
     assert "Read-only file system" in out
     assert "XPU_CDI_" not in out, "nothing of the wrapper's own environment reaches the container"
 
 
+CARDS = "ls /dev | grep '^xpu[0-9]' | tr '\\n' ' '; echo; for n in /dev/xpu[0-9]*; do [ -e $n ] && (echo x > $n) 2>&1; done; true"
+
+
+@pytest.mark.parametrize("env, cards", [
+    (["CXPU_VISIBLE_DEVICES=4,5", "XPU_VISIBLE_DEVICES=0,1"], "xpu4 xpu5"),
+    (["XPU_VISIBLE_DEVICES=0,1"], ""),
+], ids=["vendor-selector-wins", "in-process-variable-selects-nothing"])
+def test_only_the_vendor_selector_selects(tmp_path: Path, spec_dir: Path, env: List[str], cards: str) -> None:
+    """XPU_VISIBLE_DEVICES is what Kunlunxin frameworks export inside a container to pick among the
+    cards it already has: an image exporting it never gets host cards. CXPU_VISIBLE_DEVICES=4,5 with
+    XPU_VISIBLE_DEVICES=0,1 gives exactly xpu4 and xpu5; XPU_VISIBLE_DEVICES alone gives no card."""
+    b = Bundle(tmp_path)
+    b.set_process(["sh", "-c", CARDS], env=env)
+    r = run_runc(b, runtime=WRAPPER)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].strip() == cards, r.stdout
+    assert r.stdout.count(ENXIO) == len(cards.split()), r.stdout
+
+
 @pytest.mark.parametrize("cgroup_v2", [False, True], ids=["cgroup-v1", "cgroup-v2"])
 def test_env_selection(tmp_path: Path, spec_dir: Path, cgroup_v2: bool) -> None:
-    """XPU_VISIBLE_DEVICES=2: /dev/xpu2 and /dev/xpuctrl usable, libraries mounted, LD_LIBRARY_PATH set."""
+    """CXPU_VISIBLE_DEVICES=2: /dev/xpu2 and /dev/xpuctrl usable, libraries mounted, LD_LIBRARY_PATH set."""
     b = Bundle(tmp_path)
-    b.set_process(["sh", "-c", CHECK], env=["XPU_VISIBLE_DEVICES=2"])
+    b.set_process(["sh", "-c", CHECK], env=["CXPU_VISIBLE_DEVICES=2"])
     r = run_runc(b, runtime=WRAPPER, cgroup_v2=cgroup_v2)
     assert r.returncode == 0, r.stderr
     assert_card2(r.stdout)
@@ -78,7 +97,7 @@ def test_env_selection(tmp_path: Path, spec_dir: Path, cgroup_v2: bool) -> None:
 def test_plain_runc_gives_nothing(tmp_path: Path, spec_dir: Path) -> None:
     """The control: the same bundle under plain runc has no card (so the wrapper did it)."""
     b = Bundle(tmp_path)
-    b.set_process(["sh", "-c", "ls /dev; echo LD=$LD_LIBRARY_PATH"], env=["XPU_VISIBLE_DEVICES=2"])
+    b.set_process(["sh", "-c", "ls /dev; echo LD=$LD_LIBRARY_PATH"], env=["CXPU_VISIBLE_DEVICES=2"])
     r = run_runc(b)
     assert r.returncode == 0, r.stderr
     assert "xpu2" not in r.stdout and "LD=\n" in r.stdout
@@ -108,7 +127,7 @@ def test_image_library_path_is_kept_and_hooks_run(tmp_path: Path, host: fakehost
     generate(host, d, "--hook-path", str(stub))
     monkeypatch.setenv("XPU_CDI_SPEC_DIRS", str(d))
     b = Bundle(tmp_path)
-    b.set_process(["sh", "-c", "echo LD=$LD_LIBRARY_PATH"], env=["XPU_VISIBLE_DEVICES=0", "LD_LIBRARY_PATH=/app/lib"])
+    b.set_process(["sh", "-c", "echo LD=$LD_LIBRARY_PATH"], env=["CXPU_VISIBLE_DEVICES=0", "LD_LIBRARY_PATH=/app/lib"])
     r = run_runc(b, runtime=WRAPPER)
     assert r.returncode == 0, r.stderr
     assert "LD=/app/lib:/usr/local/xpu/lib64\n" in r.stdout
@@ -129,7 +148,7 @@ def test_default_spec_runs_the_real_ldcache_hook(tmp_path: Path, host: fakehost.
     ldconfig.write_text('#!/bin/sh\necho "ldconfig ran $*" > /tmp/ldconfig-ran\n')
     ldconfig.chmod(0o755)
     b.set_process(["sh", "-c", "cat /etc/ld.so.conf.d/*.conf /tmp/ldconfig-ran; echo LD=$LD_LIBRARY_PATH"],
-                  env=["XPU_VISIBLE_DEVICES=2"])
+                  env=["CXPU_VISIBLE_DEVICES=2"])
     r = run_runc(b, runtime=WRAPPER)
     assert r.returncode == 0, r.stderr
     assert "\n/usr/local/xpu/lib64\n" in r.stdout and "ldconfig ran" in r.stdout, r.stdout
@@ -159,8 +178,8 @@ class TestRefused:
         return r
 
     def test_unknown_card(self, tmp_path: Path, spec_dir: Path) -> None:
-        """XPU_VISIBLE_DEVICES=9 on an 8-card host."""
-        r = self.create(tmp_path, ["XPU_VISIBLE_DEVICES=9"], {})
+        """CXPU_VISIBLE_DEVICES=9 on an 8-card host."""
+        r = self.create(tmp_path, ["CXPU_VISIBLE_DEVICES=9"], {})
         assert "no card 9" in r.stderr and str(spec_dir) in r.stderr
 
     def test_unknown_annotated_device(self, tmp_path: Path, spec_dir: Path) -> None:
@@ -184,14 +203,14 @@ class TestRefused:
         finally:
             fakehost.remove_tree(npu.root)
         monkeypatch.setenv("XPU_CDI_SPEC_DIRS", str(empty))
-        r = self.create(tmp_path, ["XPU_VISIBLE_DEVICES=2"], {})
-        assert "XPU_VISIBLE_DEVICES='2'" in r.stderr and "kunlunxin.com/xpu" in r.stderr and str(empty) in r.stderr
+        r = self.create(tmp_path, ["CXPU_VISIBLE_DEVICES=2"], {})
+        assert "CXPU_VISIBLE_DEVICES='2'" in r.stderr and "kunlunxin.com/xpu" in r.stderr and str(empty) in r.stderr
 
 
 def test_config_is_edited_once(tmp_path: Path, spec_dir: Path) -> None:
     """A create retried on the already edited bundle adds nothing twice."""
     b = Bundle(tmp_path)
-    b.set_process(["true"], env=["XPU_VISIBLE_DEVICES=1,3"])
+    b.set_process(["true"], env=["CXPU_VISIBLE_DEVICES=1,3"])
     b.write()
     cid = unique("xi")
     try:

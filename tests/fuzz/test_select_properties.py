@@ -15,7 +15,7 @@ from xpu_cdi.errors import SelectionError
 from xpu_cdi.hook import select
 
 XPU: Dict[str, Any] = {"xpuCdiIndex": 1, "kind": "kunlunxin.com/xpu",
-                       "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
+                       "selection": {"env": ["CXPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
                                      "none": ["", "void", "none"]},
                        "indices": {str(i): str(i) for i in range(8)}, "all": "all"}
 NPU: Dict[str, Any] = {"xpuCdiIndex": 1, "kind": "huawei.com/npu",
@@ -59,7 +59,7 @@ class TestIndexFiles:
                                     file_contents(st.sampled_from([XPU, NPU]).flatmap(mutated))),
                           max_size=3),
            env=st.lists(st.one_of(st.text(max_size=10),
-                                  st.tuples(st.sampled_from(["XPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES"]),
+                                  st.tuples(st.sampled_from(["CXPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES"]),
                                             values).map("=".join)), max_size=3),
            annotations=st.dictionaries(st.sampled_from(["cdi.k8s.io/p_1", "cdi.k8s.io/", "other", "cdi.k8s.io/x\n"]),
                                        st.text(max_size=30) | st.just("kunlunxin.com/xpu=1"), max_size=2))
@@ -80,7 +80,7 @@ class TestIndexFiles:
     @example(index=dict(NPU, selection=dict(NPU["selection"], aliases=["npu-"])), value="npu-x")
     @example(index=dict(NPU, selection=dict(NPU["selection"], aliases=[""])), value="npu-x")
     @example(index=dict(XPU, indices={"a": "0"}), value="all")
-    @example(index=dict(XPU, selection="XPU_VISIBLE_DEVICES"), value="0")
+    @example(index=dict(XPU, selection="CXPU_VISIBLE_DEVICES"), value="0")
     def test_mutated_index_in_memory(self, index: Any, value: str) -> None:
         """An index that passes load_indexes' checks never makes selection fail with a bug."""
         with tempfile.TemporaryDirectory() as d:
@@ -90,7 +90,7 @@ class TestIndexFiles:
                 json.dump(index, f)
             indexes = ours(select.load_indexes, [d])
             for kind in indexes:
-                for var in ("XPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES"):
+                for var in ("CXPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES"):
                     ours(select.requested, [f"{var}={value}"], {}, indexes)
 
 
@@ -114,12 +114,12 @@ class TestBounds:
 
         value = ",".join(["0-4095"] * 9000)
         t = time.perf_counter()
-        got = ours(select.parse_value, "XPU_VISIBLE_DEVICES", value, self.BIG)
+        got = ours(select.parse_value, "CXPU_VISIBLE_DEVICES", value, self.BIG)
         assert got == [str(i) for i in range(4096)] and time.perf_counter() - t < 1.0
 
     def test_huge_value_refused_with_short_message(self) -> None:
         """A value over the limit is refused at once; the message does not echo megabytes."""
-        err = ours(select.parse_value, "XPU_VISIBLE_DEVICES", "0," * 500_000, self.BIG)
+        err = ours(select.parse_value, "CXPU_VISIBLE_DEVICES", "0," * 500_000, self.BIG)
         assert isinstance(err, SelectionError) and "characters" in str(err) and len(str(err)) < 300
 
     def test_long_token_is_refused_before_the_aliases(self) -> None:

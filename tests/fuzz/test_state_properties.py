@@ -19,7 +19,7 @@ from xpu_cdi.hook import state
 STATE = {"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 4242, "bundle": "/tmp/b",
          "annotations": {"cdi.k8s.io/p_1": "kunlunxin.com/xpu=1"}}
 CONFIG = {"ociVersion": "1.0.2", "root": {"path": "rootfs", "readonly": False},
-          "process": {"env": ["PATH=/bin", "XPU_VISIBLE_DEVICES=1,3"], "args": ["true"]},
+          "process": {"env": ["PATH=/bin", "CXPU_VISIBLE_DEVICES=1,3"], "args": ["true"]},
           "annotations": {"io.kubernetes.x": "y"}, "mounts": [], "linux": {}}
 states = st.one_of(st.just(STATE).flatmap(mutated), json_values)
 configs = st.one_of(st.just(CONFIG).flatmap(mutated), json_values)

@@ -20,10 +20,10 @@ from xpu_cdi.runtime import wrapper
 
 SPEC = (Path(__file__).parents[1] / "data" / "specs" / "kunlunxin-8card.json").read_text().replace("@ROOT@", "")
 INDEX = {"xpuCdiIndex": 1, "kind": "kunlunxin.com/xpu", "profile": "kunlunxin",
-         "selection": {"env": ["XPU_VISIBLE_DEVICES"], "aliases": None, "none": ["", "void", "none"]},
+         "selection": {"env": ["CXPU_VISIBLE_DEVICES"], "aliases": None, "none": ["", "void", "none"]},
          "indices": {str(i): str(i) for i in range(8)}, "all": "all", "spec": "kunlunxin.com-xpu.json"}
 CONFIG = {"ociVersion": "1.0.2", "root": {"path": "rootfs"},
-          "process": {"env": ["PATH=/bin", "XPU_VISIBLE_DEVICES=1,3"], "args": ["true"]},
+          "process": {"env": ["PATH=/bin", "CXPU_VISIBLE_DEVICES=1,3"], "args": ["true"]},
           "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}],
           "annotations": {}, "linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}}}
 configs = st.one_of(st.just(CONFIG).flatmap(mutated), json_values)
@@ -57,7 +57,7 @@ class TestPrepare:
     @example(config=CONFIG)
     @example(config=dict(CONFIG, mounts=[{"destination": 5}]))
     @example(config=dict(CONFIG, linux={"devices": "x", "resources": 7}))
-    @example(config=dict(CONFIG, process={"env": ["XPU_VISIBLE_DEVICES=9"]}))
+    @example(config=dict(CONFIG, process={"env": ["CXPU_VISIBLE_DEVICES=9"]}))
     def test_any_config(self, spec_env: Dict[str, str], config: Any) -> None:
         """An edited config.json is valid JSON with the requested nodes and allow rules; a refused one is unchanged."""
         data = json.dumps(config).encode()
@@ -79,7 +79,7 @@ class TestPrepare:
 
     def test_deep_nesting(self, spec_env: Dict[str, str]) -> None:
         """A deeply nested config.json that asks for a card is refused with our error, like any invalid JSON."""
-        data = b'{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"x":' + DEEP[0]
+        data = b'{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"x":' + DEEP[0]
         assert isinstance(prepare(spec_env, data)[0], XpuCdiError)
 
     def test_mount_destination_not_a_string(self, spec_env: Dict[str, str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,27 @@ class TestKunlunxin:
         with pytest.raises(DiscoveryError, match="is a regular file, not a device node"):
             discover(profs["kunlunxin"], roots(host_root))
 
+    def test_odd_entries_skipped_card_by_card(self, host_root: Path, profs: dict) -> None:
+        """A directory, a symlink and a plain file under the card glob are skipped, one note each;
+        the real cards still get their devices."""
+        host = fakehost.kunlunxin(host_root, cards=2, sysfs=False)
+        (host_root / "dev/xpu7").mkdir()
+        (host_root / "dev/xpu8").symlink_to("xpu0")
+        fakehost.write(host_root / "dev/xpu9", "left by a bind mount of a missing path")
+        view = discover(profs["kunlunxin"], roots(host.root))
+        assert [c.index for c in view.cards] == [0, 1]
+        skipped = [n for n in view.notes if n.endswith("not a device node: skipped")]
+        assert skipped == ["'/dev/xpu7' is a directory, not a device node: skipped",
+                           "'/dev/xpu8' is a symlink, not a device node: skipped",
+                           "'/dev/xpu9' is a regular file, not a device node: skipped"]
+
+    def test_versioned_xre_symlink_is_mounted_as_the_link(self, xpu_host: fakehost.FakeHost, profs: dict) -> None:
+        """/usr/local/xpu is a symlink to /usr/local/xpu-<ver>: the spec mounts the link, so an upgrade
+        that flips it reaches new containers without a stale path in the spec."""
+        view = discover(profs["kunlunxin"], roots(xpu_host.root))
+        assert os.path.islink(view.mounts[0].host_path)
+        assert view.mounts[0].container_path == "/usr/local/xpu"
+
     def test_legacy_layout(self, host_root: Path, profs: dict) -> None:
         """The /dev/kunlun/device<N> layout is found by the same profile."""
         fakehost.mknod(host_root / "dev/kunlun/device0", 240, 0)
@@ -117,15 +139,32 @@ class TestAscend:
 class TestAuto:
     def test_picks_present_profiles_only(self, xpu_host: fakehost.FakeHost, profs: dict) -> None:
         """auto keeps only profiles whose cards exist."""
-        views = discover_all(list(profs.values()), roots(xpu_host.root), auto=True)
-        assert [v.profile.name for v in views] == ["kunlunxin"]
+        found = discover_all(list(profs.values()), roots(xpu_host.root), auto=True)
+        assert [v.profile.name for v in found.views] == ["kunlunxin"] and found.failures == ()
 
     def test_both_vendors(self, host_root: Path, profs: dict) -> None:
         """A host with two kinds of card yields one view per kind."""
         fakehost.kunlunxin(host_root / "x", cards=2, sysfs=False)
         fakehost.ascend(host_root / "x", cards=2, sysfs=False)
-        views = discover_all(list(profs.values()), roots(host_root / "x"), auto=True)
-        assert sorted(v.profile.name for v in views) == ["ascend", "kunlunxin"]
+        found = discover_all(list(profs.values()), roots(host_root / "x"), auto=True)
+        assert sorted(v.profile.name for v in found.views) == ["ascend", "kunlunxin"]
+
+    def test_a_failing_profile_does_not_stop_the_others(self, host_root: Path, profs: dict) -> None:
+        """Ascend without its manager node fails alone: Kunlunxin still gets its view, and the failure
+        is one line naming the profile and the fix."""
+        fakehost.kunlunxin(host_root, cards=2, sysfs=False)
+        fakehost.ascend(host_root, cards=1, sysfs=False, manager=False)
+        found = discover_all(list(profs.values()), roots(host_root), auto=True)
+        assert [v.profile.name for v in found.views] == ["kunlunxin"]
+        [(name, line)] = found.failures
+        assert name == "ascend" and "davinci_manager" in line and "driver fully loaded" in line
+        assert "\n" not in line
+
+    def test_failure_outside_auto_is_raised(self, host_root: Path, profs: dict) -> None:
+        """--profile ascend on the same host: the error itself, exit path unchanged."""
+        fakehost.ascend(host_root, cards=1, sysfs=False, manager=False)
+        with pytest.raises(DiscoveryError, match="davinci_manager"):
+            discover_all([profs["ascend"]], roots(host_root), auto=False)
 
     def test_other_vendor_render_node_ignored(self, host_root: Path, profs: dict) -> None:
         """A render node whose PCI vendor is not Hygon's is not claimed by the hygon profile."""
@@ -134,6 +173,17 @@ class TestAuto:
         fakehost._class_dev(host_root, pci, "drm", "renderD128", 226, 128)
         with pytest.raises(DiscoveryError, match="no accelerator cards found"):
             discover_all([profs["hygon"]], roots(host_root), auto=True)
+
+    def test_other_vendor_render_node_skipped_card_by_card(self, host_root: Path, profs: dict) -> None:
+        """One Intel render node beside two Hygon DCUs costs only itself, with one note."""
+        host = fakehost.hygon_host(host_root, cards=2)
+        fakehost.mknod(host_root / "dev/dri/renderD130", fakehost.DRI_MAJOR, 130)
+        pci = fakehost.pci_function(host_root, "0000:00:02.0", "0x8086", "0x46a6", "0x030000")
+        fakehost._class_dev(host_root, pci, "drm", "renderD130", fakehost.DRI_MAJOR, 130)
+        view = discover(profs["hygon"], roots(host.root), auto=True)
+        assert [c.index for c in view.cards] == [0, 1]
+        assert [n for n in view.notes if "renderD130" in n] == [
+            "'/dev/dri/renderD130' belongs to PCI device 0000:00:02.0 of vendor 0x8086, not 0x1d94: skipped"]
 
     def test_nothing_found(self, host_root: Path, profs: dict) -> None:
         """An empty host is one clear error naming the dev root."""

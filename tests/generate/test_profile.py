@@ -37,6 +37,25 @@ class TestBuiltin:
         for name in ("cambricon", "enflame", "iluvatar", "hygon", "mthreads", "metax", "gaudi"):
             assert profs[name].experimental, name
 
+    def test_vendor_facts_are_profile_fields(self) -> None:
+        """Watch files, modules, PCI classes, companions and ownership come from the profiles, not code."""
+        profs = profile.load_all([])
+        assert profs["kunlunxin"].watch_files == ("/usr/local/xpu/version", "/proc/xpu/version")
+        assert profs["kunlunxin"].modules == ("kunlun", "xpu_driver")
+        assert profs["kunlunxin"].pci_classes == ("0x1200", "0x0780")
+        assert profs["ascend"].driver_owned_nodes and profs["ascend"].topology_unknown
+        assert profs["enflame"].pci_classes == ("0x1200",)  # the default
+        [rule] = profs["cambricon"].cards
+        assert [c.path for c in rule.companions][:2] == ["/dev/cambricon_ipcm{index}", "/dev/commu{index}"]
+        assert profs["gaudi"].cards[0].require_pci_vendor and not profs["gaudi"].cards[1].require_pci_vendor
+        assert [m.path for m in profs["cambricon"].mounts] == ["/usr/bin/cnmon"]  # never the host's neuware
+
+    def test_kunlunxin_selects_with_the_vendor_variable_only(self) -> None:
+        """CXPU_VISIBLE_DEVICES only: XPU_VISIBLE_DEVICES is the frameworks' in-process variable."""
+        assert profile.load_all([])["kunlunxin"].selection.env == ("CXPU_VISIBLE_DEVICES",)
+        for prof in profile.load_all([]).values():
+            assert "XPU_VISIBLE_DEVICES" not in prof.selection.env, prof.name
+
     def test_ascend_selection_syntax(self) -> None:
         """The Ascend profile carries the vendor's selection variable and alias prefixes (data, no regex)."""
         sel = profile.load_all([])["ascend"].selection
@@ -82,6 +101,14 @@ class TestInvalid:
         ("vendor: ab.com\nclass: xpu\ncards: [{glob: /dev/a*, index: '^a1$'}]\n", "needs a group"),
         ("vendor: ab.com\nclass: xpu\ncards: [{glob: /dev/a*, index: '^a(1$'}]\n", "invalid regex"),
         ("vendor: ab.com\nclass: xpu\ncards: [{glob: /dev/a*, index: '^a(1)$'}]\nenv: [NOEQUALS]\n", r"at env\[0\]"),
+        ("vendor: ab.com\nclass: xpu\ncards: [{glob: /dev/a*, index: '^a(1)$', "
+         "companions: [{path: /dev/x, sysfs: ../drm}]}]\n", r"at cards\[0\]\.companions\[0\]"),
+        ("vendor: ab.com\nclass: xpu\ncards: [{glob: /dev/a*, index: '^a(1)$'}]\nmodules: ['two words']\n",
+         r"at modules\[0\]"),
+        ("vendor: ab.com\nclass: xpu\ncards: [{glob: /dev/a*, index: '^a(1)$'}]\npci: {classes: ['0x12']}\n",
+         r"at pci\.classes\[0\]"),
+        ("vendor: ab.com\nclass: xpu\ncards: [{glob: /dev/a*, index: '^a(1)$'}]\nwatch_files: [relative]\n",
+         r"at watch_files\[0\]"),
         ("- just\n- a list\n", "expected a mapping"),
         ("vendor: [unclosed\n", "not valid YAML"),
     ])

@@ -38,11 +38,21 @@ class TestGolden:
     @pytest.mark.parametrize("name, maker, golden", [
         ("kunlunxin", lambda r: fakehost.kunlunxin(r, 8), "kunlunxin-8card.json"),
         ("ascend", lambda r: fakehost.ascend(r, 4), "ascend-910b-4npu.json"),
+        ("ascend", lambda r: fakehost.kunpeng_npu_server(r, 2), "ascend-atlas800-hwhiaiuser.json"),
+        ("ascend", fakehost.atlas200i_soc, "ascend-atlas200i-soc.json"),
+        ("cambricon", lambda r: fakehost.cambricon_host(r, 2), "cambricon-mlu370-2card.json"),
+        ("gaudi", lambda r: fakehost.gaudi_host(r, 2), "gaudi2-beside-intel-npu.json"),
+        ("hygon", lambda r: fakehost.hygon_host(r, 2), "hygon-dcu-bmc.json"),
+        ("mthreads", lambda r: fakehost.mthreads_host(r, 2), "mthreads-bmc-by-path.json"),
     ])
     def test_matches_golden(self, host_root: Path, name: str, maker: Any, golden: str) -> None:
-        """generate's output for each fake host is exactly the reviewed golden spec."""
+        """generate's output for each fake host is exactly the reviewed golden spec, valid under our
+        strict schema and the upstream CDI schema."""
         host = maker(host_root)
-        got = normalised(build(host, name), host_root)
+        spec = build(host, name)
+        assert validate.problems(spec) == []
+        upstream_schema.validator()(spec)
+        got = normalised(spec, host_root)
         path = GOLDEN / golden
         if os.environ.get("XPU_CDI_UPDATE_GOLDEN"):
             path.write_text(json.dumps(got, indent=2) + "\n")
@@ -134,7 +144,7 @@ class TestWrite:
         assert oct(path.stat().st_mode & 0o777) == "0o644"
         index = json.loads((tmp_path / "kunlunxin.com-xpu.json.xpu-cdi").read_text())
         assert index["kind"] == "kunlunxin.com/xpu" and index["indices"]["7"] == "7"
-        assert index["selection"]["env"] == ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"]
+        assert index["selection"]["env"] == ["CXPU_VISIBLE_DEVICES"]  # XPU_VISIBLE_DEVICES is in-process only
         assert "compact" not in index
 
     def test_yaml_index_has_no_copy(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ class TestState:
 
     def test_config_without_root(self, case: Case) -> None:
         """config.json without root (and no crun state root): no rootfs to work on."""
-        fails(case, state(bundle(case.base, ["XPU_VISIBLE_DEVICES=1"], root=None)), "has no root.path")
+        fails(case, state(bundle(case.base, ["CXPU_VISIBLE_DEVICES=1"], root=None)), "has no root.path")
 
     def test_config_nested_too_deeply(self, case: Case) -> None:
         """A config.json nested 100,000 deep is refused, not a crash."""
@@ -119,14 +119,14 @@ class TestState:
 
 class TestSelection:
     @pytest.mark.parametrize("env, needles", [
-        (["XPU_VISIBLE_DEVICES=9"], ["no card 9 in the kunlunxin.com/xpu spec", "cards: 0,1,2,3,4,5,6,7"]),
-        (["XPU_VISIBLE_DEVICES=1,x"], ["'x' is not a card index"]),
-        (["XPU_VISIBLE_DEVICES=3-1"], ["range '3-1' must be low-high"]),
-        (["XPU_VISIBLE_DEVICES=0-99999"], ["range"]),
+        (["CXPU_VISIBLE_DEVICES=9"], ["no card 9 in the kunlunxin.com/xpu spec", "cards: 0,1,2,3,4,5,6,7"]),
+        (["CXPU_VISIBLE_DEVICES=1,x"], ["'x' is not a card index"]),
+        (["CXPU_VISIBLE_DEVICES=3-1"], ["range '3-1' must be low-high"]),
+        (["CXPU_VISIBLE_DEVICES=0-99999"], ["range"]),
     ], ids=["unknown-index", "bad-token", "reversed-range", "huge-range"])
     def test_bad_selection(self, case: Case, env: List[str], needles: List[str]) -> None:
         """Selection syntax errors and unknown cards name the variable, the value and the fix."""
-        fails(case, state(bundle(case.base, env)), "XPU_VISIBLE_DEVICES=", *needles)
+        fails(case, state(bundle(case.base, env)), "CXPU_VISIBLE_DEVICES=", *needles)
 
     def test_device_in_no_spec(self, case: Case) -> None:
         """An annotation naming a device no spec defines."""
@@ -146,12 +146,12 @@ class TestSelection:
 
     def test_prestart_needs_a_host_pid(self, case: Case) -> None:
         """State pid 1 (a createContainer registration) is refused before anything is touched."""
-        fails(case, state(bundle(case.base, ["XPU_VISIBLE_DEVICES=1"]), pid=1), "register `xpu-cdi-hook prestart`")
+        fails(case, state(bundle(case.base, ["CXPU_VISIBLE_DEVICES=1"]), pid=1), "register `xpu-cdi-hook prestart`")
 
 
 class TestNothingAsked:
-    @pytest.mark.parametrize("env", [[], ["XPU_VISIBLE_DEVICES=void"], ["XPU_VISIBLE_DEVICES="],
-                                     ["XPU_VISIBLE_DEVICES=none"], ["OTHER=1,3"]])
+    @pytest.mark.parametrize("env", [[], ["CXPU_VISIBLE_DEVICES=void"], ["CXPU_VISIBLE_DEVICES="],
+                                     ["CXPU_VISIBLE_DEVICES=none"], ["OTHER=1,3"]])
     def test_exit_0_untouched(self, case: Case, env: List[str]) -> None:
         """No selection (or a none value): exit 0, silent, even with a bogus pid and no rootfs."""
         b = bundle(case.base, env)
@@ -166,5 +166,5 @@ class TestNothingAsked:
         assert indexes
         for p in indexes:
             p.write_text("{broken")
-        r = own.run_hook(state(bundle(own.base, ["XPU_VISIBLE_DEVICES=1"]), pid=999999))
+        r = own.run_hook(state(bundle(own.base, ["CXPU_VISIBLE_DEVICES=1"]), pid=999999))
         assert r.returncode == 0, r.stderr

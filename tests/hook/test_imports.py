@@ -21,7 +21,7 @@ SPEC = {"cdiVersion": "0.5.0", "kind": "kunlunxin.com/xpu",
         "devices": [{"name": "1", "containerEdits": {"deviceNodes": [
             {"path": "/dev/xpu1", "type": "c", "major": 240, "minor": 1}]}}]}
 INDEX = {"xpuCdiIndex": 1, "kind": "kunlunxin.com/xpu", "profile": "kunlunxin",
-         "selection": {"env": ["XPU_VISIBLE_DEVICES"], "aliases": None, "none": ["", "void"]},
+         "selection": {"env": ["CXPU_VISIBLE_DEVICES"], "aliases": None, "none": ["", "void"]},
          "indices": {"1": "1"}, "all": None, "spec": "kunlunxin.com-xpu.json"}
 
 
@@ -53,7 +53,7 @@ def test_nothing_requested_imports_nothing_heavy(tmp_path: Path) -> None:
 
 def test_injection_path_never_imports_click_yaml_jsonschema_pyudev(tmp_path: Path) -> None:
     """A request (env and annotation) goes through registry and inject: still no click/yaml/jsonschema/pyudev."""
-    mods = modules_after(tmp_path, ["XPU_VISIBLE_DEVICES=1"], {"cdi.k8s.io/x_1": "kunlunxin.com/xpu=1"})
+    mods = modules_after(tmp_path, ["CXPU_VISIBLE_DEVICES=1"], {"cdi.k8s.io/x_1": "kunlunxin.com/xpu=1"})
     assert "xpu_cdi.hook.inject" in mods and "xpu_cdi.cdi.registry" in mods  # it did get that far
     assert [m for m in FORBIDDEN if m in mods] == []
     assert "argparse" not in mods and "subprocess" not in mods

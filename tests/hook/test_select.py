@@ -12,7 +12,7 @@ from xpu_cdi.errors import SelectionError
 from xpu_cdi.hook import select
 
 XPU: Dict[str, Any] = {"xpuCdiIndex": 1, "kind": "kunlunxin.com/xpu",
-                       "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
+                       "selection": {"env": ["CXPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
                                      "none": ["", "void", "none"]},
                        "indices": {str(i): str(i) for i in range(8)}, "all": "all"}
 NPU: Dict[str, Any] = {"xpuCdiIndex": 1, "kind": "huawei.com/npu",
@@ -36,7 +36,7 @@ class TestParseValue:
     ])
     def test_kunlunxin(self, value: str, want: list) -> None:
         """Index lists, ranges, all and the none values."""
-        assert select.parse_value("XPU_VISIBLE_DEVICES", value, XPU) == want
+        assert select.parse_value("CXPU_VISIBLE_DEVICES", value, XPU) == want
 
     @pytest.mark.parametrize("value, want", [
         ("0,2", ["0", "2"]),
@@ -68,30 +68,30 @@ class TestParseValue:
     def test_all_without_all_device(self) -> None:
         """'all' still works when the spec has no 'all' device: every card by index."""
         idx = dict(XPU, all=None, indices={"0": "0", "1": "1"})
-        assert select.parse_value("XPU_VISIBLE_DEVICES", "all", idx) == ["0", "1"]
+        assert select.parse_value("CXPU_VISIBLE_DEVICES", "all", idx) == ["0", "1"]
 
     def test_pci_named_devices(self) -> None:
         """Indices map to whatever names the spec uses (pci strategy)."""
         idx = dict(XPU, indices={"0": "0000:03:00.0"})
-        assert select.parse_value("XPU_VISIBLE_DEVICES", "0", idx) == ["0000:03:00.0"]
+        assert select.parse_value("CXPU_VISIBLE_DEVICES", "0", idx) == ["0000:03:00.0"]
 
 
 class TestRequested:
     def test_env_and_annotations(self) -> None:
         """Both vendors' variables and annotations combine, without duplicates."""
-        env = ["PATH=/bin", "XPU_VISIBLE_DEVICES=1,3", "ASCEND_VISIBLE_DEVICES=0"]
+        env = ["PATH=/bin", "CXPU_VISIBLE_DEVICES=1,3", "ASCEND_VISIBLE_DEVICES=0"]
         ann = {"cdi.k8s.io/p_1": "kunlunxin.com/xpu=3,kunlunxin.com/xpu=5"}
         assert select.requested(env, ann, INDEXES) == [
             "huawei.com/npu=0", "kunlunxin.com/xpu=1", "kunlunxin.com/xpu=3", "kunlunxin.com/xpu=5"]
 
     def test_last_env_entry_wins(self) -> None:
         """A variable repeated in process.env takes its last value."""
-        assert select.requested(["XPU_VISIBLE_DEVICES=1", "XPU_VISIBLE_DEVICES=2"], {}, INDEXES) == [
+        assert select.requested(["CXPU_VISIBLE_DEVICES=1", "CXPU_VISIBLE_DEVICES=2"], {}, INDEXES) == [
             "kunlunxin.com/xpu=2"]
 
     def test_first_variable_of_a_kind_decides(self) -> None:
-        """XPU_VISIBLE_DEVICES is preferred over the legacy CXPU_VISIBLE_DEVICES."""
-        env = ["CXPU_VISIBLE_DEVICES=4", "XPU_VISIBLE_DEVICES=void"]
+        """CXPU_VISIBLE_DEVICES is preferred over the legacy CXPU_VISIBLE_DEVICES."""
+        env = ["CXPU_VISIBLE_DEVICES=4", "CXPU_VISIBLE_DEVICES=void"]
         assert select.requested(env, {}, INDEXES) == []
 
     def test_nothing_requested(self) -> None:
@@ -100,7 +100,7 @@ class TestRequested:
 
     def test_non_string_env_entries_ignored(self) -> None:
         """Garbage in process.env is data, not a crash."""
-        assert select.requested([1, None, "NOEQUALS", "XPU_VISIBLE_DEVICES=0"], {}, INDEXES) == [
+        assert select.requested([1, None, "NOEQUALS", "CXPU_VISIBLE_DEVICES=0"], {}, INDEXES) == [
             "kunlunxin.com/xpu=0"]
 
 

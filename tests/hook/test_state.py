@@ -99,7 +99,7 @@ class TestRead:
     def test_load_from_fd(self, tmp_path: Path) -> None:
         """load() reads the state from an fd and config.json from the bundle."""
         (tmp_path / "config.json").write_text(json.dumps({"root": {"path": "rootfs"},
-                                                          "process": {"env": ["XPU_VISIBLE_DEVICES=1"]}}))
+                                                          "process": {"env": ["CXPU_VISIBLE_DEVICES=1"]}}))
         r, w = os.pipe()
         os.write(w, json.dumps(st(bundle=str(tmp_path))).encode())
         os.close(w)
@@ -107,4 +107,4 @@ class TestRead:
             c = state.load(r)
         finally:
             os.close(r)
-        assert c.rootfs == str(tmp_path / "rootfs") and c.env == ["XPU_VISIBLE_DEVICES=1"]
+        assert c.rootfs == str(tmp_path / "rootfs") and c.env == ["CXPU_VISIBLE_DEVICES=1"]

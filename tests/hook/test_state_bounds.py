@@ -83,7 +83,7 @@ def test_oversized_config_json(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     with open(bundle / "config.json", "wb") as f:
-        f.write(b'{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"x":"')
+        f.write(b'{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"x":"')
         f.truncate(state.MAX_CONFIG_BYTES + MIB)  # sparse
     with pytest.raises(HookError, match="larger than") as err:
         state.read_config(str(bundle))

@@ -74,7 +74,7 @@ def python_wants(st_: Dict[str, Any], b: Path, dirs: List[str]) -> Optional[List
 
 
 def test_nothing_asked_is_answered_without_python(host: HookHost, front_only: Path, tmp_path: Path) -> None:
-    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["PATH=/bin", "XPU_VISIBLE_DEVICES=void"]}})
+    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["PATH=/bin", "CXPU_VISIBLE_DEVICES=void"]}})
     r = run(front_only, host, {"ociVersion": "1.0.2", "id": "c1", "pid": 0, "bundle": str(b)}, tmp_path / "log")
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     assert not (tmp_path / "log").exists()  # nothing asked: nothing logged, nothing touched
@@ -84,8 +84,8 @@ def test_nothing_asked_is_answered_without_python(host: HookHost, front_only: Pa
     ("not JSON", b"{", {"root": {"path": "rootfs"}}),
     ("NaN only Python reads", None, '{"root": {"path": "rootfs"}, "x": NaN}'),
     ("no root", None, {"process": {"env": []}}),
-    ("alias token", None, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=npu-1"]}}),
-    ("unknown card", None, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=9"]}}),
+    ("alias token", None, {"root": {"path": "rootfs"}, "process": {"env": ["CXPU_VISIBLE_DEVICES=npu-1"]}}),
+    ("unknown card", None, {"root": {"path": "rootfs"}, "process": {"env": ["CXPU_VISIBLE_DEVICES=9"]}}),
     ("bad annotation", None, {"root": {"path": "rootfs"}, "annotations": {"cdi.k8s.io/x": "nope"}}),
 ])
 def test_everything_else_is_deferred(host: HookHost, front_only: Path, tmp_path: Path, why: str, st_: Any,
@@ -100,7 +100,7 @@ def test_everything_else_is_deferred(host: HookHost, front_only: Path, tmp_path:
 
 def test_request_with_pid_0_is_refused_by_the_front_end(host: HookHost, front_only: Path, tmp_path: Path) -> None:
     """A request whose state pid is 0 (crun's createContainer state): one line, no Python."""
-    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=1"]}})
+    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["CXPU_VISIBLE_DEVICES=1"]}})
     r = run(front_only, host, {"id": "c1", "pid": 0, "bundle": str(b)}, tmp_path / "log")
     assert r.returncode == 1 and r.stderr.decode() == (
         "xpu-cdi-hook: OCI state pid 0 is not a container process of this runtime (a createContainer hook runs "
@@ -115,16 +115,16 @@ def test_other_subcommands_go_to_python(host: HookHost, tmp_path: Path) -> None:
 
 def test_deferred_input_reaches_python_intact(host: HookHost, tmp_path: Path) -> None:
     """The state the front end read is handed on: Python's message about it, not about an empty stdin."""
-    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["XPU_VISIBLE_DEVICES=9"]}})
+    b = bundle(tmp_path, {"root": {"path": "rootfs"}, "process": {"env": ["CXPU_VISIBLE_DEVICES=9"]}})
     r = run(host.hook, host, {"id": "c1", "pid": 0, "bundle": str(b)}, tmp_path / "log")
     assert r.returncode == 1
     assert "no card 9 in the kunlunxin.com/xpu spec" in r.stderr.decode(), r.stderr
 
 
 ENV_ITEM = st.one_of(
-    st.sampled_from(["PATH=/bin", "XPU_VISIBLE_DEVICES=", "XPU_VISIBLE_DEVICES=void", "XPU_VISIBLE_DEVICES=1,3",
-                     "CXPU_VISIBLE_DEVICES=none", "ASCEND_VISIBLE_DEVICES=0", "XPU_VISIBLE_DEVICES", "=x"]),
-    st.builds(lambda v: f"XPU_VISIBLE_DEVICES={v}", st.text(alphabet="0123456789,- alvoid", max_size=8)),
+    st.sampled_from(["PATH=/bin", "CXPU_VISIBLE_DEVICES=", "CXPU_VISIBLE_DEVICES=void", "CXPU_VISIBLE_DEVICES=1,3",
+                     "CXPU_VISIBLE_DEVICES=none", "ASCEND_VISIBLE_DEVICES=0", "CXPU_VISIBLE_DEVICES", "=x"]),
+    st.builds(lambda v: f"CXPU_VISIBLE_DEVICES={v}", st.text(alphabet="0123456789,- alvoid", max_size=8)),
     st.text(max_size=12),
 )
 ANNOTATIONS = st.dictionaries(

@@ -393,7 +393,7 @@ def index_dirs(tmp_path: Path) -> List[str]:
 
 MAY = [
     '{"process":{"env":["PATH=/bin","HOME=/root"]}}',
-    '{"process":{"env":["XPU_VISIBLE_DEVICES=1"]}}',
+    '{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]}}',
     '{"process":{"env":["ASCEND_VISIBLE_DEVICES="]}}',
     '{"process":{"env":["xpu_visible_devices=1"]}}',
     '{"process":{"env":["MY_CARDS=1"]}}',
@@ -420,7 +420,7 @@ def test_may_request(fast: Path, tmp_path: Path, index_dirs: List[str], text: st
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.sampled_from(['"', "=", "MY_CARDS", "OTHER_1", "XPU_VISIBLE_DEVICES", "A", "a", "_", "1",
+@given(st.lists(st.sampled_from(['"', "=", "MY_CARDS", "OTHER_1", "CXPU_VISIBLE_DEVICES", "A", "a", "_", "1",
                                  "cdi.k8s", ".io", " ", "\\"]), max_size=12))
 def test_may_request_property(fast: Path, tmp_path: Path, index_dirs: List[str], parts: List[str]) -> None:
     text = "".join(parts)
@@ -590,7 +590,7 @@ def spec(cards: int) -> Dict[str, Any]:
 
 def index(cards: int) -> Dict[str, Any]:
     return {"xpuCdiIndex": 1, "kind": "kunlunxin.com/xpu", "profile": "kunlunxin",
-            "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
+            "selection": {"env": ["CXPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
                           "none": ["", "void", "none"]},
             "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json"}
 
@@ -606,11 +606,11 @@ def spec_dir(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("env, ann, edited", [
     (["PATH=/bin"], {}, False),
-    (["PATH=/bin", "XPU_VISIBLE_DEVICES=void"], {}, False),
-    (["PATH=/bin", "XPU_VISIBLE_DEVICES=0-7"], {}, True),
-    (["PATH=/bin", "XPU_VISIBLE_DEVICES=3,1"], {"cdi.k8s.io/x": "kunlunxin.com/xpu=5"}, True),
+    (["PATH=/bin", "CXPU_VISIBLE_DEVICES=void"], {}, False),
+    (["PATH=/bin", "CXPU_VISIBLE_DEVICES=0-7"], {}, True),
+    (["PATH=/bin", "CXPU_VISIBLE_DEVICES=3,1"], {"cdi.k8s.io/x": "kunlunxin.com/xpu=5"}, True),
     (["PATH=/bin", "CXPU_VISIBLE_DEVICES=2", "LD_LIBRARY_PATH=/app"], {}, True),
-    (["XPU_VISIBLE_DEVICES=9"], {}, None),
+    (["CXPU_VISIBLE_DEVICES=9"], {}, None),
     (["ASCEND_VISIBLE_DEVICES=0"], {}, None),
     (["ASCEND_VISIBLE_DEVICES= none "], {}, False),
 ])

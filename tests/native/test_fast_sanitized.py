@@ -241,11 +241,11 @@ def spec_dirs(tmp_path_factory: pytest.TempPathFactory, generated: Path) -> Iter
 def test_requests_hostile(san: Path, spec_dirs: List[Path]) -> None:
     """test_request's edge cases and annotation cases, plus hostile values, one process (differential)."""
     cases = [trq.case(env) for env, _ in trq.COMMON]
-    cases += [trq.case([f"{var}={v}"]) for var in ("XPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "GPU_DEVS")
+    cases += [trq.case([f"{var}={v}"]) for var in ("CXPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "GPU_DEVS")
               for v in trq.SELECTION_EDGES + HOSTILE_VALUES]
-    cases += [trq.case(["XPU_VISIBLE_DEVICES=3"], s, c) for s, c, _ in trq.ANNOTATION_CASES]
-    cases += [trq.case([f"V{i}={i}" for i in range(10_000)] + ["XPU_VISIBLE_DEVICES=1"]),
-              trq.case(["XPU_VISIBLE_DEVICES=" + "1" * 70_000]),
+    cases += [trq.case(["CXPU_VISIBLE_DEVICES=3"], s, c) for s, c, _ in trq.ANNOTATION_CASES]
+    cases += [trq.case([f"V{i}={i}" for i in range(10_000)] + ["CXPU_VISIBLE_DEVICES=1"]),
+              trq.case(["CXPU_VISIBLE_DEVICES=" + "1" * 70_000]),
               trq.case(None, {"cdi.k8s.io/" + "a" * 70: "x"}, {"cdi.k8s.io/a": ",".join(["kunlunxin.com/xpu=1"] * 5000)}),
               trq.case(None, None, {f"cdi.k8s.io/k{i}": "a/b=c" for i in range(3000)}),
               trq.case(None, None, {"cdi.k8s.io/a\u0000b": "a/b=c", "cdi.k8s.io/b": "a/b=c\u0000"}),
@@ -390,7 +390,7 @@ def test_ociedit_argv_and_files(san: Path, tmp_path: Path) -> None:
     for args in ([], ["--"], ["--root"], ["--root", "--", "-b"], ["-b"], ["create", "--bundle"], ["--bundle="],
                  ["--log-format", "json", "--", "--", "create"], ["x" * 100_000, "-b=" + "y" * 100_000]):
         clean(subprocess.run([str(exe), "ociedit", "split", *args], capture_output=True))
-    (tmp_path / "c.json").write_bytes(b'"' + b"\\" * 100_000 + b"XPU_VISIBLE_DEVICES=" + b'"' * 1000)
+    (tmp_path / "c.json").write_bytes(b'"' + b"\\" * 100_000 + b"CXPU_VISIBLE_DEVICES=" + b'"' * 1000)
     clean(subprocess.run([str(exe), "ociedit", "may-request", str(tmp_path / "c.json"), str(tmp_path),
                           "/nonexistent", "/proc/self/fd"], capture_output=True))
     for bundle in ("/nonexistent", str(tmp_path / "c.json"), "/", "x" * 5000, str(tmp_path)):
@@ -423,13 +423,13 @@ def bundle_with(base: Path, config: Any) -> Path:
 def test_hook_malformed_states_and_configs(san: Path, tmp_path: Path, generated: Path) -> None:  # noqa: F811
     """Each answered (nothing asked for: exit 0, no deferral) or deferred to the stub (exit 0)."""
     env = {"XPU_CDI_SPEC_DIRS": str(generated)}
-    wants = {"process": {"env": ["XPU_VISIBLE_DEVICES=1"]}, "root": {"path": "rootfs"}}
+    wants = {"process": {"env": ["CXPU_VISIBLE_DEVICES=1"]}, "root": {"path": "rootfs"}}
     configs: List[Any] = [
         None, b"", b"{", b"[]", b"\x00", b"{}", {"root": 5}, {"root": {"path": ""}}, {"root": {"path": "a\u0000b"}},
         {"root": {"path": "../" * 2000}}, {"root": {"path": "/" * 5000}}, {"root": {"path": "r"}, "process": []},
         {"root": {"path": "r"}, "process": {"env": {"a": 1}}}, {"root": {"path": "r"}, "annotations": []},
         {"root": {"path": "r"}, "process": {"env": [f"K{i}=v" for i in range(20_000)]}},
-        {"root": {"path": "r"}, "process": {"env": ["XPU_VISIBLE_DEVICES=" + "1," * 30_000]}},
+        {"root": {"path": "r"}, "process": {"env": ["CXPU_VISIBLE_DEVICES=" + "1," * 30_000]}},
         {"root": {"path": "r"}, "annotations": {f"cdi.k8s.io/{i}": "x" for i in range(2000)}},
         b'{"root":{"path":"r"},"x":' + b"[" * 100_000, b'{"root":{"path":"r"},"pad":"' + b"x" * (3 << 20) + b'"}',
         dict(wants), dict(wants, root={"path": "/" + "r/" * 3000}),
@@ -573,13 +573,13 @@ def test_wrapper_odd_argv_and_configs(san: Path, tmp_path: Path) -> None:
         wrapper_run(san, box, *args)
     configs: List[Tuple[Any, bool]] = [
         (b"", False), (b"{", False), (b"[]", False), (b'"cdi.k8s.io"', False), (b"\x00cdi.k8s.io", False),
-        (b'{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"n":1e400}', False),
-        (b'{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"x":' + b"[" * 300 + b"]" * 300 + b"}", False),
-        (b'{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"pad":"' + b"x" * (3 << 20) + b'"}', False),
-        (b'{"process":{"env":["XPU_VISIBLE_DEVICES=' + b"0-7," * 10_000 + b'"]}}', True),
-        (b'{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"linux":{"devices":7}}', False),
-        (b'{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"mounts":[{"destination":"/a"}],"mounts":[]}', True),
-        (box.config(["XPU_VISIBLE_DEVICES=0-7"], {"cdi.k8s.io/a": "kunlunxin.com/xpu=all"}), True),
+        (b'{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"n":1e400}', False),
+        (b'{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"x":' + b"[" * 300 + b"]" * 300 + b"}", False),
+        (b'{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"pad":"' + b"x" * (3 << 20) + b'"}', False),
+        (b'{"process":{"env":["CXPU_VISIBLE_DEVICES=' + b"0-7," * 10_000 + b'"]}}', True),
+        (b'{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"linux":{"devices":7}}', False),
+        (b'{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"mounts":[{"destination":"/a"}],"mounts":[]}', True),
+        (box.config(["CXPU_VISIBLE_DEVICES=0-7"], {"cdi.k8s.io/a": "kunlunxin.com/xpu=all"}), True),
         (box.config([], {"cdi.k8s.io/a": "kunlunxin.com/xpu=1," * 2000 + "kunlunxin.com/xpu=2"}), True),
     ]
     for text, edited in configs:
@@ -603,7 +603,7 @@ def test_wrapper_odd_argv_and_configs(san: Path, tmp_path: Path) -> None:
         assert box.ran() or "STUB-DEFERRED" in err, (extra, err)
     # with fds 0, 1 and 2 closed: the edited config is still written (a temp file may be fd 0 to 2)
     (box.bundle / "config.json").rmdir()
-    text = box.config(["XPU_VISIBLE_DEVICES=1"])
+    text = box.config(["CXPU_VISIBLE_DEVICES=1"])
     r = subprocess.run(["sh", "-c", 'exec "$0" create -b "$1" c1 <&- >&- 2>&-', str(san / "xpu-container-runtime"),
                         bundle], capture_output=True, env={**box.env, **SAN_ENV}, timeout=60)
     clean(r)

@@ -229,22 +229,22 @@ def xpu(*cards: Any) -> List[str]:
 
 
 COMMON = [  # (env, expected): the front end must answer these itself
-    (["XPU_VISIBLE_DEVICES=1,3"], xpu(1, 3)),
-    (["XPU_VISIBLE_DEVICES=0-3"], xpu(0, 1, 2, 3)),
-    (["XPU_VISIBLE_DEVICES=all"], xpu("all")),
-    (["XPU_VISIBLE_DEVICES=void"], []),
-    (["XPU_VISIBLE_DEVICES=none"], []),
-    (["XPU_VISIBLE_DEVICES="], []),
-    (["XPU_VISIBLE_DEVICES= 1 , 2 "], xpu(1, 2)),
-    (["XPU_VISIBLE_DEVICES=3,1,1,0-1,2-3"], xpu(0, 1, 2, 3)),
-    (["XPU_VISIBLE_DEVICES=1,all"], xpu("all")),
-    (["XPU_VISIBLE_DEVICES=000002"], xpu(2)),
-    (["XPU_VISIBLE_DEVICES=0", "XPU_VISIBLE_DEVICES=2"], xpu(2)),  # later entry wins
-    (["CXPU_VISIBLE_DEVICES=1", "XPU_VISIBLE_DEVICES=2"], xpu(2)),  # the index's first variable decides
-    (["XPU_VISIBLE_DEVICES=", "CXPU_VISIBLE_DEVICES=1"], []),  # set, even if empty: it decides
+    (["CXPU_VISIBLE_DEVICES=1,3"], xpu(1, 3)),
+    (["CXPU_VISIBLE_DEVICES=0-3"], xpu(0, 1, 2, 3)),
+    (["CXPU_VISIBLE_DEVICES=all"], xpu("all")),
+    (["CXPU_VISIBLE_DEVICES=void"], []),
+    (["CXPU_VISIBLE_DEVICES=none"], []),
+    (["CXPU_VISIBLE_DEVICES="], []),
+    (["CXPU_VISIBLE_DEVICES= 1 , 2 "], xpu(1, 2)),
+    (["CXPU_VISIBLE_DEVICES=3,1,1,0-1,2-3"], xpu(0, 1, 2, 3)),
+    (["CXPU_VISIBLE_DEVICES=1,all"], xpu("all")),
+    (["CXPU_VISIBLE_DEVICES=000002"], xpu(2)),
+    (["CXPU_VISIBLE_DEVICES=0", "CXPU_VISIBLE_DEVICES=2"], xpu(2)),  # later entry wins
+    (["XPU_VISIBLE_DEVICES=0,1"], []),  # Kunlunxin's in-process variable selects nothing
+    (["CXPU_VISIBLE_DEVICES=2,3", "XPU_VISIBLE_DEVICES=0,1"], xpu(2, 3)),
     (["CXPU_VISIBLE_DEVICES=3"], xpu(3)),
-    (["ASCEND_VISIBLE_DEVICES=0-1", "XPU_VISIBLE_DEVICES=3"], [f"{NPU}=0", f"{NPU}=1", *xpu(3)]),  # kinds sorted
-    (["PATH=/bin", 7, None, "XPU_VISIBLE_DEVICES", "XPU_VISIBLE_DEVICES=1"], xpu(1)),  # non-str and no '=' skipped
+    (["ASCEND_VISIBLE_DEVICES=0-1", "CXPU_VISIBLE_DEVICES=3"], [f"{NPU}=0", f"{NPU}=1", *xpu(3)]),  # kinds sorted
+    (["PATH=/bin", 7, None, "CXPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES=1"], xpu(1)),  # non-str and no '=' skipped
     ([], []),
     (None, []),
 ]
@@ -263,20 +263,20 @@ SELECTION_EDGES = ["9", "3-1", "0-4096", "1-", "-1", "1--2", "1-2-3", "1,,2", ",
 
 
 def test_selection_edges_match_python(fast: Path, generated: Path, gpu: Path) -> None:
-    cases = [case([f"{var}={value}"]) for var in ("XPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "GPU_DEVS")
+    cases = [case([f"{var}={value}"]) for var in ("CXPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "GPU_DEVS")
              for value in SELECTION_EDGES]
     answers = check_requested(fast, [generated, gpu], cases)
     by_value = dict(zip(((c["env"][0]) for c in cases), answers))
     # what Python refuses is deferred (for its wording)
     for bad in ("9", "3-1", "0-4096", "1-2-3", "Ascend910-0", "\u0661", "1," * 40000):
-        assert deferred(by_value[f"XPU_VISIBLE_DEVICES={bad}"]), bad
+        assert deferred(by_value[f"CXPU_VISIBLE_DEVICES={bad}"]), bad
     # alias tokens are answered from the index's prefixes (no regex, no deferral)
     assert by_value["ASCEND_VISIBLE_DEVICES=npu-1"] == ["huawei.com/npu=1"]
     assert by_value["ASCEND_VISIBLE_DEVICES=Ascend910-0"] == ["huawei.com/npu=0"]
     # and the plain ones are answered
-    assert by_value["XPU_VISIBLE_DEVICES=0-0"] == xpu(0)
-    assert by_value["XPU_VISIBLE_DEVICES=\nvoid\t"] == []
-    assert by_value["XPU_VISIBLE_DEVICES=\x1c1\x1f"] == xpu(1)
+    assert by_value["CXPU_VISIBLE_DEVICES=0-0"] == xpu(0)
+    assert by_value["CXPU_VISIBLE_DEVICES=\nvoid\t"] == []
+    assert by_value["CXPU_VISIBLE_DEVICES=\x1c1\x1f"] == xpu(1)
     assert by_value["ASCEND_VISIBLE_DEVICES=void "] == []
 
 
@@ -384,7 +384,7 @@ ANNOTATION_CASES = [  # (state, config, expected or None: must defer)
 
 
 def test_annotations(fast: Path, generated: Path) -> None:
-    cases = [case(["XPU_VISIBLE_DEVICES=3"], s, c) for s, c, _ in ANNOTATION_CASES]
+    cases = [case(["CXPU_VISIBLE_DEVICES=3"], s, c) for s, c, _ in ANNOTATION_CASES]
     answers = check_requested(fast, [generated], cases)
     for (s, c, want), got in zip(ANNOTATION_CASES, answers):
         if want is None:
@@ -404,7 +404,7 @@ def test_duplicate_keys_in_annotations_refused(fast: Path, generated: Path) -> N
 # -- property: random selection values and annotations ------------------------
 
 SEL_ALPHABET = "0123456789,- \talvoidnAscend9\n"
-VARS = ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "GPU_DEVS", "GPU_DEVS2", "OTHER"]
+VARS = ["CXPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "GPU_DEVS", "GPU_DEVS2", "OTHER"]
 DEVICES = [f"{XPU}=0", f"{NPU}=all", "a/b=c", "a/b=", "/b=c", "a/=c", "1a/b=c", "a./b=c", "a/b=c.", "a/b=c:d",
            "a/b/c=d", XPU, " a/b=c ", "a-b_c.d/e=f"]
 cards = st.one_of(st.integers(0, 5).map(str),

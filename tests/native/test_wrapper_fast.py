@@ -38,7 +38,7 @@ exit 0
 
 def index(cards: int) -> Dict[str, Any]:
     return {"xpuCdiIndex": 1, "kind": KIND, "profile": "kunlunxin",
-            "selection": {"env": ["XPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
+            "selection": {"env": ["CXPU_VISIBLE_DEVICES", "CXPU_VISIBLE_DEVICES"], "aliases": None,
                           "none": ["", "void", "none"]},
             "indices": {str(i): str(i) for i in range(cards)}, "all": None, "spec": "kunlunxin.com-xpu.json",
             "knownSelection": spec_writer.known_selection()}
@@ -133,7 +133,7 @@ def box(tmp_path: Path) -> Box:
 def test_nothing_asked_leaves_config_alone(box: Box, front_only: Path) -> None:
     """The common case, answered by C: config.json untouched byte for byte (same
     file, same mtime), the runtime exec'd with the arguments and stdin as given."""
-    text = box.config(["XPU_VISIBLE_DEVICES=void"])
+    text = box.config(["CXPU_VISIBLE_DEVICES=void"])
     before = os.stat(box.bundle / "config.json")
     args = ["--root", "/run/r", "--log", str(box.tmp / "log"), "create", "--bundle", str(box.bundle), "c1"]
     r = box.run(front_only, *args, stdin=b"terminal bytes")
@@ -150,7 +150,7 @@ def test_nothing_asked_leaves_config_alone(box: Box, front_only: Path) -> None:
 def test_eight_cards_as_python_writes_them(box: Box, front_only: Path, command: str) -> None:
     """8 cards asked (env and annotation): C edits config.json itself, to what the
     Python wrapper writes; mode kept, no temp file left, stdin untouched."""
-    text = box.config(["XPU_VISIBLE_DEVICES=0-5", "LD_LIBRARY_PATH=/app/lib"],
+    text = box.config(["CXPU_VISIBLE_DEVICES=0-5", "LD_LIBRARY_PATH=/app/lib"],
                       {"cdi.k8s.io/more": f"{KIND}=6,{KIND}=7"})
     want = box.python_prepared(text)
     r = box.run(front_only, command, "-b", str(box.bundle), "c1", stdin=b"in")
@@ -184,7 +184,7 @@ def python_wrapper(box: Box, *args: str) -> subprocess.CompletedProcess:
                            "sys.exit(main())", *args], env=box.env, input="", capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("env", [["XPU_VISIBLE_DEVICES=9"], ["XPU_VISIBLE_DEVICES=0,x"],
+@pytest.mark.parametrize("env", [["CXPU_VISIBLE_DEVICES=9"], ["CXPU_VISIBLE_DEVICES=0,x"],
                                  ["ASCEND_VISIBLE_DEVICES=0"]])
 def test_bad_request_is_python_s_error_and_no_exec(box: Box, pair: Path, front_only: Path, env: List[str]) -> None:
     """C defers; the Python half prints its one-line error (also into --log) and
@@ -279,7 +279,7 @@ def test_deferred_cases_are_done_by_python(box: Box, pair: Path, front_only: Pat
     s = spec(8)
     s["containerEdits"].update(extra_edits)
     (box.spec_dir / "kunlunxin.com-xpu.json").write_text(json.dumps(s))
-    text = box.config(["XPU_VISIBLE_DEVICES=1"], **config_extra)
+    text = box.config(["CXPU_VISIBLE_DEVICES=1"], **config_extra)
     r = box.run(front_only, "create", "--bundle", str(box.bundle), "c1")
     assert DEFERRED in r.stderr.decode() and not box.ran(), why
     assert (box.bundle / "config.json").read_bytes() == text

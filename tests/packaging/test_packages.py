@@ -201,7 +201,7 @@ def check_hook_under_runc(base: Path) -> None:
         run(["/usr/bin/xpu-cdi", "validate", str(cdi / "kunlunxin.com-xpu.json")])
         bundle = runtimes.Bundle(base)
         bundle.set_process(["sh", "-c", "ls /dev; echo x > /dev/xpu1; grep ' /usr/local/xpu ' /proc/mounts"],
-                           env=["XPU_VISIBLE_DEVICES=1,3"])
+                           env=["CXPU_VISIBLE_DEVICES=1,3"])
         bundle.add_hook("prestart", "/usr/bin/xpu-cdi-hook",
                         ["xpu-cdi-hook", "prestart", "--spec-dir", str(cdi)], env=["PATH=/usr/bin:/bin"])
         out = runtimes.run_runc(bundle)

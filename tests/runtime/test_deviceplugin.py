@@ -66,11 +66,11 @@ class TestAnnotations:
 class TestEnvAndResponse:
     def test_selection_env(self) -> None:
         """Indices sorted and unique; 'all' kept."""
-        assert deviceplugin.selection_env("XPU_VISIBLE_DEVICES", ["3", "1", "3"]) == {"XPU_VISIBLE_DEVICES": "1,3"}
+        assert deviceplugin.selection_env("CXPU_VISIBLE_DEVICES", ["3", "1", "3"]) == {"CXPU_VISIBLE_DEVICES": "1,3"}
         assert deviceplugin.selection_env("ASCEND_VISIBLE_DEVICES", ["all"]) == {"ASCEND_VISIBLE_DEVICES": "all"}
 
-    @pytest.mark.parametrize("var, ids", [("xpu_visible", ["0"]), ("XPU_VISIBLE_DEVICES", ["0000:3b:00.0"]),
-                                          ("XPU_VISIBLE_DEVICES", [])])
+    @pytest.mark.parametrize("var, ids", [("xpu_visible", ["0"]), ("CXPU_VISIBLE_DEVICES", ["0000:3b:00.0"]),
+                                          ("CXPU_VISIBLE_DEVICES", [])])
     def test_selection_env_refuses(self, var: str, ids: List[str]) -> None:
         """Lower-case names and non-index ids are refused."""
         with pytest.raises(SelectionError):
@@ -78,8 +78,8 @@ class TestEnvAndResponse:
 
     def test_env_value_is_what_the_wrapper_parses(self) -> None:
         """The env form round-trips through the selection parser the hook and wrapper use."""
-        env = deviceplugin.selection_env("XPU_VISIBLE_DEVICES", ["2", "0"])
-        index = {"xpuCdiIndex": 1, "kind": KIND, "selection": {"env": ["XPU_VISIBLE_DEVICES"]},
+        env = deviceplugin.selection_env("CXPU_VISIBLE_DEVICES", ["2", "0"])
+        index = {"xpuCdiIndex": 1, "kind": KIND, "selection": {"env": ["CXPU_VISIBLE_DEVICES"]},
                  "indices": {str(i): str(i) for i in range(4)}, "all": "all"}
         got = select.requested([f"{k}={v}" for k, v in env.items()], {}, {KIND: index})
         assert got == ["kunlunxin.com/xpu=0", "kunlunxin.com/xpu=2"]

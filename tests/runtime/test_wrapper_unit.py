@@ -138,7 +138,7 @@ class TestProcess:
 
     def test_nothing_requested_leaves_config_alone(self, run: Run) -> None:
         """A container without devices: config.json is not rewritten (same bytes, same inode)."""
-        cfg = run.config(["XPU_VISIBLE_DEVICES=void"])
+        cfg = run.config(["CXPU_VISIBLE_DEVICES=void"])
         before = (cfg.read_bytes(), cfg.stat().st_ino, cfg.stat().st_mtime_ns)
         args = ["--root", "/r", "create", "--bundle", str(run.bundle), "c1"]
         r = run(*args)
@@ -147,8 +147,8 @@ class TestProcess:
         assert run.argv() == args
 
     def test_create_edits_config_then_execs(self, run: Run) -> None:
-        """create with XPU_VISIBLE_DEVICES=1: nodes, rules, mount, env and hook are in config.json."""
-        cfg = run.config(["XPU_VISIBLE_DEVICES=1"])
+        """create with CXPU_VISIBLE_DEVICES=1: nodes, rules, mount, env and hook are in config.json."""
+        cfg = run.config(["CXPU_VISIBLE_DEVICES=1"])
         cfg.chmod(0o600)
         args = ["create", "-b", str(run.bundle), "--pid-file", "/p", "c1"]
         r = run(*args)
@@ -165,7 +165,7 @@ class TestProcess:
 
     def test_retried_create_is_idempotent(self, run: Run) -> None:
         """A second create on the edited config.json leaves it byte-identical."""
-        cfg = run.config(["XPU_VISIBLE_DEVICES=0,2"])
+        cfg = run.config(["CXPU_VISIBLE_DEVICES=0,2"])
         assert run("create", "--bundle", str(run.bundle), "c1").returncode == 0
         once = cfg.read_bytes()
         assert run("create", "--bundle", str(run.bundle), "c1").returncode == 0
@@ -179,7 +179,7 @@ class TestProcess:
         assert "/dev/xpu3" in [d["path"] for d in json.loads(cfg.read_text())["linux"]["devices"]]
 
     @pytest.mark.parametrize("env, annotations, words", [
-        (["XPU_VISIBLE_DEVICES=7"], {}, ["no card 7", "spec dirs searched"]),
+        (["CXPU_VISIBLE_DEVICES=7"], {}, ["no card 7", "spec dirs searched"]),
         ([], {"cdi.k8s.io/test_x": "kunlunxin.com/xpu"}, ["'kunlunxin.com/xpu'", "not fully qualified",
                                                           "spec dirs searched"]),
         ([], {"cdi.k8s.io/test_x": "huawei.com/npu=1"}, ["'huawei.com/npu=1'", "no spec defines kind"]),
@@ -202,7 +202,7 @@ class TestProcess:
         assert logged["level"] == "error" and logged["msg"] == lines[0]
 
     def test_selection_without_a_spec_of_its_kind(self, run: Run, tmp_path: Path) -> None:
-        """XPU_VISIBLE_DEVICES on a node whose only spec is of another kind is refused, naming the dirs
+        """CXPU_VISIBLE_DEVICES on a node whose only spec is of another kind is refused, naming the dirs
         searched: the known variables come from the profiles through every index generate writes."""
         from xpu_cdi.generate import spec as spec_writer
 
@@ -212,18 +212,18 @@ class TestProcess:
             "xpuCdiIndex": 1, "kind": "huawei.com/npu", "selection": {"env": ["ASCEND_VISIBLE_DEVICES"]},
             "indices": {}, "knownSelection": spec_writer.known_selection()}))
         run.env["XPU_CDI_SPEC_DIRS"] = f"{tmp_path / 'none1'}:{tmp_path / 'none2'}"
-        run.config(["XPU_VISIBLE_DEVICES=2"])
+        run.config(["CXPU_VISIBLE_DEVICES=2"])
         r = run("create", "--bundle", str(run.bundle), "c1")
         assert r.returncode == 1
         assert "kunlunxin.com/xpu" in r.stderr and f"{tmp_path / 'none1'}:{tmp_path / 'none2'}" in r.stderr
 
     def test_variable_an_admin_dropped_is_ignored(self, run: Run, spec_dir: Path) -> None:
-        """An index for the kind that no longer lists XPU_VISIBLE_DEVICES: the variable means nothing."""
+        """An index for the kind that no longer lists CXPU_VISIBLE_DEVICES: the variable means nothing."""
         idx = spec_dir / "kunlunxin.com-xpu.json.xpu-cdi"
         data = json.loads(idx.read_text())
-        data["selection"]["env"] = ["CXPU_VISIBLE_DEVICES"]
+        data["selection"]["env"] = ["SITE_CARDS"]
         idx.write_text(json.dumps(data))
-        cfg = run.config(["XPU_VISIBLE_DEVICES=2"])
+        cfg = run.config(["CXPU_VISIBLE_DEVICES=2"])
         before = cfg.read_bytes()
         r = run("create", "--bundle", str(run.bundle), "c1")
         assert r.returncode == 0, r.stderr
@@ -231,14 +231,14 @@ class TestProcess:
 
     def test_broken_config_json(self, run: Run) -> None:
         """A config.json that asks for cards but is not JSON stops the create, naming the file."""
-        (run.bundle / "config.json").write_text('{"process": {"env": ["XPU_VISIBLE_DEVICES=1"')
+        (run.bundle / "config.json").write_text('{"process": {"env": ["CXPU_VISIBLE_DEVICES=1"')
         r = run("create", "--bundle", str(run.bundle), "c1")
         assert r.returncode == 1 and "config.json" in r.stderr and "not valid JSON" in r.stderr
         assert run.argv() == []
 
     @pytest.mark.parametrize("text", [
-        '{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"x":' + "[" * 100000 + "]" * 100000 + "}",
-        '{"process":{"env":["XPU_VISIBLE_DEVICES=1"]},"mounts":[{"destination":5}]}',
+        '{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"x":' + "[" * 100000 + "]" * 100000 + "}",
+        '{"process":{"env":["CXPU_VISIBLE_DEVICES=1"]},"mounts":[{"destination":5}]}',
     ])
     def test_hostile_config_is_one_line(self, run: Run, text: str) -> None:
         """Deep nesting or a mount without a string destination: our one-line error, no traceback."""
@@ -256,7 +256,7 @@ class TestProcess:
 
 class TestMayRequest:
     @pytest.mark.parametrize("text, want", [
-        ('{"process":{"env":["PATH=/bin","XPU_VISIBLE_DEVICES=1"]}}', True),
+        ('{"process":{"env":["PATH=/bin","CXPU_VISIBLE_DEVICES=1"]}}', True),
         ('{"process":{"env":["ASCEND_VISIBLE_DEVICES=0"]}}', True),
         ('{"annotations":{"cdi.k8s.io/x":"a/b=c"}}', True),
         ('{"process":{"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=all"]}}', False),
@@ -267,7 +267,7 @@ class TestMayRequest:
         """Only configs that name a selection variable (of an index, or known to the profiles) or cdi.k8s.io go the slow way."""
         (tmp_path / "site.json.xpu-cdi").write_text(json.dumps({
             "xpuCdiIndex": 1, "kind": "example.com/card", "selection": {"env": ["KUNLUN_CARDS"]},
-            "knownSelection": {"XPU_VISIBLE_DEVICES": "kunlunxin.com/xpu", "ASCEND_VISIBLE_DEVICES": "huawei.com/npu"}}))
+            "knownSelection": {"CXPU_VISIBLE_DEVICES": "kunlunxin.com/xpu", "ASCEND_VISIBLE_DEVICES": "huawei.com/npu"}}))
         assert bundle.may_request(text.encode(), [str(tmp_path)]) is want
 
     def test_nothing_requested_imports_nothing_heavy(self, spec_dir: Path, tmp_path: Path) -> None:
@@ -291,7 +291,7 @@ def test_hot_path_imports(spec_dir: Path, tmp_path: Path) -> None:
     """Editing a config imports no click, yaml, jsonschema, pyudev, tomlkit or cffi."""
     bundle = tmp_path / "b"
     bundle.mkdir()
-    (bundle / "config.json").write_text(json.dumps({"process": {"env": ["XPU_VISIBLE_DEVICES=1"]}}))
+    (bundle / "config.json").write_text(json.dumps({"process": {"env": ["CXPU_VISIBLE_DEVICES=1"]}}))
     code = ("import sys, os\nfrom xpu_cdi.runtime import wrapper\n"
             f"assert wrapper.prepare({str(bundle)!r}, {{'XPU_CDI_SPEC_DIRS': {str(spec_dir)!r}}})\n"
             "print(' '.join(sorted(sys.modules)))")
@@ -329,7 +329,7 @@ def test_launcher(run: Run, tmp_path: Path) -> None:
     assert path.read_bytes()[:4] == b"\x7fELF"  # the compiled front end...
     assert Path(f"{path}.py").read_text().startswith(f"#!{os.path.realpath(sys.executable)} -IS\n")  # ...its Python half
     assert path.stat().st_mode & 0o777 == 0o755
-    cfg = run.config(["XPU_VISIBLE_DEVICES=2"])
+    cfg = run.config(["CXPU_VISIBLE_DEVICES=2"])
     out = subprocess.run([str(path), "create", "--bundle", str(run.bundle), "c1"], env=run.env,
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

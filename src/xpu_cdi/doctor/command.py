@@ -23,6 +23,7 @@ CHECKS: Tuple[Tuple[str, Check], ...] = (
     ("device-nodes", devices.check_nodes),
     ("device-permissions", devices.check_permissions),
     ("control-nodes", devices.check_control),
+    ("dev-char", devices.check_dev_char),
     ("driver-files", driverfiles.check_files),
     ("driver-file-owners", driverfiles.check_owners),
     ("spec-files", specs.check_present),

@@ -8,9 +8,7 @@ with its error kept for the checks that need it.
 
 from __future__ import annotations
 
-import glob as _glob
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -18,6 +16,7 @@ from ..cdi import registry
 from ..errors import DiscoveryError
 from ..generate import discover as _discover
 from ..generate import profile as _profile
+from ..generate.hostfs import listdir_sorted
 from ..model import HostView, Profile
 from ..runtime import containerd, crio, docker, ocihooks
 
@@ -51,7 +50,7 @@ class ProfileState:
 
     profile: Profile
     nodes: List[Tuple[int, str, str]]  # (index, host path, container path) of each card node
-    pci: List[Tuple[str, Optional[str]]]  # (address, bound driver) of the vendor's PCI devices
+    pci: List[Tuple[str, Optional[str]]]  # (address, bound driver) of the profile's accelerator functions
     view: Optional[HostView] = None
     error: str = ""  # why full discovery failed
 
@@ -75,15 +74,8 @@ class Context:
 def card_nodes(profile: Profile, roots: _discover.Roots) -> List[Tuple[int, str, str]]:
     """``(index, host path, container path)`` of every card node of *profile*, by index."""
     found: Dict[int, Tuple[int, str, str]] = {}
-    for rule in profile.cards:
-        rx = re.compile(rule.index_regex)
-        for hostp in sorted(_glob.glob(_discover.host_path(roots.dev, rule.glob))):
-            rel = hostp if roots.dev in ("", "/") else "/" + os.path.relpath(hostp, roots.dev)
-            m = rx.match(rel)
-            if m:
-                index = int(m.group(1)) - rule.index_base
-                found.setdefault(index, (index, hostp, rule.container_path.format(index=index)
-                                         if rule.container_path else rel))
+    for index, hostp, cpath, _rule in _discover.card_matches(profile, roots):
+        found.setdefault(index, (index, hostp, cpath))  # doctor reports duplicates and odd entries itself
     return [found[i] for i in sorted(found)]
 
 
@@ -95,30 +87,36 @@ def _read(path: str) -> str:
         return ""
 
 
-def pci_devices(sysfs_root: str) -> List[Tuple[str, str, Optional[str]]]:
-    """``(address, vendor id, bound driver)`` of every non-bridge PCI device in sysfs."""
+def pci_devices(sysfs_root: str) -> List[Tuple[str, str, str, str, Optional[str]]]:
+    """``(address, vendor id, device id, class, bound driver)`` of every non-bridge PCI device in sysfs."""
     base = _discover.host_path(sysfs_root, "/sys/bus/pci/devices")
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
     out = []
-    for name in names:
+    for name in listdir_sorted(base):
         d = os.path.join(base, name)
         vendor = _read(os.path.join(d, "vendor")).lower()
         if not vendor or _read(os.path.join(d, "class")).lower().startswith("0x0604"):
             continue  # bridges carry no cards
         link = os.path.join(d, "driver")
         driver = os.path.basename(os.readlink(link)) if os.path.islink(link) else None
-        out.append((name, vendor, driver))
+        out.append((name, vendor, _read(os.path.join(d, "device")).lower(),
+                    _read(os.path.join(d, "class")).lower(), driver))
     return out
+
+
+def is_accelerator(profile: Profile, vendor: str, device: str, cls: str) -> bool:
+    """A PCI function is one of *profile*'s cards by its device id or class, never by vendor alone:
+    Huawei's 0x19e5 also makes the NICs, iBMC and SAS controller of every Kunpeng server."""
+    if not profile.pci_vendor or vendor != profile.pci_vendor.lower():
+        return False
+    return device in {d.lower() for d in profile.pci_devices} or \
+        any(cls.startswith(c.lower()) for c in profile.pci_classes)
 
 
 def gather(opts: Options) -> Context:
     """Select the profiles and look at the host once for all checks.
 
     In auto mode (no ``--profile``) a profile is kept when its card nodes or
-    its vendor's PCI devices are present, so "cards in the slots but no
+    its accelerator PCI functions are present, so "cards in the slots but no
     driver" is still diagnosed.
 
     Raises:
@@ -130,7 +128,7 @@ def gather(opts: Options) -> Context:
     states = []
     for prof in candidates:
         nodes = card_nodes(prof, opts.roots)
-        mine = [(a, drv) for a, v, drv in pci if prof.pci_vendor and v == prof.pci_vendor.lower()]
+        mine = [(a, drv) for a, v, dev, cls, drv in pci if is_accelerator(prof, v, dev, cls)]
         if not explicit and not nodes and not mine:
             continue
         if not explicit and not nodes and prof.experimental:
@@ -143,5 +141,8 @@ def gather(opts: Options) -> Context:
                 state.error = str(err)
             if state.view is None and not state.error and not mine:
                 continue  # auto: the nodes belong to another vendor's PCI device (/dev/dri/*)
+            if state.view is not None:  # another vendor's nodes under a shared name are not ours to check
+                own = {c.nodes[0].host.path for c in state.view.cards}
+                state.nodes = [n for n in nodes if n[1] in own or _discover.node_kind(n[1]) not in ("c", "b")]
         states.append(state)
     return Context(opts, states, candidates)

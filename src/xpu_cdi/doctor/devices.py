@@ -23,8 +23,9 @@ def check_driver(ctx: Context) -> List[Result]:
     """driver: card nodes per profile, against the vendor's PCI devices in sysfs."""
     if not ctx.states:
         vendors = sorted({p.pci_vendor for p in ctx.candidates if p.pci_vendor and not p.experimental})
-        return [fail("driver", f"no accelerator found: no card nodes (looked for {ctx.looked_for()}) and no PCI "
-                               f"device of vendor {', '.join(vendors)} under "
+        return [fail("driver", f"no accelerator found: no card nodes (looked for {ctx.looked_for()}) and no "
+                               f"accelerator PCI function of vendor {', '.join(vendors)} (by the profiles' "
+                               f"device ids and classes) under "
                                f"{_discover.host_path(ctx.opts.roots.sysfs, '/sys/bus/pci/devices')!r}",
                      "check the cards are seated and powered (`lspci -nn`), install the vendor driver and load "
                      "it (`lsmod`, `dmesg`), then run `xpu-cdi generate`")]
@@ -33,17 +34,18 @@ def check_driver(ctx: Context) -> List[Result]:
         name, prof = st.profile.name, st.profile
         where = " or ".join(repr(_discover.host_path(ctx.opts.roots.dev, r.glob)) for r in prof.cards)
         drivers = sorted({d for _a, d in st.pci if d})
-        pci = f"{len(st.pci)} PCI device(s) of vendor {prof.pci_vendor}"
+        pci = f"{len(st.pci)} accelerator PCI function(s) of vendor {prof.pci_vendor}"
         if not st.nodes and not st.pci:
-            out.append(fail("driver", f"{name}: no card nodes ({where}) and no PCI device of vendor "
-                                      f"{prof.pci_vendor or '(unknown)'}",
+            out.append(fail("driver", f"{name}: no card nodes ({where}) and no accelerator PCI function of "
+                                      f"vendor {prof.pci_vendor or '(unknown)'}",
                             f"check the cards are seated (`lspci -nn`), install and load the {prof.description} "
                             f"driver, {REGEN}"))
         elif not st.nodes:
             bound = f"bound to {', '.join(drivers)}" if drivers else "no driver bound"
+            modprobe = f"`modprobe {' or '.join(prof.modules)}`" if prof.modules else "`modprobe`"
             out.append(fail("driver", f"{name}: {pci} ({', '.join(a for a, _d in st.pci)}; {bound}) "
                                       f"but no card nodes ({where})",
-                            f"the driver is not loaded or did not create the nodes: load it (`modprobe`, "
+                            f"the driver is not loaded or did not create the nodes: load it ({modprobe}, "
                             f"`dmesg` says why it failed), {REGEN}"))
         elif len(st.pci) > len(st.nodes):
             out.append(warn("driver", f"{name}: {len(st.nodes)} card node(s) but {pci}: "
@@ -78,6 +80,8 @@ def _control_paths(st: ProfileState, ctx: Context) -> Tuple[List[str], List[str]
     missing: List[str] = []
     optional: List[str] = []
     for rule in st.profile.control_nodes:
+        if rule.when and not _discover.node_kind(_discover.host_path(ctx.opts.roots.dev, rule.when)):
+            continue  # a product's nodes (310B's), not this host's
         found: List[str] = []
         for alt in rule.paths:
             hp = _discover.host_path(ctx.opts.roots.dev, alt)
@@ -156,6 +160,13 @@ def check_permissions(ctx: Context) -> List[Result]:
             out.append(fail("device-permissions", f"{name}: even the owner cannot open {', '.join(closed)}",
                             "chmod 0666 the nodes (a udev rule MODE=\"0666\" keeps it across reboots), "
                             f"{REGEN} (the spec copies the mode)"))
+        if st.profile.driver_owned_nodes and (narrow or owners) and not closed:
+            out.append(ok("device-permissions", f"{name}: nodes owned by the driver's run user, by the driver's "
+                                                f"design: {_owner_names(ctx, st)}",
+                          "run container workloads as that user or give them the group "
+                          "(securityContext.runAsUser / supplementalGroups); the specs carry the nodes' owner, "
+                          "group and mode, so the container sees them as the host does"))
+            continue
         if narrow:
             out.append(warn("device-permissions", f"{name}: {', '.join(narrow)}: containers running as a "
                                                   f"non-root user outside that group get 'permission denied'",
@@ -169,6 +180,67 @@ def check_permissions(ctx: Context) -> List[Result]:
             out.append(ok("device-permissions", f"{name}: all nodes root-owned and readable/writable by "
                                                 f"every container user"))
     return out
+
+
+def _id_names(path: str) -> Dict[int, str]:
+    """uid or gid -> name from a passwd/group file (under the driver root; the host's own on a real host)."""
+    out: Dict[int, str] = {}
+    try:
+        with open(path) as f:
+            for line in f.read(1 << 20).splitlines():
+                parts = line.split(":")
+                if len(parts) > 2 and parts[2].isdigit():
+                    out.setdefault(int(parts[2]), parts[0])
+    except OSError:
+        pass
+    return out
+
+
+def _owner_names(ctx: Context, st: ProfileState) -> str:
+    """``a container user needs uid 1000 (HwHiAiUser) or group 1000 (HwHiAiUser)`` for the profile's nodes."""
+    users = _id_names(_discover.host_path(ctx.opts.roots.driver, "/etc/passwd"))
+    groups = _id_names(_discover.host_path(ctx.opts.roots.driver, "/etc/group"))
+    pairs = sorted({(uid, gid, mode) for _p, (err, typ, _a, _b, mode, uid, gid) in _nodes(st, ctx)
+                    if not err and typ in ("c", "b")})
+    parts = [f"mode {mode:04o}: a container user needs uid {uid} ({users.get(uid, '?')}) or group {gid} "
+             f"({groups.get(gid, '?')})" for uid, gid, mode in pairs if mode & 0o006 != 0o006]
+    return "; ".join(dict.fromkeys(parts)) or "every container user may open them"
+
+
+def check_dev_char(ctx: Context) -> List[Result]:
+    """dev-char: /dev/char/<major>:<minor> points at every card and control node.
+
+    runc's systemd cgroup driver turns device rules into paths through these
+    links; without them a ``systemctl daemon-reload`` or a driver reload
+    silently takes device access away from running containers.
+    """
+    out = []
+    base = _discover.host_path(ctx.opts.roots.dev, "/dev/char")
+    for st in ctx.states:
+        if not st.nodes:
+            continue
+        missing = []
+        for path, (err, typ, major, minor, _m, _u, _g) in _nodes(st, ctx):
+            if err or typ != "c":
+                continue
+            link = os.path.join(base, f"{major}:{minor}")
+            if not os.path.exists(link) or os.path.realpath(link) != os.path.realpath(path):
+                missing.append(f"{major}:{minor} ({_shown(ctx, path)})")
+        name = st.profile.name
+        if missing:
+            out.append(warn("dev-char", f"{name}: no /dev/char link for {', '.join(missing)}: with runc's systemd "
+                                        f"cgroup driver, containers lose these devices after a daemon-reload or a "
+                                        f"driver reload",
+                            "run `xpu-cdi system create-dev-char-symlinks` (the refresh service and the package's "
+                            "udev rule keep them after a driver reload)"))
+        else:
+            out.append(ok("dev-char", f"{name}: /dev/char links present for every card and control node"))
+    return out
+
+
+def _shown(ctx: Context, path: str) -> str:
+    root = ctx.opts.roots.dev
+    return path if root in ("", "/") else "/" + os.path.relpath(path, root)
 
 
 def check_control(ctx: Context) -> List[Result]:

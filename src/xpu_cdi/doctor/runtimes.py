@@ -19,12 +19,17 @@ FIRST_CDI: Dict[str, Version] = {"containerd": (1, 7, 0), "docker": (25, 0, 0), 
                                  "podman": (4, 1, 0)}
 
 
+# The binary that proves a runtime is installed: a docker *client* without
+# dockerd (a stray download, a remote-daemon setup) is no Docker on this node.
+DAEMONS: Dict[str, str] = {"docker": "dockerd"}
+
+
 def detect(which: Callable[[str], Optional[str]] = shutil.which,
            names: Iterable[str] = RUNTIMES) -> Dict[str, Optional[Version]]:
-    """Runtimes on PATH and their releases (None when ``--version`` says nothing usable)."""
+    """Runtimes installed on PATH and their releases (None when ``--version`` says nothing usable)."""
     out: Dict[str, Optional[Version]] = {}
     for name in names:
-        path = which(name)
+        path = which(DAEMONS.get(name, name))
         if path:
             out[name] = _release.probe(path)
     return out

@@ -20,6 +20,11 @@ def check_topology(ctx: Context) -> List[Result]:
         cards = topology.cards(st.view, ctx.opts.roots.sysfs)
         name = st.profile.name
         unknown = [c.path for c in cards if not c.pci]
+        if unknown and st.profile.topology_unknown:
+            out.append(ok("topology", f"{name}: topology unknown: {st.profile.topology_unknown}",
+                          "schedule multi-card jobs by the vendor's own topology (HCCS/PCIe via npu-smi); "
+                          "xpu-cdi never guesses card placement"))
+            continue
         if unknown:
             out.append(warn("topology", f"{name}: sysfs has no PCI address for {', '.join(unknown)}: "
                                         f"PCIe switch and NUMA placement unknown",

@@ -75,7 +75,7 @@ def check_handler(ctx: Context, runtime: str) -> List[Result]:
         if cfg.cdi:
             return [ok(check, f"{text}: not needed while pods request cards by CDI name",
                        f"{CONFIGURE.format(rt=runtime)} adds it for selection by env var "
-                       f"(XPU_VISIBLE_DEVICES) with RuntimeClass {want!r}")]
+                       f"(CXPU_VISIBLE_DEVICES) with RuntimeClass {want!r}")]
         return [warn(check, f"{text}, and {name} has no CDI here: nothing injects cards",
                      f"{CONFIGURE.format(rt=runtime)} --runtime-name {want}, then restart {name}")]
     if not handler.binary:

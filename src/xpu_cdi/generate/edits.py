@@ -24,17 +24,32 @@ class EditOptions:
     hook_timeout: int = 10
 
 
+DEFAULT_MODE = 0o666  # what runtimes give a node whose spec entry has no fileMode
+
+
 def device_node(node: DeviceNode) -> Dict[str, Any]:
-    """The CDI ``deviceNodes`` entry of one node."""
-    return {
+    """The CDI ``deviceNodes`` entry of one node.
+
+    Owner, group and mode come from the host node and are written only
+    where they differ from root and 0666: a driver that makes its nodes
+    0660 for its run user (Ascend's ``HwHiAiUser``) must see them so in the
+    container too, or that user gets "permission denied" on its own card.
+    """
+    entry: Dict[str, Any] = {
         "path": node.container_path,
         "hostPath": node.host.path,
         "type": node.host.type,
         "major": node.host.major,
         "minor": node.host.minor,
-        "fileMode": node.host.mode,
-        "permissions": "rwm",
     }
+    if node.host.mode != DEFAULT_MODE:
+        entry["fileMode"] = node.host.mode
+    entry["permissions"] = "rwm"
+    if node.host.uid:
+        entry["uid"] = node.host.uid
+    if node.host.gid:
+        entry["gid"] = node.host.gid
+    return entry
 
 
 def card_edits(card: Card) -> Dict[str, Any]:

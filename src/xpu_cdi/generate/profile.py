@@ -18,7 +18,7 @@ import yaml
 from .. import schema_files
 from ..cdi import yamlload
 from ..errors import ProfileError
-from ..model import CardRule, MountRule, NodeRule, Profile, Selection, Symlink
+from ..model import CardRule, Companion, MountRule, NodeRule, Profile, Selection, Symlink
 
 DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
 SCHEMA = "profile.schema.json"
@@ -52,7 +52,9 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
         _check_index_regex(c["index"], f"profile {source!r}: cards[{i}].index")
         cards.append(CardRule(glob=c["glob"], index_regex=c["index"],
                               container_path=c.get("container_path"),
-                              index_base=c.get("index_base", 0)))
+                              index_base=c.get("index_base", 0),
+                              companions=tuple(_companion(e) for e in c.get("companions", [])),
+                              require_pci_vendor=bool(c.get("require_pci_vendor", False))))
     sel = data.get("selection", {})
     return Profile(
         name=name,
@@ -75,6 +77,11 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
                             uuids_from=sel.get("uuids_from")),
         pci_vendor=data.get("pci", {}).get("vendor"),
         pci_devices=tuple(data.get("pci", {}).get("devices", ())),
+        pci_classes=tuple(data.get("pci", {}).get("classes", ("0x1200",))),
+        watch_files=tuple(data.get("watch_files", ())),
+        modules=tuple(data.get("modules", ())),
+        driver_owned_nodes=bool(data.get("driver_owned_nodes", False)),
+        topology_unknown=data.get("topology_unknown", ""),
     )
 
 
@@ -93,7 +100,13 @@ def _node_rule(entry: Any) -> NodeRule:
     paths = entry["path"]
     return NodeRule(paths=tuple(paths) if isinstance(paths, list) else (paths,),
                     container_path=entry.get("container_path"),
-                    optional=bool(entry.get("optional", False)))
+                    optional=bool(entry.get("optional", False)), when=entry.get("when"))
+
+
+def _companion(entry: Any) -> Companion:
+    if isinstance(entry, str):
+        return Companion(path=entry)
+    return Companion(path=entry["path"], sysfs=entry.get("sysfs"), required=bool(entry.get("required", False)))
 
 
 def _mount_rule(entry: Any) -> MountRule:

@@ -2,7 +2,7 @@
 register the wrapper as OCI runtime ``xpu`` (``podman run --runtime xpu``).
 
 podman has CDI built in (``--device vendor/class=name``); the runtime entry
-adds env-based selection (``-e XPU_VISIBLE_DEVICES=2``) with env vars set.
+adds env-based selection (``-e CXPU_VISIBLE_DEVICES=2``) with env vars set.
 """
 
 from __future__ import annotations
