@@ -249,6 +249,7 @@ LAZY_COMMANDS = {
     "watch": ("xpu_cdi.watch", "command", True),
     "topology": ("xpu_cdi.topology_cmd", "command", True),
     "doctor": ("xpu_cdi.doctor.command", "command", True),
+    "device-plugin": ("xpu_cdi.deviceplugin.command", "command", True),
 }
 
 

@@ -21,8 +21,8 @@ import hashlib
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from .cdi import names
-from .errors import SelectionError
+from ..cdi import names
+from ..errors import SelectionError
 
 MODES = ("cdi", "annotation", "env")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -112,7 +112,7 @@ def annotation(plugin: str, kind: str, device_ids: Iterable[str],
 
 
 def selection_env(var: str, device_ids: Iterable[str]) -> Dict[str, str]:
-    """``{"XPU_VISIBLE_DEVICES": "0,2"}``: the selection variable the hook and
+    """``{"CXPU_VISIBLE_DEVICES": "0,2"}``: the selection variable the hook and
     the wrapper read (card indices, sorted, no duplicates; or ``all``).
 
     Raises:
@@ -131,7 +131,7 @@ def selection_env(var: str, device_ids: Iterable[str]) -> Dict[str, str]:
 
 
 def allocate_response(kind: str, device_ids: Iterable[str], mode: str = "cdi", plugin: str = "xpu",
-                      env_var: str = "XPU_VISIBLE_DEVICES") -> Dict[str, object]:
+                      env_var: str = "CXPU_VISIBLE_DEVICES") -> Dict[str, object]:
     """A ``ContainerAllocateResponse`` as a dict (``cdi_devices``, ``annotations``
     or ``envs``) for one of the three modes.
 
