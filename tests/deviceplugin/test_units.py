@@ -248,3 +248,14 @@ class TestStatus:
         path.write_text(json.dumps({"pid": os.getpid(), "kinds": {}}))
         assert "run `xpu-cdi generate`" in status.probe(str(path))[1]
         s.close()
+
+
+def test_socket_path_too_long_is_one_line(tmp_path: Path) -> None:
+    from xpu_cdi.deviceplugin.server import KindPlugin
+
+    long_dir = tmp_path / ("d" * 90)
+    long_dir.mkdir()
+    p = KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(long_dir), ("cdi-cri",), print)
+    with pytest.raises(OSError, match="over the 107-byte limit of unix sockets: use a shorter --plugin-dir"):
+        p.serve()
+    p.shutdown()

@@ -23,6 +23,7 @@ from . import allocation, api
 from .devices import Card
 
 Log = Callable[[str], None]
+MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 
 
 def socket_name(kind: str) -> str:
@@ -184,8 +185,15 @@ class KindPlugin:
         # ListAndWatch holds a worker per stream: kubelet opens one, a restart briefly two
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp-" + self.kind))
         server.add_generic_rpc_handlers((self._handler(),))
-        if server.add_insecure_port("unix:" + self.socket) == 0:
-            raise OSError(f"cannot listen on {self.socket}")
+        if len(os.fsencode(self.socket)) > MAX_SOCKET_PATH:
+            raise OSError(f"socket path is {len(os.fsencode(self.socket))} bytes, over the {MAX_SOCKET_PATH}-byte "
+                          f"limit of unix sockets: use a shorter --plugin-dir")
+        try:
+            port = server.add_insecure_port("unix:" + self.socket)
+        except RuntimeError:  # newer grpcio raises where older ones return 0
+            port = 0
+        if port == 0:
+            raise OSError("cannot listen there (directory missing or not writable?)")
         server.start()
         self.server = server
         self.registered = False
