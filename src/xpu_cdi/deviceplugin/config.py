@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..cdi import registry
-from ..errors import XpuCdiError
+from ..errors import ConfigError
+from ..nodeconfig import read_yaml
 from ..generate import profile as _profile
 from . import allocation
 from .status import DEFAULT_STATUS_FILE
@@ -31,10 +32,6 @@ DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # kubelet's DevicePlugin
 UEVENT_SOURCES = ("auto", "udev", "kernel", "none")
 # an extended resource name: <domain>/<name>, name a qualified-name part (kubelet's rule)
 _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-class ConfigError(XpuCdiError):
-    """The device plugin's config file or flags are unusable."""
 
 
 @dataclass(frozen=True)
@@ -162,21 +159,11 @@ def read_file(path: str, explicit: bool) -> Dict[str, Any]:
     Raises:
         ConfigError: unreadable, not YAML, or a bad setting; an explicit file that is absent.
     """
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(1 << 20)
-    except FileNotFoundError:
+    exists, data = read_yaml(path, "config file")
+    if not exists:
         if explicit:
-            raise ConfigError(f"config file {path!r} does not exist: create it or drop --config") from None
+            raise ConfigError(f"config file {path!r} does not exist: create it or drop --config")
         return {}
-    except OSError as err:
-        raise ConfigError(f"config file {path!r}: cannot read: {err.strerror}") from None
-    import yaml
-
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path!r}: not valid YAML: {' '.join(str(err).split())}") from None
     return from_mapping(data, f"config file {path!r}")
 
 
