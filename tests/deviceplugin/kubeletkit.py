@@ -117,8 +117,8 @@ class FakeKubelet:
                 with self.cond:
                     self.lists.append((time.monotonic(), devs))
                     self.cond.notify_all()
-        except self.grpc.RpcError:
-            pass  # the plugin went away or we stopped
+        except (self.grpc.RpcError, ValueError):
+            pass  # the plugin went away, or we stopped (grpc raises ValueError on a channel closed under it)
 
     # -- waiting and calling -------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import pytest
 
 import fakehost
 import kubeletkit
-from conftest import Node
+from dpnode import Node
 
 pytestmark = pytest.mark.privileged  # mknod of the fake cards
 
@@ -240,7 +240,7 @@ class TestLifecycle:
     def test_sigterm_removes_sockets_exits_0(self, node: Node, kubelet: kubeletkit.FakeKubelet,
                                              plugin: kubeletkit.PluginProcess) -> None:
         kubelet.wait_registered()
-        assert node.status.exists()
+        kubelet.wait_for(node.status.exists, timeout=5, message="the status file")
         assert plugin.terminate() == 0
         assert not (node.plugin_dir / SOCKET).exists() and not node.status.exists()
         assert (node.plugin_dir / "kubelet.sock").exists()  # never touches kubelet's own socket

@@ -12,7 +12,7 @@ from typing import Dict
 import pytest
 
 import fakehost
-from conftest import Node, numa_nodes
+from dpnode import Node, numa_nodes
 
 from xpu_cdi.deviceplugin import allocation, config, devices, health, registration, status
 from xpu_cdi.deviceplugin.devices import Card, NodeRef

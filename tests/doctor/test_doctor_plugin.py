@@ -7,6 +7,7 @@ why, where ../shared is absent).
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sys
 import time
@@ -18,16 +19,18 @@ import pytest
 from doctornode import Node, checks, worst
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
+import dpnode  # noqa: E402
 import kubeletkit  # noqa: E402
 
 pytestmark = pytest.mark.privileged  # mknod of the fake cards
 
 
 @pytest.fixture
-def kdir(tmp_path: Path) -> Path:
-    d = tmp_path / "kubelet"
-    d.mkdir()
-    return d
+def kdir() -> Iterator[Path]:
+    """kubelet's directory; short, for unix socket paths."""
+    d = dpnode.short_dir()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

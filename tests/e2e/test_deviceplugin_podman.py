@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Iterator, List
 
@@ -26,6 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
 
+import dpnode  # noqa: E402
 import fakehost  # noqa: E402
 import kubeletkit  # noqa: E402
 from runtimes import Podman, podman  # noqa: E402,F401 - fixture
@@ -48,7 +48,7 @@ def served(host_root: Path, tmp_path: Path, etc_cdi_spec: List[Path]) -> Iterato
         for p in (f, Path(str(f) + ".xpu-cdi")):
             shutil.copy(p, private / p.name)
     # unix socket paths hold 107 bytes: the test's long kind needs a short directory
-    plugin_dir = Path(tempfile.mkdtemp(prefix="dp", dir="/tmp"))
+    plugin_dir = dpnode.short_dir()
     k = kubeletkit.FakeKubelet(plugin_dir)
     proc = kubeletkit.PluginProcess("pypi", [*host.cli_roots, "--profile", "kunlunxin", "--profiles-dir",
                                              "/nonexistent", "--plugin-dir", str(plugin_dir), "--spec-dir",

@@ -168,8 +168,7 @@ class Daemon:
             try:
                 plugin.serve()
             except OSError as err:
-                self.say_once("serve:" + kind, f"{kind}: cannot serve on {plugin.socket}: {err} "
-                                               f"(is --plugin-dir kubelet's device-plugins directory, writable?)")
+                self.say_once("serve:" + kind, f"{kind}: cannot serve on {plugin.socket}: {err}")
                 continue
             self.log(f"{kind}: serving {plugin.resource} on {plugin.socket}")
             with self.lock:

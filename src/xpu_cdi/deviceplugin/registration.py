@@ -25,6 +25,12 @@ from . import api, inotify
 
 BACKOFF_FIRST, BACKOFF_MAX = 0.1, 10.0
 REGISTER_TIMEOUT = 5.0
+# A fresh connection per attempt: gRPC shares subchannels between channels
+# and keeps a failed one in its own reconnect backoff (1 s and up), so an
+# attempt made while kubelet was restarting would delay the next ones by a
+# second or more after kubelet is back.
+CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1), ("grpc.initial_reconnect_backoff_ms", 100),
+                   ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000))
 
 
 def register(plugin_dir: str, endpoint: str, resource: str, timeout: float = REGISTER_TIMEOUT) -> str:
@@ -33,7 +39,7 @@ def register(plugin_dir: str, endpoint: str, resource: str, timeout: float = REG
     request = api.RegisterRequest(version=api.VERSION, endpoint=endpoint, resource_name=resource,
                                   options=api.DevicePluginOptions(pre_start_required=False,
                                                                   get_preferred_allocation_available=True))
-    channel = grpc.insecure_channel(target)
+    channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
     try:
         call = channel.unary_unary(api.method_path("Registration", "Register"),
                                    request_serializer=api.RegisterRequest.SerializeToString,

@@ -193,7 +193,7 @@ class KindPlugin:
         except RuntimeError:  # newer grpcio raises where older ones return 0
             port = 0
         if port == 0:
-            raise OSError("cannot listen there (directory missing or not writable?)")
+            raise OSError("cannot listen there: is --plugin-dir kubelet's device-plugins directory, and writable?")
         server.start()
         self.server = server
         self.registered = False
