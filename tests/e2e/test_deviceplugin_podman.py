@@ -79,3 +79,16 @@ def test_allocated_cards_and_no_others(podman: Podman, served: tuple, cards: Lis
             assert f"can't create /dev/xpu{i}: {ENXIO}" in r.stdout, r.stdout
         else:
             assert f"/dev/xpu{i} absent" in r.stdout, r.stdout
+
+
+def test_the_same_card_named_twice_is_injected_once(podman: Podman, served: tuple) -> None:
+    """A runtime given one card twice (cdi_devices plus the annotation, or a repeated name) injects it once:
+    CDI replaces a node or mount of the same path.  podman's CDI library is the one containerd uses."""
+    kind, k, _proc = served
+    (name,) = [d.name for d in k.allocate(["2"]).container_responses[0].cdi_devices]
+    r = podman.run(["--device", name, "--device", name],
+                   ["sh", "-c", "ls /dev | grep -c '^xpu2$'; grep -c ' /usr/local/xpu ' /proc/mounts; " + PROBE])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["1", "1"], r.stdout
+    assert f"can't create /dev/xpu2: {ENXIO}" in r.stdout
