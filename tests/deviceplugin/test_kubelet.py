@@ -300,3 +300,27 @@ class TestLifecycle:
         plugin.proc.send_signal(1)
         plugin.wait_log("SIGHUP: reloading")
         assert plugin.proc.poll() is None
+
+
+class TestSpecChecks:
+    def test_stale_spec_is_logged(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                  plugin: kubeletkit.PluginProcess) -> None:
+        """A card added after `generate`: the spec is stale for the host, and the log says so on reload."""
+        kubelet.wait_registered()
+        fakehost.mknod(node.host.path("/dev/xpu8"), fakehost.XPU_MAJOR, 8)
+        plugin.proc.send_signal(1)  # SIGHUP: re-read everything
+        plugin.wait_log("is stale for this host")
+        assert "run `xpu-cdi generate`" in plugin.text()
+
+    def test_uevent_source_starts(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                                  tmp_path: Path) -> None:
+        """With uevents on (the default), the plugin starts and registers; where netlink is refused it says so
+        once and keeps polling."""
+        args = [a for a in node.args() if a not in ("--uevents", "none")]
+        p = kubeletkit.PluginProcess(stack, [*args, "--uevents", "kernel"], tmp_path / "p.log")
+        try:
+            kubelet.wait_registered()
+            text = p.text()
+            assert "Traceback" not in text
+        finally:
+            p.stop()
