@@ -2,8 +2,7 @@
 
 Written by :mod:`.daemon` whenever something changes (atomic replace);
 read by ``xpu-cdi device-plugin --probe`` (the DaemonSet's readiness probe:
-ready means registered) and by ``doctor``.  Standard library only: neither
-reader needs gRPC.
+ready means registered) and by ``doctor``.  Neither reader needs gRPC.
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 from typing import Any, Dict, Optional, Tuple
+
+from ..atomic import pid_alive
 
 DEFAULT_STATUS_FILE = "/run/xpu-cdi/device-plugin.json"
 
@@ -32,15 +33,7 @@ def read(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
 def alive(doc: Dict[str, Any]) -> bool:
     """The process that wrote *doc* still runs (a SIGKILLed plugin leaves its file behind)."""
     pid = doc.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return isinstance(pid, int) and pid > 0 and pid_alive(pid)
 
 
 def probe(path: str) -> Tuple[bool, str]:
