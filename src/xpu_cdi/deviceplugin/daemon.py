@@ -67,6 +67,7 @@ class Daemon:
         self.kubelet_id: Optional[Tuple[int, int]] = None
         self.status_text = ""
         self.started = time.time()
+        self.stale_due = False
 
     # -- signals and wake-ups ------------------------------------------------------------------------------
 
@@ -121,7 +122,7 @@ class Daemon:
                     self.log(f"{kind}: {len(ks.cards)} device(s) from {', '.join(ks.spec_paths)}: "
                              f"{', '.join(ks.cards)}")
             self.kinds = kinds
-            self.check_stale()
+            self.stale_due = True  # the main loop's: it rediscovers the host, too slow for Allocate's path
             self.apply_health()
             return True
 
@@ -337,6 +338,9 @@ class Daemon:
             self.reload()
         self.on_restart_events(events)
         self.refresh_specs()
+        if self.stale_due:
+            self.stale_due = False
+            self.check_stale()
         self.sync_plugins()
         self.floor_checks()
         self.register_pending()

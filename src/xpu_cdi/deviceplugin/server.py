@@ -58,6 +58,7 @@ class KindPlugin:
         self.sent: Dict[int, int] = {}  # ListAndWatch stream -> generation it last sent
         self.stopping = False
         self.server: Optional[grpc.Server] = None
+        self.pool: Optional[futures.ThreadPoolExecutor] = None  # grpc does not stop the pool it is given
         # registration state, kept by the daemon
         self.registered = False
         self.error = ""
@@ -182,17 +183,19 @@ class KindPlugin:
         remove_socket(self.socket)
         with self.cond:
             self.stopping = False
-        # ListAndWatch holds a worker per stream: kubelet opens one, a restart briefly two
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp-" + self.kind))
-        server.add_generic_rpc_handlers((self._handler(),))
         if len(os.fsencode(self.socket)) > MAX_SOCKET_PATH:
             raise OSError(f"socket path is {len(os.fsencode(self.socket))} bytes, over the {MAX_SOCKET_PATH}-byte "
                           f"limit of unix sockets: use a shorter --plugin-dir")
+        # ListAndWatch holds a worker per stream: kubelet opens one, a restart briefly two
+        self.pool = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp-" + self.kind)
+        server = grpc.server(self.pool)
+        server.add_generic_rpc_handlers((self._handler(),))
         try:
             port = server.add_insecure_port("unix:" + self.socket)
         except RuntimeError:  # newer grpcio raises where older ones return 0
             port = 0
         if port == 0:
+            self.pool.shutdown(wait=False)
             raise OSError("cannot listen there: is --plugin-dir kubelet's device-plugins directory, and writable?")
         server.start()
         self.server = server
@@ -207,6 +210,9 @@ class KindPlugin:
             self.cond.notify_all()
         self.server.stop(grace).wait(grace + 2)
         self.server = None
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)  # its threads end as their RPCs do
+            self.pool = None
         self.registered = False
 
     def drain(self, timeout: float = 2.0) -> None:
