@@ -324,3 +324,17 @@ class TestSpecChecks:
             assert "Traceback" not in text
         finally:
             p.stop()
+
+    def test_kind_that_is_no_resource_name(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                                           tmp_path: Path) -> None:
+        """A kind kubelet would refuse as a resource name (upper case): one line with the fix, not served."""
+        for f in node.spec_dir.iterdir():
+            f.unlink()
+        node.generate("--vendor", "KunLun.com")
+        p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
+        try:
+            p.wait_log("KunLun.com/xpu: not served: resource name 'KunLun.com/xpu' is not an extended resource name")
+            assert "--resource-name KunLun.com/xpu=<domain>/<name>" in p.text()
+            assert not kubelet.requests
+        finally:
+            p.stop()

@@ -37,7 +37,10 @@ class TestInventory:
             5, node.host.pci[5], 1, node.host.switch[5], node.host.root_port[5])
         assert [n.path for n in c5.nodes] == [str(node.host.path("/dev/xpu5"))]
         assert [n.path for n in ks.shared] == [str(node.host.path("/dev/xpuctrl"))]
-        assert ks.env_var == "CXPU_VISIBLE_DEVICES" or ks.env_var  # the profile's first selection variable
+        from xpu_cdi.generate import profile
+
+        (kunlunxin,) = profile.select(["kunlunxin"], ())
+        assert ks.env_var == kunlunxin.selection.env[0]  # the profile's first selection variable, via the index
 
     def test_two_names_one_card(self, node: Node) -> None:
         """index and pci names for each card: advertised once (two IDs would let kubelet give a card twice)."""
@@ -259,3 +262,9 @@ def test_socket_path_too_long_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="over the 107-byte limit of unix sockets: use a shorter --plugin-dir"):
         p.serve()
     p.shutdown()
+
+
+def test_resource_problem() -> None:
+    assert config.resource_problem("kunlunxin.com/xpu") == "" and config.resource_problem("huawei.com/Ascend910") == ""
+    assert "not an extended resource name" in config.resource_problem("Vendor.com/xpu")
+    assert config.resource_problem("kubernetes.io/xpu") != ""

@@ -104,11 +104,19 @@ def parse_resource_names(v: Any) -> Dict[str, str]:
     for kind, name in items:
         if not isinstance(kind, str) or not isinstance(name, str) or kind.count("/") != 1:
             raise ValueError(f"{kind!r}: the key must be a CDI kind (vendor/class)")
-        if not _RESOURCE.match(name) or len(name.partition("/")[2]) > 63 or "kubernetes.io" in name:
-            raise ValueError(f"resource name {name!r} is not an extended resource name "
-                             f"(<domain>/<name>, lowercase domain, not kubernetes.io)")
+        problem = resource_problem(name)
+        if problem:
+            raise ValueError(problem)
         pairs[kind] = name
     return pairs
+
+
+def resource_problem(name: str) -> str:
+    """Why kubelet would refuse *name* as an extended resource name, or ``""``."""
+    if not _RESOURCE.match(name) or len(name.partition("/")[2]) > 63 or "kubernetes.io" in name:
+        return (f"resource name {name!r} is not an extended resource name "
+                f"(<domain>/<name>, lowercase domain, not kubernetes.io)")
+    return ""
 
 
 def _strategies(v: Any) -> Tuple[str, ...]:

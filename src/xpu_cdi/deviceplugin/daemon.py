@@ -34,7 +34,7 @@ from ..errors import XpuCdiError
 from ..generate import profile as _profile
 from ..generate.discover import Roots
 from . import devices, health, inotify, registration, stale
-from .config import Settings
+from .config import Settings, resource_problem
 from .server import KindPlugin, remove_socket
 
 Log = Callable[[str], None]
@@ -164,6 +164,11 @@ class Daemon:
     def sync_plugins(self) -> None:
         """A plugin per kind in the specs; a vanished kind advertises nothing, then stops."""
         for kind in sorted(set(self.kinds) - set(self.plugins)):
+            problem = resource_problem(self.s.resource(kind))
+            if problem:
+                self.say_once("resource:" + kind, f"{kind}: not served: {problem}: give it one with "
+                                                  f"--resource-name {kind}=<domain>/<name>")
+                continue
             plugin = KindPlugin(kind, self.s.resource(kind), self.s.plugin_dir, self.s.strategies, self.log,
                                 self.before_request)
             try:
