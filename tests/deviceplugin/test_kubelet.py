@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+import dpnode
 import fakehost
 import kubeletkit
 from dpnode import Node
@@ -338,3 +340,26 @@ class TestSpecChecks:
             assert not kubelet.requests
         finally:
             p.stop()
+
+
+def test_ascend_node(stack: str, tmp_path: Path, host_root: Path) -> None:
+    """Every profile, not just Kunlunxin: a 4-NPU Ascend node registers its kind under the vendor
+    plugin's resource name when asked, and Allocate names the NPUs."""
+    host = fakehost.ascend(host_root, cards=4)
+    dpnode.numa_nodes(host_root, 1)
+    node = dpnode.Node(host, tmp_path / "cdi", dpnode.short_dir(), tmp_path / "st.json")
+    node.generate()
+    (spec,) = node.spec_dir.glob("*.json")
+    kind = json.loads(spec.read_text())["kind"]
+    k = kubeletkit.FakeKubelet(node.plugin_dir)
+    p = kubeletkit.PluginProcess(stack, node.args("--resource-name", f"{kind}=huawei.com/Ascend910"),
+                                 tmp_path / "p.log")
+    try:
+        assert k.wait_registered().resource_name == "huawei.com/Ascend910"
+        assert k.wait_for(lambda: k.latest()) == {str(i): ("Healthy", [0]) for i in range(4)}
+        names = [d.name for d in k.allocate(["1", "3"]).container_responses[0].cdi_devices]
+        assert names == [f"{kind}=1", f"{kind}=3"]
+    finally:
+        p.stop()
+        k.stop()
+        shutil.rmtree(node.plugin_dir, ignore_errors=True)
