@@ -237,6 +237,7 @@ class TestStatus:
 
         s = socket.socket(socket.AF_UNIX)
         s.bind(str(sock))
+        s.listen()
         doc = {"pid": os.getpid(), "kinds": {KIND: {"registered": True, "socket": str(sock), "resource": KIND,
                                                    "devices": ["0"]}}}
         path.write_text(json.dumps(doc))
@@ -250,7 +251,15 @@ class TestStatus:
         assert "which is not running" in status.probe(str(path))[1]
         path.write_text(json.dumps({"pid": os.getpid(), "kinds": {}}))
         assert "run `xpu-cdi generate`" in status.probe(str(path))[1]
+        # written in another pid namespace (the plugin in a pod, read on the host): its pid means
+        # nothing here, its socket answers for it
+        doc = {"pid": 1, "pid_namespace": "pid:[1]", "kinds": {KIND: {"registered": True, "socket": str(sock),
+                                                                     "resource": KIND, "devices": ["0"]}}}
+        assert status.alive(doc)
         s.close()
+        assert not status.alive(doc)
+        path.write_text(json.dumps(doc))
+        assert not status.probe(str(path))[0]
 
 
 def test_socket_path_too_long_is_one_line(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from ..errors import XpuCdiError
 from ..generate import profile as _profile
 from ..generate.discover import Roots
 from . import devices, health, inotify, registration, stale
+from . import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin, remove_socket
 
@@ -68,6 +69,7 @@ class Daemon:
         self.status_text = ""
         self.started = time.time()
         self.stale_due = False
+        self.pid_namespace = _status.pid_namespace()
 
     # -- signals and wake-ups ------------------------------------------------------------------------------
 
@@ -251,7 +253,8 @@ class Daemon:
 
     def write_status(self) -> None:
         with self.lock:
-            doc = {"pid": os.getpid(), "started": int(self.started), "plugin_dir": self.s.plugin_dir,
+            doc = {"pid": os.getpid(), "pid_namespace": self.pid_namespace, "started": int(self.started),
+                   "plugin_dir": self.s.plugin_dir,
                    "spec_dirs": list(self.s.spec_dirs), "strategies": list(self.s.strategies),
                    "kinds": {k: p.status() for k, p in sorted(self.plugins.items())}}
         text = json.dumps(doc, indent=1, sort_keys=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from typing import Any, Dict, Optional, Tuple
 
 from ..atomic import pid_alive
@@ -30,9 +31,39 @@ def read(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
     return doc, ""
 
 
+def pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``), or ``""``."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def listening(path: str) -> bool:
+    """Something accepts connections on the unix socket *path*."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(0.5)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def alive(doc: Dict[str, Any]) -> bool:
-    """The process that wrote *doc* still runs (a SIGKILLed plugin leaves its file behind)."""
+    """The process that wrote *doc* still runs (a SIGKILLed plugin leaves its file behind).
+
+    Its pid means something only in its own pid namespace: read from another
+    one (doctor on the host, the plugin in a pod), the plugin's sockets answer
+    instead.
+    """
     pid = doc.get("pid")
+    ns = doc.get("pid_namespace") or ""
+    if ns and ns != pid_namespace():
+        sockets = [str(k.get("socket")) for k in (doc.get("kinds") or {}).values() if isinstance(k, dict)]
+        return any(listening(p) for p in sockets) if sockets else True  # nothing to ask: take the file's word
     return isinstance(pid, int) and pid > 0 and pid_alive(pid)
 
 
@@ -48,8 +79,8 @@ def probe(path: str) -> Tuple[bool, str]:
         return False, "no CDI spec defines cards yet: nothing to advertise (run `xpu-cdi generate`)"
     bad = [f"{k}: not registered{' (' + v.get('error') + ')' if v.get('error') else ''}"
            for k, v in sorted(kinds.items()) if not v.get("registered")]
-    bad += [f"{k}: socket {v.get('socket')} is missing" for k, v in sorted(kinds.items())
-            if v.get("registered") and not os.path.exists(str(v.get("socket")))]
+    bad += [f"{k}: nothing listens on its socket {v.get('socket')}" for k, v in sorted(kinds.items())
+            if v.get("registered") and not listening(str(v.get("socket")))]
     if bad:
         return False, "; ".join(bad)
     return True, "; ".join(f"{k}: registered as {v.get('resource')} with {len(v.get('devices') or [])} device(s)"

@@ -98,8 +98,12 @@ def check_plugin(ctx: Context) -> List[Result]:
                             "read the plugin's log; 'already registered'/'taken' means another plugin "
                             "owns the resource name: give ours another with --resource-name"))
         sock = str(st.get("socket") or "")
-        if os.path.exists(sock):
-            out.append(ok("plugin-socket", f"{name}: {sock} is present"))
+        if _status.listening(sock):
+            out.append(ok("plugin-socket", f"{name}: {sock} answers"))
+        elif os.path.exists(sock):
+            out.append(fail("plugin-socket", f"{name}: {sock} exists but nothing listens on it (the plugin "
+                                             f"stopped without cleaning up?)",
+                            "restart the plugin (it replaces a stale socket of its own)"))
         else:
             out.append(fail("plugin-socket", f"{name}: its socket {sock!r} is missing (kubelet removed it "
                                              f"and the plugin has not served again)",
