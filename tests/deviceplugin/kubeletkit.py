@@ -88,6 +88,7 @@ class FakeKubelet:
         self.server.start()
 
     def _register(self, request: Any, context: Any) -> Any:
+        arrived = time.monotonic()  # when the plugin's Register reached "kubelet"
         if self.refuse:
             context.abort(self.grpc.StatusCode.INVALID_ARGUMENT, self.refuse)
         if request.version != "v1beta1":
@@ -106,7 +107,7 @@ class FakeKubelet:
             threading.Thread(target=self._watch, args=(stub,), daemon=True).start()
         with self.cond:
             self.requests.append(request)
-            self.registered_at.append(time.monotonic())
+            self.registered_at.append(arrived)
             self.cond.notify_all()
         return self.pb2.Empty()
 

@@ -213,14 +213,43 @@ class TestAllocation:
 
     def test_allocate_follows_the_spec_on_disk(self, node: Node, kubelet: kubeletkit.FakeKubelet,
                                                plugin: kubeletkit.PluginProcess) -> None:
-        """A card gone from the spec is refused at once, even before the list was re-sent."""
+        """A card gone from the spec is refused at once (even before the list was re-sent), and stays listed
+        Unhealthy for the removal grace: a driver reload must not take cards away from kubelet."""
         kubelet.wait_registered()
         node.host.remove_card(7)
         node.generate()
         with pytest.raises(grpc.RpcError) as err:
             kubelet.allocate(["7"])
-        assert "unknown device ID(s) '7'" in err.value.details()
-        kubelet.wait_for(lambda: sorted(kubelet.latest()) == ALL[:7], timeout=5, message="7 cards listed")
+        assert "device '7' is Unhealthy: no spec in" in err.value.details()
+        kubelet.wait_for(lambda: unhealthy(kubelet, "7"), timeout=5, message="card 7 Unhealthy")
+        assert sorted(kubelet.latest()) == ALL and all(healthy(kubelet, c) for c in ALL[:7])
+
+    def test_card_dropped_after_the_grace(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                                          tmp_path: Path) -> None:
+        """--removal-grace: a card no spec defines is listed Unhealthy, then dropped; back in the spec
+        before that, it is Healthy again."""
+        p = kubeletkit.PluginProcess(stack, node.args("--removal-grace", "1.5"), tmp_path / "p.log")
+        try:
+            kubelet.wait_registered()
+            kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+            node.generate("--profile", "kunlunxin", "--no-all-device")  # unchanged cards: a rewrite only
+            saved = {f: f.read_bytes() for f in node.spec_dir.iterdir()}
+            node.host.path("/dev/xpu6").unlink()
+            node.host.path("/dev/xpu7").unlink()
+            node.host.cards.remove(6)
+            node.host.cards.remove(7)
+            node.generate()
+            kubelet.wait_for(lambda: unhealthy(kubelet, "6") and unhealthy(kubelet, "7"), timeout=5,
+                             message="6 and 7 Unhealthy")
+            for f, data in saved.items():  # the old spec is back within the grace: 6 is fine again
+                f.write_bytes(data)
+            fakehost.mknod(node.host.path("/dev/xpu6"), fakehost.XPU_MAJOR, 6)
+            kubelet.wait_for(lambda: healthy(kubelet, "6"), timeout=5, message="6 Healthy again")
+            node.generate()  # the spec without 6 and 7 (6's node is there again: only 7 goes)
+            kubelet.wait_for(lambda: sorted(kubelet.latest()) == ALL[:7], timeout=6, message="7 dropped")
+            p.wait_log("kunlunxin.com/xpu=7: dropped: no spec has defined it for 1.5s")
+        finally:
+            p.stop()
 
     def test_envvar_only_when_asked(self, node: Node, stack: str, tmp_path: Path) -> None:
         """--device-list-strategy envvar adds the profile's selection variable."""
@@ -262,18 +291,24 @@ class TestLifecycle:
         finally:
             p.stop()
 
-    def test_kind_disappears_advertised_empty_first(self, node: Node, kubelet: kubeletkit.FakeKubelet,
-                                                    plugin: kubeletkit.PluginProcess) -> None:
-        """The spec deleted for good: an empty list is sent, then the socket goes."""
-        kubelet.wait_registered()
-        kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
-        for f in node.spec_dir.iterdir():
-            f.unlink()
-        kubelet.wait_for(lambda: kubelet.lists and kubelet.lists[-1][1] == {}, timeout=5, message="empty list")
-        deadline = time.monotonic() + 5
-        while (node.plugin_dir / SOCKET).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not (node.plugin_dir / SOCKET).exists()
+    def test_kind_disappears_advertised_empty_first(self, node: Node, stack: str,
+                                                    kubelet: kubeletkit.FakeKubelet, tmp_path: Path) -> None:
+        """The spec deleted for good: every card Unhealthy for the removal grace, then an empty list,
+        then the socket goes."""
+        p = kubeletkit.PluginProcess(stack, node.args("--removal-grace", "1"), tmp_path / "p.log")
+        try:
+            kubelet.wait_registered()
+            kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+            for f in node.spec_dir.iterdir():
+                f.unlink()
+            kubelet.wait_for(lambda: all(unhealthy(kubelet, c) for c in ALL), timeout=5, message="all Unhealthy")
+            kubelet.wait_for(lambda: kubelet.lists and kubelet.lists[-1][1] == {}, timeout=5, message="empty list")
+            deadline = time.monotonic() + 5
+            while (node.plugin_dir / SOCKET).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not (node.plugin_dir / SOCKET).exists()
+        finally:
+            p.stop()
 
     def test_probe_and_status(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
                               plugin: kubeletkit.PluginProcess) -> None:

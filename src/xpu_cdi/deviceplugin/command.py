@@ -18,7 +18,7 @@ from .status import probe as _probe
 _FIELDS = {"plugin_dir": "plugin_dir", "spec_dirs": "spec_dirs", "dev_root": "dev_root",
            "driver_root": "driver_root", "sysfs_root": "sysfs_root", "proc_root": "proc_root",
            "profiles": "profiles", "profiles_dir": "profiles_dir", "status_file": "status_file",
-           "health_interval": "health_interval", "uevents": "uevents"}
+           "health_interval": "health_interval", "removal_grace": "removal_grace", "uevents": "uevents"}
 
 
 def _given(ctx: click.Context, params: Dict[str, Any]) -> Dict[str, Any]:
@@ -37,7 +37,8 @@ def _given(ctx: click.Context, params: Dict[str, Any]) -> Dict[str, Any]:
 def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
                   sysfs_root: str, plugin_dir: str, spec_dirs: Tuple[str, ...], proc_root: Optional[str],
                   resource_names: Tuple[str, ...], strategies: Tuple[str, ...], config_path: Optional[str],
-                  status_file: str, health_interval: float, uevents: str, probe: bool) -> None:
+                  status_file: str, health_interval: float, removal_grace: float, uevents: str,
+                  probe: bool) -> None:
     """The kubelet device plugin: advertise the cards our CDI specs define,
     one resource per CDI kind, and answer Allocate with CDI device names.
 
@@ -90,6 +91,9 @@ OPTIONS = (
                  help="Where the plugin writes its state (read by --probe and doctor)."),
     click.option("--health-interval", type=float, default=1.0, show_default=True,
                  help="Seconds between health polls (uevents and inotify trigger checks at once)."),
+    click.option("--removal-grace", type=click.FloatRange(0, 86400), default=300.0, show_default=True,
+                 help="Seconds a card no spec defines any more stays listed, Unhealthy, before it is dropped "
+                      "(a driver reload removes the spec for a while; the cards must not leave kubelet)."),
     click.option("--uevents", type=click.Choice(config.UEVENT_SOURCES), default="auto", show_default=True,
                  help="uevent source for health checks; 'none': inotify and the poll only."),
     click.option("--probe", is_flag=True,

@@ -50,6 +50,7 @@ class Settings:
     strategies: Tuple[str, ...] = allocation.DEFAULT_STRATEGIES
     status_file: str = DEFAULT_STATUS_FILE
     health_interval: float = 1.0
+    removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
     uevents: str = "auto"
 
     @property
@@ -127,6 +128,12 @@ def _strategies(v: Any) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+def _seconds(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 86400:
+        raise ValueError("must be a number of seconds between 0 and 86400")
+    return float(v)
+
+
 def _uevents(v: Any) -> str:
     if v not in UEVENT_SOURCES:
         raise ValueError(f"must be one of {', '.join(UEVENT_SOURCES)}")
@@ -139,6 +146,7 @@ KEYS = {
     "profile": ("profiles", _strs), "profiles-dir": ("profiles_dir", _strs),
     "resource-name": ("resource_names", parse_resource_names), "device-list-strategy": ("strategies", _strategies),
     "status-file": ("status_file", _str), "health-interval": ("health_interval", _float),
+    "removal-grace": ("removal_grace", _seconds),
     "uevents": ("uevents", _uevents),
 }
 

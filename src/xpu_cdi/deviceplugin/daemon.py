@@ -54,7 +54,11 @@ class Daemon:
         self.log = log
         self.reload_settings = reload_settings
         self.plugins: Dict[str, KindPlugin] = {}
-        self.kinds: Dict[str, devices.KindSet] = {}
+        self.kinds: Dict[str, devices.KindSet] = {}  # what the specs define now
+        self.known: Dict[str, devices.KindSet] = {}  # the last spec-defined view of every kind still served
+        # cards no spec defines any more, kept Unhealthy for the removal grace (a driver reload
+        # makes `watch` drop a spec for a while: the cards must not leave kubelet meanwhile)
+        self.vanished: Dict[str, Dict[str, Tuple[devices.Card, float]]] = {}
         self.ours: Dict[str, str] = {}
         self.profiles: List[Any] = []
         self.sig: Optional[Tuple[Any, ...]] = None
@@ -123,7 +127,16 @@ class Daemon:
                 if old is None or list(old.cards) != list(ks.cards):
                     self.log(f"{kind}: {len(ks.cards)} device(s) from {', '.join(ks.spec_paths)}: "
                              f"{', '.join(ks.cards)}")
+            now = time.monotonic()
+            for kind, old in self.kinds.items():
+                for cid, card in old.cards.items():
+                    if cid not in (kinds[kind].cards if kind in kinds else {}):
+                        self.vanished.setdefault(kind, {}).setdefault(cid, (card, now))
+            for kind, ks in kinds.items():
+                for cid in ks.cards:
+                    self.vanished.get(kind, {}).pop(cid, None)
             self.kinds = kinds
+            self.known.update(kinds)
             self.stale_due = True  # the main loop's: it rediscovers the host, too slow for Allocate's path
             self.apply_health()
             return True
@@ -140,21 +153,46 @@ class Daemon:
         """Health of every card into its plugin (only plugins that exist: the main loop makes them)."""
         with self.lock:
             for kind, plugin in self.plugins.items():
-                ks = self.kinds.get(kind)
+                ks = self.known.get(kind)
                 if ks is None:
                     continue
+                defined = self.kinds[kind].cards if kind in self.kinds else {}
+                cards = dict(defined)
                 unhealthy = {}
-                for cid, card in ks.cards.items():
+                for cid, card in cards.items():
                     why = health.problem(card, ks.shared, ks.profile, self.s.sysfs_root, self.s.proc)
                     if why:
                         unhealthy[cid] = why
+                for cid, (card, _since) in self.vanished.get(kind, {}).items():
+                    cards[cid] = card
+                    unhealthy[cid] = (f"no spec in {', '.join(self.s.spec_dirs)} defines it now (kept for "
+                                      f"{self.s.removal_grace:g}s in case the spec comes back, then dropped)")
                 with plugin.cond:
                     before, known = dict(plugin.unhealthy), set(plugin.cards)
-                for cid in ks.cards:  # said before kubelet hears it, so the log leads the list
+                for cid in cards:  # said before kubelet hears it, so the log leads the list
                     if before.get(cid, "") != unhealthy.get(cid, "") and (cid in known or unhealthy.get(cid)):
                         self.log(f"{kind}={cid}: " + (f"Unhealthy: {unhealthy[cid]}" if unhealthy.get(cid)
                                                       else "Healthy again"))
-                plugin.update(ks.cards, unhealthy, ks.env_var)
+                plugin.update(cards, unhealthy, ks.env_var)
+
+    def expire_vanished(self) -> None:
+        """Drop the cards no spec has defined for the removal grace; forget kinds with nothing left."""
+        now = time.monotonic()
+        with self.lock:
+            for kind, gone in list(self.vanished.items()):
+                for cid, (_card, since) in list(gone.items()):
+                    if now - since >= self.s.removal_grace:
+                        del gone[cid]
+                        self.log(f"{kind}={cid}: dropped: no spec has defined it for {self.s.removal_grace:g}s")
+                if not gone:
+                    del self.vanished[kind]
+            for kind in list(self.known):
+                if kind not in self.kinds and kind not in self.vanished:
+                    del self.known[kind]
+
+    def served(self) -> Set[str]:
+        """Kinds with a plugin: defined by a spec now, or with cards still in their removal grace."""
+        return set(self.kinds) | set(self.vanished)
 
     def before_request(self) -> None:
         """Allocate / GetPreferredAllocation: answer from the specs as they are now."""
@@ -181,9 +219,10 @@ class Daemon:
             self.log(f"{kind}: serving {plugin.resource} on {plugin.socket}")
             with self.lock:
                 self.plugins[kind] = plugin
-        for kind in sorted(set(self.plugins) - set(self.kinds)):
+        for kind in sorted(set(self.plugins) - self.served()):
             plugin = self.plugins[kind]
-            self.log(f"{kind}: no spec defines it any more: advertising no devices, then stopping")
+            self.log(f"{kind}: no spec has defined it for {self.s.removal_grace:g}s: advertising no devices, "
+                     f"then stopping")
             plugin.drain()
             plugin.shutdown()
             remove_socket(plugin.socket)
@@ -349,6 +388,7 @@ class Daemon:
         if self.stale_due:
             self.stale_due = False
             self.check_stale()
+        self.expire_vanished()
         self.sync_plugins()
         self.floor_checks()
         self.register_pending()
