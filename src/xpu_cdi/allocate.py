@@ -48,7 +48,8 @@ def _name_order(name: str) -> Tuple[int, Any]:
     return (0, int(name)) if name.isdigit() else (1, name)
 
 
-def preferred(devices: Sequence[CardLike], available: Optional[Sequence[str]], size: int) -> List[str]:
+def preferred(devices: Sequence[CardLike], available: Optional[Sequence[str]], size: int,
+              must_include: Sequence[str] = ()) -> List[str]:
     """The best *size* cards for one job, for ``GetPreferredAllocation``.
 
     Same switch first, then same root port, then same NUMA node; when no
@@ -61,13 +62,16 @@ def preferred(devices: Sequence[CardLike], available: Optional[Sequence[str]], s
         devices: every card (``TopoCard`` or the dicts ``topology --json`` prints).
         available: names of the free cards; None means all of them.
         size: how many cards the job needs.
+        must_include: cards the answer must hold (kubelet's ``must_include_deviceIDs``,
+            e.g. cards a container already has); they must be available.
 
     Returns:
         The chosen names, sorted.
 
     Raises:
         SelectionError: *size* is not between 1 and the number available, or
-            *available* names a card not in *devices*.
+            *available* names a card not in *devices*, or *must_include* names
+            more than *size* cards or one not available.
     """
     by_name = {str(_get(d, "name")): d for d in devices}
     if available is None:
@@ -81,7 +85,14 @@ def preferred(devices: Sequence[CardLike], available: Optional[Sequence[str]], s
     if not 1 <= size <= len(names):
         raise SelectionError(f"cannot choose {size} card(s) from the {len(names)} available: "
                              f"ask for 1 to {len(names)}")
+    must = sorted({str(m) for m in must_include}, key=_name_order)
+    missing = [m for m in must if m not in names]
+    if missing:
+        raise SelectionError(f"card {missing[0]!r} must be included but is not available")
+    if len(must) > size:
+        raise SelectionError(f"{len(must)} cards must be included but only {size} are asked for")
     cands = [by_name[n] for n in names]
+    fixed = tuple(names.index(m) for m in must)
     dist = [[distance(a, b) for b in cands] for a in cands]
     sizes: Dict[Tuple[int, Any], int] = {}
     for c in cands:
@@ -97,10 +108,13 @@ def preferred(devices: Sequence[CardLike], available: Optional[Sequence[str]], s
         stranded = sum(sizes[k] - n for k, n in used.items())
         return cost, stranded, tuple(pick)
 
-    if math.comb(len(cands), size) <= EXACT_LIMIT:
-        best = min(itertools.combinations(range(len(cands)), size), key=score)
+    rest = [i for i in range(len(cands)) if i not in fixed]
+    if math.comb(len(rest), size - len(fixed)) <= EXACT_LIMIT:
+        best = min((tuple(sorted(fixed + extra)) for extra in itertools.combinations(rest, size - len(fixed))),
+                   key=score)
     else:
-        best = min((_greedy(seed, dist, size, cands, sizes) for seed in range(len(cands))), key=score)
+        seeds = [fixed] if fixed else [(seed,) for seed in range(len(cands))]
+        best = min((_greedy(seed, dist, size, cands, sizes) for seed in seeds), key=score)
     return [names[i] for i in sorted(best)]
 
 
@@ -115,12 +129,12 @@ def _levels(card: CardLike) -> List[Tuple[int, Any]]:
     return out
 
 
-def _greedy(seed: int, dist: List[List[int]], size: int, cands: Sequence[CardLike],
+def _greedy(seed: Tuple[int, ...], dist: List[List[int]], size: int, cands: Sequence[CardLike],
             sizes: Dict[Tuple[int, Any], int]) -> Tuple[int, ...]:
-    """Grow a set from *seed*, always adding the closest card; on a tie, the one in the bigger group."""
-    pick = [seed]
-    acc = list(dist[seed])
-    rest = set(range(len(cands))) - {seed}
+    """Grow a set from the *seed* cards, always adding the closest card; on a tie, the one in the bigger group."""
+    pick = list(seed)
+    acc = [sum(dist[s][i] for s in seed) for i in range(len(cands))]
+    rest = set(range(len(cands))) - set(seed)
     while len(pick) < size:
         nxt = min(rest, key=lambda i: (acc[i], [-sizes[k] for k in _levels(cands[i])], i))
         pick.append(nxt)

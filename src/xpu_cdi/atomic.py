@@ -74,14 +74,15 @@ def remove_stale_temps(path: str) -> None:
     for name in names:
         if name.startswith(prefix) and name.endswith(TMP_MARK):
             pid = name[len(prefix):-len(TMP_MARK)]
-            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
                 try:
                     os.unlink(os.path.join(d, name))
                 except OSError:
                     pass
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process *pid* exists (one we may not signal exists too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -257,6 +257,7 @@ LAZY_COMMANDS = {
     "topology": ("xpu_cdi.topology_cmd", "command", True),
     "doctor": ("xpu_cdi.doctor.command", "command", True),
     "system": ("xpu_cdi.devchar", "command", True),
+    "device-plugin": ("xpu_cdi.deviceplugin.command", "command", True),
 }
 
 

@@ -58,3 +58,7 @@ class SyscallError(XpuCdiError):
         self.errno = errno
         self.target = target
         super().__init__(f"{call} {target!r}: {os.strerror(errno)} (errno {errno})")
+
+
+class ConfigError(XpuCdiError):
+    """A node config file (``/etc/xpu-cdi/config.yaml``) or the device plugin's settings are unusable."""

@@ -9,6 +9,7 @@ Kubernetes itself cannot run here, so this is what "validated" means.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -50,6 +51,16 @@ def all_containers(ds: Dict[str, Any]) -> List[Dict[str, Any]]:
     return pod(ds).get("initContainers", []) + pod(ds)["containers"]
 
 
+def container(ds: Dict[str, Any], name: str) -> Dict[str, Any]:
+    (c,) = [c for c in all_containers(ds) if c["name"] == name]
+    return c
+
+
+# what each container may write on the host; everything else it mounts is read-only
+WRITABLE = {"generate": {SPEC_DIR}, "watch": {SPEC_DIR}, "node-config": {"/etc/xpu-cdi"},
+            "device-plugin": {"/var/lib/kubelet/device-plugins", "/run/xpu-cdi"}}
+
+
 def cli_accepts(args: List[str]) -> click.Context:
     """Parse *args* with the real xpu-cdi CLI (without running the command)."""
     sub = cli.main.get_command(click.Context(cli.main), args[0])
@@ -78,7 +89,8 @@ def api_problems(obj: Dict[str, Any], type_name: str) -> List[str]:
 
 class TestOpenAPIFields:
     @pytest.mark.parametrize("name, model", [("daemonset.yaml", "V1DaemonSet"),
-                                             ("runtimeclass.yaml", "V1RuntimeClass")])
+                                             ("runtimeclass.yaml", "V1RuntimeClass"),
+                                             ("node-config.yaml", "V1ConfigMap")])
     def test_every_field_is_an_api_field(self, name: str, model: str) -> None:
         """Every key is a field of the Kubernetes type at that place, and no required field is missing."""
         for doc in docs(name):
@@ -132,8 +144,7 @@ class TestDaemonSet:
 
     def test_init_generates_main_watches(self, daemonset: Dict[str, Any]) -> None:
         """Init: `xpu-cdi generate` into /var/run/cdi; main: `xpu-cdi watch` on the same dir and options."""
-        (init,) = pod(daemonset)["initContainers"]
-        (main,) = pod(daemonset)["containers"]
+        init, main = container(daemonset, "generate"), container(daemonset, "watch")
         assert init["command"] == main["command"] == ["/usr/bin/xpu-cdi"]
         gen, wat = cli_accepts(init["args"]), cli_accepts(main["args"])
         assert init["args"][0] == "generate" and main["args"][0] == "watch"
@@ -143,16 +154,56 @@ class TestDaemonSet:
         assert init["image"] == main["image"]
 
     def test_host_paths_are_mounted_at_the_same_path(self, daemonset: Dict[str, Any]) -> None:
-        """Specs name host paths, so host dirs appear at their host path; only the spec dir is writable."""
+        """Specs name host paths, so host dirs appear at their host path; each container writes only
+        what it must (the spec dir; kubelet's plugin dir and the status dir; the node config dir)."""
         volumes = {v["name"]: v for v in pod(daemonset)["volumes"]}
+        assert {c["name"] for c in all_containers(daemonset)} == set(WRITABLE)
         for c in all_containers(daemonset):
             mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
             for m in c["volumeMounts"]:
                 vol = volumes[m["name"]]
+                if "hostPath" not in vol:
+                    assert m.get("readOnly") is True, m  # the ConfigMap
+                    continue
                 assert vol["hostPath"]["path"] == m["mountPath"], m
-                assert m.get("readOnly", False) == (m["mountPath"] != SPEC_DIR), m
-            assert {"/dev", "/usr/local", SPEC_DIR} <= set(mounts)
+                assert m.get("readOnly", False) == (m["mountPath"] not in WRITABLE[c["name"]]), (c["name"], m)
+            if c["name"] != "node-config":
+                assert {"/dev", "/usr/local", SPEC_DIR} <= set(mounts), c["name"]
         assert volumes["host-cdi"]["hostPath"]["type"] == "DirectoryOrCreate"
+
+    def test_device_plugin_container(self, daemonset: Dict[str, Any]) -> None:
+        """`xpu-cdi device-plugin` on the spec dir, kubelet's dir and the status dir it defaults to mounted,
+        /sys for health and topology, Ready only when registered (--probe), node-critical priority."""
+        c = container(daemonset, "device-plugin")
+        assert c["command"] == ["/usr/bin/xpu-cdi"] and c["args"][0] == "device-plugin"
+        params = cli_accepts(c["args"]).params
+        assert params["spec_dirs"] == (SPEC_DIR,)
+        mounts = {m["mountPath"] for m in c["volumeMounts"]}
+        assert {params["plugin_dir"], os.path.dirname(params["status_file"]), "/sys"} <= mounts
+        probe = c["readinessProbe"]["exec"]["command"]
+        assert probe[0] == c["command"][0] and "--probe" in probe
+        assert cli_accepts(probe[1:]).params["status_file"] == params["status_file"]
+        assert pod(daemonset)["priorityClassName"] == "system-node-critical"
+
+    def test_node_config_turns_env_selection_off(self, daemonset: Dict[str, Any]) -> None:
+        """The ConfigMap is a valid node config saying false; the init container installs it only where
+        the host has none, atomically (temp + mv)."""
+        from xpu_cdi import nodeconfig
+
+        (cm,) = docs("node-config.yaml")
+        c = container(daemonset, "node-config")
+        volumes = {v["name"]: v for v in pod(daemonset)["volumes"]}
+        (cm_mount,) = [m for m in c["volumeMounts"] if "configMap" in volumes[m["name"]]]
+        assert volumes[cm_mount["name"]]["configMap"]["name"] == cm["metadata"]["name"]
+        script = " ".join(c["args"])
+        assert script.startswith("test -e /etc/xpu-cdi/config.yaml ||") and "mv " in script
+        assert f"{cm_mount['mountPath']}/config.yaml" in script
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(cm["data"]["config.yaml"])
+            f.flush()
+            assert nodeconfig.read(f.name).accept_env_selection_when_unprivileged is False
 
     def test_image_is_this_version(self, daemonset: Dict[str, Any]) -> None:
         """The image tag is the package version."""
@@ -178,7 +229,7 @@ class TestKustomization:
         """Both manifests, existing files, and an image entry for the DaemonSet's image."""
         (k,) = docs("kustomization.yaml")
         assert (k["apiVersion"], k["kind"]) == ("kustomize.config.k8s.io/v1beta1", "Kustomization")
-        assert {"daemonset.yaml", "runtimeclass.yaml"} <= set(k["resources"])
+        assert {"daemonset.yaml", "runtimeclass.yaml", "node-config.yaml"} <= set(k["resources"])
         assert all((DEPLOY / r).is_file() for r in k["resources"])
         (image,) = k["images"]
         assert image["name"] == "xpu-cdi" and image["newTag"] == VERSION
@@ -189,7 +240,7 @@ class TestKustomization:
         out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         kinds = sorted(d["kind"] for d in yaml.safe_load_all(out.stdout) if d)
-        assert kinds == ["DaemonSet", "RuntimeClass"]
+        assert kinds == ["ConfigMap", "DaemonSet", "RuntimeClass"]
 
 
 class TestContainerfile:
@@ -207,6 +258,6 @@ class TestContainerfile:
 
         entry = json.loads(re.search(r"^ENTRYPOINT (.+)$", self.text, re.M).group(1))  # type: ignore[union-attr]
         cmd = json.loads(re.search(r"^CMD (.+)$", self.text, re.M).group(1))  # type: ignore[union-attr]
-        (main,) = pod(daemonset)["containers"]
+        main = container(daemonset, "watch")
         assert entry == main["command"] and cmd == main["args"]
         cli_accepts(cmd)

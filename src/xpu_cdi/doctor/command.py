@@ -11,7 +11,7 @@ import click
 
 from ..cdi import registry
 from ..errors import XpuCdiError
-from . import devices, driverfiles, k8s, runtimes, specs, stale, topo, wiring
+from . import devices, driverfiles, k8s, plugin, runtimes, specs, stale, topo, wiring
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
 from .result import Result, exit_code, fail, line, summary
 
@@ -42,6 +42,8 @@ CHECKS: Tuple[Tuple[str, Check], ...] = (
     ("oci-hooks", wiring.check_oci_hooks),
     ("runtimeclass", k8s.check_runtimeclass),
     ("topology", topo.check_topology),
+    ("device-plugin", plugin.check_plugin),
+    ("env-selection", plugin.check_env_selection),
 )
 
 
@@ -71,9 +73,10 @@ def run(opts: Options) -> List[Result]:
 def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
            sysfs_root: str, proc_root: Optional[str], spec_dirs: Tuple[str, ...], containerd_config: str,
            crio_config: str, docker_config: str, runtimeclasses: Tuple[str, ...], hooks_dirs: Tuple[str, ...],
-           runtime_name: str, runtime_versions: Tuple[str, ...], as_json: bool) -> None:
+           runtime_name: str, runtime_versions: Tuple[str, ...], plugin_dir: str, plugin_status_file: str,
+           node_config: str, as_json: bool) -> None:
     """Check the chain from driver to pod: cards, nodes, driver files, specs,
-    runtime config, hook, RuntimeClass, topology.
+    runtime config, hook, RuntimeClass, topology, device plugin, env selection.
 
     One line per check with what it found and the fix. Exit 0 all ok,
     1 any fail, 2 warnings only.
@@ -86,7 +89,9 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
                    spec_dirs=tuple(os.path.abspath(d) for d in spec_dirs),
                    containerd_config=containerd_config, crio_config=crio_config, docker_config=docker_config,
                    runtimeclasses=runtimeclasses, hooks_dirs=hooks_dirs, runtime_name=runtime_name,
-                   versions=runtimes.parse_option(runtime_versions) if runtime_versions else None)
+                   versions=runtimes.parse_option(runtime_versions) if runtime_versions else None,
+                   plugin_dir=os.path.abspath(plugin_dir), plugin_status_file=os.path.abspath(plugin_status_file),
+                   node_config=os.path.abspath(node_config))
     results = run(opts)
     if as_json:
         click.echo(json.dumps(results, indent=2))
@@ -114,6 +119,12 @@ OPTIONS = (
     click.option("--runtime-version", "runtime_versions", multiple=True, metavar="NAME=X.Y.Z|none",
                  help="Installed runtime and release (repeatable); replaces asking `<runtime> --version` on PATH. "
                       "'none': no runtime installed."),
+    click.option("--plugin-dir", default=Options.plugin_dir, show_default=True,
+                 help="kubelet's device-plugins directory (kubelet.sock and the plugins' sockets)."),
+    click.option("--plugin-status-file", default=Options.plugin_status_file, show_default=True,
+                 help="The status file of `xpu-cdi device-plugin` (its --status-file)."),
+    click.option("--node-config", default=Options.node_config, show_default=True,
+                 help="The node config the hook and the wrapper read (accept-env-selection-when-unprivileged)."),
     click.option("--json", "as_json", is_flag=True, help='Print a JSON list of {"check","status","found","fix"}.'),
 )
 

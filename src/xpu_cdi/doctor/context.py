@@ -42,6 +42,9 @@ class Options:
     runtime_name: str = "xpu"
     # runtime -> release; None: ask the binaries on PATH (``<runtime> --version``)
     versions: Optional[Dict[str, Optional[Version]]] = None
+    plugin_dir: str = "/var/lib/kubelet/device-plugins"  # kubelet's; doctor/plugin.py
+    plugin_status_file: str = "/run/xpu-cdi/device-plugin.json"  # what `xpu-cdi device-plugin` writes
+    node_config: str = "/etc/xpu-cdi/config.yaml"  # nodeconfig.DEFAULT_PATH
 
 
 @dataclass

@@ -21,8 +21,8 @@ import hashlib
 import re
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from .cdi import names
-from .errors import SelectionError
+from ..cdi import names
+from ..errors import SelectionError
 
 MODES = ("cdi", "annotation", "env")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

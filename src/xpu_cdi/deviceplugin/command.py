@@ -1,0 +1,109 @@
+"""The ``xpu-cdi device-plugin`` click command (built on first use, see ``cli.LAZY_COMMANDS``).
+
+``--probe`` (the DaemonSet's readiness probe) reads the status file only and
+never imports gRPC.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Optional, Tuple
+
+import click
+
+from . import allocation, config
+from .status import probe as _probe
+
+# flag -> Settings field, for the flags whose value comes as given strings
+_FIELDS = {"plugin_dir": "plugin_dir", "spec_dirs": "spec_dirs", "dev_root": "dev_root",
+           "driver_root": "driver_root", "sysfs_root": "sysfs_root", "proc_root": "proc_root",
+           "profiles": "profiles", "profiles_dir": "profiles_dir", "status_file": "status_file",
+           "health_interval": "health_interval", "removal_grace": "removal_grace", "uevents": "uevents"}
+
+
+def _given(ctx: click.Context, params: Dict[str, Any]) -> Dict[str, Any]:
+    """Settings from the flags that were given on the command line (defaults left to the config file)."""
+    out: Dict[str, Any] = {}
+    for name, fieldname in _FIELDS.items():
+        src = ctx.get_parameter_source(name)
+        if src is not None and src.name != "DEFAULT":
+            value = params[name]
+            out[fieldname] = tuple(value) if isinstance(value, (list, tuple)) else value
+    out["resource_names"] = config.parse_flag("resource_names", params["resource_names"])
+    out["strategies"] = config.parse_flag("strategies", params["strategies"])
+    return {k: v for k, v in out.items() if v not in (None, ())}
+
+
+def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
+                  sysfs_root: str, plugin_dir: str, spec_dirs: Tuple[str, ...], proc_root: Optional[str],
+                  resource_names: Tuple[str, ...], strategies: Tuple[str, ...], config_path: Optional[str],
+                  status_file: str, health_interval: float, removal_grace: float, uevents: str,
+                  probe: bool) -> None:
+    """The kubelet device plugin: advertise the cards our CDI specs define,
+    one resource per CDI kind, and answer Allocate with CDI device names.
+
+    Serves on a socket in --plugin-dir first, then registers with kubelet
+    (retrying with backoff), re-registers within a second when kubelet
+    restarts, reports each card's health, re-reads the specs when they
+    change. SIGHUP reloads; SIGTERM removes the sockets and exits 0.
+    """
+    ctx = click.get_current_context()
+    params = dict(ctx.params)
+    flags = _given(ctx, params)
+    settings = config.build(config_path, flags)
+    config.check_settings(settings)
+    if probe:
+        ok, why = _probe(settings.status_file)
+        click.echo(("ready: " if ok else "not ready: ") + why, err=not ok)
+        sys.exit(0 if ok else 1)
+    try:
+        from .daemon import Daemon
+    except ImportError as err:
+        raise config.ConfigError(f"the device plugin needs grpcio and protobuf ({err}): pip install "
+                                 f"'xpu-cdi' (they are dependencies) or apt install python3-grpcio "
+                                 f"python3-protobuf") from None
+
+    def reload_settings() -> config.Settings:
+        new = config.build(config_path, flags)
+        config.check_settings(new)
+        return new
+
+    sys.exit(Daemon(settings, reload_settings=reload_settings).run())
+
+
+OPTIONS = (
+    click.option("--plugin-dir", default=config.DEFAULT_PLUGIN_DIR, show_default=True,
+                 help="kubelet's device-plugins directory (kubelet's socket is DIR/kubelet.sock)."),
+    click.option("--spec-dir", "spec_dirs", multiple=True, default=config.Settings.spec_dirs, show_default=True,
+                 help="CDI spec directory, lowest priority first (repeatable), as for `list`."),
+    click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
+    click.option("--resource-name", "resource_names", multiple=True, metavar="KIND=NAME",
+                 help="Resource name for a CDI kind (repeatable; default: the kind itself, e.g. kunlunxin.com/xpu). "
+                      "Example: huawei.com/npu=huawei.com/Ascend910."),
+    click.option("--device-list-strategy", "strategies", multiple=True, metavar="LIST",
+                 help=f"How Allocate names the cards: {', '.join(allocation.STRATEGIES)} (comma-separated or "
+                      f"repeatable; default {','.join(allocation.DEFAULT_STRATEGIES)}). envvar only when asked: "
+                      f"any pod can set the same variable itself."),
+    click.option("--config", "config_path", default=None, metavar="FILE",
+                 help=f"Settings file (YAML, keys as the long flags; default {config.DEFAULT_CONFIG} if present). "
+                      f"Flags win."),
+    click.option("--status-file", default=config.DEFAULT_STATUS_FILE, show_default=True,
+                 help="Where the plugin writes its state (read by --probe and doctor)."),
+    click.option("--health-interval", type=float, default=1.0, show_default=True,
+                 help="Seconds between health polls (uevents and inotify trigger checks at once)."),
+    click.option("--removal-grace", type=click.FloatRange(0, 86400), default=300.0, show_default=True,
+                 help="Seconds a card no spec defines any more stays listed, Unhealthy, before it is dropped "
+                      "(a driver reload removes the spec for a while; the cards must not leave kubelet)."),
+    click.option("--uevents", type=click.Choice(config.UEVENT_SOURCES), default="auto", show_default=True,
+                 help="uevent source for health checks; 'none': inotify and the poll only."),
+    click.option("--probe", is_flag=True,
+                 help="Exit 0 if a running plugin has registered every kind it serves, else 1 with the reason "
+                      "(a readiness probe)."),
+)
+
+
+def command() -> click.Command:
+    """Built by ``cli.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
+    from ..cli import subcommand
+
+    return subcommand("device-plugin", device_plugin, OPTIONS)

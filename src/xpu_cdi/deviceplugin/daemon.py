@@ -1,0 +1,429 @@
+"""``xpu-cdi device-plugin``: the main loop.
+
+One :class:`~.server.KindPlugin` per CDI kind our specs define.  The loop
+sleeps in ``select`` on inotify (kubelet's directory, the spec directories,
+the directories of the cards' nodes), the uevent monitor (pyudev, where
+netlink is available) and a wake-up pipe (signals, Allocate seeing a new
+spec), at most ``health-interval`` seconds: the poll is the floor that
+catches what no event announced.  Each pass:
+
+1. re-reads the specs when a file changed (a few stats decide);
+2. starts a plugin for a new kind (serve, then register), and for a kind
+   whose specs are gone advertises no devices, then stops its server;
+3. re-checks every card's health and re-sends the list where it changed;
+4. serves again on a deleted socket and registers whatever is not
+   registered (kubelet back after a restart: its new ``kubelet.sock``);
+5. writes the status file that ``--probe`` and ``doctor`` read.
+
+It never talks to the API server: everything it needs is on the node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from .. import atomic
+from ..errors import XpuCdiError
+from ..generate import profile as _profile
+from ..generate.discover import Roots
+from . import devices, health, inotify, registration, stale
+from . import status as _status
+from .config import Settings, resource_problem
+from .server import KindPlugin, remove_socket
+
+Log = Callable[[str], None]
+
+
+def stderr_log(message: str) -> None:
+    print(f"xpu-cdi device-plugin: {message}", file=sys.stderr, flush=True)
+
+
+class Daemon:
+    """The device plugin daemon's state."""
+
+    def __init__(self, settings: Settings, log: Log = stderr_log,
+                 reload_settings: Optional[Callable[[], Settings]] = None) -> None:
+        self.s = settings
+        self.log = log
+        self.reload_settings = reload_settings
+        self.plugins: Dict[str, KindPlugin] = {}
+        self.kinds: Dict[str, devices.KindSet] = {}  # what the specs define now
+        self.known: Dict[str, devices.KindSet] = {}  # the last spec-defined view of every kind still served
+        # cards no spec defines any more, kept Unhealthy for the removal grace (a driver reload
+        # makes `watch` drop a spec for a while: the cards must not leave kubelet meanwhile)
+        self.vanished: Dict[str, Dict[str, Tuple[devices.Card, float]]] = {}
+        self.ours: Dict[str, str] = {}
+        self.profiles: List[Any] = []
+        self.sig: Optional[Tuple[Any, ...]] = None
+        self.lock = threading.RLock()  # the main loop and Allocate threads both refresh the inventory
+        self.stop = threading.Event()
+        self.reload_asked = False
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.ino: Optional[inotify.Inotify] = None
+        self.monitor: Any = None
+        self.logged: Set[str] = set()  # one-off lines already said (problems, waiting)
+        self.kubelet_id: Optional[Tuple[int, int]] = None
+        self.status_text = ""
+        self.started = time.time()
+        self.stale_due = False
+        self.pid_namespace = _status.pid_namespace()
+
+    # -- signals and wake-ups ------------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        try:
+            os.write(self.wake_w, b"x")
+        except OSError:
+            pass  # pipe full: the loop is awake anyway
+
+    def install_signals(self) -> None:
+        def term(*_: Any) -> None:
+            self.stop.set()
+            self.wake()
+
+        def hup(*_: Any) -> None:
+            self.reload_asked = True
+            self.wake()
+
+        signal.signal(signal.SIGTERM, term)
+        signal.signal(signal.SIGINT, term)
+        signal.signal(signal.SIGHUP, hup)
+
+    def say_once(self, key: str, message: str) -> None:
+        if key not in self.logged:
+            self.logged.add(key)
+            self.log(message)
+
+    # -- inventory -----------------------------------------------------------------------------------------
+
+    def load_profiles(self) -> None:
+        self.profiles = _profile.select(list(self.s.profiles) or None, self.s.profiles_dir)
+        self.ours = {p.kind: p.name for p in self.profiles}
+
+    def refresh_specs(self, force: bool = False) -> bool:
+        """Re-read the specs if any file changed; True when it did."""
+        with self.lock:
+            sig = devices.signature(self.s.spec_dirs)
+            if sig == self.sig and not force:
+                return False
+            kinds, problems = devices.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
+            self.sig = sig
+            for p in problems:
+                self.say_once("problem:" + p, f"warning: {p}")
+            if not kinds:
+                self.say_once("nospec:" + repr(sig), f"no CDI spec in {', '.join(self.s.spec_dirs)} defines cards "
+                                                     f"of {', '.join(sorted(self.ours)) or 'any profile'}: run "
+                                                     f"`xpu-cdi generate` (or `xpu-cdi watch`); nothing is "
+                                                     f"advertised until a spec appears")
+            for kind, ks in kinds.items():
+                old = self.kinds.get(kind)
+                if old is None or list(old.cards) != list(ks.cards):
+                    self.log(f"{kind}: {len(ks.cards)} device(s) from {', '.join(ks.spec_paths)}: "
+                             f"{', '.join(ks.cards)}")
+            now = time.monotonic()
+            for kind, old in self.kinds.items():
+                for cid, card in old.cards.items():
+                    if cid not in (kinds[kind].cards if kind in kinds else {}):
+                        self.vanished.setdefault(kind, {}).setdefault(cid, (card, now))
+            for kind, ks in kinds.items():
+                for cid in ks.cards:
+                    self.vanished.get(kind, {}).pop(cid, None)
+            self.kinds = kinds
+            self.known.update(kinds)
+            self.stale_due = True  # the main loop's: it rediscovers the host, too slow for Allocate's path
+            self.apply_health()
+            return True
+
+    def check_stale(self) -> None:
+        roots = Roots(self.s.dev_root, self.s.driver_root, self.s.sysfs_root)
+        try:
+            for note in stale.notes(self.kinds, self.profiles, roots):
+                self.say_once("stale:" + repr(self.sig) + note, note)
+        except XpuCdiError as err:
+            self.log(f"stale-spec check skipped: {err}")
+
+    def apply_health(self) -> None:
+        """Health of every card into its plugin (only plugins that exist: the main loop makes them)."""
+        with self.lock:
+            for kind, plugin in self.plugins.items():
+                ks = self.known.get(kind)
+                if ks is None:
+                    continue
+                defined = self.kinds[kind].cards if kind in self.kinds else {}
+                cards = dict(defined)
+                unhealthy = {}
+                for cid, card in cards.items():
+                    why = health.problem(card, ks.shared, ks.profile, self.s.sysfs_root, self.s.proc)
+                    if why:
+                        unhealthy[cid] = why
+                for cid, (card, _since) in self.vanished.get(kind, {}).items():
+                    cards[cid] = card
+                    unhealthy[cid] = (f"no spec in {', '.join(self.s.spec_dirs)} defines it now (kept for "
+                                      f"{self.s.removal_grace:g}s in case the spec comes back, then dropped)")
+                with plugin.cond:
+                    before, known = dict(plugin.unhealthy), set(plugin.cards)
+                for cid in cards:  # said before kubelet hears it, so the log leads the list
+                    if before.get(cid, "") != unhealthy.get(cid, "") and (cid in known or unhealthy.get(cid)):
+                        self.log(f"{kind}={cid}: " + (f"Unhealthy: {unhealthy[cid]}" if unhealthy.get(cid)
+                                                      else "Healthy again"))
+                plugin.update(cards, unhealthy, ks.env_var)
+
+    def expire_vanished(self) -> None:
+        """Drop the cards no spec has defined for the removal grace; forget kinds with nothing left."""
+        now = time.monotonic()
+        with self.lock:
+            for kind, gone in list(self.vanished.items()):
+                for cid, (_card, since) in list(gone.items()):
+                    if now - since >= self.s.removal_grace:
+                        del gone[cid]
+                        self.log(f"{kind}={cid}: dropped: no spec has defined it for {self.s.removal_grace:g}s")
+                if not gone:
+                    del self.vanished[kind]
+            for kind in list(self.known):
+                if kind not in self.kinds and kind not in self.vanished:
+                    del self.known[kind]
+
+    def served(self) -> Set[str]:
+        """Kinds with a plugin: defined by a spec now, or with cards still in their removal grace."""
+        return set(self.kinds) | set(self.vanished)
+
+    def before_request(self) -> None:
+        """Allocate / GetPreferredAllocation: answer from the specs as they are now."""
+        if self.refresh_specs():
+            self.wake()  # a new or vanished kind is the main loop's to start or stop
+
+    # -- plugins -------------------------------------------------------------------------------------------
+
+    def sync_plugins(self) -> None:
+        """A plugin per kind in the specs; a vanished kind advertises nothing, then stops."""
+        for kind in sorted(set(self.kinds) - set(self.plugins)):
+            problem = resource_problem(self.s.resource(kind))
+            if problem:
+                self.say_once("resource:" + kind, f"{kind}: not served: {problem}: give it one with "
+                                                  f"--resource-name {kind}=<domain>/<name>")
+                continue
+            plugin = KindPlugin(kind, self.s.resource(kind), self.s.plugin_dir, self.s.strategies, self.log,
+                                self.before_request)
+            try:
+                plugin.serve()
+            except OSError as err:
+                self.say_once("serve:" + kind, f"{kind}: cannot serve on {plugin.socket}: {err}")
+                continue
+            self.log(f"{kind}: serving {plugin.resource} on {plugin.socket}")
+            with self.lock:
+                self.plugins[kind] = plugin
+        for kind in sorted(set(self.plugins) - self.served()):
+            plugin = self.plugins[kind]
+            self.log(f"{kind}: no spec has defined it for {self.s.removal_grace:g}s: advertising no devices, "
+                     f"then stopping")
+            plugin.drain()
+            plugin.shutdown()
+            remove_socket(plugin.socket)
+            with self.lock:
+                del self.plugins[kind]
+        self.apply_health()
+
+    def on_restart_events(self, events: List[inotify.Event]) -> None:
+        created, deleted = registration.restart_events(
+            events, self.s.plugin_dir, {os.path.basename(p.socket) for p in self.plugins.values()})
+        for plugin in self.plugins.values():
+            if os.path.basename(plugin.socket) in deleted:
+                self.log(f"{plugin.kind}: socket {plugin.socket} was deleted (kubelet restarted?): serving again")
+                self.reserve(plugin)
+        if created:
+            self.log("kubelet.sock was created anew (kubelet restarted): registering again")
+            for plugin in self.plugins.values():
+                plugin.registered, plugin.attempts, plugin.next_attempt = False, 0, 0.0
+
+    def reserve(self, plugin: KindPlugin) -> None:
+        try:
+            plugin.serve()
+        except OSError as err:
+            self.log(f"{plugin.kind}: cannot serve again on {plugin.socket}: {err}")
+        plugin.attempts, plugin.next_attempt = 0, 0.0
+
+    def floor_checks(self) -> None:
+        """What inotify may have missed: our socket gone, kubelet.sock replaced."""
+        kid = registration.kubelet_socket(self.s.plugin_dir)
+        if kid != self.kubelet_id:
+            if kid is not None and self.kubelet_id is not None:
+                for plugin in self.plugins.values():
+                    plugin.registered, plugin.attempts, plugin.next_attempt = False, 0, 0.0
+            self.kubelet_id = kid
+        for plugin in self.plugins.values():
+            if plugin.server is not None and not os.path.exists(plugin.socket):
+                self.log(f"{plugin.kind}: socket {plugin.socket} is gone: serving again")
+                self.reserve(plugin)
+
+    def register_pending(self) -> None:
+        now = time.monotonic()
+        kubelet = os.path.join(self.s.plugin_dir, "kubelet.sock")
+        for plugin in self.plugins.values():
+            if plugin.registered or plugin.server is None or now < plugin.next_attempt:
+                continue
+            if registration.kubelet_socket(self.s.plugin_dir) is None:
+                self.say_once("nokubelet:" + repr(self.kubelet_id),
+                              f"waiting for kubelet: {kubelet} does not exist (is kubelet running, and is "
+                              f"--plugin-dir its device-plugins directory?)")
+                continue
+            err = registration.register(self.s.plugin_dir, os.path.basename(plugin.socket), plugin.resource)
+            if not err:
+                plugin.registered, plugin.error, plugin.attempts = True, "", 0
+                self.logged = {k for k in self.logged if not k.startswith("nokubelet:")}
+                self.log(f"{plugin.kind}: registered {plugin.resource} with kubelet ({len(plugin.cards)} device(s), "
+                         f"endpoint {os.path.basename(plugin.socket)})")
+                continue
+            plugin.attempts += 1
+            plugin.error = err
+            delay = registration.backoff(plugin.attempts)
+            plugin.next_attempt = time.monotonic() + delay
+            if plugin.attempts <= 3 or plugin.attempts % 10 == 0:
+                self.log(f"{plugin.kind}: registering {plugin.resource} with kubelet failed "
+                         f"(attempt {plugin.attempts}): kubelet said: {err}; retrying in {delay:.1f}s")
+
+    # -- status --------------------------------------------------------------------------------------------
+
+    def write_status(self) -> None:
+        with self.lock:
+            doc = {"pid": os.getpid(), "pid_namespace": self.pid_namespace, "started": int(self.started),
+                   "plugin_dir": self.s.plugin_dir,
+                   "spec_dirs": list(self.s.spec_dirs), "strategies": list(self.s.strategies),
+                   "kinds": {k: p.status() for k, p in sorted(self.plugins.items())}}
+        text = json.dumps(doc, indent=1, sort_keys=True)
+        if text == self.status_text:
+            return
+        try:
+            os.makedirs(os.path.dirname(self.s.status_file), mode=0o755, exist_ok=True)
+            atomic.write_atomic(self.s.status_file, text.encode() + b"\n", durable=False)
+            self.status_text = text
+        except OSError as err:
+            self.say_once("status:" + str(err), f"cannot write the status file {self.s.status_file}: "
+                                                f"{err.strerror} (--probe and doctor need it)")
+
+    # -- the loop ------------------------------------------------------------------------------------------
+
+    def watch_dirs(self) -> None:
+        if self.ino is None:
+            return
+        wanted = [self.s.plugin_dir, *self.s.spec_dirs]
+        with self.lock:
+            for ks in self.kinds.values():
+                for card in ks.cards.values():
+                    wanted += [os.path.dirname(n.path) for n in card.nodes]
+        have = set(self.ino.watched())
+        for d in dict.fromkeys(wanted):
+            if d not in have and os.path.isdir(d):
+                self.ino.watch(d)
+
+    def open_sources(self) -> None:
+        self.ino = inotify.open_inotify()
+        if self.ino is None:
+            self.log(f"inotify unavailable: polling every {self.s.health_interval:g}s only")
+        if self.s.uevents != "none":
+            from ..watch import open_source
+
+            self.monitor = open_source(self.s.uevents, self.log)
+
+    def wait(self, timeout: float) -> List[inotify.Event]:
+        fds: List[Any] = [self.wake_r]
+        if self.ino is not None:
+            fds.append(self.ino)
+        if self.monitor is not None:
+            fds.append(self.monitor)
+        try:
+            ready, _w, _x = select.select(fds, [], [], max(0.0, timeout))
+        except InterruptedError:
+            ready = []
+        events: List[inotify.Event] = []
+        if self.wake_r in ready:
+            try:
+                os.read(self.wake_r, 4096)
+            except BlockingIOError:
+                pass
+        if self.ino is not None and self.ino in ready:
+            events = self.ino.read()
+        if self.monitor is not None and self.monitor in ready:
+            try:
+                while self.monitor.poll(timeout=0) is not None:  # any uevent: health is re-checked below
+                    pass
+            except OSError as err:  # ENOBUFS: events were lost; the pass below re-checks everything
+                self.log(f"uevents lost ({err}): re-checking every card")
+        return events
+
+    def reload(self) -> None:
+        self.reload_asked = False
+        self.log("SIGHUP: reloading the settings, profiles and specs")
+        if self.reload_settings is not None:
+            try:
+                new = self.reload_settings()
+            except XpuCdiError as err:
+                self.log(f"reload refused, keeping the running settings: {err}")
+                return
+            if new != self.s:
+                for plugin in self.plugins.values():
+                    plugin.shutdown()
+                    remove_socket(plugin.socket)
+                self.plugins.clear()
+                self.s = new
+        try:
+            self.load_profiles()
+        except XpuCdiError as err:
+            self.log(f"reload: profiles not reloaded: {err}")
+        self.logged.clear()
+        self.refresh_specs(force=True)
+
+    def step(self, events: List[inotify.Event]) -> None:
+        """One pass of the loop (see the module docstring)."""
+        if self.reload_asked:
+            self.reload()
+        self.on_restart_events(events)
+        self.refresh_specs()
+        if self.stale_due:
+            self.stale_due = False
+            self.check_stale()
+        self.expire_vanished()
+        self.sync_plugins()
+        self.floor_checks()
+        self.register_pending()
+        self.watch_dirs()
+        self.write_status()
+
+    def run(self) -> int:
+        """Until SIGTERM; exit status 0."""
+        self.install_signals()
+        self.load_profiles()
+        self.open_sources()
+        self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
+                 f"strategies {','.join(self.s.strategies)}, profiles {', '.join(sorted(self.ours.values()))}")
+        self.refresh_specs(force=True)
+        events: List[inotify.Event] = []
+        while not self.stop.is_set():
+            self.step(events)
+            timeout = self.s.health_interval
+            pending = [p.next_attempt for p in self.plugins.values() if not p.registered and p.server is not None]
+            if pending:
+                timeout = min(timeout, max(0.0, min(pending) - time.monotonic()))
+            events = self.wait(timeout)
+        self.close()
+        return 0
+
+    def close(self) -> None:
+        """Stop every server, remove our sockets and the status file."""
+        for plugin in self.plugins.values():
+            plugin.shutdown(grace=0.2)
+            remove_socket(plugin.socket)
+        self.plugins.clear()
+        try:
+            os.unlink(self.s.status_file)
+        except OSError:
+            pass
+        if self.ino is not None:
+            self.ino.close()
+        self.log("stopped: sockets removed")

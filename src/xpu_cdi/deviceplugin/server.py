@@ -1,0 +1,232 @@
+"""One device plugin (one CDI kind, one resource name): its state and its gRPC service.
+
+The service is registered through gRPC's generic handlers with the message
+classes of :mod:`.api` (no generated stubs, see there).  State changes
+(cards, health) bump a generation and wake every ``ListAndWatch`` stream,
+which sends the whole list again at once.  ``Allocate`` and
+``GetPreferredAllocation`` answer from memory (they run on every pod
+admission), after a cheap check that no spec changed under them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from concurrent import futures
+from typing import Any, Callable, Dict, Optional, Sequence
+
+import grpc
+
+from . import allocation, api
+from .devices import Card
+
+Log = Callable[[str], None]
+MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
+
+
+def socket_name(kind: str) -> str:
+    """The plugin's socket in kubelet's directory: ``xpu-cdi-kunlunxin.com-xpu.sock``."""
+    return "xpu-cdi-" + kind.replace("/", "-") + ".sock"
+
+
+def remove_socket(path: str) -> None:
+    """Remove *path* if it is a socket (never another kind of file)."""
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class KindPlugin:
+    """The device plugin of one kind."""
+
+    def __init__(self, kind: str, resource: str, plugin_dir: str, strategies: Sequence[str], log: Log,
+                 before_request: Callable[[], None] = lambda: None) -> None:
+        self.kind, self.resource, self.plugin_dir = kind, resource, plugin_dir
+        self.strategies = tuple(strategies)
+        self.log = log
+        self.before_request = before_request  # the daemon's "re-read specs if they changed"
+        self.socket = os.path.join(plugin_dir, socket_name(kind))
+        self.cond = threading.Condition()
+        self.cards: Dict[str, Card] = {}
+        self.unhealthy: Dict[str, str] = {}  # id -> why
+        self.env_var: Optional[str] = None
+        self.generation = 0
+        self.sent: Dict[int, int] = {}  # ListAndWatch stream -> generation it last sent
+        self.stopping = False
+        self.server: Optional[grpc.Server] = None
+        self.pool: Optional[futures.ThreadPoolExecutor] = None  # grpc does not stop the pool it is given
+        # registration state, kept by the daemon
+        self.registered = False
+        self.error = ""
+        self.attempts = 0
+        self.next_attempt = 0.0
+
+    # -- state ---------------------------------------------------------------------------------------------
+
+    def update(self, cards: Dict[str, Card], unhealthy: Dict[str, str], env_var: Optional[str]) -> bool:
+        """Set the cards and their health; True (and every stream woken) when anything changed."""
+        with self.cond:
+            if cards == self.cards and unhealthy == self.unhealthy and env_var == self.env_var:
+                return False
+            self.cards, self.unhealthy, self.env_var = dict(cards), dict(unhealthy), env_var
+            self.generation += 1
+            self.cond.notify_all()
+            return True
+
+    def device_list(self) -> Any:
+        """The ``ListAndWatchResponse`` for the current state."""
+        with self.cond:
+            devices = []
+            for card in self.cards.values():
+                dev = api.Device(ID=card.id, health=api.UNHEALTHY if self.unhealthy.get(card.id) else api.HEALTHY)
+                if card.numa is not None:
+                    dev.topology.nodes.add(ID=card.numa)
+                devices.append(dev)
+            return api.ListAndWatchResponse(devices=devices)
+
+    def flushed(self) -> bool:
+        """Every open ListAndWatch stream has sent the current state."""
+        with self.cond:
+            return all(g >= self.generation for g in self.sent.values())
+
+    # -- RPCs ----------------------------------------------------------------------------------------------
+
+    def get_options(self, request: Any, context: Any) -> Any:
+        return api.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+    def list_and_watch(self, request: Any, context: Any) -> Any:
+        stream = id(context)
+        sent = -1
+        woken = threading.Event()
+
+        def wake() -> None:
+            woken.set()
+            with self.cond:
+                self.cond.notify_all()
+
+        context.add_callback(wake)  # kubelet went away: end the stream
+        try:
+            while not woken.is_set():
+                with self.cond:
+                    while self.generation == sent and not self.stopping and not woken.is_set():
+                        self.cond.wait(1.0)
+                    if woken.is_set() or (self.stopping and self.generation == sent):
+                        return
+                    gen = self.generation
+                yield self.device_list()
+                sent = gen
+                with self.cond:
+                    self.sent[stream] = sent
+                    self.cond.notify_all()
+        finally:
+            with self.cond:
+                self.sent.pop(stream, None)
+
+    def get_preferred(self, request: Any, context: Any) -> Any:
+        self.before_request()
+        with self.cond:
+            cards = dict(self.cards)
+        out = api.PreferredAllocationResponse()
+        for req in request.container_requests:
+            ids = allocation.preferred(cards, list(req.available_deviceIDs), list(req.must_include_deviceIDs),
+                                       req.allocation_size)
+            out.container_responses.add(deviceIDs=ids)
+        return out
+
+    def allocate(self, request: Any, context: Any) -> Any:
+        self.before_request()
+        with self.cond:
+            cards, unhealthy, env_var = self.cards, self.unhealthy, self.env_var
+        out = api.AllocateResponse()
+        try:
+            for req in request.container_requests:
+                fields = allocation.container_response(self.kind, cards, unhealthy, list(req.devices_ids),
+                                                       self.strategies, env_var)
+                resp = out.container_responses.add()
+                for d in fields.get("cdi_devices", []):  # type: ignore[union-attr]
+                    resp.cdi_devices.add(name=d["name"])
+                resp.annotations.update(fields.get("annotations", {}))  # type: ignore[arg-type]
+                resp.envs.update(fields.get("envs", {}))  # type: ignore[arg-type]
+        except allocation.AllocationError as err:
+            self.log(f"{self.resource}: Allocate refused: {err}")
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"xpu-cdi device plugin: {err}")
+        return out
+
+    def pre_start(self, request: Any, context: Any) -> Any:
+        return api.PreStartContainerResponse()
+
+    def _handler(self) -> Any:
+        def unary(fn: Any, req: str, resp: str) -> Any:
+            return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=api.message(req).FromString,
+                                                       response_serializer=api.message(resp).SerializeToString)
+
+        return grpc.method_handlers_generic_handler(api.DEVICE_PLUGIN, {
+            "GetDevicePluginOptions": unary(self.get_options, "Empty", "DevicePluginOptions"),
+            "ListAndWatch": grpc.unary_stream_rpc_method_handler(
+                self.list_and_watch, request_deserializer=api.Empty.FromString,
+                response_serializer=api.ListAndWatchResponse.SerializeToString),
+            "GetPreferredAllocation": unary(self.get_preferred, "PreferredAllocationRequest",
+                                            "PreferredAllocationResponse"),
+            "Allocate": unary(self.allocate, "AllocateRequest", "AllocateResponse"),
+            "PreStartContainer": unary(self.pre_start, "PreStartContainerRequest", "PreStartContainerResponse"),
+        })
+
+    # -- serving -------------------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Listen on the plugin socket (a stale socket of ours is replaced) before any Register."""
+        self.shutdown(grace=0)
+        remove_socket(self.socket)
+        with self.cond:
+            self.stopping = False
+        if len(os.fsencode(self.socket)) > MAX_SOCKET_PATH:
+            raise OSError(f"socket path is {len(os.fsencode(self.socket))} bytes, over the {MAX_SOCKET_PATH}-byte "
+                          f"limit of unix sockets: use a shorter --plugin-dir")
+        # ListAndWatch holds a worker per stream: kubelet opens one, a restart briefly two
+        self.pool = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp-" + self.kind)
+        server = grpc.server(self.pool)
+        server.add_generic_rpc_handlers((self._handler(),))
+        try:
+            port = server.add_insecure_port("unix:" + self.socket)
+        except RuntimeError:  # newer grpcio raises where older ones return 0
+            port = 0
+        if port == 0:
+            self.pool.shutdown(wait=False)
+            raise OSError("cannot listen there: is --plugin-dir kubelet's device-plugins directory, and writable?")
+        server.start()
+        self.server = server
+        self.registered = False
+
+    def shutdown(self, grace: float = 0.5) -> None:
+        """Stop serving: streams end, the socket goes."""
+        if self.server is None:
+            return
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        self.server.stop(grace).wait(grace + 2)
+        self.server = None
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)  # its threads end as their RPCs do
+            self.pool = None
+        self.registered = False
+
+    def drain(self, timeout: float = 2.0) -> None:
+        """Advertise no devices and wait (bounded) until kubelet's streams have sent that."""
+        self.update({}, {}, self.env_var)
+        deadline = time.monotonic() + timeout
+        while not self.flushed() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def status(self) -> Dict[str, Any]:
+        """This plugin's part of the status file."""
+        with self.cond:
+            return {"resource": self.resource, "socket": self.socket, "registered": self.registered,
+                    "error": self.error, "devices": list(self.cards),
+                    "unhealthy": dict(self.unhealthy),
+                    "numa": {c.id: c.numa for c in self.cards.values() if c.numa is not None}}
+

@@ -1,0 +1,51 @@
+"""Fixtures of the device-plugin tests: a fake 8-card node with its specs, a
+kubelet directory, the daemon on either Python stack, and a fake kubelet."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import fakehost  # noqa: E402
+import kubeletkit  # noqa: E402
+from dpnode import Node, numa_nodes, short_dir  # noqa: E402
+
+
+@pytest.fixture
+def node(tmp_path: Path, host_root: Path) -> Iterator[Node]:
+    """An 8-card Kunlunxin node (two switches, NUMA 0 and 1) with its spec written by `generate`."""
+    host = fakehost.kunlunxin(host_root, cards=8)
+    numa_nodes(host_root, 2)
+    plugin_dir = short_dir()
+    n = Node(host, tmp_path / "cdi", plugin_dir, tmp_path / "run" / "device-plugin.json")
+    n.generate()
+    yield n
+    shutil.rmtree(plugin_dir, ignore_errors=True)
+
+
+
+@pytest.fixture(params=["pypi", "debian"])
+def stack(request: pytest.FixtureRequest) -> str:
+    """Which grpcio/protobuf the daemon runs on: the venv's (PyPI) or Debian's."""
+    kubeletkit.stack_python(request.param)  # skips, saying why, when that stack is not installed
+    return str(request.param)
+
+
+@pytest.fixture
+def kubelet(node: Node) -> Iterator[kubeletkit.FakeKubelet]:
+    k = kubeletkit.FakeKubelet(node.plugin_dir)
+    yield k
+    k.stop()
+
+
+@pytest.fixture
+def plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet, tmp_path: Path) -> Iterator[kubeletkit.PluginProcess]:
+    p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "plugin.log")
+    yield p
+    p.stop()

@@ -1,0 +1,400 @@
+"""``xpu-cdi device-plugin`` against a fake kubelet built from the upstream proto.
+
+Every test runs the daemon on both Python stacks (``stack``: the venv's PyPI
+grpcio/protobuf, and Debian's python3-grpcio/python3-protobuf); the fake
+kubelet is the test process itself, with stubs compiled from
+``../shared/reference/kubelet`` (skipped, saying why, where that is absent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+import dpnode
+import fakehost
+import kubeletkit
+from dpnode import Node
+
+pytestmark = pytest.mark.privileged  # mknod of the fake cards
+
+SOCKET = "xpu-cdi-kunlunxin.com-xpu.sock"
+ALL = [str(i) for i in range(8)]
+
+
+def healthy(k: kubeletkit.FakeKubelet, card: str) -> bool:
+    return k.latest().get(card, ("?",))[0] == "Healthy"
+
+
+def unhealthy(k: kubeletkit.FakeKubelet, card: str) -> bool:
+    return k.latest().get(card, ("?",))[0] == "Unhealthy"
+
+
+class TestRegistration:
+    def test_serves_then_registers(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                   plugin: kubeletkit.PluginProcess) -> None:
+        """Version v1beta1, the kind as resource name, our socket as endpoint; kubelet's dial-back inside
+        Register worked (the plugin served before it registered) and saw GetPreferredAllocation on."""
+        req = kubelet.wait_registered()
+        assert (req.version, req.resource_name, req.endpoint) == ("v1beta1", "kunlunxin.com/xpu", SOCKET)
+        assert req.options.get_preferred_allocation_available and not req.options.pre_start_required
+        assert kubelet.options is not None and kubelet.options.get_preferred_allocation_available
+        assert stat.S_ISSOCK(os.lstat(node.plugin_dir / SOCKET).st_mode)
+
+    def test_device_list_with_numa(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                   plugin: kubeletkit.PluginProcess) -> None:
+        """Every card of the spec (not 'all'), Healthy, with the NUMA node sysfs gives it."""
+        kubelet.wait_registered()
+        devs = kubelet.wait_for(lambda: kubelet.latest(), message="a device list")
+        assert sorted(devs) == ALL
+        assert {d: v for d, v in devs.items()} == {str(i): ("Healthy", [node.host.numa[i]]) for i in range(8)}
+
+    def test_resource_name_and_refusal_quoted(self, node: Node, stack: str, tmp_path: Path) -> None:
+        """--resource-name is what registers; kubelet's refusal is quoted in the log and retried."""
+        k = kubeletkit.FakeKubelet(node.plugin_dir, refuse="resource name is already taken by another plugin")
+        p = kubeletkit.PluginProcess(stack, node.args("--resource-name", "kunlunxin.com/xpu=kunlunxin.com/p800"),
+                                     tmp_path / "p.log")
+        try:
+            p.wait_log("kubelet said: INVALID_ARGUMENT: resource name is already taken by another plugin")
+            p.wait_log("(attempt 2)")
+            k.stop()
+            k2 = kubeletkit.FakeKubelet(node.plugin_dir)
+            try:
+                assert k2.wait_registered().resource_name == "kunlunxin.com/p800"
+            finally:
+                k2.stop()
+        finally:
+            p.stop()
+            k.stop()
+
+    def test_kubelet_started_after_the_plugin(self, node: Node, stack: str, tmp_path: Path) -> None:
+        """No kubelet.sock yet: one log line saying so; registered within a second of kubelet appearing."""
+        p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
+        try:
+            p.wait_log("waiting for kubelet")
+            time.sleep(1.5)  # well past the first backoff steps
+            t0 = time.monotonic()
+            k = kubeletkit.FakeKubelet(node.plugin_dir)
+            try:
+                k.wait_registered(timeout=5)
+                assert k.registered_at[0] - t0 <= 1.0
+                assert p.text().count("waiting for kubelet") == 1  # said once, not per retry
+            finally:
+                k.stop()
+        finally:
+            p.stop()
+
+
+class TestHealth:
+    def test_node_removed_then_back(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                    plugin: kubeletkit.PluginProcess) -> None:
+        """A vanished node marks that card only Unhealthy within 2 s; re-created, it is Healthy again."""
+        kubelet.wait_registered()
+        kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy")
+        path = node.host.path("/dev/xpu3")
+        path.unlink()
+        t0 = time.monotonic()
+        kubelet.wait_for(lambda: unhealthy(kubelet, "3"), timeout=5, message="card 3 Unhealthy")
+        assert time.monotonic() - t0 <= 2.0
+        assert all(healthy(kubelet, c) for c in ALL if c != "3")
+        fakehost.mknod(path, fakehost.XPU_MAJOR, 3)
+        kubelet.wait_for(lambda: healthy(kubelet, "3"), timeout=5, message="card 3 Healthy again")
+        assert "kunlunxin.com/xpu=3: Healthy again" in plugin.text()
+
+    def test_driver_reload_marks_unhealthy_never_removes(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                                         plugin: kubeletkit.PluginProcess) -> None:
+        """New node numbers (a reloaded driver, the spec not yet rewritten): Unhealthy, still listed;
+        the rewritten spec makes them Healthy."""
+        kubelet.wait_registered()
+        kubelet.wait_for(lambda: healthy(kubelet, "0"), message="card 0 Healthy")
+        for i in (0, 1):
+            p = node.host.path(f"/dev/xpu{i}")
+            p.unlink()
+            fakehost.mknod(p, fakehost.NPU_MAJOR, i)
+        kubelet.wait_for(lambda: unhealthy(kubelet, "0") and unhealthy(kubelet, "1"), timeout=5,
+                         message="cards 0 and 1 Unhealthy")
+        assert sorted(kubelet.latest()) == ALL
+        assert "but the spec says 240:0" in plugin.text()
+        node.generate()
+        kubelet.wait_for(lambda: healthy(kubelet, "0") and healthy(kubelet, "1"), timeout=5,
+                         message="cards Healthy after the spec was rewritten")
+
+    def test_driver_state_file(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                               plugin: kubeletkit.PluginProcess) -> None:
+        """Kunlunxin's /proc/xpu/dev<N>/state: ERROR marks that card, RUNNING clears it."""
+        kubelet.wait_registered()
+        state = node.host.path("/proc/xpu/dev5/state")
+        fakehost.write(state, "ERROR\n")
+        kubelet.wait_for(lambda: unhealthy(kubelet, "5"), timeout=5, message="card 5 Unhealthy")
+        assert all(healthy(kubelet, c) for c in ALL if c != "5")
+        fakehost.write(state, "RUNNING\n")
+        kubelet.wait_for(lambda: healthy(kubelet, "5"), timeout=5, message="card 5 Healthy")
+
+
+class TestRestart:
+    def test_kubelet_restart_reregisters_within_a_second(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                                         plugin: kubeletkit.PluginProcess) -> None:
+        """kubelet exits, wipes every socket and comes back with a new kubelet.sock: registered again
+        within 1 s, on a socket that serves (the new kubelet dials it back)."""
+        kubelet.wait_registered()
+        for _round in range(2):
+            kubelet.stop(wipe=True)
+            t0 = time.monotonic()
+            kubelet.start()
+            before = len(kubelet.requests)
+            kubelet.wait_registered(before + 1, timeout=5)
+            assert kubelet.registered_at[-1] - t0 <= 1.0, plugin.text()
+            assert (node.plugin_dir / SOCKET).is_socket()
+        kubelet.wait_for(lambda: sorted(kubelet.latest()) == ALL, message="the list on the new stream")
+
+    def test_own_socket_deleted(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                plugin: kubeletkit.PluginProcess) -> None:
+        """Our socket removed (kubelet.sock kept): served again and registered again."""
+        kubelet.wait_registered()
+        (node.plugin_dir / SOCKET).unlink()
+        kubelet.wait_registered(2, timeout=3)
+        assert (node.plugin_dir / SOCKET).is_socket()
+
+
+class TestAllocation:
+    def test_preferred_two_switches(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                    plugin: kubeletkit.PluginProcess) -> None:
+        """8 cards, two PCIe switches: 4 cards under one switch; the fuller group is kept whole;
+        must_include is honoured; unknown offered IDs are ignored."""
+        kubelet.wait_registered()
+        pb2 = kubelet.pb2
+
+        def ask(available: list, size: int, must: tuple = ()) -> list:
+            req = pb2.PreferredAllocationRequest(container_requests=[pb2.ContainerPreferredAllocationRequest(
+                available_deviceIDs=available, must_include_deviceIDs=list(must), allocation_size=size)])
+            return list(kubelet.plugin().GetPreferredAllocation(req, timeout=5).container_responses[0].deviceIDs)
+
+        assert ask(ALL, 4) == ["0", "1", "2", "3"]
+        assert ask(["0", "1", "4", "5", "6", "7"], 4) == ["4", "5", "6", "7"]
+        assert ask(["0", "1", "4", "5", "6", "7"], 2) == ["0", "1"]
+        assert ask(ALL, 2, must=("6",)) in (["4", "6"], ["5", "6"], ["6", "7"])
+        assert ask(ALL + ["99"], 8) == ALL
+
+    def test_allocate_one_and_several(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                      plugin: kubeletkit.PluginProcess) -> None:
+        """cdi_devices and the cdi.k8s.io annotation name exactly the cards, per container; no host
+        device paths, no env."""
+        kubelet.wait_registered()
+        resp = kubelet.allocate(["2"], ["4", "5", "7"])
+        one, several = resp.container_responses
+        assert [d.name for d in one.cdi_devices] == ["kunlunxin.com/xpu=2"]
+        assert [d.name for d in several.cdi_devices] == [f"kunlunxin.com/xpu={i}" for i in (4, 5, 7)]
+        assert dict(several.annotations) == {"cdi.k8s.io/kunlunxin.xpu_4-5-7":
+                                             "kunlunxin.com/xpu=4,kunlunxin.com/xpu=5,kunlunxin.com/xpu=7"}
+        assert not one.devices and not one.mounts and not one.envs
+
+    def test_allocate_unknown_and_unhealthy(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                            plugin: kubeletkit.PluginProcess) -> None:
+        """An ID no spec defines and an Unhealthy card: the call fails naming each."""
+        kubelet.wait_registered()
+        with pytest.raises(grpc.RpcError) as err:
+            kubelet.allocate(["1", "9"])
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "unknown device ID(s) '9'" in err.value.details()
+        node.host.path("/dev/xpu6").unlink()
+        kubelet.wait_for(lambda: unhealthy(kubelet, "6"), timeout=5, message="card 6 Unhealthy")
+        with pytest.raises(grpc.RpcError) as err:
+            kubelet.allocate(["6", "7"])
+        assert "device '6' is Unhealthy" in err.value.details() and "'7'" not in err.value.details()
+
+    def test_allocate_follows_the_spec_on_disk(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                               plugin: kubeletkit.PluginProcess) -> None:
+        """A card gone from the spec is refused at once (even before the list was re-sent), and stays listed
+        Unhealthy for the removal grace: a driver reload must not take cards away from kubelet."""
+        kubelet.wait_registered()
+        node.host.remove_card(7)
+        node.generate()
+        with pytest.raises(grpc.RpcError) as err:
+            kubelet.allocate(["7"])
+        assert "device '7' is Unhealthy: no spec in" in err.value.details()
+        kubelet.wait_for(lambda: unhealthy(kubelet, "7"), timeout=5, message="card 7 Unhealthy")
+        assert sorted(kubelet.latest()) == ALL and all(healthy(kubelet, c) for c in ALL[:7])
+
+    def test_card_dropped_after_the_grace(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                                          tmp_path: Path) -> None:
+        """--removal-grace: a card no spec defines is listed Unhealthy, then dropped; back in the spec
+        before that, it is Healthy again."""
+        p = kubeletkit.PluginProcess(stack, node.args("--removal-grace", "1.5"), tmp_path / "p.log")
+        try:
+            kubelet.wait_registered()
+            kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+            node.generate("--profile", "kunlunxin", "--no-all-device")  # unchanged cards: a rewrite only
+            saved = {f: f.read_bytes() for f in node.spec_dir.iterdir()}
+            node.host.path("/dev/xpu6").unlink()
+            node.host.path("/dev/xpu7").unlink()
+            node.host.cards.remove(6)
+            node.host.cards.remove(7)
+            node.generate()
+            kubelet.wait_for(lambda: unhealthy(kubelet, "6") and unhealthy(kubelet, "7"), timeout=5,
+                             message="6 and 7 Unhealthy")
+            for f, data in saved.items():  # the old spec is back within the grace: 6 is fine again
+                f.write_bytes(data)
+            fakehost.mknod(node.host.path("/dev/xpu6"), fakehost.XPU_MAJOR, 6)
+            kubelet.wait_for(lambda: healthy(kubelet, "6"), timeout=5, message="6 Healthy again")
+            node.generate()  # the spec without 6 and 7 (6's node is there again: only 7 goes)
+            kubelet.wait_for(lambda: sorted(kubelet.latest()) == ALL[:7], timeout=6, message="7 dropped")
+            p.wait_log("kunlunxin.com/xpu=7: dropped: no spec has defined it for 1.5s")
+        finally:
+            p.stop()
+
+    def test_envvar_only_when_asked(self, node: Node, stack: str, tmp_path: Path) -> None:
+        """--device-list-strategy envvar adds the profile's selection variable."""
+        k = kubeletkit.FakeKubelet(node.plugin_dir)
+        p = kubeletkit.PluginProcess(stack, node.args("--device-list-strategy", "cdi-cri,envvar"),
+                                     tmp_path / "p.log")
+        try:
+            k.wait_registered()
+            c = k.allocate(["3", "1"]).container_responses[0]
+            assert len(dict(c.envs)) == 1 and list(dict(c.envs).values()) == ["1,3"]
+            assert not c.annotations and [d.name for d in c.cdi_devices] == ["kunlunxin.com/xpu=3",
+                                                                             "kunlunxin.com/xpu=1"]
+        finally:
+            p.stop()
+            k.stop()
+
+
+class TestLifecycle:
+    def test_sigterm_removes_sockets_exits_0(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                             plugin: kubeletkit.PluginProcess) -> None:
+        kubelet.wait_registered()
+        kubelet.wait_for(node.status.exists, timeout=5, message="the status file")
+        assert plugin.terminate() == 0
+        assert not (node.plugin_dir / SOCKET).exists() and not node.status.exists()
+        assert (node.plugin_dir / "kubelet.sock").exists()  # never touches kubelet's own socket
+
+    def test_no_spec_then_spec(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                               tmp_path: Path) -> None:
+        """No spec: one line saying what to run, nothing registered; a spec appears: registered."""
+        for f in node.spec_dir.iterdir():
+            f.unlink()
+        p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
+        try:
+            p.wait_log("run `xpu-cdi generate`")
+            time.sleep(0.5)
+            assert not kubelet.requests
+            node.generate()
+            kubelet.wait_registered(timeout=5)
+        finally:
+            p.stop()
+
+    def test_kind_disappears_advertised_empty_first(self, node: Node, stack: str,
+                                                    kubelet: kubeletkit.FakeKubelet, tmp_path: Path) -> None:
+        """The spec deleted for good: every card Unhealthy for the removal grace, then an empty list,
+        then the socket goes."""
+        p = kubeletkit.PluginProcess(stack, node.args("--removal-grace", "1"), tmp_path / "p.log")
+        try:
+            kubelet.wait_registered()
+            kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+            for f in node.spec_dir.iterdir():
+                f.unlink()
+            kubelet.wait_for(lambda: all(unhealthy(kubelet, c) for c in ALL), timeout=5, message="all Unhealthy")
+            kubelet.wait_for(lambda: kubelet.lists and kubelet.lists[-1][1] == {}, timeout=5, message="empty list")
+            deadline = time.monotonic() + 5
+            while (node.plugin_dir / SOCKET).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not (node.plugin_dir / SOCKET).exists()
+        finally:
+            p.stop()
+
+    def test_probe_and_status(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                              plugin: kubeletkit.PluginProcess) -> None:
+        """--probe: ready once registered; the status file names the devices; not ready after SIGTERM."""
+        kubelet.wait_registered()
+
+        def probe() -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "xpu_cdi.cli", "device-plugin", "--probe",
+                                   "--status-file", str(node.status)], capture_output=True, text=True)
+
+        deadline = time.monotonic() + 5
+        while probe().returncode != 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        res = probe()
+        assert res.returncode == 0, res.stderr
+        assert "registered as kunlunxin.com/xpu with 8 device(s)" in res.stdout
+        doc = json.loads(node.status.read_text())
+        assert doc["kinds"]["kunlunxin.com/xpu"]["devices"] == ALL
+        plugin.terminate()
+        res = probe()
+        assert res.returncode == 1 and "not ready" in res.stderr
+
+    def test_sighup_reloads(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                            plugin: kubeletkit.PluginProcess) -> None:
+        kubelet.wait_registered()
+        plugin.proc.send_signal(1)
+        plugin.wait_log("SIGHUP: reloading")
+        assert plugin.proc.poll() is None
+
+
+class TestSpecChecks:
+    def test_stale_spec_is_logged(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                  plugin: kubeletkit.PluginProcess) -> None:
+        """A card added after `generate`: the spec is stale for the host, and the log says so on reload."""
+        kubelet.wait_registered()
+        fakehost.mknod(node.host.path("/dev/xpu8"), fakehost.XPU_MAJOR, 8)
+        plugin.proc.send_signal(1)  # SIGHUP: re-read everything
+        plugin.wait_log("is stale for this host")
+        assert "run `xpu-cdi generate`" in plugin.text()
+
+    def test_uevent_source_starts(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                                  tmp_path: Path) -> None:
+        """With uevents on (the default), the plugin starts and registers; where netlink is refused it says so
+        once and keeps polling."""
+        args = [a for a in node.args() if a not in ("--uevents", "none")]
+        p = kubeletkit.PluginProcess(stack, [*args, "--uevents", "kernel"], tmp_path / "p.log")
+        try:
+            kubelet.wait_registered()
+            text = p.text()
+            assert "Traceback" not in text
+        finally:
+            p.stop()
+
+    def test_kind_that_is_no_resource_name(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                                           tmp_path: Path) -> None:
+        """A kind kubelet would refuse as a resource name (upper case): one line with the fix, not served."""
+        for f in node.spec_dir.iterdir():
+            f.unlink()
+        node.generate("--vendor", "KunLun.com")
+        p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
+        try:
+            p.wait_log("KunLun.com/xpu: not served: resource name 'KunLun.com/xpu' is not an extended resource name")
+            assert "--resource-name KunLun.com/xpu=<domain>/<name>" in p.text()
+            assert not kubelet.requests
+        finally:
+            p.stop()
+
+
+def test_ascend_node(stack: str, tmp_path: Path, host_root: Path) -> None:
+    """Every profile, not just Kunlunxin: a 4-NPU Ascend node registers its kind under the vendor
+    plugin's resource name when asked, and Allocate names the NPUs."""
+    host = fakehost.ascend(host_root, cards=4)
+    dpnode.numa_nodes(host_root, 1)
+    node = dpnode.Node(host, tmp_path / "cdi", dpnode.short_dir(), tmp_path / "st.json")
+    node.generate()
+    (spec,) = node.spec_dir.glob("*.json")
+    kind = json.loads(spec.read_text())["kind"]
+    k = kubeletkit.FakeKubelet(node.plugin_dir)
+    p = kubeletkit.PluginProcess(stack, node.args("--resource-name", f"{kind}=huawei.com/Ascend910"),
+                                 tmp_path / "p.log")
+    try:
+        assert k.wait_registered().resource_name == "huawei.com/Ascend910"
+        assert k.wait_for(lambda: k.latest()) == {str(i): ("Healthy", [0]) for i in range(4)}
+        names = [d.name for d in k.allocate(["1", "3"]).container_responses[0].cdi_devices]
+        assert names == [f"{kind}=1", f"{kind}=3"]
+    finally:
+        p.stop()
+        k.stop()
+        shutil.rmtree(node.plugin_dir, ignore_errors=True)

@@ -1,0 +1,279 @@
+"""The device plugin's parts without kubelet: settings, inventory, health, allocation answers.
+
+These need neither ../shared nor a second process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+import fakehost
+from dpnode import Node, numa_nodes
+
+from xpu_cdi.deviceplugin import allocation, config, devices, health, registration, status
+from xpu_cdi.deviceplugin.devices import Card, NodeRef
+
+KIND = "kunlunxin.com/xpu"
+
+
+def load(node: Node) -> devices.KindSet:
+    kinds, problems = devices.load([str(node.spec_dir)], {KIND: "kunlunxin"}, str(node.host.root))
+    assert not problems
+    return kinds[KIND]
+
+
+@pytest.mark.privileged
+class TestInventory:
+    def test_cards_from_the_spec(self, node: Node) -> None:
+        """One card per spec device but 'all', with index, PCI, NUMA, switch and root port."""
+        ks = load(node)
+        assert list(ks.cards) == [str(i) for i in range(8)]
+        c5 = ks.cards["5"]
+        assert (c5.index, c5.pci, c5.numa, c5.switch, c5.root_port) == (
+            5, node.host.pci[5], 1, node.host.switch[5], node.host.root_port[5])
+        assert [n.path for n in c5.nodes] == [str(node.host.path("/dev/xpu5"))]
+        assert [n.path for n in ks.shared] == [str(node.host.path("/dev/xpuctrl"))]
+        from xpu_cdi.generate import profile
+
+        (kunlunxin,) = profile.select(["kunlunxin"], ())
+        assert ks.env_var == kunlunxin.selection.env[0]  # the profile's first selection variable, via the index
+
+    def test_two_names_one_card(self, node: Node) -> None:
+        """index and pci names for each card: advertised once (two IDs would let kubelet give a card twice)."""
+        node.generate("--device-name-strategy", "index", "--device-name-strategy", "pci")
+        assert list(load(node).cards) == [str(i) for i in range(8)]
+        node.generate("--device-name-strategy", "pci")
+        assert sorted(load(node).cards) == sorted(node.host.pci.values())
+
+    def test_numa_unknown_is_omitted(self, tmp_path: Path, host_root: Path) -> None:
+        """sysfs numa_node -1, or a NUMA id the host lacks: no topology rather than a wrong one."""
+        host = fakehost.kunlunxin(host_root, cards=8)
+        numa_nodes(host_root, 1)  # node1 does not exist here
+        n = Node(host, tmp_path / "cdi", tmp_path / "k", tmp_path / "s")
+        n.generate()
+        cards = load(n).cards
+        assert [cards[str(i)].numa for i in range(8)] == [0, 0, 0, 0, None, None, None, None]
+        assert devices.numa_known(str(host_root), -1) is None
+
+    def test_foreign_kinds_ignored(self, node: Node) -> None:
+        """A spec of a kind no profile of ours has is not advertised."""
+        (node.spec_dir / "vendor.com-gpu.json").write_text(json.dumps({
+            "cdiVersion": "0.5.0", "kind": "vendor.com/gpu",
+            "devices": [{"name": "0", "containerEdits": {"deviceNodes": [{"path": "/dev/null"}]}}]}))
+        kinds, _ = devices.load([str(node.spec_dir)], {KIND: "kunlunxin"}, str(node.host.root))
+        assert list(kinds) == [KIND]
+
+    def test_signature_changes_with_the_spec(self, node: Node) -> None:
+        before = devices.signature([str(node.spec_dir)])
+        assert devices.signature([str(node.spec_dir)]) == before
+        node.generate("--no-all-device")
+        assert devices.signature([str(node.spec_dir)]) != before
+
+
+@pytest.mark.privileged
+class TestHealth:
+    def test_each_check(self, node: Node) -> None:
+        ks = load(node)
+        root = str(node.host.root)
+        card = ks.cards["2"]
+        assert health.problem(card, ks.shared, "kunlunxin", root, root) == ""
+        fakehost.write(node.host.path("/proc/xpu/dev2/state"), "ERROR\n")
+        assert "driver reports state 'ERROR'" in health.problem(card, ks.shared, "kunlunxin", root, root)
+        fakehost.write(node.host.path("/proc/xpu/dev2/state"), "normal\n")
+        assert health.problem(card, ks.shared, "kunlunxin", root, root) == ""
+        pci = node.host.path(f"/sys/bus/pci/devices/{card.pci}")
+        pci.unlink()
+        assert "PCI function" in health.problem(card, ks.shared, "kunlunxin", root, root)
+        assert health.problem(ks.cards["3"], ks.shared, "kunlunxin", root, root) == ""
+
+    def test_node_type_and_numbers(self, tmp_path: Path) -> None:
+        regular = tmp_path / "file"
+        regular.write_text("")
+        assert "not a character device" in health.node_problem(NodeRef(str(regular), "c"))
+        assert "missing" in health.node_problem(NodeRef(str(tmp_path / "none"), "c"))
+        assert "spec says 1:99" in health.node_problem(NodeRef("/dev/null", "c", 1, 99))
+        assert health.node_problem(NodeRef("/dev/null", "c", 1, 3)) == ""
+
+    def test_shared_node_missing_marks_every_card(self, node: Node) -> None:
+        """/dev/xpuctrl gone (driver unloaded): no card is usable."""
+        ks = load(node)
+        node.host.path("/dev/xpuctrl").unlink()
+        root = str(node.host.root)
+        assert all("xpuctrl is missing" in health.problem(c, ks.shared, "kunlunxin", root, root)
+                   for c in ks.cards.values())
+
+
+def cards8() -> Dict[str, Card]:
+    """An 8-card host with two switches of four, NUMA 0 and 1."""
+    return {str(i): Card(str(i), KIND, (NodeRef(f"/dev/xpu{i}"),), i, f"pci{i}", i // 4, f"sw{i // 4}",
+                         f"rp{i // 4}") for i in range(8)}
+
+
+class TestAllocation:
+    def test_preferred(self) -> None:
+        cards = cards8()
+        assert allocation.preferred(cards, list(cards), [], 4) == ["0", "1", "2", "3"]
+        assert allocation.preferred(cards, ["0", "1", "2", "4", "5", "6", "7"], [], 4) == ["4", "5", "6", "7"]
+        assert allocation.preferred(cards, list(cards), ["5"], 4) == ["4", "5", "6", "7"]
+        assert allocation.preferred(cards, list(cards), ["3", "4"], 2) == ["3", "4"]
+        assert allocation.preferred(cards, ["0", "x"], [], 2) == []  # what remains cannot make 2
+        assert allocation.preferred(cards, list(cards), [], 0) == []
+
+    def test_check_names_every_bad_id(self) -> None:
+        cards = cards8()
+        with pytest.raises(allocation.AllocationError, match=r"unknown device ID\(s\) '8', 'x'.*device '1' is Unhealthy: gone"):
+            allocation.check(KIND, cards, {"1": "gone"}, ["1", "8", "x"])
+        allocation.check(KIND, cards, {"1": "gone"}, ["0", "2"])
+
+    def test_container_response(self) -> None:
+        cards = cards8()
+        got = allocation.container_response(KIND, cards, {}, ["1", "0"], ("cdi-cri", "cdi-annotations"), "V")
+        assert got == {"cdi_devices": [{"name": "kunlunxin.com/xpu=1"}, {"name": "kunlunxin.com/xpu=0"}],
+                       "annotations": {"cdi.k8s.io/kunlunxin.xpu_1-0": "kunlunxin.com/xpu=1,kunlunxin.com/xpu=0"}}
+        assert allocation.container_response(KIND, cards, {}, ["1", "0"], ("envvar",), "V") == {"envs": {"V": "0,1"}}
+        with pytest.raises(allocation.AllocationError, match="no selection variable"):
+            allocation.container_response(KIND, cards, {}, ["1"], ("envvar",), None)
+
+    def test_annotation_key_fits_for_long_ids(self) -> None:
+        """Many PCI names still give a valid key (hashed allocation id)."""
+        cards = {f"0000:{i:02x}:00.0": Card(f"0000:{i:02x}:00.0", KIND, ()) for i in range(16)}
+        got = allocation.container_response(KIND, cards, {}, list(cards), ("cdi-annotations",), None)
+        (key,) = got["annotations"]  # type: ignore[misc]
+        assert len(key.split("/", 1)[1]) <= 63
+
+
+class TestSettings:
+    def test_flags_win_over_the_file(self, tmp_path: Path) -> None:
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text("plugin-dir: /k\nspec-dir: [/a, /b]\nresource-name: {huawei.com/npu: huawei.com/Ascend910}\n"
+                       "device-list-strategy: cdi-cri\n")
+        s = config.build(str(cfg), {"plugin_dir": "/flag"})
+        assert (s.plugin_dir, s.spec_dirs, s.strategies) == ("/flag", ("/a", "/b"), ("cdi-cri",))
+        assert s.resource("huawei.com/npu") == "huawei.com/Ascend910" and s.resource(KIND) == KIND
+
+    def test_defaults_without_a_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(config, "DEFAULT_CONFIG", str(tmp_path / "absent.yaml"))
+        s = config.build(None, {})
+        assert s.plugin_dir == "/var/lib/kubelet/device-plugins" and s.spec_dirs == ("/etc/cdi", "/var/run/cdi")
+        assert s.strategies == ("cdi-cri", "cdi-annotations") and s.proc == "/"
+
+    @pytest.mark.parametrize("text, message", [
+        ("nope: 1\n", "unknown setting 'nope'"),
+        ("device-list-strategy: [cdi, envvar]\n", "unknown strategy 'cdi'"),
+        ("resource-name: [kunlunxin.com/xpu]\n", "is not KIND=NAME"),
+        ("resource-name: {kunlunxin.com/xpu: XPU}\n", "not an extended resource name"),
+        ("health-interval: 0\n", "between 0.05 and 60"),
+        ("- a\n", "expected a mapping"),
+        ("a: [\n", "not valid YAML"),
+    ])
+    def test_bad_file_is_one_line(self, tmp_path: Path, text: str, message: str) -> None:
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text(text)
+        with pytest.raises(config.ConfigError, match=message) as err:
+            config.build(str(cfg), {})
+        assert "\n" not in str(err.value) and str(cfg) in str(err.value)
+
+    def test_explicit_file_must_exist(self, tmp_path: Path) -> None:
+        with pytest.raises(config.ConfigError, match="does not exist"):
+            config.build(str(tmp_path / "absent.yaml"), {})
+
+    def test_flag_parsers(self) -> None:
+        assert config.parse_flag("strategies", ["cdi-cri,envvar", "cdi-cri"]) == ("cdi-cri", "envvar")
+        assert config.parse_flag("resource_names", ["huawei.com/npu=huawei.com/Ascend910"]) == {
+            "huawei.com/npu": "huawei.com/Ascend910"}
+        with pytest.raises(config.ConfigError, match="--resource-name"):
+            config.parse_flag("resource_names", ["huawei.com/npu"])
+
+
+class TestRegistrationRules:
+    def test_backoff(self) -> None:
+        assert [registration.backoff(n) for n in (1, 2, 3)] == [0.1, 0.2, 0.4]
+        assert registration.backoff(50) == registration.BACKOFF_MAX
+
+    def test_restart_events(self) -> None:
+        from xpu_cdi.deviceplugin import inotify
+
+        ev = [("/k", "kubelet.sock", inotify.IN_CREATE), ("/k", "mine.sock", inotify.IN_DELETE),
+              ("/other", "kubelet.sock", inotify.IN_CREATE), ("/k", "theirs.sock", inotify.IN_DELETE)]
+        assert registration.restart_events(ev, "/k/", {"mine.sock"}) == (True, {"mine.sock"})
+        assert registration.restart_events(ev[1:2], "/k", {"mine.sock"}) == (False, {"mine.sock"})
+
+    def test_inotify_sees_a_socket_recreated(self, tmp_path: Path) -> None:
+        """The kubelet restart pattern (delete, create with the same name) gives two events."""
+        import socket
+
+        from xpu_cdi.deviceplugin import inotify
+
+        ino = inotify.open_inotify()
+        assert ino is not None
+        try:
+            path = tmp_path / "kubelet.sock"
+            s1 = socket.socket(socket.AF_UNIX)
+            s1.bind(str(path))
+            assert ino.watch(str(tmp_path))
+            path.unlink()
+            s2 = socket.socket(socket.AF_UNIX)
+            s2.bind(str(path))
+            events = ino.read()
+            assert registration.restart_events(events, str(tmp_path), set())[0]
+            assert any(name == "kubelet.sock" and mask & inotify.IN_DELETE for _d, name, mask in events)
+            s1.close()
+            s2.close()
+        finally:
+            ino.close()
+
+
+class TestStatus:
+    def test_probe(self, tmp_path: Path) -> None:
+        path = tmp_path / "st.json"
+        assert status.probe(str(path)) == (False, status.read(str(path))[1])
+        sock = tmp_path / "x.sock"
+        import os
+        import socket
+
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(sock))
+        s.listen()
+        doc = {"pid": os.getpid(), "kinds": {KIND: {"registered": True, "socket": str(sock), "resource": KIND,
+                                                   "devices": ["0"]}}}
+        path.write_text(json.dumps(doc))
+        assert status.probe(str(path))[0]
+        doc["kinds"][KIND]["registered"] = False
+        doc["kinds"][KIND]["error"] = "UNAVAILABLE: no"
+        path.write_text(json.dumps(doc))
+        assert status.probe(str(path)) == (False, f"{KIND}: not registered (UNAVAILABLE: no)")
+        doc["pid"] = 2 ** 22 + 12345
+        path.write_text(json.dumps(doc))
+        assert "which is not running" in status.probe(str(path))[1]
+        path.write_text(json.dumps({"pid": os.getpid(), "kinds": {}}))
+        assert "run `xpu-cdi generate`" in status.probe(str(path))[1]
+        # written in another pid namespace (the plugin in a pod, read on the host): its pid means
+        # nothing here, its socket answers for it
+        doc = {"pid": 1, "pid_namespace": "pid:[1]", "kinds": {KIND: {"registered": True, "socket": str(sock),
+                                                                     "resource": KIND, "devices": ["0"]}}}
+        assert status.alive(doc)
+        s.close()
+        assert not status.alive(doc)
+        path.write_text(json.dumps(doc))
+        assert not status.probe(str(path))[0]
+
+
+def test_socket_path_too_long_is_one_line(tmp_path: Path) -> None:
+    from xpu_cdi.deviceplugin.server import KindPlugin
+
+    long_dir = tmp_path / ("d" * 90)
+    long_dir.mkdir()
+    p = KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(long_dir), ("cdi-cri",), print)
+    with pytest.raises(OSError, match="over the 107-byte limit of unix sockets: use a shorter --plugin-dir"):
+        p.serve()
+    p.shutdown()
+
+
+def test_resource_problem() -> None:
+    assert config.resource_problem("kunlunxin.com/xpu") == "" and config.resource_problem("huawei.com/Ascend910") == ""
+    assert "not an extended resource name" in config.resource_problem("Vendor.com/xpu")
+    assert config.resource_problem("kubernetes.io/xpu") != ""
