@@ -106,6 +106,10 @@ class Profile:
     pci_classes: Tuple[str, ...] = ("0x1200",)
     watch_files: Tuple[str, ...] = ()  # driver/runtime version files; %v = kernel release
     modules: Tuple[str, ...] = ()  # kernel modules of the driver
+    # the driver's cheap per-card state file ({index} = the card's index) and the
+    # values that mean the card runs: read by the device plugin's health check
+    health_state_file: str = ""
+    health_running: Tuple[str, ...] = ()
     # the driver makes its nodes owned by its run user (Ascend's HwHiAiUser):
     # by design, so doctor names the group a container user needs instead of failing
     driver_owned_nodes: bool = False

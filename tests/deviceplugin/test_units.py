@@ -16,6 +16,7 @@ from dpnode import Node, numa_nodes
 
 from xpu_cdi.deviceplugin import allocation, config, devices, health, registration, status
 from xpu_cdi.deviceplugin.devices import Card, NodeRef
+from xpu_cdi.generate import profile as profile_mod
 
 KIND = "kunlunxin.com/xpu"
 
@@ -74,21 +75,24 @@ class TestInventory:
         assert devices.signature([str(node.spec_dir)]) != before
 
 
+KUNLUNXIN = profile_mod.select(["kunlunxin"], [])[0]  # its health_state: /proc/xpu/dev{index}/state
+
+
 @pytest.mark.privileged
 class TestHealth:
     def test_each_check(self, node: Node) -> None:
         ks = load(node)
         root = str(node.host.root)
         card = ks.cards["2"]
-        assert health.problem(card, ks.shared, "kunlunxin", root, root) == ""
+        assert health.problem(card, ks.shared, KUNLUNXIN, root, root) == ""
         fakehost.write(node.host.path("/proc/xpu/dev2/state"), "ERROR\n")
-        assert "driver reports state 'ERROR'" in health.problem(card, ks.shared, "kunlunxin", root, root)
+        assert "driver reports state 'ERROR'" in health.problem(card, ks.shared, KUNLUNXIN, root, root)
         fakehost.write(node.host.path("/proc/xpu/dev2/state"), "normal\n")
-        assert health.problem(card, ks.shared, "kunlunxin", root, root) == ""
+        assert health.problem(card, ks.shared, KUNLUNXIN, root, root) == ""
         pci = node.host.path(f"/sys/bus/pci/devices/{card.pci}")
         pci.unlink()
-        assert "PCI function" in health.problem(card, ks.shared, "kunlunxin", root, root)
-        assert health.problem(ks.cards["3"], ks.shared, "kunlunxin", root, root) == ""
+        assert "PCI function" in health.problem(card, ks.shared, KUNLUNXIN, root, root)
+        assert health.problem(ks.cards["3"], ks.shared, KUNLUNXIN, root, root) == ""
 
     def test_node_type_and_numbers(self, tmp_path: Path) -> None:
         regular = tmp_path / "file"
@@ -103,7 +107,7 @@ class TestHealth:
         ks = load(node)
         node.host.path("/dev/xpuctrl").unlink()
         root = str(node.host.root)
-        assert all("xpuctrl is missing" in health.problem(c, ks.shared, "kunlunxin", root, root)
+        assert all("xpuctrl is missing" in health.problem(c, ks.shared, KUNLUNXIN, root, root)
                    for c in ks.cards.values())
 
 

@@ -103,6 +103,10 @@ class Daemon:
 
     # -- inventory -----------------------------------------------------------------------------------------
 
+    def profile_named(self, name: Optional[str]) -> Optional[Any]:
+        """The loaded profile called *name* (its health source), or None."""
+        return next((p for p in self.profiles if p.name == name), None)
+
     def load_profiles(self) -> None:
         self.profiles = _profile.select(list(self.s.profiles) or None, self.s.profiles_dir)
         self.ours = {p.kind: p.name for p in self.profiles}
@@ -160,7 +164,8 @@ class Daemon:
                 cards = dict(defined)
                 unhealthy = {}
                 for cid, card in cards.items():
-                    why = health.problem(card, ks.shared, ks.profile, self.s.sysfs_root, self.s.proc)
+                    why = health.problem(card, ks.shared, self.profile_named(ks.profile), self.s.sysfs_root,
+                                         self.s.proc)
                     if why:
                         unhealthy[cid] = why
                 for cid, (card, _since) in self.vanished.get(kind, {}).items():

@@ -8,9 +8,10 @@ A card is Healthy when:
   nothing (the card is Unhealthy until ``generate``/``watch`` rewrites the
   spec; it is never removed, so running pods keep their allocation);
 * its PCI function is still present in sysfs (hot-unplug, a dead link);
-* the profile's own cheap driver-state source, where it has one, says the
-  card runs (Kunlunxin: ``/proc/xpu/dev<N>/state`` is ``RUNNING`` or
-  ``NORMAL``; a missing file is not a fault, older drivers have none).
+* the profile's own cheap driver-state source (its ``health_state``), where
+  it has one, says the card runs (Kunlunxin: ``/proc/xpu/dev<N>/state`` is
+  ``RUNNING`` or ``NORMAL``; a missing file is not a fault, older drivers
+  have none).
 
 Each card is judged on its own facts: one card's fault marks that card
 only, and a card that is fine again is Healthy again (no latch).
@@ -20,15 +21,12 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 from ..generate.discover import host_path
+from ..model import Profile
 from .devices import Card, NodeRef
 
-# profile name -> (state file under --proc-root, {index}; the values that mean "running")
-DRIVER_STATE: Dict[str, Tuple[str, Tuple[str, ...]]] = {
-    "kunlunxin": ("/proc/xpu/dev{index}/state", ("RUNNING", "NORMAL")),
-}
 _TYPES = {"c": stat.S_ISCHR, "b": stat.S_ISBLK}
 
 
@@ -50,23 +48,22 @@ def node_problem(node: NodeRef) -> str:
     return ""
 
 
-def driver_state_problem(profile: Optional[str], index: Optional[int], proc_root: str) -> str:
+def driver_state_problem(profile: Optional[Profile], index: Optional[int], proc_root: str) -> str:
     """What the profile's driver-state file says is wrong with card *index*, or ``""``."""
-    source = DRIVER_STATE.get(profile or "")
-    if source is None or index is None:
+    if profile is None or not profile.health_state_file or index is None:
         return ""
-    path = host_path(proc_root, source[0].format(index=index))
+    path = host_path(proc_root, profile.health_state_file.format(index=index))
     try:
         with open(path) as f:
             value = f.read(64).strip()
     except OSError:
         return ""  # no such file on this driver: nothing to say
-    if value.upper() in source[1]:
+    if value.upper() in profile.health_running:
         return ""
     return f"driver reports state {value or '(empty)'!r} in {path}"
 
 
-def problem(card: Card, shared: Sequence[NodeRef], profile: Optional[str], sysfs_root: str,
+def problem(card: Card, shared: Sequence[NodeRef], profile: Optional[Profile], sysfs_root: str,
             proc_root: str) -> str:
     """Why *card* is Unhealthy, or ``""`` when it is Healthy."""
     for node in card.nodes + tuple(shared):

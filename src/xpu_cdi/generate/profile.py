@@ -80,6 +80,8 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
         pci_classes=tuple(data.get("pci", {}).get("classes", ("0x1200",))),
         watch_files=tuple(data.get("watch_files", ())),
         modules=tuple(data.get("modules", ())),
+        health_state_file=(data.get("health_state") or {}).get("file", ""),
+        health_running=tuple(v.upper() for v in (data.get("health_state") or {}).get("running", ())),
         driver_owned_nodes=bool(data.get("driver_owned_nodes", False)),
         topology_unknown=data.get("topology_unknown", ""),
     )
