@@ -14,6 +14,7 @@ all: install
 
 deps:
 	@sh scripts/install-deps.sh
+	@sh scripts/install-runtime-matrix-deps.sh
 
 $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/fast/*)
 	@$(MAKE) --no-print-directory deps

@@ -1,0 +1,278 @@
+"""The runtime matrix: the host's own release line and the other Debian release's (in a
+tree, tests/releasetree.py), each driven live by the tests as users run it.
+
+``Place`` is where a runtime runs: the host itself (in a private mount namespace, so the
+mounts a daemon makes go away with it) or the release tree (pivot_root).  ``Dockerd``
+is a private Docker daemon there.  The card checks are the same for every line: inside
+the container exactly the asked cards exist and are usable (a write gives ENXIO: the
+device cgroup allows it and the fake node has no driver), the others are absent, and the
+driver tree is mounted read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence
+
+import pytest
+import yaml
+
+import fakehost
+import releasetree
+from runtimes import cached_rootfs_tar, unique
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+XPU_CDI = str(BIN / "xpu-cdi")
+HOOK = str(BIN / "xpu-cdi-hook")
+WRAPPER = str(BIN / "xpu-container-runtime")
+ENXIO = "No such device or address"
+IMAGE = "localhost/xpu-cdi-busybox:latest"
+CARDS = 8
+DRIVER = "/usr/local/xpu"
+
+
+def selection_env() -> str:
+    """The Kunlunxin selection variable the profile names first (read, not assumed)."""
+    profile = yaml.safe_load((REPO / "src/xpu_cdi/profiles/kunlunxin.yaml").read_text())
+    return profile["selection"]["env"][-1] if "CXPU_VISIBLE_DEVICES" in profile["selection"]["env"] \
+        else profile["selection"]["env"][0]
+
+
+# ------------------------------------------------------------------------------ places
+
+
+class Place:
+    """The host: commands run as they are, long-lived daemons in a private mount namespace."""
+
+    release = releasetree.host_release()
+    name = f"host ({release or 'unknown release'})"
+
+    def argv(self, cmd: Sequence[str], cgroup2: bool = False) -> List[str]:
+        if cgroup2:
+            return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                    'umount -l /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec "$@"',
+                    "v2", *cmd]
+        return list(cmd)
+
+    def daemon_argv(self, cmd: Sequence[str]) -> List[str]:
+        return ["unshare", "-m", "--propagation", "private", *cmd]
+
+    def run(self, cmd: Sequence[str], timeout: float = 120, env: Sequence[str] = (),
+            cgroup2: bool = False, input: Optional[str] = None) -> subprocess.CompletedProcess:
+        full = self.argv(["env", *env, *cmd] if env else list(cmd), cgroup2=cgroup2)
+        return subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+
+    def popen(self, cmd: Sequence[str], log_path: Path, env: Sequence[str] = ()) -> subprocess.Popen:
+        with open(log_path, "ab") as logf:
+            return subprocess.Popen(self.daemon_argv(["env", *env, *cmd] if env else list(cmd)),
+                                    stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def which(self, tool: str) -> bool:
+        return shutil.which(tool) is not None
+
+    def bind(self, path: Path) -> None:
+        """Make *path* visible at the same path to what runs here (the host sees everything)."""
+
+
+class TreePlace(Place):
+    """The other release's tree; *binds* are the test's own directories."""
+
+    def __init__(self, root: Path, release: str, binds: Iterable[Path]) -> None:
+        self.release = release
+        self.name = f"{release} tree"
+        self.tree = releasetree.Tree(release, root, list(binds))
+
+    def argv(self, cmd: Sequence[str], cgroup2: bool = False) -> List[str]:
+        return self.tree.argv(cmd, cgroup2=cgroup2)
+
+    def daemon_argv(self, cmd: Sequence[str]) -> List[str]:
+        return self.tree.argv(cmd)
+
+    def which(self, tool: str) -> bool:
+        return self.run(["sh", "-c", f"command -v {tool}"]).returncode == 0
+
+    def bind(self, path: Path) -> None:
+        self.tree.binds.append(str(path))
+
+
+def short_dir(prefix: str) -> Path:
+    """A fresh directory with a short path (unix socket paths are limited to ~104 bytes;
+    xdist's tmp paths are longer), in the temp dir the environment names."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def device_dir(base: Path) -> Path:
+    """*base* when its filesystem allows device nodes, else a skip saying why."""
+    base.mkdir(parents=True, exist_ok=True)
+    if not releasetree.allows_device_nodes(base):
+        pytest.skip(f"{base} is on a nodev filesystem: fake device nodes there cannot be opened "
+                    "(set TMPDIR or --basetemp to a directory on a filesystem without nodev)")
+    return base
+
+
+def version_line(place: Place, cmd: Sequence[str]) -> str:
+    r = place.run(cmd)
+    text = (r.stdout + r.stderr).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def release_of(line: str) -> tuple:
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", line)
+    return tuple(int(x) for x in m.groups()) if m else ()
+
+
+# ------------------------------------------------------------------------------ the cards
+
+
+class Cards:
+    """A fake 8-card Kunlunxin host and its CDI spec (JSON + index) in a private spec dir."""
+
+    def __init__(self, base: Path, hook_path: str = HOOK) -> None:
+        self.base = device_dir(base)
+        self.host = fakehost.kunlunxin(base / "host", CARDS)
+        self.spec_dir = base / "cdi"
+        self.spec_dir.mkdir()
+        r = subprocess.run([XPU_CDI, "generate", "--profile", "kunlunxin", "--profiles-dir", "/nonexistent",
+                            *self.host.cli_roots, "--spec-dir", str(self.spec_dir), "--hook-path", hook_path],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        self.kind = "kunlunxin.com/xpu"
+
+    def close(self) -> None:
+        fakehost.remove_tree(self.host.root)
+
+
+SCRIPT = ("for i in " + " ".join(map(str, range(CARDS))) + " ctrl; do n=/dev/xpu$i; "
+          "if [ -e $n ]; then echo \"present $n\"; (echo x > $n) 2>&1 | sed \"s|^|$n: |\"; fi; done; "
+          f"grep ' {DRIVER} ' /proc/mounts; cat {DRIVER}/version.txt; (touch {DRIVER}/new) 2>&1; true")
+
+
+def check_cards(out: str, asked: Iterable[int]) -> None:
+    """What SCRIPT printed shows exactly the *asked* cards (and the control node) usable,
+    every other card absent, and the driver tree read-only."""
+    asked = sorted(set(asked))
+    present = sorted(int(m) for m in re.findall(r"^present /dev/xpu(\d+)$", out, re.M))
+    assert present == asked, f"cards present {present}, asked {asked}:\n{out}"
+    for n in [f"/dev/xpu{i}" for i in asked] + (["/dev/xpuctrl"] if asked else []):
+        assert f"{n}: sh: can't create {n}: {ENXIO}" in out, f"{n} not usable (want ENXIO):\n{out}"
+    if not asked:
+        assert "present /dev/xpuctrl" not in out and f" {DRIVER} " not in out, out
+        return
+    mounts = [ln for ln in out.splitlines() if f" {DRIVER} " in ln]
+    assert mounts and all(re.search(r"\sro[,\s]", ln) for ln in mounts), f"driver mount not read-only:\n{out}"
+    assert "XRE 5.0.21" in out and "Read-only file system" in out, out
+
+
+# ------------------------------------------------------------------------------ docker
+
+
+class Dockerd:
+    """A private dockerd at *place*: its own socket, data-root, exec-root, pidfile and
+    config file, no iptables, no bridge, its own managed containerd, its containers
+    under a cgroup parent of its own.  ``stop()`` removes all of it."""
+
+    def __init__(self, place: Place, base: Path, daemon_json: Dict, env: Sequence[str] = ()) -> None:
+        self.place, self.base = place, base
+        self.short = short_dir("xd-")   # exec-root holds containerd's socket
+        place.bind(self.short)
+        place.bind(cached_rootfs_tar())
+        self.sock = self.short / "docker.sock"
+        self.cgroup_parent = unique("xpu-cdi-docker")
+        self.config = base / "daemon.json"
+        self.config.write_text(json.dumps(daemon_json, indent=2))
+        self.log = base / "dockerd.log"
+        self.client = "docker" if isinstance(place, TreePlace) else "/usr/bin/docker"
+        cmd = ["dockerd", "--host", f"unix://{self.sock}", "--data-root", str(base / "data"),
+               "--exec-root", str(self.short / "exec"), "--pidfile", str(self.short / "docker.pid"),
+               "--config-file", str(self.config), "--iptables=false", "--ip6tables=false", "--bridge=none",
+               "--ip-masq=false", "--cgroup-parent", f"/{self.cgroup_parent}", "--storage-driver", "overlay2"]
+        self.proc: Optional[subprocess.Popen] = place.popen(cmd, self.log, env=env)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.sock.exists() and self.docker("version").returncode == 0:
+                return
+            time.sleep(0.2)
+        tail = self.log.read_text(errors="replace")[-3000:]
+        self.stop()
+        raise RuntimeError(f"dockerd in the {place.name} did not come up:\n{tail}")
+
+    def docker(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return self.place.run([self.client, "-H", f"unix://{self.sock}", *args], timeout=timeout)
+
+    def server_version(self) -> str:
+        return self.docker("version", "--format", "{{.Server.Version}}").stdout.strip()
+
+    def load_busybox(self) -> None:
+        r = self.docker("import", str(cached_rootfs_tar()), IMAGE)
+        assert r.returncode == 0, r.stderr
+
+    def run(self, args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
+        return self.docker("run", "--rm", "--network", "none", *args, IMAGE, *command)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                ids = self.docker("ps", "-aq", timeout=30).stdout.split()
+                if ids:
+                    self.docker("rm", "-f", *ids, timeout=60)
+            except subprocess.TimeoutExpired:
+                pass
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        kill_by_cmdline(str(self.short))  # shims outlive their containerd
+        remove_cgroups(self.cgroup_parent)
+        shutil.rmtree(self.base / "data", ignore_errors=True)
+        shutil.rmtree(self.short, ignore_errors=True)
+
+
+def kill_by_cmdline(needle: str) -> None:
+    """SIGKILL every process whose command line names *needle* (a path of this test's own)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle.encode() in cmdline:
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+
+
+def remove_cgroups(name: str) -> None:
+    """rmdir the (empty) cgroups named *name* at the top of each hierarchy, deepest first."""
+    for top in [*Path("/sys/fs/cgroup").glob(f"*/{name}"), Path("/sys/fs/cgroup") / name]:
+        if not top.is_dir():
+            continue
+        for d in sorted(top.glob("**/"), key=lambda p: -len(p.parts)):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
+@pytest.fixture(scope="session")
+def other_tree() -> Path:
+    return releasetree.other_tree()
+
+
+def places(tree_root: Optional[Path], binds: Iterable[Path]) -> Iterator[Place]:
+    yield Place()
+    if tree_root is not None:
+        yield TreePlace(tree_root, releasetree.other_release() or "", binds)
