@@ -276,3 +276,83 @@ def places(tree_root: Optional[Path], binds: Iterable[Path]) -> Iterator[Place]:
     yield Place()
     if tree_root is not None:
         yield TreePlace(tree_root, releasetree.other_release() or "", binds)
+
+
+# ------------------------------------------------------------------------------ containerd's CRI
+
+
+def has_cap_sys_resource() -> bool:
+    """CAP_SYS_RESOURCE in our effective set (containerd's CRI sets oom_score_adj below its own without it)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) & (1 << 24))
+    return False
+
+
+class CriContainerd:
+    """A private containerd with its CRI plugin at *place*, started from *config* (a
+    config.toml text; its paths are moved under *base*), the busybox and pause images
+    imported into CRI's k8s.io namespace; pods go under a cgroup parent of their own.
+    ``stop()`` removes every pod, container, shim, mount and cgroup it made."""
+
+    NAMESPACE = "k8s.io"
+    PAUSE = "localhost/xpu-cdi-pause:latest"
+
+    def __init__(self, place: Place, base: Path, config: str, env: Sequence[str] = ()) -> None:
+        from runtimes import oci_image_archive, private_containerd_config
+
+        self.place, self.base = place, base
+        base.mkdir(parents=True, exist_ok=True)
+        self.short = short_dir("xk-")
+        self.address = str(self.short / "c.sock")
+        self.cgroup_parent = unique("xpu-cdi-cri")
+        self.archives = [oci_image_archive(), oci_image_archive(self.PAUSE, ["sleep", "2147483647"])]
+        for p in (self.short, *self.archives):
+            place.bind(p)
+        self.config_path = base / "config.toml"
+        text = private_containerd_config(config, base, self.address)
+        if isinstance(place, TreePlace):
+            # the state (and so each container's bundle and rootfs) where containerd keeps it
+            # by default, /run: in the tree that is a tmpfs of the daemon's own namespace,
+            # which no process outside it sees (a hook that looks there through the host's
+            # /proc/<pid> finds nothing, as on a real node)
+            import tomlkit
+
+            doc = tomlkit.parse(text)
+            doc["state"] = "/run/containerd"
+            text = tomlkit.dumps(doc)
+        self.config_path.write_text(text)
+        self.log = base / "containerd.log"
+        self.proc: Optional[subprocess.Popen] = place.popen(["containerd", "--config", str(self.config_path)],
+                                                            self.log, env=env)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if os.path.exists(self.address) and self.ctr("version").returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            self.stop()
+            raise RuntimeError(f"containerd in the {place.name} did not come up:\n{tail}")
+        for archive in self.archives:
+            r = self.ctr("image", "import", str(archive))
+            if r.returncode != 0:
+                self.stop()
+                raise RuntimeError(f"ctr image import {archive}: {r.stderr}")
+
+    def ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return self.place.run(["ctr", "--address", self.address, "-n", self.NAMESPACE, *args], timeout=timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        kill_by_cmdline(self.address)  # the shims (and the pods' sleeping pause processes under them)
+        remove_cgroups(self.cgroup_parent)
+        for d in ("root", "state", "opt"):
+            shutil.rmtree(self.base / d, ignore_errors=True)
+        shutil.rmtree(self.short, ignore_errors=True)

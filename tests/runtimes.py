@@ -225,13 +225,16 @@ def podman_cdi_dirs_note() -> str:
     return "podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only"
 
 
-def oci_image_archive() -> Path:
+def oci_image_archive(name: str = IMAGE, cmd: Sequence[str] = ("sh",)) -> Path:
     """An OCI image archive of the busybox rootfs for `ctr image import`, named
-    IMAGE; built once per machine (no registry, no podman needed)."""
+    *name* and running *cmd* by default; built once per machine (no registry, no
+    podman needed).  A pod sandbox's pause image is one of these running sleep."""
     import hashlib
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    tar = CACHE / "busybox-oci.tar"
+    key = "" if (name, tuple(cmd)) == (IMAGE, ("sh",)) else \
+        "-" + hashlib.sha256(json.dumps([name, list(cmd)]).encode()).hexdigest()[:12]
+    tar = CACHE / f"busybox-oci{key}.tar"
     with open(CACHE / ".lock-oci", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if tar.exists():
@@ -246,7 +249,7 @@ def oci_image_archive() -> Path:
 
         layer_desc = blob(layer)
         config = json.dumps({"architecture": "amd64", "os": "linux",
-                             "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["sh"]},
+                             "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": list(cmd)},
                              "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]}}).encode()
         manifest = json.dumps({
             "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -254,7 +257,7 @@ def oci_image_archive() -> Path:
             "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}]}).encode()
         index = json.dumps({"schemaVersion": 2, "manifests": [{
             "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
-            "annotations": {"io.containerd.image.name": IMAGE, "org.opencontainers.image.ref.name": "latest"}}]})
+            "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "latest"}}]})
         tmp = Path(str(tar) + ".tmp")
         with tarfile.open(tmp, "w") as t:
             def add(name: str, data: bytes) -> None:
@@ -267,6 +270,25 @@ def oci_image_archive() -> Path:
                 add("blobs/sha256/" + digest.split(":", 1)[1], data)
         os.rename(tmp, tar)
     return tar
+
+
+def private_containerd_config(text: str, base: Path, address: str) -> str:
+    """*text* (a containerd config.toml) with root, state, sockets, the opt dir and the
+    CRI plugin's CNI dirs moved under *base* and *address*."""
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    doc["root"], doc["state"] = str(base / "root"), str(base / "state")
+    doc.setdefault("grpc", tomlkit.table())["address"] = address
+    doc.setdefault("ttrpc", tomlkit.table())["address"] = address + ".ttrpc"
+    plugins = doc.setdefault("plugins", tomlkit.table())
+    opt = "opt" if doc.get("version", 1) == 1 else "io.containerd.internal.v1.opt"
+    plugins.setdefault(opt, tomlkit.table())["path"] = str(base / "opt")
+    cri = plugins.get("cri" if opt == "opt" else "io.containerd.grpc.v1.cri")
+    if cri is not None:  # the CRI plugin creates and watches its CNI conf dir
+        cni = cri.setdefault("cni", tomlkit.table())
+        cni["conf_dir"], cni["bin_dir"] = str(base / "cni" / "net.d"), str(base / "cni" / "bin")
+    return tomlkit.dumps(doc)
 
 
 class Containerd:
@@ -312,21 +334,7 @@ class Containerd:
         raise RuntimeError(f"containerd did not come up (exit {self.proc.returncode}):\n{tail}")
 
     def private(self, text: str) -> str:
-        """*text* with root, state, sockets and the opt dir moved under base."""
-        import tomlkit
-
-        doc = tomlkit.parse(text)
-        doc["root"], doc["state"] = str(self.base / "root"), str(self.base / "state")
-        doc.setdefault("grpc", tomlkit.table())["address"] = self.address
-        doc.setdefault("ttrpc", tomlkit.table())["address"] = self.address + ".ttrpc"
-        plugins = doc.setdefault("plugins", tomlkit.table())
-        opt = "opt" if doc.get("version", 1) == 1 else "io.containerd.internal.v1.opt"
-        plugins.setdefault(opt, tomlkit.table())["path"] = str(self.base / "opt")
-        cri = plugins.get("cri" if opt == "opt" else "io.containerd.grpc.v1.cri")
-        if cri is not None:  # the CRI plugin creates and watches its CNI conf dir
-            cni = cri.setdefault("cni", tomlkit.table())
-            cni["conf_dir"], cni["bin_dir"] = str(self.base / "cni" / "net.d"), str(self.base / "cni" / "bin")
-        return tomlkit.dumps(doc)
+        return private_containerd_config(text, self.base, self.address)
 
     def ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return subprocess.run(["ctr", "--address", self.address, "-n", self.namespace, *args],
