@@ -56,19 +56,18 @@ class Place:
     release = releasetree.host_release()
     name = f"host ({release or 'unknown release'})"
 
-    def argv(self, cmd: Sequence[str], cgroup2: bool = False) -> List[str]:
-        if cgroup2:
+    def argv(self, cmd: Sequence[str], cgroups: str = "") -> List[str]:
+        if cgroups:
             return ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                    'umount -l /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec "$@"',
-                    "v2", *cmd]
+                    releasetree.CGROUP_VIEWS[cgroups] + '\nexec "$@"', cgroups, *cmd]
         return list(cmd)
 
     def daemon_argv(self, cmd: Sequence[str]) -> List[str]:
         return ["unshare", "-m", "--propagation", "private", *cmd]
 
     def run(self, cmd: Sequence[str], timeout: float = 120, env: Sequence[str] = (),
-            cgroup2: bool = False, input: Optional[str] = None) -> subprocess.CompletedProcess:
-        full = self.argv(["env", *env, *cmd] if env else list(cmd), cgroup2=cgroup2)
+            cgroups: str = "", input: Optional[str] = None) -> subprocess.CompletedProcess:
+        full = self.argv(["env", *env, *cmd] if env else list(cmd), cgroups=cgroups)
         return subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=input,
                               stdin=None if input is not None else subprocess.DEVNULL)
 
@@ -92,8 +91,8 @@ class TreePlace(Place):
         self.name = f"{release} tree"
         self.tree = releasetree.Tree(release, root, list(binds))
 
-    def argv(self, cmd: Sequence[str], cgroup2: bool = False) -> List[str]:
-        return self.tree.argv(cmd, cgroup2=cgroup2)
+    def argv(self, cmd: Sequence[str], cgroups: str = "") -> List[str]:
+        return self.tree.argv(cmd, cgroups=cgroups)
 
     def daemon_argv(self, cmd: Sequence[str]) -> List[str]:
         return self.tree.argv(cmd)
@@ -127,8 +126,8 @@ def version_line(place: Place, cmd: Sequence[str]) -> str:
 
 
 def release_of(line: str) -> tuple:
-    m = re.search(r"(\d+)\.(\d+)\.(\d+)", line)
-    return tuple(int(x) for x in m.groups()) if m else ()
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", line)
+    return tuple(int(x or 0) for x in m.groups()) if m else ()
 
 
 # ------------------------------------------------------------------------------ the cards
@@ -356,3 +355,81 @@ class CriContainerd:
         for d in ("root", "state", "opt"):
             shutil.rmtree(self.base / d, ignore_errors=True)
         shutil.rmtree(self.short, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------ podman
+
+#: Run a command in a private mount namespace whose /etc/cdi is $1: podman reads CDI specs
+#: from /etc/cdi (and /var/run/cdi) only.  podman 4.3 has no setting for it, and podman
+#: 5.4 ignores containers.conf's cdi_spec_dirs (containers/podman#25691: "unresolvable CDI
+#: devices" with the spec in the configured dir).  The test's dir is bound over /etc/cdi
+#: where that exists, else on an overlay of /etc whose upper layer ($2, $3 its workdir)
+#: is the test's, so the machine's (or the tree's) /etc never changes.
+PRIVATE_ETC_CDI = r"""
+set -e
+spec=$1 upper=$2 work=$3; shift 3
+if [ ! -d /etc/cdi ]; then
+  mkdir -p "$upper" "$work"
+  mount -t overlay overlay -o "lowerdir=/etc,upperdir=$upper,workdir=$work" /etc
+  mkdir -p /etc/cdi
+fi
+mount --bind "$spec" /etc/cdi
+exec "$@"
+"""
+
+
+class PlacePodman:
+    """podman at *place* with a private store, config and CDI spec dir (*spec_dir*, seen
+    as /etc/cdi: PRIVATE_ETC_CDI).  *runtime*: the OCI runtime podman drives; *cgroups*:
+    a view of the machine's cgroups to run it on (releasetree.CGROUP_VIEWS)."""
+
+    def __init__(self, place: Place, base: Path, spec_dir: Path, runtime: str = "runc",
+                 cgroups: str = "") -> None:
+        import resource
+
+        self.place, self.base, self.spec_dir, self.cgroups = place, base, spec_dir, cgroups
+        base.mkdir(parents=True, exist_ok=True)
+        place.bind(cached_rootfs_tar())
+        self.version = release_of(version_line(place, ["podman", "--version"]))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        (base / "containers.conf").write_text(
+            "[containers]\n"
+            f'default_ulimits = ["nofile={hard}:{hard}", "nproc=32768:32768"]\n'
+            "[engine]\n"
+            'cgroup_manager = "cgroupfs"\n'
+            'events_logger = "file"\n'
+            f'runtime = "{runtime}"\n')
+        (base / "storage.conf").write_text(
+            f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
+        self.env = [f"CONTAINERS_CONF={base}/containers.conf", f"CONTAINERS_STORAGE_CONF={base}/storage.conf"]
+        r = self.podman("import", "-q", str(cached_rootfs_tar()), IMAGE)
+        assert r.returncode == 0, r.stderr
+
+    def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", PRIVATE_ETC_CDI, "cdi",
+               str(self.spec_dir), str(self.base / "etc-upper"), str(self.base / "etc-work"), "podman", *args]
+        return self.place.run(cmd, env=self.env, timeout=timeout, cgroups=self.cgroups)
+
+    def run(self, args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
+        return self.podman("run", "--rm", "--network", "none", *args, IMAGE, *command)
+
+    def close(self) -> None:
+        self.podman("rm", "-af")
+        self.podman("rmi", "-af")
+        self.podman("system", "reset", "-f")
+        kill_by_cmdline(str(self.base))  # a conmon podman lost track of
+        with open("/proc/self/mounts") as f:
+            targets = [t for t in (line.split()[1] for line in f) if t.startswith(f"{self.base}/")]
+        for target in reversed(targets):
+            subprocess.run(["umount", "-l", target], capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def cgroup_v2_only() -> bool:
+    """The machine mounts cgroup2 alone on /sys/fs/cgroup (a stock Debian 13 host)."""
+    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
+
+
+def hybrid_cgroups() -> bool:
+    """v1 controllers plus cgroup2 at /sys/fs/cgroup/unified (this kind of machine)."""
+    return Path("/sys/fs/cgroup/unified/cgroup.controllers").exists()

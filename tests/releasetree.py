@@ -159,6 +159,16 @@ def ensure_tree(release: str) -> Path:
     return dest
 
 
+#: Views of the machine's cgroups for a mount namespace ($T: the root they apply under).
+#: "v1-only": the hybrid layout without its cgroup2 mount (crun refuses hybrid layouts);
+#: "v2-only": cgroup2 alone on /sys/fs/cgroup (device rules through eBPF, as on a stock
+#: Debian 13 host; on a hybrid machine the v1 controllers stay bound to v1 and are absent).
+CGROUP_VIEWS = {
+    "v1-only": 'umount -l "$T/sys/fs/cgroup/unified" 2>/dev/null || true',
+    "v2-only": 'umount -l "$T/sys/fs/cgroup" && mount -t cgroup2 cgroup2 "$T/sys/fs/cgroup"',
+}
+
+
 def host_python_paths() -> List[str]:
     """The venv's interpreter and stdlib, bound into the tree at the same paths."""
     chain, link = [], sys.executable  # .venv/bin/python -> python3 -> /usr/bin/python3 -> python3.11
@@ -203,11 +213,10 @@ cd /
 exec "$@"
 """
 
-    def argv(self, cmd: Sequence[str], cgroup2: bool = False) -> List[str]:
+    def argv(self, cmd: Sequence[str], cgroups: str = "") -> List[str]:
         enter = self.ENTER
-        if cgroup2:  # a cgroup v2-only view of the machine: cgroup2 alone on /sys/fs/cgroup
-            enter = enter.replace('cd "$T"\n', 'umount -l "$T/sys/fs/cgroup"; '
-                                  'mount -t cgroup2 cgroup2 "$T/sys/fs/cgroup"\ncd "$T"\n', 1)
+        if cgroups:
+            enter = enter.replace('cd "$T"\n', CGROUP_VIEWS[cgroups] + '\ncd "$T"\n', 1)
         binds = [b for b in dict.fromkeys(self.binds) if os.path.exists(b)]
         return ["unshare", "-m", "--propagation", "private", "sh", "-c", enter, "enter",
                 str(self.root), str(len(binds)), *binds, "env", "-i",
@@ -215,8 +224,8 @@ exec "$@"
                 *cmd]
 
     def run(self, cmd: Sequence[str], timeout: float = 120, env: Sequence[str] = (),
-            cgroup2: bool = False, check: bool = False, input: Optional[str] = None) -> subprocess.CompletedProcess:
-        full = self.argv(["env", *env, *cmd] if env else cmd, cgroup2=cgroup2)
+            cgroups: str = "", check: bool = False, input: Optional[str] = None) -> subprocess.CompletedProcess:
+        full = self.argv(["env", *env, *cmd] if env else cmd, cgroups=cgroups)
         r = subprocess.run(full, capture_output=True, text=True, timeout=timeout, input=input,
                            stdin=None if input is not None else subprocess.DEVNULL)
         if check and r.returncode != 0:
@@ -225,9 +234,9 @@ exec "$@"
         return r
 
     def popen(self, cmd: Sequence[str], log_path: Path, env: Sequence[str] = (),
-              cgroup2: bool = False) -> subprocess.Popen:
+              cgroups: str = "") -> subprocess.Popen:
         with open(log_path, "ab") as logf:
-            return subprocess.Popen(self.argv(["env", *env, *cmd] if env else cmd, cgroup2=cgroup2),
+            return subprocess.Popen(self.argv(["env", *env, *cmd] if env else cmd, cgroups=cgroups),
                                     stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def version(self, cmd: Sequence[str]) -> str:
