@@ -411,7 +411,14 @@ class PlacePodman:
         return self.place.run(cmd, env=self.env, timeout=timeout, cgroups=self.cgroups)
 
     def run(self, args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
-        return self.podman("run", "--rm", "--network", "none", *args, IMAGE, *command)
+        from runtimes import PODMAN_EXIT_CODE_RACE
+
+        r = self.podman("run", "--rm", "--network", "none", *args, IMAGE, *command)
+        if r.returncode != 0 and PODMAN_EXIT_CODE_RACE in r.stderr:
+            # podman 4.3's own race under load (see runtimes.Podman.run): the container ran
+            self.podman("rm", "-af")
+            r = self.podman("run", "--rm", "--network", "none", *args, IMAGE, *command)
+        return r
 
     def close(self) -> None:
         self.podman("rm", "-af")
@@ -433,3 +440,47 @@ def cgroup_v2_only() -> bool:
 def hybrid_cgroups() -> bool:
     """v1 controllers plus cgroup2 at /sys/fs/cgroup/unified (this kind of machine)."""
     return Path("/sys/fs/cgroup/unified/cgroup.controllers").exists()
+
+
+# ------------------------------------------------------------------------------ doctor
+
+
+def doctor(place: Place, cards: Cards, *args: str, env: Sequence[str] = ()) -> Dict[str, Dict[str, str]]:
+    """`xpu-cdi doctor --json` run where the runtime runs; check name -> its result."""
+    r = place.run([XPU_CDI, "doctor", "--json", "--profile", "kunlunxin", "--profiles-dir", "/nonexistent",
+                   *cards.host.cli_roots, "--spec-dir", str(cards.spec_dir), *args], env=env)
+    assert r.stdout.strip().startswith("["), r.stdout + r.stderr
+    return {c["check"]: c for c in json.loads(r.stdout)}
+
+
+# ------------------------------------------------------------------------------ cdiVersions
+
+CDI_VERSIONS = ["0.5.0", "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0"]
+
+
+def version_kind(v: str) -> str:
+    return f"v{v.replace('.', '')}.example.com/xpu"
+
+
+def version_specs(cards: Cards, dest: Path) -> Path:
+    """The cards' spec once per cdiVersion, each under its own kind (version_kind), in *dest*."""
+    dest.mkdir(parents=True, exist_ok=True)
+    spec = json.loads(next(cards.spec_dir.glob("*.json")).read_text())
+    for v in CDI_VERSIONS:
+        spec.update(cdiVersion=v, kind=version_kind(v))
+        (dest / f"v{v}.json").write_text(json.dumps(spec))
+    return dest
+
+
+def check_highest(runtime: str, release: tuple, loaded: List[str]) -> None:
+    """*loaded* (the cdiVersions a live runtime accepted) runs from the lowest up, at least
+    to the one doctor's table (xpu_cdi.cdi.version.RUNTIME_MAX) gives for *release*: the
+    table holds what the upstream release's bundled library loads, and Debian builds some
+    runtimes with a newer packaged library (containerd 1.7.24 and Docker 26.1.5 of Debian
+    13 load more than upstream's), never with an older one."""
+    from xpu_cdi.cdi import version as cdi_version
+
+    assert loaded and loaded == CDI_VERSIONS[:len(loaded)], loaded
+    table = cdi_version.runtime_max(runtime, release)
+    assert table and cdi_version.parse(loaded[-1]) >= cdi_version.parse(table), \
+        f"{runtime} {'.'.join(map(str, release))} loads up to {loaded[-1]}; doctor's table says {table}"

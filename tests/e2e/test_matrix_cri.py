@@ -49,12 +49,14 @@ def cri_config(place: matrix.Place, base: Path, cards: Cards) -> str:
     cfg = base / "config.toml"
     cfg.write_text(place.run(["containerd", "config", "default"]).stdout)
     r = subprocess.run([matrix.XPU_CDI, "runtime", "configure", "--runtime", "containerd", "--config", str(cfg),
-                        "--enable-cdi", "--cdi-spec-dir", str(cards.spec_dir), "--wrapper-path", matrix.WRAPPER],
+                        "--enable-cdi", "--cdi-spec-dir", str(cards.spec_dir),
+                        "--cdi-spec-dir", str(matrix.version_specs(cards, base / "versions")),
+                        "--wrapper-path", matrix.WRAPPER],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     doc = tomlkit.parse(cfg.read_text())
     cri = doc["plugins"]["io.containerd.grpc.v1.cri"]
-    assert cri["enable_cdi"] is True and list(cri["cdi_spec_dirs"]) == [str(cards.spec_dir)]
+    assert cri["enable_cdi"] is True and list(cri["cdi_spec_dirs"]) == [str(cards.spec_dir), str(base / "versions")]
     # the hook route as docs/hook.md registers it for containerd: a handler whose base
     # runtime spec (the shipped file, with this checkout's paths) has the prestart hook
     spec = json.loads((matrix.REPO / "hooks/containerd/xpu-cdi-base-spec.json").read_text())
@@ -163,3 +165,25 @@ def test_shared_pid_namespace_cdi(pods: Pods) -> None:
 def test_shared_pid_namespace_wrapper(pods: Pods) -> None:
     """shareProcessNamespace: true, the xpu handler's selection variable: the cards arrive."""
     check_cards(pods.run(share_pid=True, env={matrix.selection_env(): "2"}), [2])
+
+
+def test_doctor(pods: Pods) -> None:
+    """doctor, run where containerd runs, with the config it runs: 1.7 with CDI on, the
+    xpu handler in place, the specs in a dir it reads."""
+    checks = matrix.doctor(pods.ctrd.place, pods.cards, "--containerd-config", str(pods.ctrd.config_path))
+    release = ".".join(map(str, pods.version))
+    assert f"containerd {release} (CDI up to " in checks["runtimes"]["found"], checks["runtimes"]
+    for name in ("containerd-cdi", "containerd-handler"):
+        assert checks[name]["status"] == "ok", checks[name]
+
+
+def test_highest_cdi_version_is_doctors(pods: Pods) -> None:
+    """The highest cdiVersion this containerd loads, measured, is the one doctor's table gives."""
+    loaded = []
+    for v in matrix.CDI_VERSIONS:
+        try:
+            pods.run(handler="", cdi_devices=[f"{matrix.version_kind(v)}=1"])
+            loaded.append(v)
+        except grpc.RpcError:
+            pass
+    matrix.check_highest("containerd", pods.version, loaded)

@@ -51,7 +51,8 @@ def line(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     assert r.returncode == 0, r.stderr
     daemon = json.loads(config.read_text())
     if version >= FIRST_CDI:
-        daemon["cdi-spec-dirs"] = [str(cards.spec_dir)]  # not /etc/cdi: the tests write nothing there
+        # not /etc/cdi: the tests write nothing there
+        daemon["cdi-spec-dirs"] = [str(cards.spec_dir), str(matrix.version_specs(cards, base / "versions"))]
     d = Dockerd(place, base, daemon, env=[f"XPU_CDI_SPEC_DIRS={cards.spec_dir}"])
     try:
         d.load_busybox()
@@ -102,3 +103,27 @@ def test_xpu_runtime_refuses_unknown_card(line: Line) -> None:
     """A card the spec lacks stops the container, with the wrapper's one-line reason."""
     r = line.dockerd.run(["--runtime", "xpu", "-e", f"{matrix.selection_env()}=9"], ["true"])
     assert r.returncode != 0 and "no card 9" in r.stderr, r.stderr
+
+
+def test_doctor(line: Line) -> None:
+    """doctor, run where the daemon runs, reports the running Docker's release (not the
+    client's: a stray newer client is on this machine's PATH) and what it means for CDI."""
+    checks = matrix.doctor(line.place, line.cards, "--docker-config", str(line.dockerd.config),
+                           env=[f"DOCKER_HOST=unix://{line.dockerd.sock}"])
+    server = line.dockerd.server_version()
+    runtimes = checks["runtimes"]["found"]
+    release = ".".join(map(str, matrix.release_of(server)))
+    assert f"docker {release} ({'CDI up to' if line.cdi else 'no CDI'}" in runtimes, runtimes
+    assert checks["docker-handler"]["status"] == "ok", checks["docker-handler"]
+    if line.cdi:
+        assert checks["docker-cdi"]["status"] == "ok", checks["docker-cdi"]
+
+
+def test_highest_cdi_version_is_doctors(line: Line) -> None:
+    """The highest cdiVersion this Docker loads, measured, is the one doctor's table gives."""
+    if not line.cdi:
+        assert matrix.releasetree.host_release() and line.version < FIRST_CDI  # 20.10: no CDI at all
+        return
+    loaded = [v for v in matrix.CDI_VERSIONS
+              if line.dockerd.run(["--device", f"{matrix.version_kind(v)}=1"], ["true"]).returncode == 0]
+    matrix.check_highest("docker", line.version, loaded)

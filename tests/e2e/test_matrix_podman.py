@@ -80,3 +80,25 @@ def test_no_cards(podman: PlacePodman) -> None:
 def test_unknown_device_refused(podman: PlacePodman, cards: Cards) -> None:
     r = podman.run(["--device", f"{cards.kind}=9"], ["true"])
     assert r.returncode != 0 and "kunlunxin.com/xpu=9" in r.stderr, r.stderr
+
+
+def test_doctor(podman: PlacePodman, cards: Cards) -> None:
+    """doctor, run where podman runs, reports that podman's release and CDI."""
+    checks = matrix.doctor(podman.place, cards)
+    release = ".".join(map(str, podman.version))
+    assert f"podman {release} (CDI up to " in checks["runtimes"]["found"], checks["runtimes"]
+
+
+def test_highest_cdi_version_is_doctors(podman: PlacePodman, cards: Cards) -> None:
+    """The highest cdiVersion this podman loads, measured, is the one doctor's table gives
+    for its release."""
+    base = matrix.short_dir("xv-")
+    specs = matrix.version_specs(cards, base / "cdi")
+    podman.place.bind(base)
+    p = PlacePodman(podman.place, base, specs)
+    try:
+        loaded = [v for v in matrix.CDI_VERSIONS
+                  if p.run(["--device", f"{matrix.version_kind(v)}=1"], ["true"]).returncode == 0]
+    finally:
+        p.close()
+    matrix.check_highest("podman", podman.version, loaded)
