@@ -25,6 +25,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import pytest
 import yaml
 
+import devdirs
 import fakehost
 import releasetree
 from runtimes import cached_rootfs_tar, unique
@@ -113,7 +114,7 @@ def short_dir(prefix: str) -> Path:
 def device_dir(base: Path) -> Path:
     """*base* when its filesystem allows device nodes, else a skip saying why."""
     base.mkdir(parents=True, exist_ok=True)
-    if not releasetree.allows_device_nodes(base):
+    if not devdirs.allows_device_nodes(base):
         pytest.skip(f"{base} is on a nodev filesystem: fake device nodes there cannot be opened "
                     "(set TMPDIR or --basetemp to a directory on a filesystem without nodev)")
     return base

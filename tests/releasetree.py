@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
+from devdirs import allows_device_nodes
 from runtimes import CACHE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,7 +50,6 @@ PACKAGES: Dict[str, List[str]] = {
 OTHER = {"bookworm": "trixie", "trixie": "bookworm"}
 VERSION_OF = {"bookworm": "12", "trixie": "13"}
 POLICY_RC_D = "#!/bin/sh\n# xpu-cdi test tree: no service starts by itself\nexit 101\n"
-ST_NODEV = 4  # os.ST_NODEV
 
 
 def host_release() -> str:
@@ -79,11 +79,6 @@ def host_mirror() -> str:
             if uri.endswith("/debian"):
                 return uri
     return "http://deb.debian.org/debian"
-
-
-def allows_device_nodes(path: Path) -> bool:
-    """False when *path*'s filesystem is mounted nodev (device nodes there cannot be opened)."""
-    return not (os.statvfs(path).f_flag & ST_NODEV)
 
 
 def tree_key(release: str) -> str:

@@ -307,7 +307,7 @@ class Containerd:
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
         # unix socket paths are limited to ~104 bytes: xdist's tmp paths are longer
-        self.sock_dir = tempfile.mkdtemp(prefix="xc-", dir="/tmp")
+        self.sock_dir = tempfile.mkdtemp(prefix="xc-")
         self.address = os.path.join(self.sock_dir, "c.sock")
         self.namespace = unique("xc")
         self.config_path = base / "config.toml"

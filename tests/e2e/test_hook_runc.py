@@ -111,12 +111,10 @@ def test_nothing_requested_touches_nothing(xpu: HookHost) -> None:
 def xpu_userns(hook_launcher):  # type: ignore[no-untyped-def]
     """A fake host in a world-traversable temp dir: the mapped root must reach the rootfs
     (pytest's own temp dirs are 0700)."""
-    import tempfile
-    from pathlib import Path
-
+    import devdirs
     import fakehost
 
-    base = Path(tempfile.mkdtemp(prefix="xpu-cdi-userns-", dir="/tmp"))
+    base = devdirs.device_tmpdir("xpu-cdi-userns-")
     base.chmod(0o755)
     try:
         yield HookHost(base / "xpu", hook_launcher, "kunlunxin", 8)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import devdirs
 import releasetree
 from matrix import other_tree  # noqa: F401 - fixture
 
@@ -50,4 +51,4 @@ def test_entered_with_pivot_root(other_tree: Path, tmp_path: Path) -> None:  # n
 
 
 def test_tree_on_a_filesystem_with_device_nodes(other_tree: Path) -> None:  # noqa: F811
-    assert releasetree.allows_device_nodes(other_tree)
+    assert devdirs.allows_device_nodes(other_tree)
