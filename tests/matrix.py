@@ -28,7 +28,7 @@ import yaml
 import devdirs
 import fakehost
 import releasetree
-from runtimes import cached_rootfs_tar, unique
+from runtimes import cached_rootfs_tar, private_etc_cdi, unique
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -360,28 +360,9 @@ class CriContainerd:
 
 # ------------------------------------------------------------------------------ podman
 
-#: Run a command in a private mount namespace whose /etc/cdi is $1: podman reads CDI specs
-#: from /etc/cdi (and /var/run/cdi) only.  podman 4.3 has no setting for it, and podman
-#: 5.4 ignores containers.conf's cdi_spec_dirs (containers/podman#25691: "unresolvable CDI
-#: devices" with the spec in the configured dir).  The test's dir is bound over /etc/cdi
-#: where that exists, else on an overlay of /etc whose upper layer ($2, $3 its workdir)
-#: is the test's, so the machine's (or the tree's) /etc never changes.
-PRIVATE_ETC_CDI = r"""
-set -e
-spec=$1 upper=$2 work=$3; shift 3
-if [ ! -d /etc/cdi ]; then
-  mkdir -p "$upper" "$work"
-  mount -t overlay overlay -o "lowerdir=/etc,upperdir=$upper,workdir=$work" /etc
-  mkdir -p /etc/cdi
-fi
-mount --bind "$spec" /etc/cdi
-exec "$@"
-"""
-
-
 class PlacePodman:
     """podman at *place* with a private store, config and CDI spec dir (*spec_dir*, seen
-    as /etc/cdi: PRIVATE_ETC_CDI).  *runtime*: the OCI runtime podman drives; *cgroups*:
+    as /etc/cdi: runtimes.PRIVATE_ETC_CDI).  *runtime*: the OCI runtime podman drives; *cgroups*:
     a view of the machine's cgroups to run it on (releasetree.CGROUP_VIEWS)."""
 
     def __init__(self, place: Place, base: Path, spec_dir: Path, runtime: str = "runc",
@@ -407,8 +388,7 @@ class PlacePodman:
         assert r.returncode == 0, r.stderr
 
     def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", PRIVATE_ETC_CDI, "cdi",
-               str(self.spec_dir), str(self.base / "etc-upper"), str(self.base / "etc-work"), "podman", *args]
+        cmd = private_etc_cdi(self.spec_dir, self.base, ["podman", *args])
         return self.place.run(cmd, env=self.env, timeout=timeout, cgroups=self.cgroups)
 
     def run(self, args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:

@@ -160,13 +160,40 @@ def run_runc(bundle: Bundle, runtime: str = "runc", timeout: float = 60,
 
 PODMAN_EXIT_CODE_RACE = "from DB: no such exit code"
 
+#: Run a command in a private mount namespace whose /etc/cdi is $1: podman reads CDI specs
+#: from /etc/cdi (and /var/run/cdi) only.  podman 4.3 has no setting for it, and podman
+#: 5.4 ignores containers.conf's cdi_spec_dirs (containers/podman#25691: "unresolvable CDI
+#: devices" with the spec in the configured dir).  The test's dir is bound over /etc/cdi
+#: where that exists, else on an overlay of /etc whose upper layer ($2, $3 its workdir)
+#: is the test's, so the machine's (or a release tree's) /etc never changes.
+PRIVATE_ETC_CDI = r"""
+set -e
+spec=$1 upper=$2 work=$3; shift 3
+if [ ! -d /etc/cdi ]; then
+  mkdir -p "$upper" "$work"
+  mount -t overlay overlay -o "lowerdir=/etc,upperdir=$upper,workdir=$work" /etc
+  mkdir -p /etc/cdi
+fi
+mount --bind "$spec" /etc/cdi
+exec "$@"
+"""
+
+
+def private_etc_cdi(spec_dir: Path, scratch: Path, cmd: Sequence[str]) -> List[str]:
+    """*cmd* run with *spec_dir* as its /etc/cdi (PRIVATE_ETC_CDI; *scratch* for the overlay)."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", PRIVATE_ETC_CDI, "cdi",
+            str(spec_dir), str(scratch / "etc-upper"), str(scratch / "etc-work"), *cmd]
+
 
 class Podman:
-    """podman with a private store and the settings this machine needs."""
+    """podman with a private store, the settings this machine needs and a private CDI
+    spec dir, ``cdi_dir``, that it sees as /etc/cdi."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
+        self.cdi_dir = base / "cdi"
+        self.cdi_dir.mkdir(exist_ok=True)
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         (base / "containers.conf").write_text(
             "[containers]\n"
@@ -182,8 +209,9 @@ class Podman:
         self.run_cmd(["import", "-q", str(cached_rootfs_tar()), IMAGE], check=True)
 
     def run_cmd(self, args: Sequence[str], check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(["podman", *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=check, stdin=subprocess.DEVNULL)
+        return subprocess.run(private_etc_cdi(self.cdi_dir, self.base, ["podman", *args]), env=self.env,
+                              capture_output=True, text=True, timeout=timeout, check=check,
+                              stdin=subprocess.DEVNULL)
 
     def run(self, podman_args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
         r = self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
@@ -198,7 +226,8 @@ class Podman:
     def close(self) -> None:
         self.run_cmd(["rm", "-af"])
         self.run_cmd(["rmi", "-af"])
-        subprocess.run(["podman", "system", "reset", "-f"], env=self.env, capture_output=True)
+        subprocess.run(private_etc_cdi(self.cdi_dir, self.base, ["podman", "system", "reset", "-f"]),
+                       env=self.env, capture_output=True)
         # a run podman lost track of (its exit-code race) leaves runc's state behind
         listed = subprocess.run(["runc", "list", "-f", "json"], capture_output=True, text=True)
         for c in json.loads(listed.stdout or "null") or []:
@@ -211,18 +240,16 @@ class Podman:
 
 
 @pytest.fixture
-def podman(tmp_path: Path) -> Iterator[Podman]:
+def podman() -> Iterator[Podman]:
     """A podman with a private store, removed (containers, images, mounts) afterwards."""
     require("podman", "runc")
-    p = Podman(tmp_path / "podman")
+    # a short path: podman 4.3 waits 20 s for each container's exit ("Exceeded conmon
+    # timeout") when its store's paths are as long as xdist's tmp paths
+    p = Podman(Path(tempfile.mkdtemp(prefix="xp-")))
     try:
         yield p
     finally:
         p.close()
-
-
-def podman_cdi_dirs_note() -> str:
-    return "podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only"
 
 
 def oci_image_archive(name: str = IMAGE, cmd: Sequence[str] = ("sh",)) -> Path:
