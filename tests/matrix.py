@@ -413,11 +413,6 @@ class PlacePodman:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def cgroup_v2_only() -> bool:
-    """The machine mounts cgroup2 alone on /sys/fs/cgroup (a stock Debian 13 host)."""
-    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
-
-
 def hybrid_cgroups() -> bool:
     """v1 controllers plus cgroup2 at /sys/fs/cgroup/unified (this kind of machine)."""
     return Path("/sys/fs/cgroup/unified/cgroup.controllers").exists()

@@ -42,6 +42,12 @@ def require(*tools: str) -> None:
         pytest.fail(f"missing {', '.join(missing)}: run `make deps` (scripts/install-deps.sh)")
 
 
+def cgroup_v2_only() -> bool:
+    """cgroup2 alone on /sys/fs/cgroup (a stock Debian 13 host), not this kind of machine's
+    hybrid layout (v1 controllers, cgroup2 at /sys/fs/cgroup/unified)."""
+    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
