@@ -42,10 +42,10 @@ DRIVER = "/usr/local/xpu"
 
 
 def selection_env() -> str:
-    """The Kunlunxin selection variable the profile names first (read, not assumed)."""
-    profile = yaml.safe_load((REPO / "src/xpu_cdi/profiles/kunlunxin.yaml").read_text())
-    return profile["selection"]["env"][-1] if "CXPU_VISIBLE_DEVICES" in profile["selection"]["env"] \
-        else profile["selection"]["env"][0]
+    """The Kunlunxin selection variable: CXPU_VISIBLE_DEVICES (what Kunlunxin's device
+    plugin sets), read from the profile rather than assumed."""
+    names = yaml.safe_load((REPO / "src/xpu_cdi/profiles/kunlunxin.yaml").read_text())["selection"]["env"]
+    return "CXPU_VISIBLE_DEVICES" if "CXPU_VISIBLE_DEVICES" in names else names[0]
 
 
 # ------------------------------------------------------------------------------ places

@@ -1,7 +1,7 @@
 """Real container runtimes for end-to-end tests (no mocks): a busybox rootfs,
 runc/crun bundles, podman with a private store, containerd 1.6.
 
-Facts of this kind of machine (see docs/testing.md): hybrid cgroups with the
+Facts of this kind of machine (see docs/runtime-integration.md#tested-live): hybrid cgroups with the
 v1 devices controller; no systemd (podman: cgroupfs + file events logger);
 root cannot raise rlimits (podman default_ulimits at the hard limit); crun
 refuses hybrid mode unless run in a private mount namespace with
