@@ -28,7 +28,7 @@ import yaml
 import devdirs
 import fakehost
 import releasetree
-from runtimes import cached_rootfs_tar, private_etc_cdi, unique
+from runtimes import cached_rootfs_tar, podman_config, private_etc_cdi, unique
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -227,16 +227,23 @@ class Dockerd:
                     self.docker("rm", "-f", *ids, timeout=60)
             except subprocess.TimeoutExpired:
                 pass
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         kill_by_cmdline(str(self.short))  # shims outlive their containerd
         remove_cgroups(self.cgroup_parent)
         shutil.rmtree(self.base / "data", ignore_errors=True)
         shutil.rmtree(self.short, ignore_errors=True)
+
+
+def stop_process(proc: Optional[subprocess.Popen]) -> None:
+    """SIGTERM a daemon we started, SIGKILL after 30 s; nothing when it already ended."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def kill_by_cmdline(needle: str) -> None:
@@ -344,13 +351,7 @@ class CriContainerd:
         return self.place.run(["ctr", "--address", self.address, "-n", self.NAMESPACE, *args], timeout=timeout)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         kill_by_cmdline(self.address)  # the shims (and the pods' sleeping pause processes under them)
         remove_cgroups(self.cgroup_parent)
         for d in ("root", "state", "opt"):
@@ -367,23 +368,11 @@ class PlacePodman:
 
     def __init__(self, place: Place, base: Path, spec_dir: Path, runtime: str = "runc",
                  cgroups: str = "") -> None:
-        import resource
-
         self.place, self.base, self.spec_dir, self.cgroups = place, base, spec_dir, cgroups
         base.mkdir(parents=True, exist_ok=True)
         place.bind(cached_rootfs_tar())
         self.version = release_of(version_line(place, ["podman", "--version"]))
-        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-        (base / "containers.conf").write_text(
-            "[containers]\n"
-            f'default_ulimits = ["nofile={hard}:{hard}", "nproc=32768:32768"]\n'
-            "[engine]\n"
-            'cgroup_manager = "cgroupfs"\n'
-            'events_logger = "file"\n'
-            f'runtime = "{runtime}"\n')
-        (base / "storage.conf").write_text(
-            f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
-        self.env = [f"CONTAINERS_CONF={base}/containers.conf", f"CONTAINERS_STORAGE_CONF={base}/storage.conf"]
+        self.env = [f"{k}={v}" for k, v in podman_config(base, runtime).items()]
         r = self.podman("import", "-q", str(cached_rootfs_tar()), IMAGE)
         assert r.returncode == 0, r.stderr
 

@@ -191,6 +191,22 @@ def private_etc_cdi(spec_dir: Path, scratch: Path, cmd: Sequence[str]) -> List[s
             str(spec_dir), str(scratch / "etc-upper"), str(scratch / "etc-work"), *cmd]
 
 
+def podman_config(base: Path, runtime: str = "runc") -> Dict[str, str]:
+    """containers.conf and storage.conf for a podman with its store under *base* and the
+    settings this machine needs; the environment variables that select them."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    (base / "containers.conf").write_text(
+        "[containers]\n"
+        f'default_ulimits = ["nofile={hard}:{hard}", "nproc=32768:32768"]\n'
+        "[engine]\n"
+        'cgroup_manager = "cgroupfs"\n'
+        'events_logger = "file"\n'
+        f'runtime = "{runtime}"\n')
+    (base / "storage.conf").write_text(
+        f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
+    return {"CONTAINERS_CONF": str(base / "containers.conf"), "CONTAINERS_STORAGE_CONF": str(base / "storage.conf")}
+
+
 class Podman:
     """podman with a private store, the settings this machine needs and a private CDI
     spec dir, ``cdi_dir``, that it sees as /etc/cdi."""
@@ -200,18 +216,7 @@ class Podman:
         base.mkdir(parents=True, exist_ok=True)
         self.cdi_dir = base / "cdi"
         self.cdi_dir.mkdir(exist_ok=True)
-        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-        (base / "containers.conf").write_text(
-            "[containers]\n"
-            f'default_ulimits = ["nofile={hard}:{hard}", "nproc=32768:32768"]\n'
-            "[engine]\n"
-            'cgroup_manager = "cgroupfs"\n'
-            'events_logger = "file"\n'
-            'runtime = "runc"\n')
-        (base / "storage.conf").write_text(
-            f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
-        self.env = dict(os.environ, CONTAINERS_CONF=str(base / "containers.conf"),
-                        CONTAINERS_STORAGE_CONF=str(base / "storage.conf"))
+        self.env = dict(os.environ, **podman_config(base))
         self.run_cmd(["import", "-q", str(cached_rootfs_tar()), IMAGE], check=True)
 
     def run_cmd(self, args: Sequence[str], check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
