@@ -14,8 +14,9 @@ a chroot the way back lands on the host's root.  What the tests need from the ho
 bind-mounted at the same paths: the project checkout (its venv and binaries), the host's
 Python (the venv's interpreter and stdlib, which the `xpu-cdi` CLI and the binaries'
 Python half run on) and each test's own directories.  Nothing the tree runs may write
-into the tree itself: it is shared by every test and run; each entry gets its own /run
-and /tmp (tmpfs).
+into the tree itself: it is shared by every test and run; each entry gets its own /run,
+/tmp and /root (tmpfs).  The only paths the entries add to the tree are the empty mount
+points of the binds.
 """
 
 from __future__ import annotations
@@ -195,6 +196,7 @@ mount --rbind /sys "$T/sys"
 mount --rbind /dev "$T/dev"
 mount -t tmpfs -o mode=755 tmpfs "$T/run"
 mount -t tmpfs -o mode=1777 tmpfs "$T/tmp"
+mount -t tmpfs -o mode=700 tmpfs "$T/root"   # HOME: podman 5 makes dirs there on every run
 i=0
 while [ "$i" -lt "$nb" ]; do
   p=$1; shift; i=$((i + 1))
