@@ -249,4 +249,29 @@ def other_tree() -> Path:
                     "no other release line to build a tree of")
     if os.geteuid() != 0:
         pytest.skip("building and entering a release tree needs root (debootstrap, mount namespaces)")
-    return ensure_tree(release)
+    root = ensure_tree(release)
+    reason = _host_binaries_fail(release, root)
+    if reason:
+        pytest.skip(reason)
+    return root
+
+
+_PROBED: Dict[str, str] = {}
+
+
+def _host_binaries_fail(release: str, root: Path) -> str:
+    """Why the project's binaries and the venv's Python (built on the host) cannot run in
+    the tree, or "" when they can: built against a newer glibc than the tree's (a Debian
+    13 host, a Debian 12 tree) they cannot, and the tree's line is then skipped."""
+    if release not in _PROBED:
+        bindir = Path(sys.executable).parent
+        tree = Tree(release, root)
+        failed = []
+        for cmd in ([str(bindir / "xpu-cdi-hook"), "--help"], [sys.executable, "-c", "import xpu_cdi.cli"]):
+            r = tree.run(cmd)
+            if r.returncode != 0:
+                failed.append(f"{' '.join(cmd)}: {(r.stderr.strip().splitlines() or ['exit %d' % r.returncode])[-1]}")
+        _PROBED[release] = "" if not failed else (
+            f"the project's binaries, built on this {host_release()} host, do not run in the {release} tree "
+            f"(a host glibc newer than the tree's?): {'; '.join(failed)}")
+    return _PROBED[release]
