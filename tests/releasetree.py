@@ -100,7 +100,8 @@ def _run(cmd: Sequence[str], logf, timeout: float = 900) -> None:
     r = subprocess.run(list(cmd), stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                        timeout=timeout, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C"))
     if r.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} failed (exit {r.returncode})")
+        raise RuntimeError(f"building the release tree: {cmd[0]} failed (exit {r.returncode}); "
+                           f"its output is in {logf.name}")
 
 
 def build(release: str, dest: Path) -> Dict[str, float]:
