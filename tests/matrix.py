@@ -28,7 +28,7 @@ import yaml
 import devdirs
 import fakehost
 import releasetree
-from runtimes import cached_rootfs_tar, podman_config, private_etc_cdi, unique
+from runtimes import cached_rootfs_tar, past_exit_code_race, podman_config, private_etc_cdi, unique
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -377,18 +377,13 @@ class PlacePodman:
         assert r.returncode == 0, r.stderr
 
     def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        cmd = private_etc_cdi(self.spec_dir, self.base, ["podman", *args])
-        return self.place.run(cmd, env=self.env, timeout=timeout, cgroups=self.cgroups)
+        def once(a: Sequence[str]) -> subprocess.CompletedProcess:
+            cmd = private_etc_cdi(self.spec_dir, self.base, ["podman", *a])
+            return self.place.run(cmd, env=self.env, timeout=timeout, cgroups=self.cgroups)
+        return past_exit_code_race(once, args)
 
     def run(self, args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
-        from runtimes import PODMAN_EXIT_CODE_RACE
-
-        r = self.podman("run", "--rm", "--network", "none", *args, IMAGE, *command)
-        if r.returncode != 0 and PODMAN_EXIT_CODE_RACE in r.stderr:
-            # podman 4.3's own race under load (see runtimes.Podman.run): the container ran
-            self.podman("rm", "-af")
-            r = self.podman("run", "--rm", "--network", "none", *args, IMAGE, *command)
-        return r
+        return self.podman("run", "--rm", "--network", "none", *args, IMAGE, *command)
 
     def close(self) -> None:
         self.podman("rm", "-af")

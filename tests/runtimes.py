@@ -22,7 +22,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -207,6 +207,19 @@ def podman_config(base: Path, runtime: str = "runc") -> Dict[str, str]:
     return {"CONTAINERS_CONF": str(base / "containers.conf"), "CONTAINERS_STORAGE_CONF": str(base / "storage.conf")}
 
 
+def past_exit_code_race(podman: Callable[[Sequence[str]], subprocess.CompletedProcess],
+                        args: Sequence[str]) -> subprocess.CompletedProcess:
+    """``podman(args)``, once more when a ``run`` failed with PODMAN_EXIT_CODE_RACE: podman
+    4.3 sometimes reads the container's exit code from its DB before conmon has stored it
+    (under load) and fails the run itself; the container ran.  Only this message of
+    podman's own is retried, never a failure of the container."""
+    r = podman(args)
+    if r.returncode != 0 and PODMAN_EXIT_CODE_RACE in r.stderr and "run" in args:
+        podman(["rm", "-af"])
+        r = podman(args)
+    return r
+
+
 class Podman:
     """podman with a private store, the settings this machine needs and a private CDI
     spec dir, ``cdi_dir``, that it sees as /etc/cdi."""
@@ -220,19 +233,17 @@ class Podman:
         self.run_cmd(["import", "-q", str(cached_rootfs_tar()), IMAGE], check=True)
 
     def run_cmd(self, args: Sequence[str], check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+        r = past_exit_code_race(lambda a: self._podman(a, timeout), args)
+        if check and r.returncode != 0:
+            raise subprocess.CalledProcessError(r.returncode, ["podman", *args], r.stdout, r.stderr)
+        return r
+
+    def _podman(self, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
         return subprocess.run(private_etc_cdi(self.cdi_dir, self.base, ["podman", *args]), env=self.env,
-                              capture_output=True, text=True, timeout=timeout, check=check,
-                              stdin=subprocess.DEVNULL)
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
     def run(self, podman_args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
-        r = self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
-        if r.returncode != 0 and PODMAN_EXIT_CODE_RACE in r.stderr:
-            # podman 4.3 sometimes reads the container's exit code from its DB before conmon
-            # has stored it (under load) and fails the run itself; the container ran.  Run it
-            # once more: only this message of podman's own, never a failure of the container.
-            self.run_cmd(["rm", "-af"])
-            r = self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
-        return r
+        return self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
 
     def close(self) -> None:
         self.run_cmd(["rm", "-af"])
