@@ -201,6 +201,10 @@ def podman_config(base: Path, runtime: str = "runc") -> Dict[str, str]:
         "[engine]\n"
         'cgroup_manager = "cgroupfs"\n'
         'events_logger = "file"\n'
+        # its own, not /run/libpod: `podman system reset` of one test's podman empties its
+        # tmp dir, and a shared one breaks every other podman running at that moment
+        # ("creating runtime status file: open /run/libpod/alive")
+        f'tmp_dir = "{base}/tmp"\n'
         f'runtime = "{runtime}"\n')
     (base / "storage.conf").write_text(
         f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
