@@ -374,7 +374,9 @@ class PlacePodman:
         self.version = release_of(version_line(place, ["podman", "--version"]))
         self.env = [f"{k}={v}" for k, v in podman_config(base, runtime).items()]
         r = self.podman("import", "-q", str(cached_rootfs_tar()), IMAGE)
-        assert r.returncode == 0, r.stderr
+        if r.returncode != 0:
+            self.close()
+            raise RuntimeError(f"podman import in the {place.name} failed: {r.stderr}")
 
     def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         def once(a: Sequence[str]) -> subprocess.CompletedProcess:
