@@ -41,12 +41,13 @@ from runtimes import CACHE
 REPO = Path(__file__).resolve().parent.parent
 
 #: The runtimes of each release line, installed into the tree (recommends off).  trixie's
-#: docker.io no longer depends on its client: docker-cli is named explicitly there.
+#: docker.io no longer depends on its client: docker-cli is named explicitly there.  The
+#: libraries are what the host's Python and the project's binaries (bound in) link with.
 PACKAGES: Dict[str, List[str]] = {
     "bookworm": ["runc", "crun", "podman", "containerd", "docker.io", "busybox-static",
-                 "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "procps"],
+                 "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libjansson4", "libyaml-0-2", "procps"],
     "trixie": ["runc", "crun", "podman", "containerd", "docker.io", "docker-cli", "busybox-static",
-               "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "procps"],
+               "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libjansson4", "libyaml-0-2", "procps"],
 }
 OTHER = {"bookworm": "trixie", "trixie": "bookworm"}
 VERSION_OF = {"bookworm": "12", "trixie": "13"}
