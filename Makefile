@@ -17,6 +17,7 @@ deps:
 	@# the device plugin's tests also run it on Debian's own grpcio/protobuf (what the .deb runs on)
 	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-click python3-yaml python3-jsonschema \
 	  python3-pyudev python3-cffi-backend python3-tomlkit
+	@sh scripts/install-runtime-matrix-deps.sh
 
 $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/fast/*)
 	@$(MAKE) --no-print-directory deps

@@ -13,11 +13,22 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests import fakehost, runtimes
 
+import devdirs  # noqa: E402
 import fakehost  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 IS_ROOT = os.geteuid() == 0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Fake device nodes need a filesystem without nodev: where the temp dir is nodev (a
+    stock Debian 13 host's /tmp), pytest's base temp dir moves to one that allows them.
+    xdist workers inherit the controller's."""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        base = devdirs.pytest_basetemp()
+        if base is not None:
+            config.option.basetemp = str(base)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:

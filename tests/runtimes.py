@@ -1,7 +1,7 @@
 """Real container runtimes for end-to-end tests (no mocks): a busybox rootfs,
 runc/crun bundles, podman with a private store, containerd 1.6.
 
-Facts of this kind of machine (see docs/testing.md): hybrid cgroups with the
+Facts of this kind of machine (see docs/runtime-integration.md#tested-live): hybrid cgroups with the
 v1 devices controller; no systemd (podman: cgroupfs + file events logger);
 root cannot raise rlimits (podman default_ulimits at the hard limit); crun
 refuses hybrid mode unless run in a private mount namespace with
@@ -22,7 +22,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -40,6 +40,12 @@ def require(*tools: str) -> None:
     missing = [t for t in tools if not have(t)]
     if missing:
         pytest.fail(f"missing {', '.join(missing)}: run `make deps` (scripts/install-deps.sh)")
+
+
+def cgroup_v2_only() -> bool:
+    """cgroup2 alone on /sys/fs/cgroup (a stock Debian 13 host), not this kind of machine's
+    hybrid layout (v1 controllers, cgroup2 at /sys/fs/cgroup/unified)."""
+    return Path("/sys/fs/cgroup/cgroup.controllers").exists()
 
 
 def unique(prefix: str) -> str:
@@ -160,45 +166,94 @@ def run_runc(bundle: Bundle, runtime: str = "runc", timeout: float = 60,
 
 PODMAN_EXIT_CODE_RACE = "from DB: no such exit code"
 
+#: Run a command in a private mount namespace whose /etc/cdi is $1: podman reads CDI specs
+#: from /etc/cdi (and /var/run/cdi) only.  podman 4.3 has no setting for it, and podman
+#: 5.4 ignores containers.conf's cdi_spec_dirs (containers/podman#25691: "unresolvable CDI
+#: devices" with the spec in the configured dir).  The test's dir is bound over /etc/cdi
+#: where that exists, else on an overlay of /etc whose upper layer ($2, $3 its workdir)
+#: is the test's, so the machine's (or a release tree's) /etc never changes.
+PRIVATE_ETC_CDI = r"""
+set -e
+spec=$1 upper=$2 work=$3; shift 3
+if [ ! -d /etc/cdi ]; then
+  mkdir -p "$upper" "$work"
+  mount -t overlay overlay -o "lowerdir=/etc,upperdir=$upper,workdir=$work" /etc
+  mkdir -p /etc/cdi
+fi
+mount --bind "$spec" /etc/cdi
+exec "$@"
+"""
+
+
+def private_etc_cdi(spec_dir: Path, scratch: Path, cmd: Sequence[str]) -> List[str]:
+    """*cmd* run with *spec_dir* as its /etc/cdi (PRIVATE_ETC_CDI; *scratch* for the overlay)."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", PRIVATE_ETC_CDI, "cdi",
+            str(spec_dir), str(scratch / "etc-upper"), str(scratch / "etc-work"), *cmd]
+
+
+def podman_config(base: Path, runtime: str = "runc") -> Dict[str, str]:
+    """containers.conf and storage.conf for a podman with its store under *base* and the
+    settings this machine needs; the environment variables that select them."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    (base / "containers.conf").write_text(
+        "[containers]\n"
+        f'default_ulimits = ["nofile={hard}:{hard}", "nproc=32768:32768"]\n'
+        "[engine]\n"
+        'cgroup_manager = "cgroupfs"\n'
+        'events_logger = "file"\n'
+        # its own, not /run/libpod: `podman system reset` of one test's podman empties its
+        # tmp dir, and a shared one breaks every other podman running at that moment
+        # ("creating runtime status file: open /run/libpod/alive")
+        f'tmp_dir = "{base}/tmp"\n'
+        f'runtime = "{runtime}"\n')
+    (base / "storage.conf").write_text(
+        f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
+    return {"CONTAINERS_CONF": str(base / "containers.conf"), "CONTAINERS_STORAGE_CONF": str(base / "storage.conf")}
+
+
+def past_exit_code_race(podman: Callable[[Sequence[str]], subprocess.CompletedProcess],
+                        args: Sequence[str]) -> subprocess.CompletedProcess:
+    """``podman(args)``, once more when a ``run`` failed with PODMAN_EXIT_CODE_RACE: podman
+    4.3 sometimes reads the container's exit code from its DB before conmon has stored it
+    (under load) and fails the run itself; the container ran.  Only this message of
+    podman's own is retried, never a failure of the container."""
+    r = podman(args)
+    if r.returncode != 0 and PODMAN_EXIT_CODE_RACE in r.stderr and "run" in args:
+        podman(["rm", "-af"])
+        r = podman(args)
+    return r
+
 
 class Podman:
-    """podman with a private store and the settings this machine needs."""
+    """podman with a private store, the settings this machine needs and a private CDI
+    spec dir, ``cdi_dir``, that it sees as /etc/cdi."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
-        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-        (base / "containers.conf").write_text(
-            "[containers]\n"
-            f'default_ulimits = ["nofile={hard}:{hard}", "nproc=32768:32768"]\n'
-            "[engine]\n"
-            'cgroup_manager = "cgroupfs"\n'
-            'events_logger = "file"\n'
-            'runtime = "runc"\n')
-        (base / "storage.conf").write_text(
-            f'[storage]\ndriver = "overlay"\ngraphroot = "{base}/root"\nrunroot = "{base}/runroot"\n')
-        self.env = dict(os.environ, CONTAINERS_CONF=str(base / "containers.conf"),
-                        CONTAINERS_STORAGE_CONF=str(base / "storage.conf"))
+        self.cdi_dir = base / "cdi"
+        self.cdi_dir.mkdir(exist_ok=True)
+        self.env = dict(os.environ, **podman_config(base))
         self.run_cmd(["import", "-q", str(cached_rootfs_tar()), IMAGE], check=True)
 
     def run_cmd(self, args: Sequence[str], check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run(["podman", *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=check, stdin=subprocess.DEVNULL)
+        r = past_exit_code_race(lambda a: self._podman(a, timeout), args)
+        if check and r.returncode != 0:
+            raise subprocess.CalledProcessError(r.returncode, ["podman", *args], r.stdout, r.stderr)
+        return r
+
+    def _podman(self, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run(private_etc_cdi(self.cdi_dir, self.base, ["podman", *args]), env=self.env,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
     def run(self, podman_args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
-        r = self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
-        if r.returncode != 0 and PODMAN_EXIT_CODE_RACE in r.stderr:
-            # podman 4.3 sometimes reads the container's exit code from its DB before conmon
-            # has stored it (under load) and fails the run itself; the container ran.  Run it
-            # once more: only this message of podman's own, never a failure of the container.
-            self.run_cmd(["rm", "-af"])
-            r = self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
-        return r
+        return self.run_cmd(["run", "--rm", "--network", "none", *podman_args, IMAGE, *command])
 
     def close(self) -> None:
         self.run_cmd(["rm", "-af"])
         self.run_cmd(["rmi", "-af"])
-        subprocess.run(["podman", "system", "reset", "-f"], env=self.env, capture_output=True)
+        subprocess.run(private_etc_cdi(self.cdi_dir, self.base, ["podman", "system", "reset", "-f"]),
+                       env=self.env, capture_output=True)
         # a run podman lost track of (its exit-code race) leaves runc's state behind
         listed = subprocess.run(["runc", "list", "-f", "json"], capture_output=True, text=True)
         for c in json.loads(listed.stdout or "null") or []:
@@ -211,27 +266,28 @@ class Podman:
 
 
 @pytest.fixture
-def podman(tmp_path: Path) -> Iterator[Podman]:
+def podman() -> Iterator[Podman]:
     """A podman with a private store, removed (containers, images, mounts) afterwards."""
     require("podman", "runc")
-    p = Podman(tmp_path / "podman")
+    # a short path: podman 4.3 waits 20 s for each container's exit ("Exceeded conmon
+    # timeout") when its store's paths are as long as xdist's tmp paths
+    p = Podman(Path(tempfile.mkdtemp(prefix="xp-")))
     try:
         yield p
     finally:
         p.close()
 
 
-def podman_cdi_dirs_note() -> str:
-    return "podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only"
-
-
-def oci_image_archive() -> Path:
+def oci_image_archive(name: str = IMAGE, cmd: Sequence[str] = ("sh",)) -> Path:
     """An OCI image archive of the busybox rootfs for `ctr image import`, named
-    IMAGE; built once per machine (no registry, no podman needed)."""
+    *name* and running *cmd* by default; built once per machine (no registry, no
+    podman needed).  A pod sandbox's pause image is one of these running sleep."""
     import hashlib
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    tar = CACHE / "busybox-oci.tar"
+    key = "" if (name, tuple(cmd)) == (IMAGE, ("sh",)) else \
+        "-" + hashlib.sha256(json.dumps([name, list(cmd)]).encode()).hexdigest()[:12]
+    tar = CACHE / f"busybox-oci{key}.tar"
     with open(CACHE / ".lock-oci", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if tar.exists():
@@ -246,7 +302,7 @@ def oci_image_archive() -> Path:
 
         layer_desc = blob(layer)
         config = json.dumps({"architecture": "amd64", "os": "linux",
-                             "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["sh"]},
+                             "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": list(cmd)},
                              "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]}}).encode()
         manifest = json.dumps({
             "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -254,7 +310,7 @@ def oci_image_archive() -> Path:
             "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}]}).encode()
         index = json.dumps({"schemaVersion": 2, "manifests": [{
             "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
-            "annotations": {"io.containerd.image.name": IMAGE, "org.opencontainers.image.ref.name": "latest"}}]})
+            "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "latest"}}]})
         tmp = Path(str(tar) + ".tmp")
         with tarfile.open(tmp, "w") as t:
             def add(name: str, data: bytes) -> None:
@@ -267,6 +323,25 @@ def oci_image_archive() -> Path:
                 add("blobs/sha256/" + digest.split(":", 1)[1], data)
         os.rename(tmp, tar)
     return tar
+
+
+def private_containerd_config(text: str, base: Path, address: str) -> str:
+    """*text* (a containerd config.toml) with root, state, sockets, the opt dir and the
+    CRI plugin's CNI dirs moved under *base* and *address*."""
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    doc["root"], doc["state"] = str(base / "root"), str(base / "state")
+    doc.setdefault("grpc", tomlkit.table())["address"] = address
+    doc.setdefault("ttrpc", tomlkit.table())["address"] = address + ".ttrpc"
+    plugins = doc.setdefault("plugins", tomlkit.table())
+    opt = "opt" if doc.get("version", 1) == 1 else "io.containerd.internal.v1.opt"
+    plugins.setdefault(opt, tomlkit.table())["path"] = str(base / "opt")
+    cri = plugins.get("cri" if opt == "opt" else "io.containerd.grpc.v1.cri")
+    if cri is not None:  # the CRI plugin creates and watches its CNI conf dir
+        cni = cri.setdefault("cni", tomlkit.table())
+        cni["conf_dir"], cni["bin_dir"] = str(base / "cni" / "net.d"), str(base / "cni" / "bin")
+    return tomlkit.dumps(doc)
 
 
 class Containerd:
@@ -285,7 +360,7 @@ class Containerd:
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
         # unix socket paths are limited to ~104 bytes: xdist's tmp paths are longer
-        self.sock_dir = tempfile.mkdtemp(prefix="xc-", dir="/tmp")
+        self.sock_dir = tempfile.mkdtemp(prefix="xc-")
         self.address = os.path.join(self.sock_dir, "c.sock")
         self.namespace = unique("xc")
         self.config_path = base / "config.toml"
@@ -312,21 +387,7 @@ class Containerd:
         raise RuntimeError(f"containerd did not come up (exit {self.proc.returncode}):\n{tail}")
 
     def private(self, text: str) -> str:
-        """*text* with root, state, sockets and the opt dir moved under base."""
-        import tomlkit
-
-        doc = tomlkit.parse(text)
-        doc["root"], doc["state"] = str(self.base / "root"), str(self.base / "state")
-        doc.setdefault("grpc", tomlkit.table())["address"] = self.address
-        doc.setdefault("ttrpc", tomlkit.table())["address"] = self.address + ".ttrpc"
-        plugins = doc.setdefault("plugins", tomlkit.table())
-        opt = "opt" if doc.get("version", 1) == 1 else "io.containerd.internal.v1.opt"
-        plugins.setdefault(opt, tomlkit.table())["path"] = str(self.base / "opt")
-        cri = plugins.get("cri" if opt == "opt" else "io.containerd.grpc.v1.cri")
-        if cri is not None:  # the CRI plugin creates and watches its CNI conf dir
-            cni = cri.setdefault("cni", tomlkit.table())
-            cni["conf_dir"], cni["bin_dir"] = str(self.base / "cni" / "net.d"), str(self.base / "cni" / "bin")
-        return tomlkit.dumps(doc)
+        return private_containerd_config(text, self.base, self.address)
 
     def ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return subprocess.run(["ctr", "--address", self.address, "-n", self.namespace, *args],

@@ -63,7 +63,8 @@ class TestCdiSupport:
         """The upgrade target named in fixes is the first release loading the version."""
         assert runtimes.first_release_for("containerd", "0.6.0") == "1.7.12"
         assert runtimes.first_release_for("docker", "1.0.0") == "28.1.0"
-        assert runtimes.first_release_for("podman", "0.6.0") == ""
+        assert runtimes.first_release_for("podman", "0.6.0") == "5.4.0"  # measured: 4.3 no, 5.4 yes
+        assert runtimes.first_release_for("podman", "1.0.0") == ""
 
 
 def test_docker_client_without_dockerd_is_no_docker() -> None:

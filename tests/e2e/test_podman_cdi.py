@@ -1,20 +1,19 @@
 """End to end: generate a spec for a fake host and let real podman 4.3 inject it
 through CDI (no hook of ours on this path except the spec's own ldcache hook).
 
-podman 4.3 reads specs only from /etc/cdi and /var/run/cdi, so each test
-installs its spec there under a kind unique to the test (a shared kind in
-two files of one directory would make both conflict) and removes it after.
+podman reads specs only from /etc/cdi and /var/run/cdi (4.3 has no setting for it), so
+each test's podman sees its own spec dir as /etc/cdi (runtimes.Podman), with the spec
+under a kind unique to the test.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterator, List
+
 
 import pytest
 
@@ -27,21 +26,16 @@ ENXIO = "No such device or address"
 
 
 @pytest.fixture
-def etc_cdi_spec(request: pytest.FixtureRequest) -> Iterator[List[Path]]:
-    """Files this test puts in /etc/cdi, removed afterwards whatever happens."""
-    files: List[Path] = []
-    yield files
-    for f in files:
-        for p in (f, Path(str(f) + ".xpu-cdi")):
-            p.unlink(missing_ok=True)
+def cdi_dir(podman: Podman) -> Path:
+    """The spec dir this test's podman sees as /etc/cdi (runtimes.Podman: a private mount
+    namespace per podman command); nothing is written to the machine's /etc/cdi."""
+    return podman.cdi_dir
 
 
-def install_spec(host: fakehost.FakeHost, profile: str, files: List[Path], *extra: str) -> str:
-    """Generate into /etc/cdi under a unique kind; return the kind."""
+def install_spec(host: fakehost.FakeHost, profile: str, cdi_dir: Path, *extra: str) -> str:
+    """Generate into the podman's spec dir under a kind unique to the test; return the kind."""
     vendor = f"t{uuid.uuid4().hex[:10]}.example.com"
-    out = Path("/etc/cdi") / f"{vendor}.json"
-    files.append(out)
-    os.makedirs("/etc/cdi", exist_ok=True)
+    out = cdi_dir / f"{vendor}.json"
     r = subprocess.run([XPU_CDI, "generate", "--profile", profile, "--profiles-dir", "/nonexistent",
                         *host.cli_roots, "--vendor", vendor, "--output", str(out), *extra],
                        capture_output=True, text=True)
@@ -57,10 +51,10 @@ SCRIPT_XPU = ("ls -ln /dev/xpu* ; env | grep ^LD_LIBRARY_PATH= ; "
 
 
 class TestKunlunxin:
-    def test_one_card(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
+    def test_one_card(self, podman: Podman, host_root: Path, cdi_dir: Path) -> None:
         """--device kind=3: /dev/xpu3 and /dev/xpuctrl usable (ENXIO), others absent, libs ro, env set."""
         host = fakehost.kunlunxin(host_root, 8)
-        kind = install_spec(host, "kunlunxin", etc_cdi_spec, "--ld-library-path-env")
+        kind = install_spec(host, "kunlunxin", cdi_dir, "--ld-library-path-env")
         r = podman.run(["--device", f"{kind}=3"], ["sh", "-c", SCRIPT_XPU])
         assert r.returncode == 0, r.stderr
         out = r.stdout
@@ -72,27 +66,27 @@ class TestKunlunxin:
         assert " ro," in [ln for ln in out.splitlines() if " /usr/local/xpu " in ln][0]
         assert "version:5.0.21" in out and "Read-only file system" in out
 
-    def test_all(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
+    def test_all(self, podman: Podman, host_root: Path, cdi_dir: Path) -> None:
         """--device kind=all: every card node is present and allowed."""
         host = fakehost.kunlunxin(host_root, 8)
-        kind = install_spec(host, "kunlunxin", etc_cdi_spec)
+        kind = install_spec(host, "kunlunxin", cdi_dir)
         script = "for i in 0 1 2 3 4 5 6 7; do (echo x > /dev/xpu$i) 2>&1; done; true"
         r = podman.run(["--device", f"{kind}=all"], ["sh", "-c", script])
         assert r.returncode == 0, r.stderr
         assert r.stdout.count(ENXIO) == 8
 
-    def test_unknown_device_refused(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
+    def test_unknown_device_refused(self, podman: Podman, host_root: Path, cdi_dir: Path) -> None:
         """A device the spec does not define stops the container from being created."""
         host = fakehost.kunlunxin(host_root, 2)
-        kind = install_spec(host, "kunlunxin", etc_cdi_spec)
+        kind = install_spec(host, "kunlunxin", cdi_dir)
         r = podman.run(["--device", f"{kind}=9"], ["true"])
         assert r.returncode != 0 and "unresolvable CDI devices" in r.stderr
 
     def test_cgroup_denies_what_was_not_requested(self, podman: Podman, host_root: Path,
-                                                  etc_cdi_spec: List[Path]) -> None:
+                                                  cdi_dir: Path) -> None:
         """The oracle works: a node made inside the container without an allow rule gives EPERM."""
         host = fakehost.kunlunxin(host_root, 2)
-        kind = install_spec(host, "kunlunxin", etc_cdi_spec)
+        kind = install_spec(host, "kunlunxin", cdi_dir)
         r = podman.run(["--device", f"{kind}=0", "--cap-add", "MKNOD"],
                        ["sh", "-c", "mknod /tmp/x1 c 240 1 && (echo x > /tmp/x1) 2>&1; true"])
         assert r.returncode == 0, r.stderr
@@ -100,10 +94,10 @@ class TestKunlunxin:
 
 
 class TestAscend:
-    def test_two_npus(self, podman: Podman, host_root: Path, etc_cdi_spec: List[Path]) -> None:
+    def test_two_npus(self, podman: Podman, host_root: Path, cdi_dir: Path) -> None:
         """Two NPUs plus the manager nodes, driver libs mounted read-only."""
         host = fakehost.ascend(host_root, 4)
-        kind = install_spec(host, "ascend", etc_cdi_spec, "--ld-library-path-env")
+        kind = install_spec(host, "ascend", cdi_dir, "--ld-library-path-env")
         script = ("ls /dev/ | grep -E 'davinci|devmm|hisi' ; env | grep ^LD_LIBRARY_PATH= ; "
                   "for n in /dev/davinci1 /dev/davinci_manager; do (echo x > $n) 2>&1; done; "
                   "cat /usr/local/Ascend/driver/version.info; true")

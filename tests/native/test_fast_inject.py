@@ -22,12 +22,12 @@ import re
 import shutil
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
+import devdirs
 import runtimes
 from hookkit import install_launcher
 
@@ -51,7 +51,7 @@ echo END
 @pytest.fixture(scope="module")
 def base() -> Iterator[Path]:
     """World-traversable (the user namespace case's mapped root must reach it)."""
-    d = Path(tempfile.mkdtemp(prefix="xpu-cdi-fast-inject-", dir="/tmp"))
+    d = devdirs.device_tmpdir("xpu-cdi-fast-inject-")
     d.chmod(0o755)
     try:
         yield d

@@ -29,7 +29,11 @@ FIXTURES = {
     "containerd-custom.toml": (2, {"SystemdCgroup": True}),
     "containerd-v1.toml": (1, {"SystemdCgroup": True}),
     "containerd-debian.toml": (2, {}),
+    # `containerd config default` of Debian 13's containerd 1.7.24: has enable_cdi = false
+    "containerd-1.7.24-debian13-default.toml": (2, {"SystemdCgroup": False}),
 }
+# what `configure --enable-cdi --set-as-default` may change in a line that was already there
+CHANGED_KEYS = ("default_runtime_name", "enable_cdi", "cdi_spec_dirs")
 
 
 def at(doc: Dict[str, Any], keys: List[str]) -> Any:
@@ -82,12 +86,13 @@ class TestInPlace:
         assert "runc" in cri["containerd"]["runtimes"], "containerd's built-in runc handler must survive"
 
     def test_everything_else_is_kept(self, config_file: Path) -> None:
-        """Only lines are added (comments, order and quoting stay), except the default runtime's value."""
+        """Only lines are added (comments, order and quoting stay), except the values asked
+        for: the default runtime's, and enable_cdi / cdi_spec_dirs where the file has them."""
         before = config_file.read_text()
         assert configure(config_file, "--enable-cdi", "--set-as-default").exit_code == 0
         after = config_file.read_text()
         removed = [line for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line.startswith("- ")]
-        assert all("default_runtime_name" in line for line in removed), removed
+        assert all(line.split("=")[0].strip("- ").strip() in CHANGED_KEYS for line in removed), removed
         old, new = tomllib.loads(before), tomllib.loads(after)
         version = old.get("version", 1)
         cri_new = at(new, CRI[version])
@@ -100,6 +105,8 @@ class TestInPlace:
         for key in ("enable_cdi", "cdi_spec_dirs"):
             if key not in at(old, CRI[version]):
                 del cri_new[key]
+            else:  # containerd 1.7's own default has both (enable_cdi = false)
+                cri_new[key] = at(old, CRI[version])[key]
         old_default = at(old, CRI[version]).get("containerd", {}).get("default_runtime_name")
         if old_default is None:
             cri_new["containerd"].pop("default_runtime_name", None)

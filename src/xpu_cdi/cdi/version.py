@@ -49,8 +49,9 @@ def minimum(spec: Dict[str, Any]) -> str:
 # Highest cdiVersion the CDI library bundled with each runtime release accepts.
 RUNTIME_MAX: Dict[str, Iterable[Tuple[Tuple[int, ...], str]]] = {
     # (first release with this library, highest cdiVersion), newest first
-    # podman: only 4.3 (Debian 12) is measured; newer releases are assumed no better.
-    "podman": (((4, 3, 0), "0.5.0"),),
+    # podman: 4.3.1 (Debian 12) and 5.4.2 (Debian 13) measured live (tests/e2e/test_matrix_podman.py);
+    # releases between them are assumed no better than 4.3.
+    "podman": (((5, 4, 0), "0.8.0"), ((4, 3, 0), "0.5.0")),
     "containerd": (((2, 2, 1), "1.1.0"), ((2, 0, 5), "1.0.0"), ((1, 7, 27), "0.8.0"),
                    ((1, 7, 16), "0.7.0"), ((1, 7, 12), "0.6.0"), ((1, 7, 0), "0.5.0")),
     "crio": (((1, 31, 0), "0.8.0"), ((1, 30, 0), "0.7.0"), ((1, 28, 0), "0.6.0"), ((1, 26, 0), "0.5.0")),

@@ -1,0 +1,20 @@
+#!/bin/sh
+# The host side of the test suite's runtime matrix (tests/releasetree.py):
+# debootstrap (builds the other Debian release's runtimes in a tree),
+# docker.io (the host's own Docker line) and rpm (rpmspec, for the .rpm
+# scriptlet tests).  Installing docker.io must not start a dockerd on the
+# machine (it would rewrite iptables and add a bridge): while it installs, a
+# policy-rc.d refuses every service start, unless the machine already has one.
+set -eu
+here=$(dirname "$0")
+policy=/usr/sbin/policy-rc.d
+ours=""
+if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# written by xpu-cdi install-runtime-matrix-deps.sh while it installs\nexit 101\n' > "$policy"
+  chmod 755 "$policy"
+  ours=1
+fi
+rc=0
+sh "$here/install-deps.sh" debootstrap docker.io rpm || rc=$?
+[ -n "$ours" ] && rm -f "$policy"
+exit "$rc"
