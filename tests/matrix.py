@@ -154,7 +154,7 @@ class Cards:
 
 SCRIPT = ("for i in " + " ".join(map(str, range(CARDS))) + " ctrl; do n=/dev/xpu$i; "
           "if [ -e $n ]; then echo \"present $n\"; (echo x > $n) 2>&1 | sed \"s|^|$n: |\"; fi; done; "
-          f"grep ' {DRIVER} ' /proc/mounts; cat {DRIVER}/version.txt; (touch {DRIVER}/new) 2>&1; true")
+          f"grep ' {DRIVER} ' /proc/mounts; cat {DRIVER}/version; (touch {DRIVER}/new) 2>&1; true")
 
 
 def check_cards(out: str, asked: Iterable[int]) -> None:
@@ -170,7 +170,7 @@ def check_cards(out: str, asked: Iterable[int]) -> None:
         return
     mounts = [ln for ln in out.splitlines() if f" {DRIVER} " in ln]
     assert mounts and all(re.search(r"\sro[,\s]", ln) for ln in mounts), f"driver mount not read-only:\n{out}"
-    assert "XRE 5.0.21" in out and "Read-only file system" in out, out
+    assert "version:5.0.21" in out and "Read-only file system" in out, out
 
 
 # ------------------------------------------------------------------------------ docker

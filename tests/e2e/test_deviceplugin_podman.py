@@ -4,14 +4,10 @@ kubelet hands ``cdi_devices`` to a runtime (one ``--device`` per CDI name).
 The fake kubelet (tests/deviceplugin/kubeletkit.py, stubs from the upstream
 proto) registers the plugin and calls Allocate; the container must see exactly
 the allocated cards, usable (a write gives ENXIO: the cgroup allows them), and
-none of the others.  podman 4.3 reads specs from /etc/cdi only, so the spec is
-generated there under a kind unique to the test (removed afterwards) and the
-plugin reads a private copy of it (other tests' specs in /etc/cdi stay out of
-its way).
-
-The same answer through containerd 1.7's CRI (``CDI_devices`` and the
-annotation) needs the runtime matrix's containerd 1.7 and CRI client
-(issue 13); that test comes after the merge.
+none of the others.  podman 4.3 reads specs from /etc/cdi only: each podman
+command of the test sees the test's own spec dir there (runtimes.Podman), and
+the plugin reads the same dir.  The same answer through containerd 1.7's CRI
+is in test_deviceplugin_cri.py.
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ import dpnode  # noqa: E402
 import fakehost  # noqa: E402
 import kubeletkit  # noqa: E402
 from runtimes import Podman, podman  # noqa: E402,F401 - fixture
-from test_podman_cdi import ENXIO, etc_cdi_spec, install_spec  # noqa: E402,F401 - fixture
+from test_podman_cdi import ENXIO, cdi_dir, install_spec  # noqa: E402,F401 - fixture
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 
@@ -38,21 +34,17 @@ PROBE = "for i in 0 1 2 3 4 5 6 7; do if [ -e /dev/xpu$i ]; then (echo x > /dev/
 
 
 @pytest.fixture
-def served(host_root: Path, tmp_path: Path, etc_cdi_spec: List[Path]) -> Iterator[tuple]:
-    """(kind, kubelet, plugin): an 8-card host whose spec podman and the plugin both read."""
+def served(host_root: Path, tmp_path: Path, cdi_dir: Path) -> Iterator[tuple]:
+    """(kind, kubelet, plugin): an 8-card host whose spec podman (as its /etc/cdi) and the plugin
+    both read from the test's own spec dir."""
     host = fakehost.kunlunxin(host_root, 8)
-    kind = install_spec(host, "kunlunxin", etc_cdi_spec)
-    private = tmp_path / "cdi"
-    private.mkdir()
-    for f in etc_cdi_spec:
-        for p in (f, Path(str(f) + ".xpu-cdi")):
-            shutil.copy(p, private / p.name)
+    kind = install_spec(host, "kunlunxin", cdi_dir)
     # unix socket paths hold 107 bytes: the test's long kind needs a short directory
     plugin_dir = dpnode.short_dir()
     k = kubeletkit.FakeKubelet(plugin_dir)
     proc = kubeletkit.PluginProcess("pypi", [*host.cli_roots, "--profile", "kunlunxin", "--profiles-dir",
                                              "/nonexistent", "--plugin-dir", str(plugin_dir), "--spec-dir",
-                                             str(private), "--status-file", str(tmp_path / "st.json"),
+                                             str(cdi_dir), "--status-file", str(tmp_path / "st.json"),
                                              "--uevents", "none"], tmp_path / "plugin.log")
     try:
         req = k.wait_registered()

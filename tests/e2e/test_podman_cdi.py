@@ -110,12 +110,11 @@ class TestAscend:
         assert "LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64:" in r.stdout
         assert "Version=24.1.rc2" in r.stdout
 
-    def test_driver_user_opens_its_own_card(self, podman: Podman, host_root: Path,
-                                            etc_cdi_spec: List[Path]) -> None:
+    def test_driver_user_opens_its_own_card(self, podman: Podman, host_root: Path, cdi_dir: Path) -> None:
         """HwHiAiUser-style host (nodes 0660, uid/gid 1000): the spec carries uid, gid and fileMode, and a
         container process running as uid 1000 opens /dev/davinci1 (ENXIO from the fake driver), not EACCES."""
         host = fakehost.ascend(host_root, 2, owner=(fakehost.DRIVER_UID, fakehost.DRIVER_GID))
-        kind = install_spec(host, "ascend", etc_cdi_spec)
+        kind = install_spec(host, "ascend", cdi_dir)
         script = "ls -ln /dev/davinci1; (echo x > /dev/davinci1) 2>&1; id -u; true"
         r = podman.run(["--device", f"{kind}=1", "--user", "1000:1000"], ["sh", "-c", script])
         assert r.returncode == 0, r.stderr
