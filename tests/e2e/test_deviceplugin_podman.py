@@ -7,7 +7,7 @@ the allocated cards, usable (a write gives ENXIO: the cgroup allows them), and
 none of the others.  podman 4.3 reads specs from /etc/cdi only: each podman
 command of the test sees the test's own spec dir there (runtimes.Podman), and
 the plugin reads the same dir.  The same answer through containerd 1.7's CRI
-is in test_deviceplugin_cri.py.
+is in test_matrix_cri.py (test_device_plugin_allocate_through_cri).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ the pause image local (``sandbox_image``), no registry.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator, Tuple
 
@@ -25,6 +27,10 @@ import tomlkit
 import matrix
 from cri import CRI
 from matrix import Cards, CriContainerd, check_cards, other_tree  # noqa: F401 - fixture
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
+import dpnode  # noqa: E402 - the device plugin's fake kubelet (tests/deviceplugin)
+import kubeletkit  # noqa: E402
 
 grpc = pytest.importorskip("grpc", reason="grpcio (the test extra) is not installed")
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
@@ -181,3 +187,31 @@ def test_highest_cdi_version_is_doctors(pods: Pods) -> None:
         except grpc.RpcError:
             pass
     matrix.check_highest("containerd", pods.version, loaded)
+
+
+@pytest.mark.parametrize("cards", [["3"], ["1", "4", "6"]])
+def test_device_plugin_allocate_through_cri(pods: Pods, tmp_path: Path, cards: list) -> None:
+    """The whole Kubernetes chain but the scheduler: `xpu-cdi device-plugin` registers with a fake
+    kubelet, answers Allocate, and its answer goes to containerd's CRI as kubelet hands it over --
+    ``cdi_devices`` as ``CDI_devices``, the ``cdi.k8s.io/`` annotation as a container annotation, both
+    at once -- through the plain runc handler: the container has exactly the allocated cards."""
+    plugin_dir = dpnode.short_dir()
+    k = kubeletkit.FakeKubelet(plugin_dir)
+    proc = kubeletkit.PluginProcess("pypi", [*pods.cards.host.cli_roots, "--profile", "kunlunxin",
+                                             "--profiles-dir", "/nonexistent", "--plugin-dir", str(plugin_dir),
+                                             "--spec-dir", str(pods.cards.spec_dir), "--status-file",
+                                             str(tmp_path / "st.json"), "--uevents", "none"],
+                                    tmp_path / "plugin.log")
+    try:
+        assert k.wait_registered().resource_name == pods.cards.kind
+        resp = k.allocate(cards).container_responses[0]
+        names = [d.name for d in resp.cdi_devices]
+        assert names == [f"{pods.cards.kind}={c}" for c in cards]
+        assert not resp.devices and not resp.envs, resp  # CDI only: no host paths, no env
+        assert list(resp.annotations.values()) == [",".join(names)], resp.annotations
+        check_cards(pods.run(handler="", cdi_devices=names, annotations=dict(resp.annotations)),
+                    [int(c) for c in cards])
+    finally:
+        proc.stop()
+        k.stop()
+        shutil.rmtree(plugin_dir, ignore_errors=True)
