@@ -112,3 +112,31 @@ def test_podman_oci_hooks_d(xpu: HookHost, podman: "runtimes.Podman", tmp_path: 
     r = run("xpu-cdi-annotations.json", "-e", "CXPU_VISIBLE_DEVICES=1", runtimes.IMAGE, "sh", "-c", "ls /dev")
     assert r.returncode == 0 and "xpu" not in r.stdout  # no annotation: the hook did not run
     assert len(xpu.log_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("env, want", [
+    (["CXPU_VISIBLE_DEVICES=4,5", "XPU_VISIBLE_DEVICES=0,1"], [4, 5]),
+    (["XPU_VISIBLE_DEVICES=0,1"], []),
+], ids=["cxpu-and-xpu", "xpu-only"])
+def test_podman_in_process_variable_is_no_selector(xpu: HookHost, podman: "runtimes.Podman", tmp_path: Path,
+                                                   env: list, want: list) -> None:
+    """podman with the shipped oci-hooks.d file (the hook for every container): an image exporting
+    Kunlunxin's in-process XPU_VISIBLE_DEVICES=0,1 never gets host cards 0 and 1; with
+    CXPU_VISIBLE_DEVICES=4,5 beside it the container sees exactly xpu4 and xpu5, usable."""
+    doc = json.loads((HOOKS / "oci-hooks.d" / "xpu-cdi.json").read_text())
+    doc["hook"] = localised(doc["hook"], xpu)
+    hooks_dir = tmp_path / "hooks.d"
+    hooks_dir.mkdir()
+    (hooks_dir / "xpu-cdi.json").write_text(json.dumps(doc))
+    args = [a for e in env for a in ("-e", e)]
+    nodes = [f"/dev/xpu{i}" for i in range(8)]
+    r = podman.run_cmd(["--hooks-dir", str(hooks_dir), "run", "--rm", "--network", "none", *args, runtimes.IMAGE,
+                        *probe(nodes, "/usr/local/xpu")])
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, container_output(r)
+    for i in range(8):
+        if i in want:
+            assert node_line(f"/dev/xpu{i}", 240, i) in out, out
+            assert f"can't create /dev/xpu{i}: No such device or address" in out, out
+        else:
+            assert f"/dev/xpu{i} absent" in out, out
