@@ -19,11 +19,14 @@ pytestmark = [pytest.mark.privileged]
 
 RUN = r"""
 set -e
-# the test's own dir ($WORK, itself under /tmp) stays reachable at its path on the new /tmp
-mount --bind "$WORK" /mnt
+# the old /tmp stays reachable at /mnt, and what the run needs from it (the test's own
+# dir, the checkout and its venv when they live under /tmp, as a CI clone may) is bound
+# back at its path on the new /tmp
+mount --bind /tmp /mnt
 mount -t tmpfs -o mode=1777 tmpfs /tmp
-mkdir -p "$WORK"
-mount --move /mnt "$WORK"
+for p in $KEEP; do
+  case "$p" in /tmp/*) mkdir -p "$p"; mount --bind "/mnt${p#/tmp}" "$p" ;; esac
+done
 ls -A / > "$OUT/root.before"; ls -A /etc > "$OUT/etc.before"; ls -A /tmp > "$OUT/tmp.before"
 set +e
 "$@" > "$OUT/pytest.log" 2>&1
@@ -48,8 +51,10 @@ def test_hypothesis_tests_leave_no_traces(tmp_path: Path) -> None:
     out.mkdir()
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
            "--basetemp", str(tmp_path / "inner"), *tests]
+    keep = " ".join(sorted({str(tmp_path), str(REPO), sys.prefix}, key=len))  # parents bound first
     r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", RUN, "run", *cmd],
-                       cwd=REPO, env=dict(os.environ, OUT=str(out), WORK=str(tmp_path)), capture_output=True, text=True, timeout=1200)
+                       cwd=REPO, env=dict(os.environ, OUT=str(out), KEEP=keep), capture_output=True, text=True,
+                       timeout=1200)
     assert r.returncode == 0, r.stderr
     log = (out / "pytest.log").read_text()
     assert (out / "rc").read_text().strip() == "0", log[-3000:]
