@@ -280,6 +280,9 @@ int main(int argc, char **argv)
     }
     if (sub == NULL)
         return fail("no subcommand given: register `" PROG " prestart` as the hook " SEE_USAGE);
+    if (strcmp(sub, "install-launcher") == 0) /* a tooling command: never a hook a spec names */
+        return fail("install-launcher is not run by the hook binary (it needs nothing beside it): copy it where the "
+                    "hook entry points, or run `xpu-cdi hook install-launcher PATH`");
     if (sub[0] == '-')
         return fail(xf_printf("unknown option %s %s", rq_short(sub, strlen(sub)), SEE_USAGE));
     /* An unknown subcommand: warn and succeed.  Specs written by a newer
