@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi
 	# the hook and the wrapper start on every container start: replace pip's
 	# console scripts (site.py, .pth files, editable finder: ~15-25 ms) with
 	# launchers that run `python -I -S` with an explicit sys.path
-	$(BIN)/xpu-cdi-hook install-launcher $(BIN)/xpu-cdi-hook
+	$(BIN)/xpu-cdi hook install-launcher $(BIN)/xpu-cdi-hook
 	$(BIN)/xpu-cdi runtime install-launcher $(BIN)/xpu-container-runtime
 	touch $@
 

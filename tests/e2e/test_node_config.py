@@ -191,14 +191,19 @@ class TestEnvSelectionSetting:
         assert message.format(p=p) in r.stderr, container_output(r)
 
 
-def test_setting_false_never_hands_over_to_python(xpu: HookHost) -> None:
-    """With the setting false the compiled hook answers alone: an input it would otherwise hand to the
-    Python implementation (which does not read the node config) -- here a broken spec file beside the
-    good one, which Python would warn about and carry on -- fails closed in one line instead of being
-    injected by a half that would honour the env."""
-    (xpu.spec_dir / "example.com-card.json").write_text('{"cdiVersion": "0.5.0", "kind": ')
-    r = run_hook_path(xpu, node_config(xpu.base, SETTING), ["CXPU_VISIBLE_DEVICES=1"],
-                      annotations={"cdi.k8s.io/x": "kunlunxin.com/xpu=2"})
-    assert r.returncode != 0, container_output(r)
-    assert "xpu-cdi-hook: " in r.stderr and "example.com-card.json" in r.stderr, container_output(r)
-    assert "injected" not in xpu.log_text()
+def test_setting_false_with_a_broken_spec_beside(xpu: HookHost) -> None:
+    """With the setting false and a broken spec file beside the good one: the broken file is a warning,
+    the env (card 1) is ignored, the annotation (card 2) is still injected from the good file."""
+    broken = xpu.spec_dir / "example.com-card.json"
+    broken.write_text('{"cdiVersion": "0.5.0", "kind": ')
+    try:
+        b = xpu.bundle(["sh", "-c", "ls /dev | grep '^xpu[0-9]'; echo done"], env=["CXPU_VISIBLE_DEVICES=1"],
+                       annotations={"cdi.k8s.io/x": "kunlunxin.com/xpu=2"})
+        b.config["hooks"]["prestart"][0]["args"][1:1] = ["--config", str(node_config(xpu.base, SETTING))]
+        r = runtimes.run_runc(b)
+    finally:
+        broken.unlink()
+    assert r.returncode == 0 and r.stdout == "xpu2\ndone\n", container_output(r)
+    log = xpu.log_text()
+    assert f"warning: spec '{broken}': not valid JSON: " in log and "CXPU_VISIBLE_DEVICES ignored" in log, log
+    assert "injected kunlunxin.com/xpu=2: " in log, log

@@ -85,7 +85,7 @@ class TestState:
         (b'{"id": "x", "pid": -4, "bundle": "/tmp"}', "'pid' must be a non-negative integer"),
         (b'{"id": "x", "pid": true, "bundle": "/tmp"}', "'pid' must be a non-negative integer"),
         (b"\xff\xfe{}", "not valid JSON"),
-        (b"[" * 100000 + b"]" * 100000, "nested too deeply"),
+        (b"[" * 100000 + b"]" * 100000, "nested deeper than 100 levels"),
     ], ids=["truncated", "trailing", "empty", "array", "no-id", "relative-bundle", "negative-pid", "bool-pid",
             "not-utf8", "deep"])
     def test_malformed_state(self, case: Case, data: bytes, needle: str) -> None:
@@ -108,7 +108,7 @@ class TestState:
         """A config.json nested 100,000 deep is refused, not a crash."""
         b = bundle(case.base, [])
         (b / "config.json").write_text("[" * 100000 + "]" * 100000)
-        fails(case, state(b), "nested too deeply")
+        fails(case, state(b), "nested deeper than 100 levels")
 
     def test_config_not_json(self, case: Case) -> None:
         """A config.json that is not JSON."""

@@ -126,14 +126,13 @@ class TestLauncher:
         r = subprocess.run([str(path), "--help"], capture_output=True, text=True, env={})
         assert r.returncode == 0 and "usage: xpu-cdi-hook" in r.stdout
 
-    def test_front_end_without_its_python_half(self, tmp_path: Path) -> None:
-        """A front end whose PATH.py is missing fails in one line naming the file."""
+    def test_binary_without_the_python_beside_it(self, tmp_path: Path) -> None:
+        """The binary needs nothing beside it: with PATH.py gone it still answers."""
         path = tmp_path / "xpu-cdi-hook"
         launcher.install(str(path), fast_binary("xpu-cdi-hook"))
         os.unlink(f"{path}.py")
         r = subprocess.run([str(path), "--help"], capture_output=True, text=True, env={})
-        assert r.returncode == 1 and r.stderr.count("\n") == 1
-        assert f"cannot run the Python implementation {path}.py" in r.stderr
+        assert r.returncode == 0 and r.stdout.startswith("usage: xpu-cdi-hook") and r.stderr == ""
 
     def test_ignores_python_env(self, tmp_path: Path) -> None:
         """PYTHONPATH/PYTHONSTARTUP in the hook's env cannot inject code (-I)."""

@@ -9,9 +9,9 @@ container started by runc twice: once with the compiled front end *alone*
 the Python hook.  What the container sees (nodes, mounts and their
 options, links, the ld.so.conf.d entry), what is left in the rootfs on the
 host (paths, types, modes, owners), and the hook's log line must be the
-same.  Then inputs the C must leave to Python: each is deferred, before
-anything is touched, and a failure late in the injection is rolled back
-completely before deferring.
+same.  Then inputs the hook does not take: each is refused in one line
+before anything is touched, and a failure late in the injection is rolled
+back completely and reported in one line.
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def test_source_flags_kept_user_namespace(base: Path, hooks: Dict[str, Path], lo
     assert "1 node(s) (0 mknod, 1 bind, 0 present), 1 mount(s) (0 present)" in c["log"][-1], c["log"]
 
 
-# ------------------------------------------------------------------ deferrals
+# ------------------------------------------------------------------ refusals
 
 def run_direct(hook: Path, specs: Path, rootfs: Path, pid: int, log: Path) -> subprocess.CompletedProcess:
     b = rootfs.parent
@@ -310,13 +310,23 @@ def sleeper() -> Iterator[int]:
         p.wait()
 
 
-REASONS = {  # what plan.c says when it declines
-    "fifo": "fifo nodes", "no host node": "No such file", "relative node": "not a plain absolute path",
-    "dotdot node": "not a plain absolute path", "bad permissions": "permissions rx", "huge major": "out of range",
-    "tmpfs mount": "not a bind mount", "unknown option": "option mode=1", "mount on /": "not plain absolute",
-    "bad link": "--link 'x:/y'", "relative folder": "must be an absolute container path",
-    "extra argument": "unexpected argument 'x'",
-    "no value": "needs a value",
+REASONS = {  # what plan.c says when it declines: the whole line
+    "fifo": "device node '/dev/tp': type p (a fifo) is not made by the hook: use CDI mode (a CDI-enabled runtime) "
+            "for it",
+    "no host node": "device node '/dev/tx': host node '/nonexistent/node': No such file or directory (is the driver "
+                    "loaded? else regenerate the spec)",
+    "relative node": "device node path 'dev/tx' must be a plain absolute path",
+    "dotdot node": "device node path '/dev/../tx' must be a plain absolute path",
+    "bad permissions": "device node '/dev/tx': permissions 'rx' must be made of r, w and m",
+    "huge major": "device node '/dev/tx': numbers 5000:3 out of range",
+    "tmpfs mount": "mount '/tmp' -> '/opt/t': only bind mounts can be made by the hook; use CDI mode for other mount "
+                   "types",
+    "unknown option": "mount '/tmp' -> '/opt/t': option 'mode=1' is not supported by the hook",
+    "mount on /": "mount '/tmp' -> '/': hostPath and containerPath must be absolute paths",
+    "bad link": "create-symlinks: --link 'x:/y' must be TARGET::LINK (LINK an absolute container path)",
+    "relative folder": "update-ldcache: --folder 'lib' must be an absolute container path",
+    "extra argument": "update-ldcache: unexpected argument 'x' (usage: xpu-cdi-hook update-ldcache --folder VALUE...)",
+    "no value": "create-symlinks: option --link needs a value",
 }
 
 
@@ -339,9 +349,9 @@ REASONS = {  # what plan.c says when it declines
     ("no value", {"hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
                              "args": ["xpu-cdi-hook", "create-symlinks", "--link"]}]}),
 ])
-def test_deferred_before_touching(base: Path, hooks: Dict[str, Path], host: Path, sleeper: int, why: str,
-                                  edits: Dict[str, Any]) -> None:
-    """What the plan does not take is deferred before anything in the container is touched."""
+def test_refused_before_touching(base: Path, hooks: Dict[str, Path], host: Path, sleeper: int, why: str,
+                                 edits: Dict[str, Any]) -> None:
+    """What the plan does not take is refused in one line before anything in the container is touched."""
     slug = re.sub(r"\W", "-", why)
     specs = spec_dir(base, "defer-" + slug, edits)
     rootfs = base / ("b-" + slug) / "rootfs"
@@ -350,8 +360,8 @@ def test_deferred_before_touching(base: Path, hooks: Dict[str, Path], host: Path
     log = base / f"defer-{slug}.log"
     r = run_direct(hooks["c"], specs, rootfs, sleeper, log)
     lines = log_lines(log)
-    assert r.returncode == 1 and DEFERRED in r.stderr.decode(), (why, r.stderr, lines)
-    assert lines and lines[-1].startswith("fast path: deferring") and REASONS[why] in lines[-1], lines
+    assert r.returncode == 1 and r.stderr.decode() == f"xpu-cdi-hook: {REASONS[why]}\n", (why, r.stderr, lines)
+    assert lines == [f"error: {REASONS[why]}"], lines
     assert snapshot(rootfs) == before
 
 
@@ -377,7 +387,7 @@ def failing_ldconfig(rootfs: Path) -> None:
 def test_late_failure_is_rolled_back(base: Path, hooks: Dict[str, Path], host: Path, image: Any,
                                      reason: str) -> None:
     """A step late in the injection fails after nodes (on disk), mounts, dirs, links and the ld.so.conf.d
-    entry were made: the C takes everything back, then defers (the Python hook would report the error)."""
+    entry were made: the hook takes everything back and says which step failed, in one line."""
     edits = {"deviceNodes": nodes(host), "mounts": mounts(host),
              "hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
                         "args": ["xpu-cdi-hook", "create-symlinks", "--link", "b::/opt/deep/er/y",
@@ -389,9 +399,9 @@ def test_late_failure_is_rolled_back(base: Path, hooks: Dict[str, Path], host: P
     b = bundle(base, hooks["c"], specs, log, image=image, dev_tmpfs=False)
     before = snapshot(b.rootfs)
     r = runtimes.run_runc(b)
-    assert r.returncode != 0 and DEFERRED in r.stderr
     lines = log_lines(log)
-    assert lines and lines[-1].startswith("fast path: deferring") and reason in lines[-1], lines
+    assert r.returncode != 0 and f"xpu-cdi-hook: {lines[-1][len('error: '):]}" in r.stderr, (r.stderr, lines)
+    assert lines[-1].startswith("error: ") and reason in lines[-1], lines
     after = snapshot(b.rootfs)
     assert set(before) <= set(after), sorted(set(before) - set(after))
     left = sorted(e.split()[0] for e in set(after) - set(before))

@@ -240,10 +240,10 @@ def test_deb_install_use_purge(serial: None, tmp_path: Path) -> None:
         # the wrapper passes what it does not edit straight to runc, from the binary and from Python
         assert "runc" in run(["/usr/bin/xpu-container-runtime", "--version"]).stdout.lower()
         assert "runc" in run([f"{LIBEXEC}/xpu-container-runtime.py", "--version"]).stdout.lower()
-        # the hook hands --help to its Python implementation beside its real path
+        # the hook binary answers --help itself
         assert "usage: xpu-cdi-hook" in run(["/usr/bin/xpu-cdi-hook", "--help"]).stdout
-        # install-launcher copies the packaged binary (through the _native/bin symlink) with a .py
-        run(["/usr/bin/xpu-cdi-hook", "install-launcher", str(tmp_path / "hook")])
+        # install-launcher (the tooling's) copies the packaged binary (through the _native/bin symlink)
+        run(["/usr/bin/xpu-cdi", "hook", "install-launcher", str(tmp_path / "hook")])
         assert (tmp_path / "hook").read_bytes() == Path(f"{LIBEXEC}/xpu-cdi-hook").read_bytes()
         assert "usage: xpu-cdi-hook" in run([str(tmp_path / "hook"), "--help"]).stdout
         # no cards here: postinst generated nothing and did not fail

@@ -76,7 +76,7 @@ def _check(spec: Any, path: str) -> Tuple[str, List[Dict[str, Any]]]:
             raise SpecError(f"spec {path!r}: missing required field {key!r}")
     kind = spec["kind"]
     if not isinstance(kind, str) or kind.count("/") != 1:
-        raise SpecError(f"spec {path!r}: invalid kind {kind!r}")
+        raise SpecError(f"spec {path!r}: invalid kind {kind!r} (write it as vendor/class, e.g. kunlunxin.com/xpu)")
     devices = spec["devices"]
     if not isinstance(devices, list) or not devices:
         raise SpecError(f"spec {path!r}: 'devices' must be a non-empty list")

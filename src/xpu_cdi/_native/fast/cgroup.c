@@ -37,7 +37,7 @@ static int plain_text(const char *s, size_t n, const char *what)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80 || (c < 0x20 && c != '\t' && c != '\n'))
-            return xf_say(XF_DEFER, "%s: byte 0x%02x at offset %zu (not plain ASCII)", what, c, i);
+            return xf_say(XF_ERR, "%s: byte 0x%02x at offset %zu (not plain ASCII)", what, c, i);
     }
     return XF_OK;
 }
@@ -103,11 +103,11 @@ static int unescape(const char *field, const char **out)
         for (size_t j = 0; j < k; j++) {
             char d = field[i + 1 + j];
             if (d > '7')
-                return xf_say(XF_DEFER, "mountinfo: bad octal escape in %s", field);
+                return xf_say(XF_ERR, "mountinfo: bad octal escape in %s", field);
             value = value * 8 + (unsigned)(d - '0');
         }
         if (value == 0 || value >= 0x80)
-            return xf_say(XF_DEFER, "mountinfo: escape \\%03o in %s", value, field);
+            return xf_say(XF_ERR, "mountinfo: escape \\%03o in %s", value, field);
         buf[o++] = (char)value;
         i += 4;
     }
@@ -140,7 +140,7 @@ static int cgroup_mounts(const char *text, struct mount **out, size_t *count)
                     m = xf_realloc(m, cap * sizeof(*m));
                 }
                 if (unescape(left[4], &m[n].mountpoint) != XF_OK || unescape(left[3], &m[n].root) != XF_OK)
-                    return XF_DEFER;
+                    return XF_ERR;
                 m[n].fstype = right[0];
                 m[n].opts = right[2];
                 n++;
@@ -228,9 +228,9 @@ int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, si
     const char *v2path, *devpath;
 
     if (plain_text(mountinfo, mlen, "mountinfo") != XF_OK || plain_text(cgroups, clen, "cgroups") != XF_OK)
-        return XF_DEFER;
+        return XF_ERR;
     if (cgroup_mounts(mountinfo, &m, &n) != XF_OK)
-        return XF_DEFER;
+        return XF_ERR;
     proc_cgroups(cgroups, &v2path, &devpath);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(m[i].fstype, "cgroup2") == 0) {
@@ -247,19 +247,19 @@ int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, si
     if (top != NULL || (v1 == NULL && unified != NULL)) {
         struct mount *use = top ? top : unified;
         if (v2path == NULL)
-            return xf_say(XF_DEFER, "cgroup v2 is mounted but the container is in no cgroup v2 group");
+            return xf_say(XF_ERR, "cgroup v2 is mounted but the container is in no cgroup v2 group");
         *version = 2;
         *path = below(use->mountpoint, use->root, v2path);
         return XF_OK;
     }
     if (v1 != NULL) {
         if (devpath == NULL)
-            return xf_say(XF_DEFER, "the container is in no cgroup v1 devices group");
+            return xf_say(XF_ERR, "the container is in no cgroup v1 devices group");
         *version = 1;
         *path = below(v1->mountpoint, v1->root, devpath);
         return XF_OK;
     }
-    return xf_say(XF_DEFER, "no cgroup device controller is mounted (neither v1 devices nor cgroup2)");
+    return xf_say(XF_ERR, "no cgroup device controller is mounted (neither v1 devices nor cgroup2)");
 }
 
 int xf_cgroup_open(int pid, struct xf_cgroup *out)
@@ -273,16 +273,16 @@ int xf_cgroup_open(int pid, struct xf_cgroup *out)
     out->fd = -1;
     if (xf_read_file(procfile, CGROUPS_LIMIT, &cgroups, &clen, NULL) != XF_OK ||
         xf_read_file("/proc/self/mountinfo", MOUNTINFO_LIMIT, &mountinfo, &mlen, NULL) != XF_OK)
-        return xf_say(XF_DEFER, "cannot read the cgroups of container process %d: %s", pid, xf_strdup(xf_reason));
+        return xf_say(XF_ERR, "cannot read the cgroups of container process %d: %s", pid, xf_strdup(xf_reason));
     if (xf_cgroup_locate(mountinfo, mlen, cgroups, clen, &version, &path) != XF_OK)
-        return XF_DEFER;
+        return XF_ERR;
     /* v2 needs a readable fd (bpf(2) refuses O_PATH); v1 only *at() calls */
     flags = version == 2 ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_PATH | O_DIRECTORY | O_CLOEXEC;
     do
         fd = open(path, flags);
     while (fd < 0 && errno == EINTR);
     if (fd < 0)
-        return xf_say(XF_DEFER, "cgroup '%s' of container process %d: %s", path, pid, strerror(errno));
+        return xf_say(XF_ERR, "cgroup '%s' of container process %d: %s", path, pid, strerror(errno));
     out->version = version;
     out->path = path;
     out->fd = fd;
@@ -334,11 +334,11 @@ static int allow_v1(const struct xf_cgroup *cg, const struct xf_rule *rules, siz
             fd = openat(cg->fd, "devices.allow", O_WRONLY | O_CLOEXEC);
         while (fd < 0 && errno == EINTR);
         if (fd < 0)
-            return xf_say(XF_DEFER, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(errno));
+            return xf_say(XF_ERR, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(errno));
         rv = write_all(fd, line, (size_t)len);
         close(fd);
         if (rv != 0)
-            return xf_say(XF_DEFER, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(-rv));
+            return xf_say(XF_ERR, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(-rv));
     }
     return XF_OK;
 }
@@ -410,7 +410,7 @@ static int allow_v2(const struct xf_cgroup *cg, const struct xf_rule *rules, siz
         }
         if (rv == -EAGAIN && done == 0 && attempt < 2)
             continue;
-        return xf_say(XF_DEFER, "cgroup v2: cannot add the devices to '%s' (bpf %s: %s)", cg->path, what,
+        return xf_say(XF_ERR, "cgroup v2: cannot add the devices to '%s' (bpf %s: %s)", cg->path, what,
                       strerror(-rv));
     }
 }
@@ -421,10 +421,10 @@ int xf_cgroup_allow(const struct xf_cgroup *cg, const struct xf_rule *rules, siz
     *replaced = 0;
     for (size_t i = 0; i < n; i++)
         if (!rule_ok(&rules[i]))
-            return xf_say(XF_DEFER, "device rule %zu: unusual type, numbers or access", i);
+            return xf_say(XF_ERR, "device rule %zu: unusual type, numbers or access", i);
     if (cg->version == 1)
         return allow_v1(cg, rules, n);
     if (cg->version == 2)
         return allow_v2(cg, rules, n, undo, replaced);
-    return xf_say(XF_DEFER, "cgroup version %d", cg->version);
+    return xf_say(XF_ERR, "cgroup version %d", cg->version);
 }

@@ -18,14 +18,14 @@ struct xf_cgroup {
 
 /* locate() of the Python on given texts (mountinfo, /proc/PID/cgroup;
  * both NUL-terminated at their length): *version 1 or 2 and the device
- * cgroup directory, deciding as runc does.  XF_OK, or XF_DEFER with the
+ * cgroup directory, deciding as runc does.  XF_OK, or XF_ERR with the
  * reason (not found, or text the C does not parse exactly like Python). */
 int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, size_t clen,
                      int *version, const char **path);
 
 /* Find and open the device cgroup of host pid (reads /proc/PID/cgroup and
  * /proc/self/mountinfo; call before joining the container's mount
- * namespace).  XF_OK, or XF_DEFER with the reason. */
+ * namespace).  XF_OK, or XF_ERR with the reason. */
 int xf_cgroup_open(int pid, struct xf_cgroup *out);
 
 /* Allow the rules: v1 one write(2) per rule to devices.allow (no undo: the
@@ -33,7 +33,7 @@ int xf_cgroup_open(int pid, struct xf_cgroup *out);
  * replace every attached device program with one that also allows them
  * (xc_bpf_dev_patch from hook.c; each replacement journalled in undo so it
  * can be put back).  *replaced gets the number of programs replaced.
- * XF_OK, or XF_DEFER with the reason (nothing of this call left applied
+ * XF_OK, or XF_ERR with the reason (nothing of this call left applied
  * for v2 beyond what undo restores). */
 int xf_cgroup_allow(const struct xf_cgroup *cg, const struct xf_rule *rules, size_t n,
                     struct xf_undo *undo, int *replaced);

@@ -139,7 +139,7 @@ int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            rv = xf_say(XF_DEFER, "read failed: %s", strerror(errno));
+            rv = xf_say(XF_ERR, "read failed: %s", strerror(errno));
             break;
         }
         if (n == 0)
@@ -147,7 +147,7 @@ int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
         xf_buf_add(&b, chunk, (size_t)n);
     }
     if (rv == XF_OK && b.len > limit)
-        rv = xf_say(XF_DEFER, "input larger than %zu bytes", limit);
+        rv = xf_say(XF_ERR, "larger than %zu bytes", limit);
     *data = b.data; /* also on failure: what was read (the hook hands it on) */
     *len = b.len;
     return rv;
@@ -159,11 +159,11 @@ int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsig
     int rv;
 
     if (fd < 0)
-        return xf_say(XF_DEFER, "cannot open %s: %s", path, strerror(errno));
+        return xf_say(XF_ERR, "cannot read '%s': %s", path, strerror(errno));
     if (mode != NULL) {
         struct stat st;
         if (fstat(fd, &st) != 0) {
-            rv = xf_say(XF_DEFER, "cannot stat %s: %s", path, strerror(errno));
+            rv = xf_say(XF_ERR, "cannot stat %s: %s", path, strerror(errno));
             close(fd);
             return rv;
         }
@@ -172,47 +172,6 @@ int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsig
     rv = xf_read_fd(fd, limit, data, len);
     close(fd);
     if (rv != XF_OK)
-        return xf_say(rv, "%s: %s", path, xf_strdup(xf_reason));
+        return xf_say(rv, "'%s': %s", path, xf_strdup(xf_reason));
     return XF_OK;
-}
-
-void xf_exec_python(const char *prog, char **argv, const char *stdin_data, size_t stdin_len)
-{
-    char self[4096], *py;
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 4);
-
-    if (n <= 0) {
-        fprintf(stderr, "%s: cannot find this executable (/proc/self/exe): %s\n", prog, strerror(errno));
-        _exit(1);
-    }
-    self[n] = '\0';
-    py = xf_printf("%s.py", self);
-    if (stdin_data != NULL) {
-        int fd = memfd_create("oci-state", MFD_CLOEXEC);
-        size_t done = 0;
-        if (fd < 0) {
-            fprintf(stderr, "%s: memfd_create: %s\n", prog, strerror(errno));
-            _exit(1);
-        }
-        while (done < stdin_len) {
-            ssize_t w = write(fd, stdin_data + done, stdin_len - done);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                fprintf(stderr, "%s: cannot pass the OCI state on: %s\n", prog, strerror(errno));
-                _exit(1);
-            }
-            done += (size_t)w;
-        }
-        if (lseek(fd, 0, SEEK_SET) != 0 || dup2(fd, 0) != 0) {
-            fprintf(stderr, "%s: cannot pass the OCI state on: %s\n", prog, strerror(errno));
-            _exit(1);
-        }
-        close(fd);
-    }
-    argv[0] = py;
-    execv(py, argv);
-    fprintf(stderr, "%s: cannot run the Python implementation %s: %s (reinstall xpu-cdi, or rerun "
-            "install-launcher for this path)\n", prog, py, strerror(errno));
-    _exit(1);
 }

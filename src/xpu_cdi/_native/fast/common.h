@@ -1,14 +1,10 @@
-/* The compiled front end ("fast path") of xpu-cdi-hook and
- * xpu-container-runtime: shared conventions.
+/* xpu-cdi-hook and xpu-container-runtime: shared conventions.
  *
- * The Python implementation (xpu_cdi.hook, xpu_cdi.runtime.wrapper) is the
- * reference and handles everything.  The front end handles the common case
- * itself -- valid inputs, JSON specs it fully understands, a successful
- * injection -- and for anything else "defers": it execs the Python
- * implementation with the same arguments and the same input, which then
- * does the whole job and reports any error in its own words.  So the front
- * end never needs an error message of its own for bad input; it only needs
- * to recognise that something is unusual and give a reason (logged).
+ * These two binaries are the implementation of what runs on a container
+ * start; nothing is handed on to another program.  A function that cannot
+ * do its job returns XF_ERR with xf_reason set to one line saying what is
+ * wrong and, where the caller cannot add it, what to do: the main()s print
+ * it (and log it) as the binary's own error.
  *
  * Memory: the processes are short-lived, so everything is allocated from
  * xf_alloc and never freed (bounded: inputs are size-limited). */
@@ -18,13 +14,13 @@
 #include <stddef.h>
 
 #define XF_OK 0     /* done */
-#define XF_DEFER 1  /* not handled here: hand the request to the Python implementation */
-#define XF_FAIL 2   /* a failure that must not be retried (e.g. an undo failed): report xf_reason */
+#define XF_ERR 1    /* refused or failed, nothing left behind: report xf_reason */
+#define XF_FAIL 2   /* failed and could not be undone whole (an undo failed): report xf_reason */
 
-/* Why the last XF_DEFER / XF_FAIL happened (one line, for the log). */
+/* What the last XF_ERR / XF_FAIL was (one line, shown to the user). */
 extern char xf_reason[1024];
 
-/* Set xf_reason from a printf format and return code (XF_DEFER or XF_FAIL). */
+/* Set xf_reason from a printf format and return code (XF_ERR or XF_FAIL). */
 int xf_say(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Allocation that never fails (aborts on out-of-memory) and is never freed. */
@@ -47,21 +43,12 @@ void xf_buf_addf(struct xf_buf *b, const char *fmt, ...) __attribute__((format(p
  * with its length in *len (0 when none is left). */
 const char *xf_component(const char *p, size_t *len);
 
-/* Whole file (or fd) up to limit bytes, NUL-terminated; XF_DEFER (reason
+/* Whole file (or fd) up to limit bytes, NUL-terminated; XF_ERR (reason
  * set) when it cannot be read or is larger than limit.  *mode gets the
  * permission bits when mode is not NULL.  xf_read_fd reads at most
  * limit + 1 bytes and leaves what it read in *data / *len even when it
  * fails. */
 int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode);
 int xf_read_fd(int fd, size_t limit, char **data, size_t *len);
-
-/* Replace this process by the Python implementation installed beside the
- * binary (the real path of /proc/self/exe plus ".py", written by
- * `install-launcher`), with the same arguments and environment.  When
- * stdin_data is not NULL it becomes the new stdin (a memfd: the front end
- * has already read the OCI state).  Does not return; if the exec fails it
- * prints one line naming the file and exits 1. */
-void xf_exec_python(const char *prog, char **argv, const char *stdin_data, size_t stdin_len)
-    __attribute__((noreturn));
 
 #endif

@@ -1,16 +1,13 @@
-/* xpu-cdi-hook: the compiled front end of the OCI prestart hook.
+/* xpu-cdi-hook: the OCI hook, the implementation (no other program behind it).
  *
- *   OCI state (stdin) -> config.json -> selected devices -> merged edits -> inject
+ *   prestart:  OCI state (stdin) -> config.json -> selected devices -> merged edits -> inject
+ *   update-ldcache / create-symlinks:  the spec's own hooks (tool() below)
  *
- * the same flow as xpu_cdi/hook/main.py::prestart, for the common case:
- * a container that asks for nothing costs one read of its config.json
- * and the small hook indexes; one that asks for cards of our JSON specs is
- * injected here.  Everything else -- other subcommands, bad input, YAML
- * specs, a failed injection that was undone -- is handed to the Python
- * implementation (<this binary's real path>.py) with the same arguments
- * and the same state on stdin: it is the reference, and it words every
- * error.  The one failure reported here is an injection that could not be
- * undone (retrying could not make it whole).
+ * A container that asks for nothing costs one read of its config.json and
+ * the small hook indexes.  Every bad input is answered here: one line on
+ * stderr (runc shows it) and in --log, exit 1, nothing left behind (a
+ * failed injection is undone first).  A broken or conflicting spec file is
+ * a warning in --log and the other files still count.
  *
  * Nothing from the container's environment reaches this process's own:
  * process.env is parsed as data only (select.c). */
@@ -23,6 +20,7 @@
 #include "plan.h"
 #include "stage.h"
 #include "request.h"
+#include "request_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,14 +64,13 @@ struct request {
     const fj *env, *ann_state, *ann_config, *config;
 };
 
-/* The state and config.json of a prestart request (ocistate.c); a refusal
- * is handed to the Python hook for now, with the state it read. */
+/* The state and config.json of a prestart request (ocistate.c; worded refusals). */
 static int load_container(struct request *r)
 {
     struct xf_oci o;
 
     if (xf_oci_load(r->state_text, r->state_len, &o) != XF_OK)
-        return XF_DEFER;
+        return XF_ERR;
     r->c.id = container_id = o.id;
     r->c.pid = o.pid;
     r->c.rootfs = o.rootfs;
@@ -85,9 +82,9 @@ static int load_container(struct request *r)
 }
 
 /* --spec-dir values, else $XPU_CDI_SPEC_DIRS (the hook's own env), else the
- * defaults; 0 when there are more than MAX_DIRS (Python reads them all, and
- * a later dir wins: dropping the rest could answer "nothing asked"). */
-static size_t spec_dirs(const char **given, size_t ngiven, const char **dirs)
+ * defaults; 0 when there are more than MAX_DIRS (a later dir wins:
+ * dropping the rest could answer "nothing asked"). */
+static size_t spec_dirs(const char *const *given, size_t ngiven, const char **dirs)
 {
     const char *env;
     size_t n = 0;
@@ -112,12 +109,10 @@ static size_t spec_dirs(const char **given, size_t ngiven, const char **dirs)
     return n;
 }
 
-static void defer(char **argv, const struct request *r)
-{
-    if (xf_reason[0] != '\0')
-        log_line(xf_printf("fast path: deferring to the Python hook: %s", xf_reason));
-    xf_exec_python(PROG, argv, r ? r->state_text : NULL, r ? r->state_len : 0);
-}
+#define USAGE "usage: " PROG " [--spec-dir DIR]... [--log FILE] [--config FILE] prestart\n" \
+              "       " PROG " [--log FILE] update-ldcache --folder DIR...\n" \
+              "       " PROG " [--log FILE] create-symlinks --link TARGET::LINK...\n"
+#define SEE_USAGE "(see `" PROG " --help`)"
 
 /* One line to stderr (runc shows it to the user) and to the log; exit 1. */
 static int fail(const char *message)
@@ -180,28 +175,70 @@ static int tool(const char *sub, char **args, size_t nargs)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* prestart: inject the devices the container asked for. */
+static int prestart(const char *const *given, size_t ngiven, const char *config_path)
 {
-    const char *given[MAX_DIRS], *dirs[MAX_DIRS], *sub = NULL, **names;
-    char **rest = xf_alloc((size_t)(argc > 0 ? argc : 1) * sizeof(*rest));
-    size_t nrest = 0;
-    const char *config_path = NULL, *ignored;
+    const char *dirs[MAX_DIRS], **names, *ignored, *note;
     struct xf_config cfg;
     char cfg_err[1024];
-    int strict;
-#define GIVE_UP() do { if (strict) return fail(xf_reason); defer(argv, &r); } while (0)
-    size_t ngiven = 0, ndirs, nnames;
+    size_t ndirs, nnames;
     struct request r;
     struct xf_indexes ix;
     struct xf_edits edits;
-    const char *note;
-    int rv, extra = 0;
+    enum xf_stage stage;
+    int rv;
 
-    if (argc < 1) { /* execve with an empty argv (refused by kernels >= 5.18) */
-        static char *named[] = {PROG, NULL}; /* xf_exec_python replaces argv[0]: there must be one */
-        defer(named, NULL);
+    memset(&r, 0, sizeof(r));
+    if (xf_config_load(config_path, &cfg, cfg_err, sizeof(cfg_err)) != XF_OK)
+        return fail(cfg_err); /* fail closed: the setting may forbid what is asked */
+    if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
+        return fail(xf_reason);
+    ndirs = spec_dirs(given, ngiven, dirs);
+    if (ndirs == 0)
+        return fail(xf_printf("more than %d spec dirs in XPU_CDI_SPEC_DIRS: keep the few that hold CDI specs",
+                              MAX_DIRS));
+    if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK)
+        return fail(xf_reason);
+    if (!cfg.accept_env_when_unprivileged && !xf_privileged(r.config) && (ignored = xf_selection_var(&ix, r.env))) {
+        log_line(xf_printf("%s ignored: the container is not privileged and %s sets %s: false (select devices "
+                           "with cdi.k8s.io/ annotations)", ignored, cfg.path, XF_CONFIG_KEY_ENV_UNPRIVILEGED));
+        r.env = NULL;
     }
-    /* hook/main.py::_split: --spec-dir/--log anywhere, as "--opt V" or "--opt=V" */
+    if (xf_requested(&ix, r.env, r.ann_state, r.ann_config, &names, &nnames) != XF_OK)
+        return fail(xf_reason);
+    if (nnames == 0)
+        return 0; /* nothing asked for: touch nothing */
+    rv = xf_resolve(dirs, ndirs, names, nnames, &edits);
+    for (size_t i = 0; i < xf_nspec_problems; i++)
+        log_line(xf_printf("warning: %s", xf_spec_problems[i]));
+    if (rv != XF_OK)
+        return fail(xf_reason);
+    if (xf_stage_of(r.c.pid, &stage) != XF_OK)
+        return fail(xf_reason);
+    if (stage == XF_STAGE_INSIDE)
+        return fail(xf_printf("OCI state pid %d is not a container process of this runtime (a createContainer "
+                              "hook runs inside the container): register `xpu-cdi-hook prestart` as a prestart "
+                              "or createRuntime hook", r.c.pid));
+    if (xf_inject(&r.c, &edits, &note) != XF_OK)
+        return fail(xf_reason); /* undone (XF_ERR), or said what is left (XF_FAIL) */
+    {
+        struct xf_buf line = {0};
+        xf_buf_adds(&line, "injected ");
+        for (size_t i = 0; i < nnames; i++)
+            xf_buf_addf(&line, "%s%s", i ? ", " : "", names[i]);
+        xf_buf_addf(&line, ": %s", note);
+        log_line(line.data);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *given[MAX_DIRS], *sub = NULL, *config_path = NULL;
+    char **rest = xf_alloc((size_t)(argc > 0 ? argc : 1) * sizeof(*rest));
+    size_t nrest = 0, ngiven = 0;
+
+    /* --spec-dir/--log/--config anywhere, as "--opt V" or "--opt=V" */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *value = NULL;
         int is_dir = strncmp(a, "--spec-dir", 10) == 0 && (a[10] == '\0' || a[10] == '=');
@@ -214,79 +251,45 @@ int main(int argc, char **argv)
             else if (i + 1 < argc)
                 value = argv[++i];
             else
-                defer(argv, NULL); /* a missing value: Python says so */
+                return fail(xf_printf("option %s needs a value %s", a, SEE_USAGE));
             if (is_config)
                 config_path = value;
-            else if (is_dir && ngiven < MAX_DIRS)
-                given[ngiven++] = value;
+            else if (is_dir && ngiven == MAX_DIRS)
+                return fail(xf_printf("more than %d --spec-dir options: keep the few that hold CDI specs", MAX_DIRS));
             else if (is_dir)
-                defer(argv, NULL);
+                given[ngiven++] = value;
             else
                 log_path = value;
         } else if (sub == NULL) {
             sub = a;
         } else {
             rest[nrest++] = argv[i];
-            extra = 1;
         }
+    }
+    if (sub != NULL && (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0 || strcmp(sub, "help") == 0)) {
+        fputs(USAGE, stdout);
+        return 0;
     }
     if (sub != NULL && (strcmp(sub, "update-ldcache") == 0 || strcmp(sub, "create-symlinks") == 0))
         return tool(sub, rest, nrest);
-    if (sub == NULL || strcmp(sub, "prestart") != 0 || extra)
-        defer(argv, NULL); /* help, the spec's tool hooks, install-launcher, usage errors */
-
-    memset(&r, 0, sizeof(r));
-    if (xf_config_load(config_path, &cfg, cfg_err, sizeof(cfg_err)) != XF_OK)
-        return fail(cfg_err); /* fail closed: the setting may forbid what is asked */
-    /* The Python hook knows nothing of the node config: with the setting
-     * false, this binary answers alone (fails closed) instead of deferring. */
-    strict = !cfg.accept_env_when_unprivileged;
-    /* up to limit + 1 bytes, as state.read_limited: handed on, an oversized
-     * state gets the Python hook's own refusal */
-    if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
-        GIVE_UP();
-    ndirs = spec_dirs(given, ngiven, dirs);
-    if (ndirs == 0) {
-        xf_say(XF_DEFER, "more than %d spec dirs in XPU_CDI_SPEC_DIRS", MAX_DIRS);
-        GIVE_UP();
+    if (sub != NULL && strcmp(sub, "prestart") == 0) {
+        if (nrest > 0)
+            return fail(xf_printf("prestart: unexpected argument %s %s", rq_short(rest[0], strlen(rest[0])),
+                                  SEE_USAGE));
+        return prestart(given, ngiven, config_path);
     }
-    if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK)
-        GIVE_UP();
-    if (!cfg.accept_env_when_unprivileged && !xf_privileged(r.config) && (ignored = xf_selection_var(&ix, r.env))) {
-        log_line(xf_printf("%s ignored: the container is not privileged and %s sets %s: false (select devices "
-                           "with cdi.k8s.io/ annotations)", ignored, cfg.path, XF_CONFIG_KEY_ENV_UNPRIVILEGED));
-        r.env = NULL;
-    }
-    if (xf_requested(&ix, r.env, r.ann_state, r.ann_config, &names, &nnames) != XF_OK)
-        GIVE_UP();
-    if (nnames == 0)
-        return 0; /* nothing asked for: touch nothing */
-    if (xf_resolve(dirs, ndirs, names, nnames, &edits) != XF_OK)
-        GIVE_UP();
-    {
-        enum xf_stage stage;
-        if (xf_stage_of(r.c.pid, &stage) != XF_OK)
-            return fail(xf_reason);
-        if (stage == XF_STAGE_INSIDE)
-            return fail(xf_printf("OCI state pid %d is not a container process of this runtime (a "
-                                  "createContainer hook runs inside the container): register `xpu-cdi-hook "
-                                  "prestart` as a prestart or createRuntime hook", r.c.pid));
-    }
-    rv = xf_inject(&r.c, &edits, &note);
-    if (rv == XF_DEFER)
-        GIVE_UP();
-    if (rv != XF_OK) {
-        fprintf(stderr, "%s: %s\n", PROG, xf_reason);
-        log_line(xf_printf("error: %s", xf_reason));
-        return 1;
-    }
-    {
-        struct xf_buf line = {0};
-        xf_buf_adds(&line, "injected ");
-        for (size_t i = 0; i < nnames; i++)
-            xf_buf_addf(&line, "%s%s", i ? ", " : "", names[i]);
-        xf_buf_addf(&line, ": %s", note);
-        log_line(line.data);
-    }
+    if (sub == NULL)
+        return fail("no subcommand given: register `" PROG " prestart` as the hook " SEE_USAGE);
+    if (strcmp(sub, "install-launcher") == 0) /* a tooling command: never a hook a spec names */
+        return fail("install-launcher is not run by the hook binary (it needs nothing beside it): copy it where the "
+                    "hook entry points, or run `xpu-cdi hook install-launcher PATH`");
+    if (sub[0] == '-')
+        return fail(xf_printf("unknown option %s %s", rq_short(sub, strlen(sub)), SEE_USAGE));
+    /* An unknown subcommand: warn and succeed.  Specs written by a newer
+     * xpu-cdi may name hooks this binary does not know; failing would stop
+     * every such container from starting (nvidia-cdi-hook does the same). */
+    fprintf(stderr, "%s: warning: unknown subcommand %s ignored (this is %s from an older release?)\n", PROG,
+            rq_short(sub, strlen(sub)), PROG);
+    log_line(xf_printf("warning: unknown subcommand %s ignored", rq_short(sub, strlen(sub))));
     return 0;
 }

@@ -19,11 +19,10 @@
  * group/other-writable), and the image's ldconfig runs confined
  * (ldcache.h).
  *
- * Every change is journalled (undo.h).  Anything the plan finds that the
- * Python hook handles differently or reports is XF_DEFER before anything
- * is touched; a failing step rolls the journal back, returns to the
- * hook's own mount namespace and defers (the Python hook retries and
- * words the error); a failed rollback is XF_FAIL. */
+ * Every change is journalled (undo.h).  Anything the plan refuses is
+ * XF_ERR before anything is touched; a failing step rolls the journal
+ * back and returns to the hook's own mount namespace (XF_ERR, the step
+ * and the cause in xf_reason); a failed rollback is XF_FAIL. */
 #include "inject.h"
 #include "cgroup.h"
 #include "ldcache.h"
@@ -69,20 +68,21 @@ static int open_source(const char *host, const struct xf_plan_node *node, int *f
     int fd = open(host, O_PATH | O_CLOEXEC), err;
 
     if (fd < 0)
-        return xf_say(XF_DEFER, "mount source %s: %s", host, strerror(errno));
+        return xf_say(XF_ERR, "mount source '%s': %s", host, strerror(errno));
     if (fstat(fd, &st) != 0) {
         err = errno;
         close(fd);
-        return xf_say(XF_DEFER, "mount source %s: %s", host, strerror(err));
+        return xf_say(XF_ERR, "mount source '%s': %s", host, strerror(err));
     }
     if (st.st_uid != 0 && !(node != NULL && (long long)st.st_uid == node->uid && (long long)st.st_gid == node->gid)) {
         close(fd);
-        return xf_say(XF_DEFER, "mount source %s is owned by uid %u, not root", host, (unsigned)st.st_uid);
+        return xf_say(XF_ERR, "mount source '%s' is owned by uid %u, not root: refusing to expose it to containers; "
+                      "fix its ownership or mode", host, (unsigned)st.st_uid);
     }
     if (!writable_ok && (st.st_mode & 022)) {
         close(fd);
-        return xf_say(XF_DEFER, "mount source %s is group- or world-writable (mode %o)", host,
-                      (unsigned)(st.st_mode & 07777));
+        return xf_say(XF_ERR, "mount source '%s' is group- or world-writable (mode 0o%o): refusing to expose it to "
+                      "containers; fix its ownership or mode", host, (unsigned)(st.st_mode & 07777));
     }
     *fd_out = fd;
     return XF_OK;
@@ -103,7 +103,7 @@ static int source_flags(int src, unsigned long *out)
     struct statvfs sv;
 
     if (fstatvfs(src, &sv) != 0)
-        return xf_say(XF_DEFER, "statvfs of the mount source: %s", strerror(errno));
+        return xf_say(XF_ERR, "statvfs of the mount source: %s", strerror(errno));
     *out = 0;
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (sv.f_flag & map[i].st)
@@ -126,7 +126,7 @@ static int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, uns
     if (fstat(target, &a) != 0 || fstat(src, &b) != 0) {
         rv = errno;
         close(target);
-        return xf_say(XF_DEFER, "fstat: %s", strerror(rv));
+        return xf_say(XF_ERR, "fstat: %s", strerror(rv));
     }
     if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
         close(target);
@@ -135,20 +135,20 @@ static int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, uns
     rv = xc_mount(xf_fd_path(sp, src), xf_fd_path(tp, target), NULL, MS_BIND | (recursive ? MS_REC : 0), NULL);
     close(target);
     if (rv != 0)
-        return xf_say(XF_DEFER, "mount: %s", strerror(-rv));
+        return xf_say(XF_ERR, "mount: %s", strerror(-rv));
     /* the O_PATH fd we mounted on names the covered inode: resolve again
      * to reach the new mount, and check it is what we bound */
     rv = xc_resolve_in_root(x->rootfd, cpath, 0, &top);
     if (rv != 0) {
         x->leaked = xf_printf("the bind mount on '%s' (cannot find it again: %s)", cpath, strerror(-rv));
-        return xf_say(XF_DEFER, "resolve %s after mounting: %s", cpath, strerror(-rv));
+        return xf_say(XF_ERR, "resolve %s after mounting: %s", cpath, strerror(-rv));
     }
     /* journal the unmount only of what is our mount: unmounting whatever
      * a raced path leads to could take down a mount the runtime made */
     if (fstat(top, &a) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
         close(top);
         x->leaked = xf_printf("the bind mount on '%s' (not where it was made)", cpath);
-        return xf_say(XF_DEFER, "the bind mount is not where it was made (raced?)");
+        return xf_say(XF_ERR, "the bind mount is not where it was made (raced?)");
     }
     xf_undo_keep_fd(&x->undo, top);
     xf_undo_push(&x->undo, xf_printf("unmount '%s'", cpath), undo_umount, top, 0, 0, 0);
@@ -162,7 +162,7 @@ static int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, uns
         if ((rv = source_flags(src, &have)) != XF_OK)
             return rv;
         if ((rv = xc_mount(NULL, xf_fd_path(tp, top), NULL, MS_REMOUNT | MS_BIND | flags | have, NULL)) != 0)
-            return xf_say(XF_DEFER, "remount: %s", strerror(-rv));
+            return xf_say(XF_ERR, "remount: %s", strerror(-rv));
     }
     *made = 1;
     return XF_OK;
@@ -186,24 +186,24 @@ static int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, 
             if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
                 rv = errno;
                 close(parent);
-                return xf_say(XF_DEFER, "stat: %s", strerror(rv));
+                return xf_say(XF_ERR, "stat: %s", strerror(rv));
             }
             close(parent);
             if ((st.st_mode & S_IFMT) == fmt && st.st_rdev == rdev) {
                 *how = "exists";
-                return x->fsids_lost ? xf_say(XF_DEFER, "cannot restore the filesystem ids") : XF_OK;
+                return x->fsids_lost ? xf_say(XF_ERR, "cannot restore the filesystem ids") : XF_OK;
             }
-            return xf_say(XF_DEFER, "already exists in the container and is not %c %u:%u", n->kind, n->major,
-                          n->minor);
+            return xf_say(XF_ERR, "device node '%s' already exists in the container and is not %c %u:%u", n->path,
+                          n->kind, n->major, n->minor);
         }
         if (rv == -EPERM || rv == -EACCES) { /* e.g. a user namespace: bind the host node instead */
             close(parent);
             if (x->fsids_lost)
-                return xf_say(XF_DEFER, "cannot restore the filesystem ids");
+                return xf_say(XF_ERR, "cannot restore the filesystem ids");
             bind = 1;
         } else if (rv != 0) {
             close(parent);
-            return xf_say(XF_DEFER, "mknod: %s", strerror(-rv));
+            return xf_say(XF_ERR, "mknod: %s", strerror(-rv));
         } else {
             rv = xf_journal_unlink(x, parent, name, 0, xf_printf("remove node '%s'", n->path));
             if (rv == 0 && x->fsids_lost)
@@ -213,7 +213,7 @@ static int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, 
                 rv = -errno;
             close(parent);
             if (rv != 0)
-                return xf_say(XF_DEFER, "%s", strerror(-rv));
+                return xf_say(XF_ERR, "%s", strerror(-rv));
             *how = "mknod";
             return XF_OK;
         }
@@ -222,7 +222,7 @@ static int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, 
         return rv;
     if (fstat(src, &st) != 0 || (st.st_mode & S_IFMT) != fmt || st.st_rdev != rdev) {
         close(src);
-        return xf_say(XF_DEFER, "host node %s is not %c %u:%u", n->host, n->kind, n->major, n->minor);
+        return xf_say(XF_ERR, "host node %s is not %c %u:%u", n->host, n->kind, n->major, n->minor);
     }
     rv = bind_at(x, src, n->path, 'f', MS_NOSUID, 0, &made);
     close(src);
@@ -243,7 +243,7 @@ static int same_ns(int pid, const char *name)
     snprintf(mine, sizeof(mine), "/proc/self/ns/%s", name);
     snprintf(theirs, sizeof(theirs), "/proc/%d/ns/%s", pid, name);
     if (stat(mine, &a) != 0 || stat(theirs, &b) != 0) {
-        xf_say(XF_DEFER, "container process %d: cannot read its %s namespace: %s", pid, name, strerror(errno));
+        xf_say(XF_ERR, "container process %d: cannot read its %s namespace: %s", pid, name, strerror(errno));
         return -1;
     }
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
@@ -257,9 +257,9 @@ static int root_owner(int pid, const char *kind, unsigned *out)
 
     snprintf(path, sizeof(path), "/proc/%d/%s_map", pid, kind);
     if (xf_read_file(path, MAX_MAP_BYTES, &text, &len, NULL) != XF_OK)
-        return XF_DEFER;
+        return XF_ERR;
     if (strlen(text) != len)
-        return xf_say(XF_DEFER, "%s: NUL byte", path);
+        return xf_say(XF_ERR, "%s: NUL byte", path);
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         unsigned long long v[3];
         int used = 0;
@@ -268,24 +268,24 @@ static int root_owner(int pid, const char *kind, unsigned *out)
             while (*s == ' ' || *s == '\t')
                 s++;
             if (*s < '0' || *s > '9')
-                return xf_say(XF_DEFER, "%s: unexpected line", path);
+                return xf_say(XF_ERR, "%s: unexpected line", path);
             errno = 0;
             v[f] = strtoull(s, &end, 10);
             if (errno != 0 || v[f] > 0xffffffffULL)
-                return xf_say(XF_DEFER, "%s: unexpected line", path);
+                return xf_say(XF_ERR, "%s: unexpected line", path);
             s = end;
             used++;
         }
         while (*s == ' ' || *s == '\t' || *s == '\r')
             s++;
         if (*s != '\0' || used != 3)
-            return xf_say(XF_DEFER, "%s: unexpected line", path);
+            return xf_say(XF_ERR, "%s: unexpected line", path);
         if (v[0] == 0) {
             *out = (unsigned)v[1];
             return XF_OK;
         }
     }
-    return xf_say(XF_DEFER, "container process %d: %s 0 is not mapped in its user namespace", pid, kind);
+    return xf_say(XF_ERR, "container process %d: %s 0 is not mapped in its user namespace", pid, kind);
 }
 
 /* open_namespaces: the namespaces of pid that differ from ours, for ldconfig. */
@@ -305,12 +305,12 @@ static int open_namespaces(int pid, int *fds, int *types, size_t *n)
         if (stat(path, &st) != 0)
             continue;
         if ((same = same_ns(pid, ns[i].name)) < 0)
-            return XF_DEFER;
+            return XF_ERR;
         if (same)
             continue;
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-            return xf_say(XF_DEFER, "%s: %s", path, strerror(errno));
+            return xf_say(XF_ERR, "%s: %s", path, strerror(errno));
         fds[*n] = fd;
         types[(*n)++] = ns[i].type;
     }
@@ -347,7 +347,7 @@ static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const int 
         if (fstat(src, &st) != 0) {
             rv = errno;
             close(src);
-            return xf_say(XF_DEFER, "fstat: %s", strerror(rv));
+            return xf_say(XF_ERR, "fstat: %s", strerror(rv));
         }
         rv = bind_at(x, src, m->target, S_ISDIR(st.st_mode) ? 'd' : 'f', m->flags, m->recursive, &made);
         close(src);
@@ -382,12 +382,13 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
     if ((rv = xf_plan_make(edits, &p)) != XF_OK)
         return rv;
     if (c->in_place && (p.nnodes > 0 || p.nmounts > 0))
-        return xf_say(XF_DEFER, "device nodes and mounts need the runtime's side of the container: run "
+        return xf_say(XF_ERR, "device nodes and mounts need the runtime's side of the container: run "
                       "xpu-cdi-hook prestart as a prestart or createRuntime hook");
     if (!c->in_place && c->pid <= 1)
-        return xf_say(XF_DEFER, "OCI state pid %d is not a container process", c->pid);
+        return xf_say(XF_ERR, "OCI state pid %d is not a container process of this runtime: register "
+                      "`xpu-cdi-hook prestart` as a prestart or createRuntime hook", c->pid);
     if (c->rootfs == NULL || c->rootfs[0] != '/')
-        return xf_say(XF_DEFER, "rootfs is not an absolute path");
+        return xf_say(XF_ERR, "the container's rootfs (root.path of config.json) is not an absolute path");
 
     memset(&x, 0, sizeof(x));
     x.rootfd = -1;
@@ -403,7 +404,7 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
     if (c->in_place)
         same = 1; /* we are the container's root already: create as ourselves, ldconfig in our namespaces */
     else if ((same = same_ns(c->pid, "user")) < 0) {
-        rv = XF_DEFER;
+        rv = XF_ERR;
         goto out;
     }
     x.userns = !same;
@@ -417,29 +418,29 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
     if (c->in_place)
         same = 1;
     else if ((same = same_ns(c->pid, "mnt")) < 0) {
-        rv = XF_DEFER;
+        rv = XF_ERR;
         goto out;
     }
     if (!same) {
-        /* keep the way back: a deferral execs the Python hook, which must
-         * start where we started (same namespace, same cwd) */
+        /* keep the way back: the hook reports (and logs) from where it
+         * started (same namespace, same cwd) */
         char path[64];
         mnt_back = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
         cwd_back = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (mnt_back < 0 || cwd_back < 0) {
-            rv = xf_say(XF_DEFER, "cannot keep the hook's own namespace and cwd: %s", strerror(errno));
+            rv = xf_say(XF_ERR, "cannot keep the hook's own namespace and cwd: %s", strerror(errno));
             goto out;
         }
         snprintf(path, sizeof(path), "/proc/%d/ns/mnt", c->pid);
         if ((rv = xc_setns(path, CLONE_NEWNS)) != 0) {
-            rv = xf_say(XF_DEFER, "setns %s: %s", path, strerror(-rv));
+            rv = xf_say(XF_ERR, "setns %s: %s", path, strerror(-rv));
             goto out;
         }
     }
     step = "the container's rootfs";
     x.rootfd = open(c->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (x.rootfd < 0) {
-        rv = xf_say(XF_DEFER, "'%s' cannot be opened: %s (root.path of config.json)", c->rootfs, strerror(errno));
+        rv = xf_say(XF_ERR, "'%s' cannot be opened: %s (root.path of config.json)", c->rootfs, strerror(errno));
         goto out;
     }
     rv = inject_in_root(&x, &p, nsfds, nstypes, nns, counts, &mounted, &links, &ld_note, &step);
@@ -480,14 +481,16 @@ out:
         xf_undo_close(&x.undo);
     } else {
         /* take everything back (still in the container's namespace) */
-        char *why = xf_printf("%s: %s", step, xf_reason);
+        /* the step names what failed, unless the reason already does */
+        int named = strncmp(xf_reason, step, strlen(step)) == 0 || strncmp(xf_reason, "mount source ", 13) == 0;
+        char *why = named ? xf_strdup(xf_reason) : xf_printf("%s: %s", step, xf_reason);
         size_t nfailed = xf_undo_rollback(&x.undo, &failed);
         if (nfailed > 0 || x.leaked != NULL || x.fsids_lost) {
             rv = xf_say(XF_FAIL, "%s (and could not undo: %s%s%s%s)", why, failed ? failed : "",
                         failed && x.leaked ? "; " : "", x.leaked ? x.leaked : "",
                         x.fsids_lost ? " [filesystem ids not restored]" : "");
         } else {
-            rv = xf_say(XF_DEFER, "%s", why);
+            rv = xf_say(XF_ERR, "%s", why);
         }
     }
     if (mnt_back >= 0) {

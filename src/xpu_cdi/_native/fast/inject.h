@@ -17,13 +17,12 @@ struct xf_container {
 };
 
 /* Returns XF_OK with a one-line summary for the log in *note (the same
- * facts as the Python hook's "injected ..." line; a spec hook other than
- * our update-ldcache / create-symlinks is only noted there, as in Python);
- * XF_DEFER, before anything is touched, when the edits hold something the
- * Python code reports or handles differently (a fifo node, a non-bind
- * mount or an unsupported option, a malformed tool hook argument...), or
- * when a step failed and everything was undone (the Python hook then
- * retries and reports); XF_FAIL when a step failed and could not be
+ * "injected ..." line's facts; a spec hook other than our update-ldcache /
+ * create-symlinks is only noted there); XF_ERR, before anything is
+ * touched, when the edits hold something the hook does not do (a fifo
+ * node, a non-bind mount or an unsupported option, a malformed tool hook
+ * argument...), or when a step failed and everything was undone (the
+ * reason names the step); XF_FAIL when a step failed and could not be
  * undone (xf_reason says what is left).  Returns in the hook's own mount
  * namespace and cwd in every case. */
 int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const char **note);

@@ -84,10 +84,10 @@ static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
     if (fd < 0) {
         close(parent);
         if (fd == -ELOOP)
-            return xf_say(XF_DEFER, "%s in the image is a symlink", LDCONF);
+            return xf_say(XF_ERR, "%s in the image is a symlink", LDCONF);
         if (fd == -NOT_REGULAR)
-            return xf_say(XF_DEFER, "%s in the image is not a regular file", LDCONF);
-        return xf_say(XF_DEFER, "cannot write %s in the container: %s", LDCONF, strerror(-fd));
+            return xf_say(XF_ERR, "%s in the image is not a regular file", LDCONF);
+        return xf_say(XF_ERR, "cannot write %s in the container: %s", LDCONF, strerror(-fd));
     }
     rv = created ? xf_journal_unlink(x, parent, name, 0, "remove '" LDCONF "'") : 0;
     close(parent);
@@ -101,7 +101,7 @@ static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
         rv = write_all(fd, text.data, text.len);
     close(fd);
     if (rv != 0)
-        return xf_say(XF_DEFER, "cannot write %s in the container: %s", LDCONF, strerror(-rv));
+        return xf_say(XF_ERR, "cannot write %s in the container: %s", LDCONF, strerror(-rv));
     return XF_OK;
 }
 
@@ -122,7 +122,7 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
         rv = fstat(fd, &st);
         close(fd);
         if (rv != 0)
-            return xf_say(XF_DEFER, "fstat %s: %s", LDCONFIG[i], strerror(errno));
+            return xf_say(XF_ERR, "fstat %s: %s", LDCONFIG[i], strerror(errno));
         if (S_ISREG(st.st_mode) && (st.st_mode & 0111))
             ldconfig = LDCONFIG[i];
     }
@@ -136,7 +136,7 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
         rv = fstat(fd, &st);
         close(fd);
         if (rv != 0)
-            return xf_say(XF_DEFER, "fstat %s: %s", folders[i], strerror(errno));
+            return xf_say(XF_ERR, "fstat %s: %s", folders[i], strerror(errno));
         if (S_ISDIR(st.st_mode))
             dirs[ndirs++] = folders[i];
     }
@@ -152,7 +152,7 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
     rv = xc_spawn_confined(xf_fd_path(root, x->rootfd), argv.data, 1 + ndirs, LDCONFIG_ENV, 1, nsfds, nstypes, nns,
                            LDCONFIG_TIMEOUT_MS, out, sizeof(out), &status);
     if (rv != 0)
-        return xf_say(XF_DEFER, "cannot run the image's %s: %s", ldconfig, strerror(-rv));
+        return xf_say(XF_ERR, "cannot run the image's %s: %s", ldconfig, strerror(-rv));
     code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1;
     if (code != 0) {
         /* the last non-empty line of its output, as Python's strip().splitlines()[-1] */
@@ -163,8 +163,8 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
         while (start > 0 && out[start - 1] != '\n' && out[start - 1] != '\r')
             start--;
         if (end == start)
-            return xf_say(XF_DEFER, "the image's %s exited with %d: no output", ldconfig, code);
-        return xf_say(XF_DEFER, "the image's %s exited with %d: %.*s", ldconfig, code,
+            return xf_say(XF_ERR, "the image's %s exited with %d: no output", ldconfig, code);
+        return xf_say(XF_ERR, "the image's %s exited with %d: %.*s", ldconfig, code,
                       (int)(end - start), out + start);
     }
     xf_buf_adds(&msg, "ld cache updated for ");

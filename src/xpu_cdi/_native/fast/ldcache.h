@@ -13,7 +13,7 @@
 /* ldcache.update on folders (absolute, de-duplicated, at most
  * XF_LDCACHE_MAX_FOLDERS), ldconfig joining the namespaces nsfds/nstypes.
  * XF_OK with *note for the log (also when there is no ldconfig or none of
- * the folders exist: then nothing is touched), or XF_DEFER. */
+ * the folders exist: then nothing is touched), or XF_ERR. */
 int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfolders, const int *nsfds,
                       const int *nstypes, size_t nns, const char **note);
 

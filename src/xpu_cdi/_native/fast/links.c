@@ -14,7 +14,7 @@ int xf_link_parse(const char *spec, struct xf_link *out)
     const char *sep = strstr(spec, "::");
 
     if (sep == NULL || sep == spec || !xf_good_cpath(sep + 2))
-        return xf_say(XF_DEFER, "create-symlinks: --link '%s' must be TARGET::LINK (LINK an absolute container path)",
+        return xf_say(XF_ERR, "create-symlinks: --link '%s' must be TARGET::LINK (LINK an absolute container path)",
                       spec);
     out->target = xf_strndup(spec, (size_t)(sep - spec));
     out->link = sep + 2;
@@ -37,9 +37,9 @@ int xf_links_create(struct xf_root *x, const struct xf_link *links, size_t nlink
             ssize_t n = readlinkat(parent, name, current, sizeof(current));
             close(parent);
             if (x->fsids_lost)
-                return xf_say(XF_DEFER, "cannot restore the filesystem ids");
+                return xf_say(XF_ERR, "cannot restore the filesystem ids");
             if (n < 0 || (size_t)n != strlen(target) || memcmp(current, target, (size_t)n) != 0)
-                return xf_say(XF_DEFER, "'%s' already exists in the container and is not a "
+                return xf_say(XF_ERR, "'%s' already exists in the container and is not a "
                               "link to '%s'", link, target);
             continue;
         }
@@ -52,7 +52,7 @@ int xf_links_create(struct xf_root *x, const struct xf_link *links, size_t nlink
         }
         close(parent);
         if (rv != 0)
-            return xf_say(XF_DEFER, "cannot create '%s': %s", link, strerror(-rv));
+            return xf_say(XF_ERR, "cannot create '%s': %s", link, strerror(-rv));
     }
     return XF_OK;
 }

@@ -2,7 +2,7 @@
  * xpu_cdi.cdi.names (parse_qualified, annotation_key_problem,
  * parse_annotation_value, devices_from_annotations), see names.h.  The
  * regular expressions there are character-class checks here (name_like);
- * whatever they would refuse is XF_DEFER, and Python says why. */
+ * whatever they refuse is XF_ERR, worded as there. */
 #include "names.h"
 
 #include <stdlib.h>
@@ -33,49 +33,66 @@ static int name_like(const char *s, size_t n, int first_alpha_only, const char *
     return n == 1 || is_alnum(s[n - 1]);
 }
 
-/* names.parse_qualified: vendor/class=name. */
-static int qualified_ok(const char *d, size_t n)
+#define NAME_RULE "start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
+
+/* names.parse_qualified: vendor/class=name; XF_ERR says what is wrong with it. */
+static int check_qualified(const char *d, size_t n)
 {
     const char *eq = memchr(d, '=', n), *slash;
-    size_t klen;
+    size_t klen, vlen;
 
     if (eq == NULL)
-        return 0;
+        return xf_say(XF_ERR, "CDI device %s is not fully qualified: write it as vendor/class=name, "
+                      "e.g. kunlunxin.com/xpu=0", rq_short(d, n));
     klen = (size_t)(eq - d);
     slash = memchr(d, '/', klen);
     if (slash == NULL)
+        return xf_say(XF_ERR, "CDI device %s: kind %s must be 'vendor/class'", rq_short(d, n), rq_short(d, klen));
+    vlen = (size_t)(slash - d);
+    if (!name_like(d, vlen, 1, "_.-"))
+        return xf_say(XF_ERR, "CDI device %s: vendor %s must " NAME_RULE, rq_short(d, n), rq_short(d, vlen));
+    if (!name_like(slash + 1, klen - vlen - 1, 1, "_.-"))
+        return xf_say(XF_ERR, "CDI device %s: class %s must " NAME_RULE, rq_short(d, n),
+                      rq_short(slash + 1, klen - vlen - 1));
+    if (!name_like(eq + 1, n - klen - 1, 0, "_.:-"))
+        return xf_say(XF_ERR, "CDI device %s: device name %s must start and end with a letter or digit and use "
+                      "only [A-Za-z0-9_.:-]", rq_short(d, n), rq_short(eq + 1, n - klen - 1));
+    return XF_OK;
+}
+
+/* The members of a comma list in order: *d / *dlen each, stripped. */
+static int next_member(const char **p, const char *end, const char **d, size_t *dlen)
+{
+    const char *comma;
+
+    if (*p == NULL)
         return 0;
-    return name_like(d, (size_t)(slash - d), 1, "_.-") &&                    /* VENDOR_RE */
-           name_like(slash + 1, klen - (size_t)(slash - d) - 1, 1, "_.-") && /* CLASS_RE */
-           name_like(eq + 1, n - klen - 1, 0, "_.:-");                         /* NAME_RE */
+    comma = memchr(*p, ',', (size_t)(end - *p));
+    *d = *p;
+    *dlen = (size_t)((comma ? comma : end) - *p);
+    rq_strip(d, dlen);
+    *p = comma ? comma + 1 : NULL;
+    return 1;
 }
 
 /* names.parse_annotation_value for a key already checked. */
 static int annotation_devices(const char *key, const fj *value, struct rq_names *out)
 {
-    const char *s, *p, *end;
-    size_t n;
+    const char *k = rq_short(key, strlen(key)), *p, *end, *d;
+    size_t dlen;
 
-    if (fj_str(value) == NULL) /* Python takes str(value): never a device list we should guess at */
-        return xf_say(XF_DEFER, "annotation %s: not a string", key);
-    if (!rq_is_ascii(value->str, value->len))
-        return xf_say(XF_DEFER, "annotation %s: not ASCII", key);
-    s = value->str;
-    n = value->len;
-    rq_strip(&s, &n);
-    if (n == 0)
-        return xf_say(XF_DEFER, "annotation %s: empty value", key);
-    for (p = value->str, end = value->str + value->len;; p++) {
-        const char *comma = memchr(p, ',', (size_t)(end - p)), *d = p;
-        size_t dlen = (size_t)((comma ? comma : end) - p);
-        rq_strip(&d, &dlen);
-        if (!qualified_ok(d, dlen))
-            return xf_say(XF_DEFER, "annotation %s: '%.*s' is not a qualified CDI device", key,
-                          (int)(dlen > 100 ? 100 : dlen), d);
+    if (fj_str(value) == NULL)
+        return xf_say(XF_ERR, "annotation %s: the value must be a string of CDI devices such as "
+                      "kunlunxin.com/xpu=0", k);
+    end = value->str + value->len;
+    for (p = value->str; next_member(&p, end, &d, &dlen);) /* any empty member refuses the whole value */
+        if (dlen == 0)
+            return xf_say(XF_ERR, "annotation %s: value %s must be a comma-separated list of CDI devices such "
+                          "as kunlunxin.com/xpu=0", k, rq_short(value->str, value->len));
+    for (p = value->str; next_member(&p, end, &d, &dlen);) {
+        if (check_qualified(d, dlen) != XF_OK)
+            return xf_say(XF_ERR, "annotation %s: %s", k, xf_strdup(xf_reason));
         rq_names_add(out, xf_strndup(d, dlen));
-        if (comma == NULL)
-            break;
-        p = comma;
     }
     return XF_OK;
 }
@@ -93,13 +110,14 @@ int rq_annotation_names(const fj *ann_state, const fj *ann_config, struct rq_nam
         if (src == NULL || src->type == FJ_NULL)
             continue;
         if (src->type != FJ_OBJECT)
-            return xf_say(XF_DEFER, "annotations are not an object");
+            return xf_say(XF_ERR, "annotations must be an object");
         for (size_t i = 0; i < src->n; i++) {
             const fj *k = src->keys[i];
             if (k->len < PREFIX_LEN || memcmp(k->str, ANNOTATION_PREFIX, PREFIX_LEN) != 0)
                 continue;
             if (k->has_nul)
-                return xf_say(XF_DEFER, "annotation key with NUL");
+                return xf_say(XF_ERR, "annotation key %s: the part after the prefix must start and end with a "
+                              "letter or digit and use only [A-Za-z0-9_.-]", rq_short(k->str, k->len));
             if (rq_map_put(&values, k->str, src->items[i]) == NULL)
                 rq_vec_add(&keys, k->str);
         }
@@ -110,10 +128,14 @@ int rq_annotation_names(const fj *ann_state, const fj *ann_config, struct rq_nam
         const char *key = keys.v[i], *rest = key + PREFIX_LEN;
         size_t rlen = strlen(rest);
         /* names.annotation_key_problem; over 63 bytes is over 63 characters or not ASCII: refused either way */
-        if (rlen > MAX_ANNOTATION_NAME || !name_like(rest, rlen, 0, "_.-"))
-            return xf_say(XF_DEFER, "annotation key %.100s is not valid", key);
+        if (rlen > MAX_ANNOTATION_NAME)
+            return xf_say(XF_ERR, "annotation key %s: the part after the prefix is longer than %d characters",
+                          rq_short(key, strlen(key)), MAX_ANNOTATION_NAME);
+        if (!name_like(rest, rlen, 0, "_.-"))
+            return xf_say(XF_ERR, "annotation key %s: the part after the prefix must start and end with a letter "
+                          "or digit and use only [A-Za-z0-9_.-]", rq_short(key, strlen(key)));
         if (annotation_devices(key, rq_map_get(&values, key), out) != XF_OK)
-            return XF_DEFER;
+            return XF_ERR;
     }
     free(values.keys);
     free(values.vals);

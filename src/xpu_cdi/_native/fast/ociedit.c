@@ -1,10 +1,9 @@
-/* xpu-container-runtime's front end: see ociedit.h.  The Python it
- * mirrors is named above each part (runtime/wrapper.py, runtime/bundle.py,
- * runtime/ociedit.py, atomic.py); where that code would take an unusual
- * value as it is (a non-string where a string belongs, a float number),
- * this code defers rather than guess how Python would spell the result. */
+/* xpu-container-runtime's config.json editing: see ociedit.h.  An unusual
+ * value where the edit needs a known shape (a non-string where a string
+ * belongs, a float number) is refused with one line, never guessed at. */
 #include "ociedit.h"
 #include "privileged.h"
+#include "request_util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -21,7 +20,7 @@
 #define LD_VAR "LD_LIBRARY_PATH"
 #define TMP_MARK ".xpu-cdi-tmp"                  /* atomic.TMP_MARK */
 /* real config.json files are 5-50 KB; as in the hook's front end (hook_main.c) */
-#define XF_FAST_MAX_CONFIG_BYTES ((size_t)2 << 20)
+#define XF_PARSE_MAX_CONFIG_BYTES ((size_t)4 << 20) /* as the hook reads config.json (ocistate.h) */
 #define MAX_INDEX_TEXT ((size_t)1 << 20)         /* bundle.selection_names reads this much */
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -150,9 +149,9 @@ int xf_find_runtime(const char *runtime_env, const char *path_env, const char *s
 
     if (strchr(name, '/') != NULL) {
         if (!executable(name))
-            return xf_say(XF_DEFER, "XPU_CDI_RUNTIME=%s is not an executable file", name);
+            return xf_say(XF_ERR, "XPU_CDI_RUNTIME='%s' is not an executable file: point it at runc or crun", name);
         if (is_self(&s, name) != 0)
-            return xf_say(XF_DEFER, "XPU_CDI_RUNTIME=%s is this wrapper (or its real path is unknown)", name);
+            return xf_say(XF_ERR, "XPU_CDI_RUNTIME='%s' is this wrapper (or its real path is unknown): point it at runc or crun", name);
         *out = name;
         return XF_OK;
     }
@@ -167,7 +166,8 @@ int xf_find_runtime(const char *runtime_env, const char *path_env, const char *s
         if (executable(cand)) {
             int me = is_self(&s, cand);
             if (me < 0)
-                return xf_say(XF_DEFER, "cannot tell whether %s is this wrapper", cand);
+                return xf_say(XF_ERR, "cannot tell whether '%s' is this wrapper (its real path is unknown): set XPU_CDI_RUNTIME to "
+                                  "the runtime's absolute path", cand);
             if (me == 0) {
                 *out = cand;
                 return XF_OK;
@@ -177,7 +177,8 @@ int xf_find_runtime(const char *runtime_env, const char *path_env, const char *s
             break;
         p = end + 1;
     }
-    return xf_say(XF_DEFER, "no %s found on PATH", name);
+    return xf_say(XF_ERR, "no '%s' found on PATH (%s): install it or set XPU_CDI_RUNTIME to the runtime's absolute "
+                  "path", name, path_env && *path_env ? path_env : DEFAULT_PATH);
 }
 
 /* ---- bundle.py: may_request ------------------------------------------ */
@@ -381,9 +382,9 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
     int is_p;
 
     if (node == NULL || node->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "a deviceNodes entry is not an object");
+        return xf_say(XF_ERR, "a deviceNodes entry is not an object");
     if (path == NULL || path->type != FJ_STRING || path->len == 0 || path->str[0] != '/')
-        return xf_say(XF_DEFER, "device node: 'path' is not an absolute path");
+        return xf_say(XF_ERR, "device node: 'path' is not an absolute path");
     typ = getv(node, "type");
     major = getv(node, "major");
     minor = getv(node, "minor");
@@ -394,7 +395,7 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
     if ((typ != NULL && typ->type != FJ_STRING) || !int_or_absent(major) || !int_or_absent(minor) ||
         !int_or_absent(mode) || !int_or_absent(uid) || !int_or_absent(gid) ||
         (perm != NULL && perm->type != FJ_STRING))
-        return xf_say(XF_DEFER, "device node %s: a field of an unusual type", path->str);
+        return xf_say(XF_ERR, "device node %s: a field of an unusual type", path->str);
     is_p = str_eq(typ, "p", 1);
     if (uid == NULL || gid == NULL) {
         /* the owner and group the spec does not give are the host node's
@@ -415,15 +416,15 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
         const char *kind;
         struct stat st;
         if (host != NULL && host->type != FJ_STRING)
-            return xf_say(XF_DEFER, "device node %s: hostPath is not a string", path->str);
+            return xf_say(XF_ERR, "device node %s: hostPath is not a string", path->str);
         hp = fj_str(host != NULL && host->len > 0 ? host : path);
         if (hp == NULL)
-            return xf_say(XF_DEFER, "device node %s: NUL in a path", path->str);
+            return xf_say(XF_ERR, "device node %s: NUL in a path", path->str);
         if (stat(hp, &st) != 0)
-            return xf_say(XF_DEFER, "device node %s: cannot stat %s: %s", path->str, hp, strerror(errno));
+            return xf_say(XF_ERR, "device node %s: cannot stat %s: %s", path->str, hp, strerror(errno));
         kind = S_ISCHR(st.st_mode) ? "c" : S_ISBLK(st.st_mode) ? "b" : S_ISFIFO(st.st_mode) ? "p" : NULL;
         if (kind == NULL)
-            return xf_say(XF_DEFER, "device node %s: %s is not a device node", path->str, hp);
+            return xf_say(XF_ERR, "device node %s: %s is not a device node", path->str, hp);
         if (typ == NULL || typ->len == 0) /* typ or kind */
             typ = fj_new_str(kind);
         if (major == NULL || minor == NULL) {
@@ -572,9 +573,9 @@ static int oci_mount(const fj *m, fj **out)
 
     if (m == NULL || m->type != FJ_OBJECT || src == NULL || src->type != FJ_STRING || dst == NULL ||
         dst->type != FJ_STRING || dst->len == 0 || dst->str[0] != '/')
-        return xf_say(XF_DEFER, "a mount without hostPath or an absolute containerPath");
+        return xf_say(XF_ERR, "a mount without hostPath or an absolute containerPath");
     if ((opts != NULL && opts->type != FJ_ARRAY) || (typ != NULL && typ->type != FJ_STRING))
-        return xf_say(XF_DEFER, "mount %s: options or type of an unusual type", dst->str);
+        return xf_say(XF_ERR, "mount %s: options or type of an unusual type", dst->str);
     for (size_t i = 0; opts != NULL && i < opts->n; i++)
         fj_append(options, opts->items[i]);
     if (typ == NULL || typ->len == 0) { /* mount.get("type") or ("bind" if ... else None) */
@@ -615,7 +616,7 @@ static int apply_mounts(fj *config, const struct xf_edits *e)
     for (size_t i = 0; i < current->n; i++) {
         const fj *c = current->items[i], *dst = fj_get(c, "destination");
         if (c->type == FJ_OBJECT && dst != NULL && dst->type != FJ_STRING)
-            return xf_say(XF_DEFER, "config.json: a mount destination is not a string");
+            return xf_say(XF_ERR, "config.json: a mount destination is not a string");
     }
     for (size_t i = 0; i < e->nmounts; i++) {
         fj *new = NULL;
@@ -699,7 +700,7 @@ static int library_dirs(const struct xf_edits *e, struct strlist *out)
         if (args == NULL)
             continue;
         if (args->type != FJ_ARRAY)
-            return xf_say(XF_DEFER, "a hook's args is not a list");
+            return xf_say(XF_ERR, "a hook's args is not a list");
         for (size_t i = 0; i < args->n && !ldcache; i++)
             ldcache = str_eq(args->items[i], "update-ldcache", 14);
         if (!ldcache)
@@ -713,7 +714,7 @@ static int library_dirs(const struct xf_edits *e, struct strlist *out)
             else
                 continue;
             if (fj_str(d) == NULL)
-                return xf_say(XF_DEFER, "update-ldcache --folder of an unusual value");
+                return xf_say(XF_ERR, "update-ldcache --folder of an unusual value");
             strlist_add(&all, d == a ? d->str + 9 : d->str);
         }
     }
@@ -736,7 +737,7 @@ static int apply_env(fj *config, const struct xf_edits *e)
         const char *eq = strchr(e->env[i], '=');
         size_t keylen = eq ? (size_t)(eq - e->env[i]) : 0;
         if (keylen == 0)
-            return xf_say(XF_DEFER, "env entry %s: expected KEY=VALUE", e->env[i]);
+            return xf_say(XF_ERR, "env entry %s: expected KEY=VALUE", e->env[i]);
         if (!(keylen == sizeof(LD_VAR) - 1 && memcmp(e->env[i], LD_VAR, keylen) == 0))
             set_env(env, e->env[i], keylen);
     }
@@ -747,7 +748,7 @@ static int apply_env(fj *config, const struct xf_edits *e)
         if (str_starts(env->items[i], LD_VAR "=", sizeof(LD_VAR)))
             cur = env->items[i];
     if (cur != NULL && fj_str(cur) == NULL)
-        return xf_say(XF_DEFER, "config.json: NUL in LD_LIBRARY_PATH");
+        return xf_say(XF_ERR, "config.json: NUL in LD_LIBRARY_PATH");
     if (cur != NULL)
         split_dirs(&merged, cur->str + sizeof(LD_VAR));
     {
@@ -783,9 +784,9 @@ static int apply_hooks(fj *config, const struct xf_edits *e)
             if (str_eq(stage, hook_stages[s], strlen(hook_stages[s])))
                 name = hook_stages[s];
         if (name == NULL)
-            return xf_say(XF_DEFER, "a hook with an unknown hookName");
+            return xf_say(XF_ERR, "a hook with an unknown hookName");
         if (path == NULL || path->type != FJ_STRING || path->len == 0 || path->str[0] != '/')
-            return xf_say(XF_DEFER, "a hook whose path is not absolute");
+            return xf_say(XF_ERR, "a hook whose path is not absolute");
         oci = fj_new(FJ_OBJECT);
         fj_set(oci, "path", (fj *)path);
         for (size_t k = 0; k < sizeof(copied) / sizeof(copied[0]); k++) {
@@ -819,7 +820,7 @@ int xf_apply(fj *config, const struct xf_edits *e)
     int rv;
 
     if (config == NULL || config->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "config.json: expected a JSON object");
+        return xf_say(XF_ERR, "config.json: expected a JSON object");
     if ((rv = apply_nodes(config, e)) != XF_OK || (rv = apply_mounts(config, e)) != XF_OK ||
         (rv = apply_env(config, e)) != XF_OK || (rv = apply_hooks(config, e)) != XF_OK)
         return rv;
@@ -898,7 +899,7 @@ static int finish(fj *v)
     case FJ_NUMBER:
         /* float('1e400') is inf, which jsondump refuses to write */
         if (!v->is_int && v->str != NULL && strpbrk(v->str, ".eE") != NULL && isinf(strtod(v->str, NULL)))
-            return xf_say(XF_DEFER, "a number too large for a float: %.40s", v->str);
+            return xf_say(XF_ERR, "a number too large for a float: %.40s", v->str);
         return XF_OK;
     case FJ_OBJECT:
         collapse_keys(v);
@@ -934,10 +935,10 @@ int xf_write_atomic(const char *path, const char *data, size_t len, unsigned mod
     size_t done = 0;
 
     /* O_EXCL: never write through a file we did not create (a temp file
-     * of a killed writer with our pid: Python truncates it, so defer) */
+     * of a killed writer with our pid: refused, it is not ours) */
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
     if (fd < 0)
-        return xf_say(XF_DEFER, "cannot create %s: %s", tmp, strerror(errno));
+        return xf_say(XF_ERR, "cannot write '%s': cannot create '%s': %s", path, tmp, strerror(errno));
     if (fchmod(fd, mode & 07777) != 0) /* O_CREAT's mode went through the umask */
         goto fail;
     while (done < len) {
@@ -961,7 +962,7 @@ int xf_write_atomic(const char *path, const char *data, size_t len, unsigned mod
         goto fail;
     return XF_OK;
 fail:
-    rv = xf_say(XF_DEFER, "cannot write %s: %s", tmp, strerror(errno));
+    rv = xf_say(XF_ERR, "cannot write '%s' (through '%s'): %s", path, tmp, strerror(errno));
     if (fd >= 0)
         close(fd);
     unlink(tmp);
@@ -973,7 +974,8 @@ fail:
 /* wrapper._unserved: a known selection variable (knownSelection of the
  * indexes, which generate writes from the profiles; the last index wins on
  * a repeated variable, variables in sorted order), set to something other
- * than a "none" value, for a kind no index serves (Python refuses it). */
+ * than a "none" value, for a kind no index serves: refused, since the
+ * container would start without the cards it asked for. */
 struct known {
     const char *var, *kind;
 };
@@ -983,7 +985,7 @@ static int cmp_known(const void *a, const void *b)
     return strcmp(((const struct known *)a)->var, ((const struct known *)b)->var);
 }
 
-static int unserved(const fj *env, const struct xf_indexes *ix)
+static int unserved(const fj *env, const struct xf_indexes *ix, const char *where)
 {
     struct known *known = NULL;
     size_t nknown = 0;
@@ -1022,7 +1024,7 @@ static int unserved(const fj *env, const struct xf_indexes *ix)
         if (served)
             continue;
         /* str.strip() of the value: ASCII whitespace only here; anything
-         * else left (Unicode spaces too) counts as a request: defer */
+         * else left (Unicode spaces too) counts as a request */
         s = found->str + vl + 1;
         n = found->len - vl - 1;
         while (n > 0 && (strchr(" \t\n\v\f\r\x1c\x1d\x1e\x1f", s[0]) != NULL && s[0] != '\0'))
@@ -1030,9 +1032,21 @@ static int unserved(const fj *env, const struct xf_indexes *ix)
         while (n > 0 && (strchr(" \t\n\v\f\r\x1c\x1d\x1e\x1f", s[n - 1]) != NULL && s[n - 1] != '\0'))
             n--;
         if (!(n == 0 || (n == 4 && (memcmp(s, "void", 4) == 0 || memcmp(s, "none", 4) == 0))))
-            return xf_say(XF_DEFER, "%s asks for %s devices, which no spec index serves", var, known[k].kind);
+            return xf_say(XF_ERR, "%s=%s asks for %s devices but no spec in %s defines that kind (with its .xpu-cdi "
+                          "index): run `xpu-cdi generate` on this node", var, rq_short(s, n), known[k].kind, where);
     }
     return XF_OK;
+}
+
+/* The dirs as XPU_CDI_SPEC_DIRS spells them, for messages. */
+static const char *joined(const char *const *dirs, size_t ndirs)
+{
+    struct xf_buf b = {0};
+
+    xf_buf_adds(&b, "");
+    for (size_t i = 0; i < ndirs; i++)
+        xf_buf_addf(&b, "%s%s", i ? ":" : "", dirs[i]);
+    return b.data;
 }
 
 int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const struct xf_config *cfg, int *edited,
@@ -1053,17 +1067,18 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const 
 
     *edited = 0;
     *ignored = NULL;
-    if ((rv = xf_read_file(path, XF_MAX_CONFIG_BYTES, &data, &len, &mode)) != XF_OK)
-        return rv;
+    if (xf_read_file(path, XF_MAX_CONFIG_BYTES, &data, &len, &mode) != XF_OK)
+        return xf_say(XF_ERR, "%s: is --bundle right?", xf_strdup(xf_reason));
     if (!xf_may_request(data, len, dirs, ndirs))
         return XF_OK; /* the common case: no JSON parsed, nothing written */
-    if (len > XF_FAST_MAX_CONFIG_BYTES) /* the tree would cost up to ~50x: Python's is leaner */
-        return xf_say(XF_DEFER, "%s: %zu bytes, more than the front end parses", path, len);
+    if (len > XF_PARSE_MAX_CONFIG_BYTES) /* the tree costs up to ~50x the text */
+        return xf_say(XF_ERR, "'%s' is larger than %zu bytes: refusing to parse it", path,
+                      XF_PARSE_MAX_CONFIG_BYTES);
     config = fj_parse(data, len, err, sizeof(err));
     if (config == NULL)
-        return xf_say(XF_DEFER, "%s: %s", path, err);
+        return xf_say(XF_ERR, "'%s' is not valid JSON: %s", path, err);
     if (config->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "%s: not a JSON object", path);
+        return xf_say(XF_ERR, "'%s': expected a JSON object", path);
     process = fj_get(config, "process");
     env = process != NULL && process->type == FJ_OBJECT ? fj_get(process, "env") : NULL;
     if (env != NULL && env->type != FJ_ARRAY)
@@ -1075,14 +1090,17 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const 
         return rv;
     if (!cfg->accept_env_when_unprivileged && !xf_privileged(config) && (*ignored = xf_selection_var(&ix, env)))
         env = NULL; /* the node's setting: only annotations select for an unprivileged container */
-    if ((rv = xf_requested(&ix, env, NULL, ann, &names, &nnames)) != XF_OK || (rv = unserved(env, &ix)) != XF_OK)
-        return rv;
+    if (xf_requested(&ix, env, NULL, ann, &names, &nnames) != XF_OK)
+        return xf_say(XF_ERR, "%s (spec dirs searched: %s)", xf_strdup(xf_reason), joined(dirs, ndirs));
+    if (unserved(env, &ix, joined(dirs, ndirs)) != XF_OK)
+        return XF_ERR;
     if (nnames == 0)
         return XF_OK;
     if ((rv = xf_resolve(dirs, ndirs, names, nnames, &edits)) != XF_OK)
         return rv;
     if (edits.unsupported != NULL)
-        return xf_say(XF_DEFER, "a device needs %s, which the wrapper does not apply", edits.unsupported);
+        return xf_say(XF_ERR, "a requested CDI device needs '%s', which xpu-container-runtime does not apply: use a "
+                      "CDI-enabled runtime for it", edits.unsupported);
     if ((rv = xf_apply(config, &edits)) != XF_OK || (rv = xf_serialise(config, &out)) != XF_OK ||
         (rv = xf_write_atomic(path, out.data, out.len, mode)) != XF_OK)
         return rv;

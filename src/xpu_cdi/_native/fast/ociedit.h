@@ -4,9 +4,8 @@
  * may_request test) and xpu_cdi.runtime.ociedit (apply), plus the
  * non-durable atomic.write_atomic the wrapper uses for config.json.
  *
- * Same results as the Python code for everything accepted (tests/native
- * compare them); anything unusual is XF_DEFER with the reason in
- * xf_reason, and the Python wrapper redoes the whole job. */
+ * Anything it refuses is XF_ERR with one line in xf_reason saying what is
+ * wrong and what to do; config.json is then left as it was. */
 #ifndef XF_OCIEDIT_H
 #define XF_OCIEDIT_H
 #include "config.h"
@@ -28,8 +27,8 @@ size_t xf_spec_dirs(const char *value, const char ***dirs);
 /* wrapper.find_runtime: XPU_CDI_RUNTIME (a path, or a name on PATH), else
  * runc on PATH (default PATH when empty), skipping copies of this wrapper:
  * files whose real path is that of self or of self + ".py" (its Python
- * half).  *out is the path to exec.  XF_DEFER when there is none or the
- * variable names the wrapper itself (Python says so). */
+ * half).  *out is the path to exec.  XF_ERR (worded) when there is none or
+ * the variable names the wrapper itself. */
 int xf_find_runtime(const char *runtime_env, const char *path_env, const char *self, const char **out);
 
 /* bundle.may_request on config.json's raw bytes: 0 only when they hold no
@@ -40,17 +39,17 @@ int xf_may_request(const char *data, size_t len, const char *const *dirs, size_t
 /* ociedit.apply of merged edits (the nodes', mounts' and hooks' json
  * members are what is applied, as Python applies the spec's dicts) and
  * edits->gids as additionalGids.  The tree may be partly edited when this
- * returns XF_DEFER: drop it then. */
+ * returns XF_ERR: drop it then. */
 int xf_apply(fj *config, const struct xf_edits *edits);
 
 /* The edited config as jsondump.dumps writes it, up to JSON equality:
  * duplicate keys collapsed as json.loads does (first place, last value);
- * XF_DEFER for a number Python would read as infinity (dumps refuses it). */
+ * XF_ERR for a number Python would read as infinity (dumps refuses it). */
 int xf_serialise(fj *config, struct xf_buf *out);
 
 /* atomic.write_atomic(path, data, mode, durable=False): a temp file
  * ".<base>.<pid>.xpu-cdi-tmp" beside path with exactly mode, renamed over
- * path; the temp file is removed on failure (XF_DEFER). */
+ * path; the temp file is removed on failure (XF_ERR). */
 int xf_write_atomic(const char *path, const char *data, size_t len, unsigned mode);
 
 /* wrapper.prepare: apply the requested devices' edits to

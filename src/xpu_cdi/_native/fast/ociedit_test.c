@@ -29,10 +29,10 @@ static int load(const char *path, fj **out)
     size_t len;
 
     if (xf_read_file(path, XF_MAX_CONFIG_BYTES, &data, &len, NULL) != XF_OK)
-        return XF_DEFER;
+        return XF_ERR;
     *out = fj_parse(data, len, err, sizeof(err));
     if (*out == NULL)
-        return xf_say(XF_DEFER, "%s: %s", path, err);
+        return xf_say(XF_ERR, "%s: %s", path, err);
     return XF_OK;
 }
 
@@ -42,7 +42,7 @@ static int list(const fj *edits, const char *key, const fj **out)
     const fj *v = fj_get(edits, key);
 
     if (v != NULL && v->type != FJ_NULL && v->type != FJ_ARRAY)
-        return xf_say(XF_DEFER, "edits: %s is not a list", key);
+        return xf_say(XF_ERR, "edits: %s is not a list", key);
     *out = v != NULL && v->type == FJ_ARRAY ? v : NULL;
     return XF_OK;
 }
@@ -54,15 +54,15 @@ static int edits_from_json(const fj *j, struct xf_edits *e)
 
     memset(e, 0, sizeof(*e));
     if (j == NULL || j->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "edits: not an object");
+        return xf_say(XF_ERR, "edits: not an object");
     if (list(j, "env", &env) || list(j, "deviceNodes", &nodes) || list(j, "mounts", &mounts) ||
         list(j, "hooks", &hooks) || list(j, "additionalGids", &gids))
-        return XF_DEFER;
+        return XF_ERR;
     if (env != NULL) {
         e->env = xf_alloc(env->n * sizeof(*e->env));
         for (size_t i = 0; i < env->n; i++)
             if ((e->env[e->nenv++] = fj_str(env->items[i])) == NULL)
-                return xf_say(XF_DEFER, "edits: env entry %zu is not a string", i);
+                return xf_say(XF_ERR, "edits: env entry %zu is not a string", i);
     }
     if (nodes != NULL) {
         e->nodes = xf_alloc(nodes->n * sizeof(*e->nodes));
@@ -88,7 +88,7 @@ static int edits_from_json(const fj *j, struct xf_edits *e)
         e->gids = xf_alloc(gids->n * sizeof(*e->gids));
         for (size_t i = 0; i < gids->n; i++) {
             if (gids->items[i]->type != FJ_NUMBER || !gids->items[i]->is_int)
-                return xf_say(XF_DEFER, "edits: additionalGids entry %zu is not an integer", i);
+                return xf_say(XF_ERR, "edits: additionalGids entry %zu is not an integer", i);
             e->gids[e->ngids++] = gids->items[i]->num;
         }
     }

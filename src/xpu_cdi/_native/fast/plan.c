@@ -105,40 +105,42 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     size_t k = 0;
 
     if (!xf_good_cpath(in->path))
-        return xf_say(XF_DEFER, "device node path %s: not a plain absolute path", in->path ? in->path : "(none)");
+        return xf_say(XF_ERR, "device node path '%s' must be a plain absolute path", in->path ? in->path : "(none)");
     if (!int_member_ok(j, "major", in->present & XF_HAS_MAJOR, in->major) ||
         !int_member_ok(j, "minor", in->present & XF_HAS_MINOR, in->minor) ||
         !int_member_ok(j, "fileMode", in->present & XF_HAS_MODE, in->mode) ||
         !int_member_ok(j, "uid", in->present & XF_HAS_UID, in->uid) ||
         !int_member_ok(j, "gid", in->present & XF_HAS_GID, in->gid))
-        return xf_say(XF_DEFER, "device node %s: a number field that is not a plain integer", in->path);
+        return xf_say(XF_ERR, "device node '%s': major, minor, fileMode, uid and gid must be integers (regenerate the spec with "
+                      "`xpu-cdi generate`)", in->path);
     if (j != NULL) {
         /* n.get("type") or None; n.setdefault("hostPath", path); permissions or "rwm" */
         const fj *t = fj_get(j, "type"), *h = fj_get(j, "hostPath"), *p = fj_get(j, "permissions");
         char jkind = 0;
         if (t != NULL && t->type != FJ_NULL) {
             if (fj_str(t) == NULL || t->len > 1)
-                return xf_say(XF_DEFER, "device node %s: unusual type", in->path);
+                return xf_say(XF_ERR, "device node '%s': type must be c, b, u or p", in->path);
             jkind = t->str[0];
         }
         if (jkind != kind)
-            return xf_say(XF_DEFER, "device node %s: type not as parsed", in->path);
+            return xf_say(XF_ERR, "device node '%s': type must be c, b, u or p", in->path);
         if (h != NULL && (fj_str(h) == NULL || h->len == 0 || in->host_path == NULL ||
                           strcmp(in->host_path, fj_str(h)) != 0))
-            return xf_say(XF_DEFER, "device node %s: unusual hostPath", in->path);
+            return xf_say(XF_ERR, "device node '%s': hostPath must be a non-empty path", in->path);
         if (h == NULL && in->host_path != NULL)
-            return xf_say(XF_DEFER, "device node %s: hostPath not as parsed", in->path);
+            return xf_say(XF_ERR, "device node '%s': hostPath must be a non-empty path", in->path);
         if (p != NULL && p->type != FJ_NULL && (fj_str(p) == NULL || !str_member_ok(j, "permissions", in->permissions)))
-            return xf_say(XF_DEFER, "device node %s: unusual permissions", in->path);
+            return xf_say(XF_ERR, "device node '%s': permissions must be a string of r, w and m", in->path);
     }
     if (in->permissions != NULL && in->permissions[0] != '\0')
         perms = in->permissions;
     if (strspn(perms, "rwm") != strlen(perms))
-        return xf_say(XF_DEFER, "device node %s: permissions %s", in->path, perms);
+        return xf_say(XF_ERR, "device node '%s': permissions '%s' must be made of r, w and m", in->path, perms);
     if (kind == 'p')
-        return xf_say(XF_DEFER, "device node %s: fifo nodes are left to the Python hook", in->path);
+        return xf_say(XF_ERR, "device node '%s': type p (a fifo) is not made by the hook: use CDI mode (a CDI-enabled runtime) for it",
+                      in->path);
     if (kind != 0 && kind != 'c' && kind != 'u' && kind != 'b')
-        return xf_say(XF_DEFER, "device node %s: type %c", in->path, kind);
+        return xf_say(XF_ERR, "device node '%s': type must be c, b, u or p", in->path);
 
     out->path = in->path;
     out->host = in->host_path && in->host_path[0] ? in->host_path : in->path;
@@ -152,14 +154,15 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
         struct stat st;
         char host_kind;
         if (stat(out->host, &st) != 0)
-            return xf_say(XF_DEFER, "device node %s: host node %s: %s", in->path, out->host, strerror(errno));
+            return xf_say(XF_ERR, "device node '%s': host node '%s': %s (is the driver loaded? else regenerate the spec)", in->path,
+                          out->host, strerror(errno));
         if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
-            return xf_say(XF_DEFER, "device node %s: host node %s is not a device", in->path, out->host);
+            return xf_say(XF_ERR, "device node '%s': host node '%s' is not a device node", in->path, out->host);
         host_kind = S_ISCHR(st.st_mode) ? 'c' : 'b';
         if (kind == 0)
             kind = host_kind;
         else if ((kind == 'b') != (host_kind == 'b'))
-            return xf_say(XF_DEFER, "device node %s: type %c but host node %s is %c", in->path, kind,
+            return xf_say(XF_ERR, "device node '%s': type %c but host node '%s' is %c", in->path, kind,
                           out->host, host_kind);
         major = major(st.st_rdev);
         minor = minor(st.st_rdev);
@@ -170,10 +173,10 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     if (kind == 0)
         kind = 'c';
     if (major < 0 || major > MAX_DEV_MAJOR || minor < 0 || minor > MAX_DEV_MINOR)
-        return xf_say(XF_DEFER, "device node %s: numbers %lld:%lld out of range", in->path, major, minor);
+        return xf_say(XF_ERR, "device node '%s': numbers %lld:%lld out of range", in->path, major, minor);
     if (((in->present & XF_HAS_UID) && (in->uid < 0 || in->uid >= 0xffffffffLL)) ||
         ((in->present & XF_HAS_GID) && (in->gid < 0 || in->gid >= 0xffffffffLL)))
-        return xf_say(XF_DEFER, "device node %s: uid/gid out of range", in->path);
+        return xf_say(XF_ERR, "device node '%s': uid/gid out of range", in->path);
     out->kind = kind;
     out->major = (unsigned)major;
     out->minor = (unsigned)minor;
@@ -210,11 +213,11 @@ static int plan_mount(const struct xf_mount *m, struct xf_plan_mount *out)
     int rbind = m->type && strcmp(m->type, "rbind") == 0;
 
     if (host == NULL || host[0] != '/' || strlen(host) >= PATH_MAX || !xf_good_cpath(target))
-        return xf_say(XF_DEFER, "mount %s -> %s: not plain absolute paths", host ? host : "(none)",
+        return xf_say(XF_ERR, "mount '%s' -> '%s': hostPath and containerPath must be absolute paths", host ? host : "(none)",
                       target ? target : "(none)");
     if (!str_member_ok(m->json, "type", m->type) ||
         !strs_member_ok(m->json, "options", m->options, m->noptions))
-        return xf_say(XF_DEFER, "mount %s -> %s: type/options not as parsed", host, target);
+        return xf_say(XF_ERR, "mount '%s' -> '%s': type must be a string and options a list of strings", host, target);
     out->host = host;
     out->target = target;
     out->flags = 0;
@@ -233,10 +236,11 @@ static int plan_mount(const struct xf_mount *m, struct xf_plan_mount *out)
         for (size_t k = 0; k < sizeof(ignored) / sizeof(ignored[0]) && !found; k++)
             found = strcmp(opt, ignored[k]) == 0;
         if (!found)
-            return xf_say(XF_DEFER, "mount %s -> %s: option %s", host, target, opt);
+            return xf_say(XF_ERR, "mount '%s' -> '%s': option '%s' is not supported by the hook", host, target, opt);
     }
     if (!bind)
-        return xf_say(XF_DEFER, "mount %s -> %s: not a bind mount", host, target);
+        return xf_say(XF_ERR, "mount '%s' -> '%s': only bind mounts can be made by the hook; use CDI mode for other mount types",
+                      host, target);
     out->recursive = rbind;
     return XF_OK;
 }
@@ -264,9 +268,9 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
     size_t nvalues = 0;
 
     if (h->path == NULL)
-        return xf_say(XF_DEFER, "spec hook without a path");
+        return xf_say(XF_ERR, "a spec hook without a path");
     if (!str_member_ok(h->json, "path", h->path) || !strs_member_ok(h->json, "args", h->args, h->nargs))
-        return xf_say(XF_DEFER, "spec hook %s: path/args not as parsed", h->path);
+        return xf_say(XF_ERR, "spec hook '%s': path must be a string and args a list of strings", h->path);
     ours = strncmp(base_name(h->path), "xpu-cdi", 7) == 0 ||
            (h->nargs > 0 && strncmp(base_name(h->args[0]), "xpu-cdi", 7) == 0);
     ldcache = strcmp(sub, "update-ldcache") == 0;
@@ -274,7 +278,7 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         struct xf_buf b = {0};
         xf_buf_adds(&b, "spec hook ");
         if (py_repr(&b, h->path) != 0)
-            return xf_say(XF_DEFER, "spec hook path with non-ASCII text");
+            return xf_say(XF_ERR, "a spec hook path with non-ASCII text");
         xf_buf_addf(&b, " %s not run: %s", sub, TOOLS_NOTE);
         p->notes[p->nnotes++] = b.data;
         return XF_OK;
@@ -285,24 +289,24 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         const char *arg = h->args[i], *eq = strchr(arg, '='), *value;
         size_t namelen = eq ? (size_t)(eq - arg) : strlen(arg);
         if (namelen != strlen(opt) || strncmp(arg, opt, namelen) != 0)
-            return xf_say(XF_DEFER, "%s: unexpected argument '%s' (usage: %s %s %s VALUE...)", sub, arg,
+            return xf_say(XF_ERR, "%s: unexpected argument '%s' (usage: %s %s %s VALUE...)", sub, arg,
                           PROG_HOOK, sub, opt);
         if (eq)
             value = eq + 1;
         else if (i + 1 < h->nargs)
             value = h->args[++i];
         else
-            return xf_say(XF_DEFER, "%s: option %s needs a value", sub, opt);
+            return xf_say(XF_ERR, "%s: option %s needs a value", sub, opt);
         nvalues++;
         if (ldcache) {
             int seen = 0;
             if (value[0] != '/') /* ldcache.update's check */
-                return xf_say(XF_DEFER, "update-ldcache: --folder '%s' must be an absolute container path", value);
+                return xf_say(XF_ERR, "update-ldcache: --folder '%s' must be an absolute container path", value);
             for (size_t f = 0; f < p->nfolders && !seen; f++)
                 seen = strcmp(p->folders[f], value) == 0;
             if (!seen) {
                 if (p->nfolders >= max_folders)
-                    return xf_say(XF_DEFER, "update-ldcache: more than %zu --folder values", max_folders);
+                    return xf_say(XF_ERR, "update-ldcache: more than %zu --folder values", max_folders);
                 p->folders[p->nfolders++] = value;
             }
         } else {
@@ -313,7 +317,7 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         }
     }
     if (nvalues == 0)
-        return xf_say(XF_DEFER, "%s: needs at least one %s (usage: %s %s %s VALUE...)", sub, opt, PROG_HOOK, sub,
+        return xf_say(XF_ERR, "%s: needs at least one %s (usage: %s %s %s VALUE...)", sub, opt, PROG_HOOK, sub,
                       opt);
     return XF_OK;
 }

@@ -1,7 +1,7 @@
 /* The plan: the merged edits checked and completed on the host side,
  * nothing touched yet -- the C twin of xpu_cdi/hook/plan.py (node numbers
  * from hostPath, mount flags, our spec hooks' arguments parsed).  Anything
- * the Python hook handles differently or reports is XF_DEFER here. */
+ * the hook does not do is XF_ERR here, worded. */
 #ifndef XF_PLAN_H
 #define XF_PLAN_H
 #include "cgroup.h"
@@ -40,7 +40,7 @@ struct xf_plan {
     size_t nrules;
 };
 
-/* plan.plan: XF_OK with *p filled, or XF_DEFER (reason set). */
+/* plan.plan: XF_OK with *p filled, or XF_ERR (reason set). */
 int xf_plan_make(const struct xf_edits *e, struct xf_plan *p);
 
 #endif

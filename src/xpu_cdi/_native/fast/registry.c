@@ -1,8 +1,8 @@
-/* Spec dirs and merged edits: the C twin of xpu_cdi.cdi.registry (load,
- * _load_dir, _read, _check, _check_edits, merge_edits) and of the
- * wrapper's _extra_edits, see request.h (xf_resolve).  Later dirs win,
- * as there; any spec file Python would report a problem for, a conflict
- * or an unknown device is XF_DEFER. */
+/* Spec dirs and merged edits, see request.h (xf_resolve): the rules of
+ * xpu_cdi.cdi.registry (the tooling's reader, checked against the same
+ * specs by tests).  Later dirs win; a broken file or a device defined
+ * twice in one dir is skipped and reported (xf_spec_problems), never
+ * breaking the other files; an unknown device is refused. */
 #include "request.h"
 
 #include <errno.h>
@@ -33,79 +33,94 @@ struct device {
     const fj *edits;  /* the device's containerEdits */
 };
 
-/* registry._check_edits */
-static int check_edits(const fj *e, const char *path)
+/* One line per spec file or dir that was skipped (see request.h). */
+const char **xf_spec_problems;
+size_t xf_nspec_problems;
+
+static void problem(const char *line)
+{
+    xf_spec_problems = xf_realloc(xf_spec_problems, (xf_nspec_problems + 1) * sizeof(*xf_spec_problems));
+    xf_spec_problems[xf_nspec_problems++] = xf_strdup(line);
+}
+
+/* The checks of one edits object (a device's or the spec's own); where
+ * names it ("spec 'P': device 'N'"). */
+static int check_edits(const fj *e, const char *where)
 {
     static const char *const lists[] = {"deviceNodes", "mounts", "hooks"};
+    static const char *const needs[] = {"'path'", "'hostPath' and 'containerPath'", "'hookName' and 'path'"};
     static const char *const required[][2] = {{"path", NULL}, {"hostPath", "containerPath"}, {"hookName", "path"}};
     const fj *env = fj_get(e, "env");
 
     if (env != NULL && env->type != FJ_NULL && !rq_string_list(env))
-        return xf_say(XF_DEFER, "spec %s: env is not a list of strings", path);
+        return xf_say(XF_ERR, "%s: 'env' must be a list of strings", where);
     for (size_t k = 0; k < 3; k++) {
         const fj *items = fj_get(e, lists[k]);
         if (items == NULL || items->type == FJ_NULL)
             continue;
         if (items->type != FJ_ARRAY)
-            return xf_say(XF_DEFER, "spec %s: %s is not a list", path, lists[k]);
+            return xf_say(XF_ERR, "%s: '%s' must be a list", where, lists[k]);
         for (size_t i = 0; i < items->n; i++) {
             const fj *item = items->items[i];
-            if (item->type != FJ_OBJECT)
-                return xf_say(XF_DEFER, "spec %s: an entry of %s is not an object", path, lists[k]);
-            for (size_t f = 0; f < 2 && required[k][f] != NULL; f++) {
+            int ok = item->type == FJ_OBJECT;
+            for (size_t f = 0; ok && f < 2 && required[k][f] != NULL; f++) {
                 const fj *v = fj_get(item, required[k][f]);
-                if (v == NULL || v->type != FJ_STRING)
-                    return xf_say(XF_DEFER, "spec %s: an entry of %s has no %s", path, lists[k], required[k][f]);
+                ok = v != NULL && v->type == FJ_STRING;
             }
+            if (!ok)
+                return xf_say(XF_ERR, "%s: every entry of '%s' needs %s", where, lists[k], needs[k]);
         }
     }
     return XF_OK;
 }
 
-/* registry._check; *kind and *devices on success. */
+/* The structural checks of a spec file; *kind and *devices on success. */
 static int check_spec(const fj *spec, const char *path, const fj **kind, const fj **devices)
 {
+    static const char *const fields[] = {"cdiVersion", "kind", "devices"};
     const fj *edits;
     size_t slashes = 0;
 
     if (spec->type != FJ_OBJECT)
-        return xf_say(XF_DEFER, "spec %s: not an object", path);
-    if (fj_get(spec, "cdiVersion") == NULL || fj_get(spec, "kind") == NULL || fj_get(spec, "devices") == NULL)
-        return xf_say(XF_DEFER, "spec %s: a required field is missing", path);
+        return xf_say(XF_ERR, "spec '%s': expected an object at the top", path);
+    for (size_t i = 0; i < 3; i++)
+        if (fj_get(spec, fields[i]) == NULL)
+            return xf_say(XF_ERR, "spec '%s': missing required field '%s'", path, fields[i]);
     *kind = fj_get(spec, "kind");
     if ((*kind)->type == FJ_STRING)
         for (size_t i = 0; i < (*kind)->len; i++)
             slashes += (*kind)->str[i] == '/';
-    if ((*kind)->type != FJ_STRING || slashes != 1)
-        return xf_say(XF_DEFER, "spec %s: invalid kind", path);
+    if ((*kind)->type != FJ_STRING || slashes != 1 || fj_str(*kind) == NULL)
+        return xf_say(XF_ERR, "spec '%s': invalid kind %s (write it as vendor/class, e.g. kunlunxin.com/xpu)", path,
+                      (*kind)->type == FJ_STRING ? rq_quoted((*kind)->str, (*kind)->len) : "(not a string)");
     *devices = fj_get(spec, "devices");
     if ((*devices)->type != FJ_ARRAY || (*devices)->n == 0)
-        return xf_say(XF_DEFER, "spec %s: devices is not a non-empty list", path);
+        return xf_say(XF_ERR, "spec '%s': 'devices' must be a non-empty list", path);
     for (size_t i = 0; i < (*devices)->n; i++) {
-        const fj *dev = (*devices)->items[i], *name, *ce;
-        if (dev->type != FJ_OBJECT)
-            return xf_say(XF_DEFER, "spec %s: a device is not an object", path);
-        name = fj_get(dev, "name");
-        ce = fj_get(dev, "containerEdits");
+        const fj *dev = (*devices)->items[i], *name = NULL, *ce = NULL;
+        if (dev->type == FJ_OBJECT) {
+            name = fj_get(dev, "name");
+            ce = fj_get(dev, "containerEdits");
+        }
         if (name == NULL || name->type != FJ_STRING || ce == NULL || ce->type != FJ_OBJECT)
-            return xf_say(XF_DEFER, "spec %s: a device without name or containerEdits", path);
-        if (check_edits(ce, path) != XF_OK)
-            return XF_DEFER;
+            return xf_say(XF_ERR, "spec '%s': every device needs a 'name' and 'containerEdits'", path);
+        if (fj_str(name) == NULL)
+            return xf_say(XF_ERR, "spec '%s': a device name holds a NUL byte", path);
+        if (check_edits(ce, xf_printf("spec '%s': device '%.64s'", path, name->str)) != XF_OK)
+            return XF_ERR;
     }
     edits = fj_get(spec, "containerEdits");
     if (edits != NULL && edits->type != FJ_NULL) {
         if (edits->type != FJ_OBJECT)
-            return xf_say(XF_DEFER, "spec %s: containerEdits is not an object", path);
-        if (check_edits(edits, path) != XF_OK)
-            return XF_DEFER;
+            return xf_say(XF_ERR, "spec '%s': 'containerEdits' must be an object", path);
+        if (check_edits(edits, xf_printf("spec '%s': containerEdits", path)) != XF_OK)
+            return XF_ERR;
     }
-    if (fj_str(*kind) == NULL)
-        return xf_say(XF_DEFER, "spec %s: NUL in kind", path);
     return XF_OK;
 }
 
-/* registry._read: the parsed spec (JSON, or YAML through libyaml, typed as
- * the CDI Go library reads it), or XF_DEFER for anything Python would report. */
+/* The parsed spec (JSON, or YAML through libyaml, typed as the CDI Go
+ * library reads it); XF_ERR with the line to report. */
 static int read_spec(const char *path, const fj **spec)
 {
     char *data, err[512];
@@ -115,30 +130,41 @@ static int read_spec(const char *path, const fj **spec)
 
     switch (rq_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
     case RD_OSERROR:
-        return xf_say(XF_DEFER, "spec %s: cannot read", path);
-    case RD_DEFER:
-        return XF_DEFER;
+        return xf_say(XF_ERR, "spec '%s': cannot read: %s", path, xf_strdup(xf_reason));
+    case RD_REFUSED:
+        if (S_ISREG(st.st_mode) && (size_t)st.st_size > MAX_SPEC_BYTES)
+            return xf_say(XF_ERR, "spec '%s': %lld bytes is over the %zu-byte limit", path, (long long)st.st_size,
+                          MAX_SPEC_BYTES);
+        return xf_say(XF_ERR, "spec '%s': %s", path, xf_strdup(xf_reason));
     }
     *spec = yaml ? fy_parse(data, len, FY_CDI_SPEC, err, sizeof(err)) : fj_parse(data, len, err, sizeof(err));
     if (*spec == NULL)
-        return xf_say(XF_DEFER, "spec %s: not valid %s: %s", path, yaml ? "YAML" : "JSON", err);
+        return xf_say(XF_ERR, "spec '%s': not valid %s: %s", path, yaml ? "YAML" : "JSON", err);
     return XF_OK;
 }
 
-/* registry._load_dir, into all (q -> struct device), replacing earlier dirs' devices. */
-static int load_dir(const char *d, struct rq_map *all)
+/* One spec dir into all (q -> struct device), replacing earlier dirs'
+ * devices.  A file that cannot be read or checked is skipped and named in
+ * xf_spec_problems; so is a device two files of the dir define (both
+ * dropped: which one is meant cannot be told).  The others still count. */
+static void load_dir(const char *d, struct rq_map *all)
 {
     char **names;
     size_t n;
     int rv = rq_list_dir(d, &names, &n);
-    struct rq_map found = {0};
+    struct rq_map found = {0}, conflicts = {0};  /* q -> struct device; q -> "'p1', 'p2'" */
+    struct rq_vec order = {0};                   /* conflicting q, in the order found */
 
     if (rv == -ENOENT)
-        return XF_OK;
-    if (rv != 0)
-        return xf_say(XF_DEFER, "spec dir %s: cannot list: %s", d, strerror(-rv));
-    if (n > MAX_FILES)
-        return xf_say(XF_DEFER, "spec dir %s: %zu entries", d, n);
+        return;
+    if (rv != 0) {
+        problem(xf_printf("spec dir '%s': cannot list: %s", d, strerror(-rv)));
+        return;
+    }
+    if (n > MAX_FILES) {
+        problem(xf_printf("spec dir '%s': %zu entries, only the first %d read", d, n, MAX_FILES));
+        n = MAX_FILES;
+    }
     for (size_t i = 0; i < n; i++) {
         const fj *doc, *kind = NULL, *devices = NULL;
         struct spec *spec;
@@ -146,31 +172,43 @@ static int load_dir(const char *d, struct rq_map *all)
             continue;
         spec = xf_alloc(sizeof(*spec));
         spec->path = rq_join(d, names[i]);
-        if (read_spec(spec->path, &doc) != XF_OK || check_spec(doc, spec->path, &kind, &devices) != XF_OK)
-            return XF_DEFER;
+        if (read_spec(spec->path, &doc) != XF_OK || check_spec(doc, spec->path, &kind, &devices) != XF_OK) {
+            problem(xf_reason);
+            continue;
+        }
         spec->edits = fj_get(doc, "containerEdits");
         if (spec->edits != NULL && spec->edits->type != FJ_OBJECT)
             spec->edits = NULL;
         for (size_t j = 0; j < devices->n; j++) {
             const fj *name = fj_get(devices->items[j], "name");
             struct device *dev;
-            char *q;
-            if (fj_str(name) == NULL)
-                return xf_say(XF_DEFER, "spec %s: NUL in a device name", spec->path);
-            q = xf_printf("%s=%s", kind->str, name->str);
+            const struct device *was;
+            char *q = xf_printf("%s=%s", kind->str, name->str);
+            if ((was = rq_map_get(&found, q)) != NULL) {
+                const char *paths = rq_map_get(&conflicts, q);
+                if (paths == NULL) {
+                    paths = xf_printf("'%s'", was->spec->path);
+                    rq_vec_add(&order, q);
+                }
+                rq_map_put(&conflicts, q, xf_printf("%s, '%s'", paths, spec->path));
+                continue;
+            }
             dev = xf_alloc(sizeof(*dev));
             dev->spec = spec;
             dev->edits = fj_get(devices->items[j], "containerEdits");
-            if (rq_map_put(&found, q, dev) != NULL) /* Python drops both and reports it */
-                return xf_say(XF_DEFER, "conflicting device %s in %s", q, d);
+            rq_map_put(&found, q, dev);
         }
     }
+    for (size_t i = 0; i < order.n; i++) {
+        const char *q = order.v[i];
+        problem(xf_printf("conflicting device '%s' in %s: both dropped; keep it in one file", q,
+                          (const char *)rq_map_get(&conflicts, q)));
+    }
     for (size_t i = 0; i < found.cap; i++)
-        if (found.keys[i] != NULL)
+        if (found.keys[i] != NULL && rq_map_get(&conflicts, found.keys[i]) == NULL)
             rq_map_put(all, found.keys[i], found.vals[i]);
     free(found.keys);
     free(found.vals);
-    return XF_OK;
 }
 
 /* ---- registry.merge_edits ------------------------------------------------ */
@@ -288,7 +326,7 @@ static int same_repr(const fj *a, const fj *b, int top)
     return 0;
 }
 
-/* An optional string field: NULL when absent; XF_DEFER when of another
+/* An optional string field: NULL when absent; XF_ERR when of another
  * type or empty (the Python consumers read null, "" and absent
  * differently from each other: `or` in one place, a key test in another). */
 static int opt_str(const fj *obj, const char *key, const char **out)
@@ -299,7 +337,7 @@ static int opt_str(const fj *obj, const char *key, const char **out)
     if (v == NULL)
         return XF_OK;
     if (fj_str(v) == NULL || v->len == 0)
-        return xf_say(XF_DEFER, "%s: not a usable string", key);
+        return xf_say(XF_ERR, "%s: not a usable string", key);
     *out = v->str;
     return XF_OK;
 }
@@ -311,7 +349,7 @@ static int opt_int(const fj *obj, const char *key, long long *out, unsigned bit,
     if (v == NULL)
         return XF_OK;
     if (v->type != FJ_NUMBER || !v->is_int)
-        return xf_say(XF_DEFER, "%s: not an integer", key);
+        return xf_say(XF_ERR, "%s: not an integer", key);
     *out = v->num;
     *present |= bit;
     return XF_OK;
@@ -326,11 +364,11 @@ static int opt_strings(const fj *obj, const char *key, const char ***out, size_t
     if (v == NULL)
         return XF_OK;
     if (v->type != FJ_ARRAY)
-        return xf_say(XF_DEFER, "%s: not a list", key);
+        return xf_say(XF_ERR, "%s: not a list", key);
     *out = xf_alloc((v->n ? v->n : 1) * sizeof(**out));
     for (size_t i = 0; i < v->n; i++) {
         if (fj_str(v->items[i]) == NULL)
-            return xf_say(XF_DEFER, "%s: not a list of strings", key);
+            return xf_say(XF_ERR, "%s: not a list of strings", key);
         (*out)[i] = v->items[i]->str;
     }
     *n = v->n;
@@ -345,7 +383,7 @@ static int fill_node(const fj *j, struct xf_node *n)
     n->json = j;
     n->path = fj_str(fj_get(j, "path"));
     if (n->path == NULL)
-        return xf_say(XF_DEFER, "deviceNodes: NUL in a path");
+        return xf_say(XF_ERR, "deviceNodes: NUL in a path");
     if (opt_str(j, "hostPath", &n->host_path) != XF_OK || opt_str(j, "type", &type) != XF_OK ||
         opt_str(j, "permissions", &n->permissions) != XF_OK ||
         opt_int(j, "major", &n->major, XF_HAS_MAJOR, &n->present) != XF_OK ||
@@ -353,10 +391,10 @@ static int fill_node(const fj *j, struct xf_node *n)
         opt_int(j, "fileMode", &n->mode, XF_HAS_MODE, &n->present) != XF_OK ||
         opt_int(j, "uid", &n->uid, XF_HAS_UID, &n->present) != XF_OK ||
         opt_int(j, "gid", &n->gid, XF_HAS_GID, &n->present) != XF_OK)
-        return xf_say(XF_DEFER, "device node %.200s: %s", n->path, xf_strdup(xf_reason));
+        return xf_say(XF_ERR, "device node %.200s: %s", n->path, xf_strdup(xf_reason));
     if (type != NULL) {
         if (strlen(type) != 1 || strchr("cbup", type[0]) == NULL)
-            return xf_say(XF_DEFER, "device node %.200s: type %.20s", n->path, type);
+            return xf_say(XF_ERR, "device node %.200s: type %.20s", n->path, type);
         n->type = type[0];
     }
     return XF_OK;
@@ -369,9 +407,9 @@ static int fill_mount(const fj *j, struct xf_mount *m)
     m->host_path = fj_str(fj_get(j, "hostPath"));
     m->container_path = fj_str(fj_get(j, "containerPath"));
     if (m->host_path == NULL || m->container_path == NULL)
-        return xf_say(XF_DEFER, "mounts: NUL in a path");
+        return xf_say(XF_ERR, "mounts: NUL in a path");
     if (opt_str(j, "type", &m->type) != XF_OK || opt_strings(j, "options", &m->options, &m->noptions) != XF_OK)
-        return xf_say(XF_DEFER, "mount %.200s: %s", m->container_path, xf_strdup(xf_reason));
+        return xf_say(XF_ERR, "mount %.200s: %s", m->container_path, xf_strdup(xf_reason));
     return XF_OK;
 }
 
@@ -382,9 +420,9 @@ static int fill_hook(const fj *j, struct xf_hook *h)
     h->hook_name = fj_str(fj_get(j, "hookName"));
     h->path = fj_str(fj_get(j, "path"));
     if (h->hook_name == NULL || h->path == NULL)
-        return xf_say(XF_DEFER, "hooks: NUL in hookName or path");
+        return xf_say(XF_ERR, "hooks: NUL in hookName or path");
     if (opt_strings(j, "args", &h->args, &h->nargs) != XF_OK)
-        return xf_say(XF_DEFER, "hook %.200s: %s", h->path, xf_strdup(xf_reason));
+        return xf_say(XF_ERR, "hook %.200s: %s", h->path, xf_strdup(xf_reason));
     return XF_OK;
 }
 
@@ -408,14 +446,14 @@ static int add_edits(struct merge *m, const fj *edits)
     if ((l = list_of(edits, "env")) != NULL)
         for (size_t i = 0; i < l->n; i++) {
             if (fj_str(l->items[i]) == NULL)
-                return xf_say(XF_DEFER, "env: an entry with NUL");
+                return xf_say(XF_ERR, "env: an entry with NUL");
             rq_vec_add(&m->env, l->items[i]);
         }
     if ((l = list_of(edits, "deviceNodes")) != NULL)
         for (size_t i = 0; i < l->n; i++) {
             const char *path = fj_str(fj_get(l->items[i], "path"));
             if (path == NULL)
-                return xf_say(XF_DEFER, "deviceNodes: NUL in a path");
+                return xf_say(XF_ERR, "deviceNodes: NUL in a path");
             if (rq_map_get(&m->node_paths, path) == NULL) {
                 rq_map_put(&m->node_paths, path, (void *)path);
                 rq_vec_add(&m->nodes, l->items[i]);
@@ -425,7 +463,7 @@ static int add_edits(struct merge *m, const fj *edits)
         for (size_t i = 0; i < l->n; i++) {
             const char *target = fj_str(fj_get(l->items[i], "containerPath"));
             if (target == NULL)
-                return xf_say(XF_DEFER, "mounts: NUL in a containerPath");
+                return xf_say(XF_ERR, "mounts: NUL in a containerPath");
             if (rq_map_get(&m->mount_targets, target) == NULL) {
                 rq_map_put(&m->mount_targets, target, (void *)target);
                 rq_vec_add(&m->mounts, l->items[i]);
@@ -437,7 +475,7 @@ static int add_edits(struct merge *m, const fj *edits)
             for (size_t k = 0; k < m->hooks.n && !dup; k++) {
                 int r = same_repr(m->hooks.v[k], l->items[i], 1);
                 if (r < 0)
-                    return xf_say(XF_DEFER, "hooks: too large to compare");
+                    return xf_say(XF_ERR, "hooks: too large to compare");
                 dup = r;
             }
             if (!dup)
@@ -467,12 +505,12 @@ static int extra_edits(const struct device *const *devs, size_t n, struct xf_edi
             if (!rq_truthy(gids))
                 continue;
             if (gids->type != FJ_ARRAY)
-                return xf_say(XF_DEFER, "additionalGids is not a list");
+                return xf_say(XF_ERR, "additionalGids is not a list");
             for (size_t i = 0; i < gids->n; i++) {
                 const fj *g = gids->items[i];
                 size_t j;
                 if (g->type != FJ_NUMBER || !g->is_int)
-                    return xf_say(XF_DEFER, "additionalGids: not an integer");
+                    return xf_say(XF_ERR, "additionalGids: not an integer");
                 for (j = 0; j < out->ngids && out->gids[j] != g->num; j++)
                     ;
                 if (j < out->ngids)
@@ -488,6 +526,42 @@ static int extra_edits(const struct device *const *devs, size_t n, struct xf_edi
     return XF_OK;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b); /* UTF-8: code point order */
+}
+
+/* The refusal of a name no spec defines: the dirs searched, the devices of
+ * its kind that are known (or how to make some), and the files skipped,
+ * which may be where it was meant to come from. */
+static int unresolvable(const char *const *dirs, size_t ndirs, const struct rq_map *all, const char *q)
+{
+    const char *eq = strchr(q, '=');
+    size_t klen = eq ? (size_t)(eq - q) : strlen(q);
+    struct rq_vec known = {0};
+    struct xf_buf b = {0};
+
+    for (size_t i = 0; i < all->cap; i++)
+        if (all->keys[i] != NULL && strncmp(all->keys[i], q, klen) == 0 && all->keys[i][klen] == '=')
+            rq_vec_add(&known, all->keys[i] + klen + 1);
+    if (known.n > 1)
+        qsort(known.v, known.n, sizeof(*known.v), cmp_str);
+    xf_buf_addf(&b, "unresolvable CDI device '%.200s' in ", q);
+    for (size_t i = 0; i < ndirs; i++)
+        xf_buf_addf(&b, "%s%s", i ? ":" : "", dirs[i]);
+    if (known.n > 0) {
+        xf_buf_addf(&b, " (known %.*s devices: ", (int)klen, q);
+        for (size_t i = 0; i < known.n; i++)
+            xf_buf_addf(&b, "%s%s", i ? ", " : "", (const char *)known.v[i]);
+        xf_buf_adds(&b, ")");
+    } else {
+        xf_buf_addf(&b, " (no spec defines kind '%.*s': run `xpu-cdi generate`)", (int)klen, q);
+    }
+    for (size_t i = 0; i < xf_nspec_problems; i++)
+        xf_buf_addf(&b, "%s%s", i ? "; " : "; skipped: ", xf_spec_problems[i]);
+    return xf_say(XF_ERR, "%s", b.data);
+}
+
 int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, size_t n, struct xf_edits *out)
 {
     struct rq_map all = {0}, seen_specs = {0};
@@ -495,23 +569,24 @@ int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, 
     struct merge m = {0};
 
     memset(out, 0, sizeof(*out));
+    xf_spec_problems = NULL;
+    xf_nspec_problems = 0;
     for (size_t i = 0; i < ndirs; i++) /* lowest priority first: later dirs replace devices */
-        if (load_dir(dirs[i], &all) != XF_OK)
-            return XF_DEFER;
+        load_dir(dirs[i], &all);
     for (size_t i = 0; i < n; i++) {
         devs[i] = rq_map_get(&all, names[i]);
         if (devs[i] == NULL)
-            return xf_say(XF_DEFER, "unresolvable CDI device %.200s", names[i]);
+            return unresolvable(dirs, ndirs, &all, names[i]);
     }
     for (size_t i = 0; i < n; i++) {
         /* each spec's shared edits once, before the first of its devices' own; a spec is its file */
         if (rq_map_get(&seen_specs, devs[i]->spec->path) == NULL) {
             rq_map_put(&seen_specs, devs[i]->spec->path, (void *)devs[i]->spec);
             if (devs[i]->spec->edits != NULL && add_edits(&m, devs[i]->spec->edits) != XF_OK)
-                return XF_DEFER;
+                return XF_ERR;
         }
         if (add_edits(&m, devs[i]->edits) != XF_OK)
-            return XF_DEFER;
+            return XF_ERR;
     }
     out->env = xf_alloc((m.env.n ? m.env.n : 1) * sizeof(*out->env));
     for (size_t i = 0; i < m.env.n; i++)
@@ -520,17 +595,17 @@ int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, 
     out->nodes = xf_alloc((m.nodes.n ? m.nodes.n : 1) * sizeof(*out->nodes));
     for (size_t i = 0; i < m.nodes.n; i++)
         if (fill_node(m.nodes.v[i], &out->nodes[i]) != XF_OK)
-            return XF_DEFER;
+            return XF_ERR;
     out->nnodes = m.nodes.n;
     out->mounts = xf_alloc((m.mounts.n ? m.mounts.n : 1) * sizeof(*out->mounts));
     for (size_t i = 0; i < m.mounts.n; i++)
         if (fill_mount(m.mounts.v[i], &out->mounts[i]) != XF_OK)
-            return XF_DEFER;
+            return XF_ERR;
     out->nmounts = m.mounts.n;
     out->hooks = xf_alloc((m.hooks.n ? m.hooks.n : 1) * sizeof(*out->hooks));
     for (size_t i = 0; i < m.hooks.n; i++)
         if (fill_hook(m.hooks.v[i], &out->hooks[i]) != XF_OK)
-            return XF_DEFER;
+            return XF_ERR;
     out->nhooks = m.hooks.n;
     return extra_edits(devs, n, out);
 }

@@ -3,11 +3,10 @@
  * indexes, cdi.k8s.io/ annotations) and xpu_cdi.cdi.registry (spec dirs,
  * precedence, merge_edits), for the front end's hot path.
  *
- * Same answers as the Python code for everything it accepts (tests compare
- * them); everything else -- a token only a profile's alias regex can read,
- * a broken or conflicting spec file, an unknown device, a malformed value -- is
- * XF_DEFER with the reason in xf_reason, and the Python implementation
- * takes over (and says what is wrong, in one line).
+ * The rules are the ones the Python tooling applies (the selection syntax
+ * is the hook index's data; tests/data/vectors/ holds the cases both are
+ * checked against).  A malformed value or an unknown device is XF_ERR with
+ * one line in xf_reason saying what is wrong and what to do.
  *
  * Implemented along the Python modules: select.c (hook.select), names.c
  * (cdi.names) and registry.c (cdi.registry), with request_util.c/.h for
@@ -83,8 +82,8 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
  * in env decides; then cdi.k8s.io/ annotations by key.  env is the
  * process.env array (or NULL); ann_state and ann_config the annotations
  * objects of the OCI state and config.json (or NULL; config's win on a
- * repeated key).  *n may be 0: nothing asked for.  XF_DEFER when any value
- * needs the Python code (see above). */
+ * repeated key).  *n may be 0: nothing asked for.  XF_ERR (worded) for a malformed
+ * value: a bad token, range, annotation or process.env. */
 int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
                  const char ***names, size_t *n);
 
@@ -94,9 +93,13 @@ int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state
 const char *xf_selection_var(const struct xf_indexes *ix, const fj *env);
 
 /* Look the qualified names up in the spec dirs (lowest priority first)
- * and merge their edits.  XF_DEFER when any spec file in the dirs is one
- * this code cannot read with certainty or the registry would report a
- * problem for, or a name is not defined. */
+ * and merge their edits.  Files that are broken or define a device twice
+ * in one dir are skipped, one line each in xf_spec_problems (to be
+ * warned about); XF_ERR when a name is defined by no spec (xf_reason
+ * names the dirs, the known devices and the skipped files) or an edit
+ * cannot be applied. */
+extern const char **xf_spec_problems;
+extern size_t xf_nspec_problems;
 int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, size_t n,
                struct xf_edits *out);
 

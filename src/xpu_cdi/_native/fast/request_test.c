@@ -179,6 +179,7 @@ static int resolve(const char *const *dirs, size_t ndirs, const char *const *nam
     fj_set(out, "additionalGids", gids);
     fj_set(out, "unsupported", e.unsupported ? fj_new_str(e.unsupported) : fj_new(FJ_NULL));
     fj_set(out, "fields", fields(&e));
+    fj_set(out, "problems", strings(xf_spec_problems, xf_nspec_problems));
     print_json(out);
     return 0;
 }

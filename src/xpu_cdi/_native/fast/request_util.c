@@ -185,7 +185,7 @@ int rq_list_dir(const char *d, char ***names, size_t *n)
 }
 
 /* Up to limit bytes of a regular file (NUL-terminated).  RD_OSERROR where
- * Python's open()/read() raise OSError (a directory too); RD_DEFER (reason
+ * Python's open()/read() raise OSError (a directory too); RD_REFUSED (reason
  * set) for a file larger than limit or of another type (a FIFO would block
  * Python: not ours to decide). */
 int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st)
@@ -194,16 +194,19 @@ int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, st
     struct xf_buf b = {0};
     int rv = RD_OK;
 
-    if (fd < 0)
+    if (fd < 0) {
+        xf_say(XF_ERR, "%s", strerror(errno));
         return RD_OSERROR;
+    }
     if (fstat(fd, st) != 0 || S_ISDIR(st->st_mode)) {
+        xf_say(XF_ERR, "%s", strerror(S_ISDIR(st->st_mode) ? EISDIR : errno));
         close(fd);
         return RD_OSERROR;
     }
     if (!S_ISREG(st->st_mode)) {
         close(fd);
-        xf_say(XF_DEFER, "%s: not a regular file", path);
-        return RD_DEFER;
+        xf_say(XF_ERR, "not a regular file");
+        return RD_REFUSED;
     }
     xf_buf_add(&b, "", 0);
     for (;;) {
@@ -212,14 +215,15 @@ int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, st
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
+            xf_say(XF_ERR, "%s", strerror(errno));
             rv = RD_OSERROR;
             break;
         }
         if (got == 0)
             break;
         if (b.len + (size_t)got > limit) {
-            xf_say(XF_DEFER, "%s: larger than %zu bytes", path, limit);
-            rv = RD_DEFER;
+            xf_say(XF_ERR, "larger than the %zu-byte limit", limit);
+            rv = RD_REFUSED;
             break;
         }
         xf_buf_add(&b, chunk, (size_t)got);
@@ -246,3 +250,36 @@ int rq_string_list(const fj *v)
     return 1;
 }
 
+/* see request_util.h */
+char *rq_quoted(const char *s, size_t n)
+{
+    struct xf_buf b = {0};
+    char q = memchr(s, '\'', n) != NULL && memchr(s, '"', n) == NULL ? '"' : '\'';
+
+    xf_buf_add(&b, &q, 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\\' || c == (unsigned char)q)
+            xf_buf_addf(&b, "\\%c", c);
+        else if (c == '\n')
+            xf_buf_adds(&b, "\\n");
+        else if (c == '\r')
+            xf_buf_adds(&b, "\\r");
+        else if (c == '\t')
+            xf_buf_adds(&b, "\\t");
+        else if (c < 0x20 || c >= 0x7f)
+            xf_buf_addf(&b, "\\x%02x", c);
+        else
+            xf_buf_add(&b, (const char *)&s[i], 1);
+    }
+    xf_buf_add(&b, &q, 1);
+    return b.data;
+}
+
+/* see request_util.h */
+char *rq_short(const char *s, size_t n)
+{
+    if (n <= 100)
+        return rq_quoted(s, n);
+    return xf_printf("%s... (%zu characters)", rq_quoted(s, 60), n);
+}

@@ -54,12 +54,19 @@ int rq_cmp_str(const void *a, const void *b);
 int rq_list_dir(const char *d, char ***names, size_t *n);
 
 /* How reading a file went, in the terms the Python callers care about. */
-enum { RD_OK, RD_OSERROR, RD_DEFER };
+enum { RD_OK, RD_OSERROR, RD_REFUSED };
 
-/* Up to limit bytes of a regular file (NUL-terminated).  RD_OSERROR where
- * Python's open()/read() raise OSError (a directory too); RD_DEFER (reason
- * set) for a file larger than limit or of another type (a FIFO would block
- * Python: not ours to decide). */
+/* Up to limit bytes of a regular file (NUL-terminated).  RD_OSERROR when
+ * it cannot be opened or read (a directory too), RD_REFUSED for a file
+ * larger than limit or of another type (a FIFO would block); either way
+ * xf_reason says why, without the path. */
 int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st);
+
+/* s[0:n] quoted as Python's repr() quotes ASCII text (other bytes as
+ * \xNN), the way the tooling's messages show values; rq_short cuts a
+ * value over 100 bytes to its first 60 and says how long it was (values
+ * come from containers and may be huge). */
+char *rq_quoted(const char *s, size_t n);
+char *rq_short(const char *s, size_t n);
 
 #endif

@@ -133,15 +133,15 @@ int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
         rv = xc_walk_in_root(x->rootfd, cpath, 0, create_cb, &c, &fd);
     }
     if (rv != 0)
-        return xf_say(XF_DEFER, "resolve %s in the rootfs: %s", cpath, strerror(-rv));
+        return xf_say(XF_ERR, "resolve %s in the rootfs: %s", cpath, strerror(-rv));
     if (fstat(fd, &st) != 0) {
         rv = errno;
         close(fd);
-        return xf_say(XF_DEFER, "fstat %s: %s", cpath, strerror(rv));
+        return xf_say(XF_ERR, "fstat %s: %s", cpath, strerror(rv));
     }
     if ((S_ISDIR(st.st_mode) != 0) != (leaf == 'd')) {
         close(fd);
-        return xf_say(XF_DEFER, "container path %s exists in the image but is not %s", cpath,
+        return xf_say(XF_ERR, "container path %s exists in the image but is not %s", cpath,
                       leaf == 'd' ? "a directory" : "a file (the source is a file)");
     }
     *fd_out = fd;
@@ -173,7 +173,7 @@ int xf_parent_of(struct xf_root *x, const char *cpath, int *fd_out, const char *
         s += len;
     }
     if (last == NULL)
-        return xf_say(XF_DEFER, "container path %s names the root itself", cpath);
+        return xf_say(XF_ERR, "container path %s names the root itself", cpath);
     if (parent.len == 0)
         xf_buf_add(&parent, "/", 1);
     *name = xf_strndup(last, lastlen);

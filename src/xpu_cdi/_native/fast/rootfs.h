@@ -47,11 +47,11 @@ int xf_create_as_owner(struct xf_root *x, enum xf_mk what, int dirfd, const char
 /* Root.ensure: an O_PATH fd of cpath, creating what is missing (dirs
  * 0755, a last component 'd' a dir or 'f' an empty 0644 file); an
  * existing last component of the wrong kind is an error.  XF_OK or
- * XF_DEFER (reason set). */
+ * XF_ERR (reason set). */
 int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out);
 
 /* Root.parent_of: (fd of the parent directory, made if missing; last
- * component) of an xf_good_cpath() path.  XF_OK or XF_DEFER. */
+ * component) of an xf_good_cpath() path.  XF_OK or XF_ERR. */
 int xf_parent_of(struct xf_root *x, const char *cpath, int *fd_out, const char **name);
 
 #endif

@@ -2,7 +2,7 @@
  * (load_indexes, _usable, env_map, parse_value, requested), see
  * request.h.  Every limit, order and tie-break below is select.py's; a
  * token only a profile's alias regex can read, non-ASCII text (Unicode
- * whitespace) or a malformed value is XF_DEFER.  The cdi.k8s.io/
+ * whitespace) or a malformed value is XF_ERR.  The cdi.k8s.io/
  * annotations are names.c's. */
 #include "request.h"
 
@@ -169,23 +169,18 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
             const fj *doc, *kind;
             if (!rq_ends_with(names[i], INDEX_SUFFIX))
                 continue;
-            if (!rq_is_ascii(names[i], strlen(names[i])))
-                return xf_say(XF_DEFER, "index %s: a non-ASCII name (Python sorts by code point)", names[i]);
             path = rq_join(dirs[di], names[i]);
             switch (rq_read_regular(path, MAX_INDEX_BYTES, &data, &len, &st)) {
             case RD_OSERROR:
+            case RD_REFUSED:
                 continue; /* a broken index only disables env selection for its kind */
-            case RD_DEFER:
-                return XF_DEFER;
             }
             doc = fj_parse(data, len, err, sizeof(err));
-            if (doc == NULL) /* Python may read what this parser refuses (NaN, deep nesting) */
-                return xf_say(XF_DEFER, "index %s: %s", path, err);
-            if (!usable(doc))
+            if (doc == NULL || !usable(doc))
                 continue;
             kind = fj_get(doc, "kind");
             if (fj_str(kind) == NULL)
-                return xf_say(XF_DEFER, "index %s: NUL in kind", path);
+                continue;
             if (rq_map_put(&by_kind, kind->str, (void *)doc) == NULL)
                 rq_vec_add(&kinds, kind->str);
         }
@@ -248,7 +243,7 @@ static int cmp_card_index(const void *a, const void *b)
 static int add_name(struct rq_names *out, const char *kind, const fj *name)
 {
     if (fj_str(name) == NULL)
-        return xf_say(XF_DEFER, "index of %s: a device name with NUL", kind);
+        return xf_say(XF_ERR, "index of %s: a device name with NUL", kind);
     rq_names_add(out, xf_printf("%s=%s", kind, name->str));
     return XF_OK;
 }
@@ -280,10 +275,76 @@ static int all_cards(const char *kind, const fj *indices, struct rq_names *out)
     qsort(cards, u, sizeof(*cards), cmp_card_index);
     for (size_t i = 0; i < u; i++)
         if (add_name(out, kind, cards[i].name) != XF_OK)
-            return XF_DEFER;
+            return XF_ERR;
     free(cards);
     return XF_OK;
 }
+
+/* VAR='value' for messages, shortened: the value is the container's and may be huge. */
+static char *shown(const char *var, const char *value, size_t vlen)
+{
+    return xf_printf("%s=%s", var, rq_short(value, vlen));
+}
+
+/* A token that is no index, range, alias or `all` word: what to write instead. */
+static int bad_token(const char *kind, const fj *sel, const char *what, const char *tok, size_t tlen)
+{
+    const fj *aliases = fj_get(sel, "aliases"), *words = fj_get(sel, "all");
+    const char *uuids = fj_str(fj_get(sel, "uuidsFrom"));
+    struct xf_buf b = {0};
+
+    if (uuids != NULL && uuids[0] != '\0' && uuid_like(tok, tlen))
+        return xf_say(XF_ERR, "%s: %s is a chip UUID, as %s sends them: select cards by index (0,1) or by CDI "
+                      "name (cdi_devices or a cdi.k8s.io/ annotation, e.g. %s=0)", what, rq_quoted(tok, tlen), uuids,
+                      kind);
+    if (aliases != NULL && aliases->type == FJ_STRING)
+        return xf_say(XF_ERR, "%s: %s is not a card index or a range like 0-3, and the hook index of %s predates "
+                      "alias prefixes: regenerate it with `xpu-cdi generate`", what, rq_quoted(tok, tlen), kind);
+    xf_buf_addf(&b, "%s: %s is not a card index, a range like 0-3", what, rq_quoted(tok, tlen));
+    if (aliases != NULL && aliases->type == FJ_ARRAY && aliases->n > 0 && fj_str(aliases->items[0]) != NULL)
+        xf_buf_addf(&b, ", a name like %s0", aliases->items[0]->str);
+    xf_buf_adds(&b, " or ");
+    if (words != NULL && words->type == FJ_ARRAY && words->n > 0) {
+        for (size_t i = 0; i < words->n; i++)
+            if (fj_str(words->items[i]) != NULL)
+                xf_buf_addf(&b, "%s%s", i ? " / " : "", rq_quoted(words->items[i]->str, words->items[i]->len));
+    } else {
+        xf_buf_adds(&b, "'all'");
+    }
+    return xf_say(XF_ERR, "%s", b.data);
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* A card index the spec does not have: the cards it has, and how to refresh it. */
+static int no_card(const char *kind, const fj *indices, const char *what, long i)
+{
+    struct xf_buf b = {0};
+    long *known = xf_alloc((indices->n ? indices->n : 1) * sizeof(*known));
+    size_t n = 0;
+
+    for (size_t k = 0; k < indices->n; k++) {
+        long v;
+        size_t j;
+        if (!card_index(indices->keys[k]->str, indices->keys[k]->len, &v))
+            continue;
+        for (j = 0; j < n && known[j] != v; j++)
+            ;
+        if (j == n)
+            known[n++] = v;
+    }
+    qsort(known, n, sizeof(*known), cmp_long);
+    for (size_t k = 0; k < n; k++)
+        xf_buf_addf(&b, "%s%ld", k ? "," : "", known[k]);
+    return xf_say(XF_ERR, "%s: no card %ld in the %s spec (cards: %s); regenerate with `xpu-cdi generate` if cards "
+                  "changed", what, i, kind, n ? b.data : "none");
+}
+
 
 static int parse_value(const char *kind, const fj *index, const char *var, const char *value, size_t vlen,
                        struct rq_names *out)
@@ -299,10 +360,11 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
     long done = -1;
     static const char *const default_none[] = {"", "void", "none"};
 
-    if (!rq_is_ascii(value, vlen))
-        return xf_say(XF_DEFER, "%s: not ASCII", var); /* Unicode whitespace, aliases: Python's */
     if (vlen > MAX_VALUE)
-        return xf_say(XF_DEFER, "%s: longer than %zu characters", var, MAX_VALUE);
+        return xf_say(XF_ERR, "%s: longer than %zu characters", shown(var, value, vlen), MAX_VALUE);
+    if (!rq_is_ascii(value, vlen))
+        return xf_say(XF_ERR, "%s: only ASCII card indices, ranges like 0-3 and names are understood",
+                      shown(var, value, vlen));
     rq_strip(&s, &n);
     if (none != NULL && none->n > 0) {
         for (size_t i = 0; i < none->n; i++)
@@ -334,15 +396,15 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
         } else if ((dash = memchr(tok, '-', tlen)) != NULL && card_index(tok, (size_t)(dash - tok), &lo) &&
                    card_index(dash + 1, tlen - (size_t)(dash - tok) - 1, &hi)) {
             if (lo > hi || hi - lo >= MAX_RANGE)
-                return xf_say(XF_DEFER, "%s: range %.*s out of bounds", var, (int)tlen, tok);
-        } else if (tlen <= MAX_TOKEN && alias_index(fj_get(sel, "aliases"), tok, tlen, fold, &lo)) {
+                return xf_say(XF_ERR, "%s: range %s must be low-high with at most %d cards", shown(var, value, vlen),
+                              rq_quoted(tok, tlen), MAX_RANGE);
+        } else if (tlen > MAX_TOKEN) {
+            return xf_say(XF_ERR, "%s: a token of %zu characters is not a card index or name", shown(var, value, vlen),
+                          tlen);
+        } else if (alias_index(fj_get(sel, "aliases"), tok, tlen, fold, &lo)) {
             hi = lo;
-        } else if (tlen <= MAX_TOKEN && fj_str(fj_get(sel, "uuidsFrom")) != NULL && uuid_like(tok, tlen)) {
-            return xf_say(XF_DEFER, "%s: '%.*s' is a chip UUID, as %s sends them", var, (int)tlen, tok,
-                          fj_str(fj_get(sel, "uuidsFrom")));
         } else {
-            return xf_say(XF_DEFER, "%s: token '%.*s' is not an index, a range, an alias or all", var,
-                          (int)(tlen > MAX_TOKEN ? MAX_TOKEN : tlen), tok);
+            return bad_token(kind, sel, shown(var, value, vlen), tok, tlen);
         }
         if (!is_all) {
             if (nspans == capspans) {
@@ -374,9 +436,9 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
             snprintf(key, sizeof(key), "%ld", i);
             name = rq_map_get(&by_key, key);
             if (name == NULL)
-                return xf_say(XF_DEFER, "%s: no card %ld in the %s index", var, i, kind);
+                return no_card(kind, indices, shown(var, value, vlen), i);
             if (add_name(out, kind, name) != XF_OK)
-                return XF_DEFER;
+                return XF_ERR;
         }
         if (spans[k].hi > done)
             done = spans[k].hi;
@@ -434,10 +496,10 @@ int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state
     if (env != NULL && env->type == FJ_NULL)
         env = NULL;
     if (env != NULL && env->type != FJ_ARRAY)
-        return xf_say(XF_DEFER, "process.env is not a list");
+        return xf_say(XF_ERR, "process.env is not a list");
     for (size_t i = 0; env != NULL && i < env->n; i++)
         if (env->items[i]->type == FJ_STRING && env->items[i]->has_nul)
-            return xf_say(XF_DEFER, "process.env: an entry with NUL");
+            return xf_say(XF_ERR, "process.env: an entry with NUL");
     for (size_t k = 0; k < ix->n; k++) { /* sorted by kind */
         const fj *vars = fj_get(fj_get(ix->items[k].json, "selection"), "env");
         for (size_t i = 0; vars != NULL && vars->type == FJ_ARRAY && i < vars->n; i++) {
@@ -447,12 +509,12 @@ int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state
             if (fj_str(var) == NULL || !env_lookup(env, var->str, var->len, &value, &vlen))
                 continue;
             if (parse_value(ix->items[k].kind, ix->items[k].json, var->str, value, vlen, &out) != XF_OK)
-                return XF_DEFER;
+                return XF_ERR;
             break; /* the first variable of a kind that is set decides */
         }
     }
     if (rq_annotation_names(ann_state, ann_config, &out) != XF_OK)
-        return XF_DEFER;
+        return XF_ERR;
     *names = (const char **)out.list.v;
     *n = out.list.n;
     return XF_OK;

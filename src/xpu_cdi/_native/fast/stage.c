@@ -47,7 +47,7 @@ static int procfs_is_ours(void)
     }
     n = readlink("/proc/self", link, sizeof(link) - 1);
     if (n < 0) {
-        xf_say(XF_DEFER, "/proc/self: %s (is /proc mounted?)", strerror(errno));
+        xf_say(XF_ERR, "/proc/self: %s (is /proc mounted?)", strerror(errno));
         return -1;
     }
     link[n] = '\0';
@@ -67,7 +67,7 @@ int xf_stage_of(int pid, enum xf_stage *stage)
         return XF_OK;
     }
     if ((ours = procfs_is_ours()) < 0)
-        return XF_DEFER;
+        return XF_ERR;
     if (!ours) {
         *stage = XF_STAGE_INSIDE;
         return XF_OK;
@@ -77,7 +77,7 @@ int xf_stage_of(int pid, enum xf_stage *stage)
      * namespace of its own, at createContainer) */
     snprintf(theirs, sizeof(theirs), "/proc/%d/ns/mnt", pid);
     if (stat("/proc/self/ns/mnt", &a) != 0 || stat(theirs, &b) != 0)
-        return xf_say(XF_DEFER, "container process %d: cannot read its mount namespace: %s (has it exited?)", pid,
+        return xf_say(XF_ERR, "container process %d: cannot read its mount namespace: %s (has it exited?)", pid,
                       strerror(errno));
     *stage = (a.st_dev == b.st_dev && a.st_ino == b.st_ino) ? XF_STAGE_SAME_MNT : XF_STAGE_JOIN;
     return XF_OK;

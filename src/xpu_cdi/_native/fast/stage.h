@@ -20,7 +20,7 @@ enum xf_stage {
     XF_STAGE_INSIDE,   /* in the container's namespaces, its pid meaningless here: use nothing of it */
 };
 
-/* The stage for the OCI state's pid; XF_OK with *stage, or XF_DEFER (reason
+/* The stage for the OCI state's pid; XF_OK with *stage, or XF_ERR (reason
  * set: /proc unreadable). */
 int xf_stage_of(int pid, enum xf_stage *stage);
 

@@ -1,0 +1,330 @@
+"""`xpu-cdi-hook prestart` and `xpu-container-runtime`, the compiled binaries
+alone, black-box: every bad input is answered by the binary itself in one
+line (what is wrong, what to do), exit 1, nothing created or mounted; a
+broken spec file beside a good one is a warning and the good one still
+serves; and both run a real `runc run` with an empty PATH, no interpreter
+reachable and nothing beside them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+
+import fakehost
+import runtimes
+from hookkit import HookHost, container_output, hook_binary, host_mounts, tree
+
+pytestmark = pytest.mark.privileged  # fake hosts have device nodes
+
+HOOK = "xpu-cdi-hook"
+WRAPPER = "xpu-container-runtime"
+KIND = "kunlunxin.com/xpu"
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dir holding the two binaries and nothing else (no .py beside them)."""
+    d = tmp_path_factory.mktemp("alone")
+    d.chmod(0o755)
+    for name in (HOOK, WRAPPER):
+        shutil.copy(hook_binary(name), d / name)
+        (d / name).chmod(0o755)
+    return d
+
+
+@pytest.fixture(scope="module")
+def host(alone: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HookHost]:
+    base = tmp_path_factory.mktemp("prestart-binary")
+    base.chmod(0o755)
+    h = HookHost(base / "xpu", alone / HOOK, "kunlunxin", 8)
+    yield h
+    fakehost.remove_tree(h.base)
+
+
+def bundle_dir(base: Path, config: Any) -> Path:
+    """A bundle with an empty rootfs and *config* (a dict, or raw text/bytes) as config.json."""
+    b = base / "bundle"
+    (b / "rootfs").mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        data = config if isinstance(config, bytes) else (config if isinstance(config, str) else json.dumps(config))
+        (b / "config.json").write_bytes(data.encode() if isinstance(data, str) else data)
+    return b
+
+
+def asks(env: List[str], **extra: Any) -> Dict[str, Any]:
+    return {"root": {"path": "rootfs"}, "process": {"env": env}, **extra}
+
+
+def state_of(b: Path, **extra: Any) -> Dict[str, Any]:
+    return {"ociVersion": "1.0.2", "id": "c1", "pid": 0, "bundle": str(b), **extra}
+
+
+def hook(host: HookHost, data: Any, log: Path, spec_dir: Optional[Path] = None) -> subprocess.CompletedProcess:
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    return subprocess.run([str(host.hook), "prestart", "--log", str(log)], input=raw, capture_output=True,
+                          timeout=30, env={"PATH": "", "XPU_CDI_SPEC_DIRS": str(spec_dir or host.spec_dir)})
+
+
+def log_lines(log: Path) -> List[str]:
+    if not log.exists():
+        return []
+    return [line.split(": ", 1)[1] for line in log.read_text().splitlines()]
+
+
+def refused(host: HookHost, tmp_path: Path, data: Any, message: str, spec_dir: Optional[Path] = None) -> None:
+    """The hook says *message* in one line on stderr and in its log, exits 1 and touches nothing."""
+    before, mounts = tree(tmp_path), host_mounts(str(tmp_path))
+    log = tmp_path.parent / f"{tmp_path.name}.log"
+    r = hook(host, data, log, spec_dir)
+    assert (r.returncode, r.stdout, r.stderr.decode()) == (1, b"", f"{HOOK}: {message}\n")
+    assert log_lines(log) == [f"error: {message}"]
+    assert tree(tmp_path) == before and host_mounts(str(tmp_path)) == mounts
+
+
+MAX_STATE = 1 << 20
+MAX_CONFIG = 4 << 20
+
+
+class TestState:
+    @pytest.mark.parametrize("raw, message", [
+        (b"", "no OCI state on stdin: the hook must be run by a container runtime (as an OCI hook), not by hand"),
+        (b'{"id": "c1", "pid": 0, "bund',
+         "OCI state on stdin is not valid JSON (premature EOF at line 1, column 29 (byte 28)): is the runtime OCI "
+         "compliant?"),
+        (b'["c1"]', "OCI state on stdin must be a JSON object, got a list"),
+        (b'{"id": "c1", "bundle": "b"}', "OCI state of 'c1': 'bundle' must be an absolute path, got 'b'"),
+        (b'{"id": "c1", "bundle": "/b", "pid": -1}',
+         "OCI state of 'c1': 'pid' must be a non-negative integer, got -1"),
+        (b" " * (MAX_STATE + 1), f"the OCI state on stdin is larger than {MAX_STATE} bytes: refusing to parse it"),
+    ], ids=["empty", "truncated", "list", "relative-bundle", "negative-pid", "oversized"])
+    def test_bad_state(self, host: HookHost, tmp_path: Path, raw: bytes, message: str) -> None:
+        refused(host, tmp_path, raw, message)
+
+    def test_missing_bundle(self, host: HookHost, tmp_path: Path) -> None:
+        refused(host, tmp_path, state_of(tmp_path / "gone"),
+                f"bundle '{tmp_path}/gone': cannot open config.json: No such file or directory")
+
+
+class TestConfig:
+    @pytest.mark.parametrize("config, message", [
+        ("{", "is not valid JSON: premature EOF at line 1, column 2 (byte 1)"),
+        ('{"root": {"path": "rootfs"}, "process": {"env": ["CXPU_VIS',
+         "is not valid JSON: premature EOF at line 1, column 59 (byte 58)"),
+        ('{"root": {"path": "rootfs"}, "root": {}}',
+         'is not valid JSON: duplicate key "root" at line 1, column 36 (byte 35)'),
+        ("[]", "must hold a JSON object, got a list"),
+        ({"process": {"env": ["CXPU_VISIBLE_DEVICES=1"]}}, "has no root.path: cannot find the container's rootfs"),
+        (b" " * (MAX_CONFIG + 1), f"is larger than {MAX_CONFIG} bytes: refusing to parse it"),
+    ], ids=["malformed", "truncated", "duplicate-key", "list", "no-root", "oversized"])
+    def test_bad_config(self, host: HookHost, tmp_path: Path, config: Any, message: str) -> None:
+        b = bundle_dir(tmp_path, config)
+        refused(host, tmp_path, state_of(b), f"'{b}/config.json' {message}")
+
+
+class TestSelection:
+    @pytest.mark.parametrize("value, message", [
+        ("9", "no card 9 in the kunlunxin.com/xpu spec (cards: 0,1,2,3,4,5,6,7); regenerate with `xpu-cdi generate` "
+              "if cards changed"),
+        ("0,x", "'x' is not a card index, a range like 0-3 or 'all'"),
+        ("5-2", "range '5-2' must be low-high with at most 4096 cards"),
+        ("1,,2", "'' is not a card index, a range like 0-3 or 'all'"),
+        ("npu-1", "'npu-1' is not a card index, a range like 0-3 or 'all'"),  # an alias of another vendor's
+        ("GPU-6f1c1e2a-1b2c-4d5e-8f90-1234567890ab", "'GPU-6f1c1e2a-1b2c-4d5e-8f90-1234567890ab' is not a card index, "
+                                                     "a range like 0-3 or 'all'"),
+    ], ids=["unknown-card", "bad-token", "reversed-range", "empty-token", "alias-token", "uuid"])
+    def test_bad_value(self, host: HookHost, tmp_path: Path, value: str, message: str) -> None:
+        b = bundle_dir(tmp_path, asks([f"CXPU_VISIBLE_DEVICES={value}"]))
+        refused(host, tmp_path, state_of(b), f"CXPU_VISIBLE_DEVICES={value!r}: {message}")
+
+    @pytest.mark.parametrize("value, message", [
+        ("kunlunxin.com/xpu=99", f"unresolvable CDI device 'kunlunxin.com/xpu=99' in {{dirs}} (known {KIND} devices: "
+                                 "0, 1, 2, 3, 4, 5, 6, 7, all)"),
+        ("example.com/gpu=0", "unresolvable CDI device 'example.com/gpu=0' in {dirs} (no spec defines kind "
+                              "'example.com/gpu': run `xpu-cdi generate`)"),
+        ("kunlunxin.com/xpu", "annotation 'cdi.k8s.io/x': CDI device 'kunlunxin.com/xpu' is not fully qualified: "
+                              "write it as vendor/class=name, e.g. kunlunxin.com/xpu=0"),
+        ("kunlunxin.com/xpu=1,", "annotation 'cdi.k8s.io/x': value 'kunlunxin.com/xpu=1,' must be a comma-separated "
+                                 "list of CDI devices such as kunlunxin.com/xpu=0"),
+    ], ids=["device-in-no-spec", "kind-in-no-spec", "not-qualified", "empty-member"])
+    def test_bad_annotation(self, host: HookHost, tmp_path: Path, value: str, message: str) -> None:
+        b = bundle_dir(tmp_path, asks([], annotations={"cdi.k8s.io/x": value}))
+        refused(host, tmp_path, state_of(b), message.format(dirs=host.spec_dir))
+
+    def test_the_alias_of_a_profile_selects(self, tmp_path: Path, alone: Path) -> None:
+        """Ascend's Ascend910-N is read as card N (the profile's alias prefix, from the index); a card it
+        has not is refused by its number."""
+        h = HookHost(tmp_path / "npu", alone / HOOK, "ascend", 2)
+        try:
+            b = bundle_dir(tmp_path / "one", asks(["ASCEND_VISIBLE_DEVICES=Ascend910-1"]))
+            r = hook(h, state_of(b), tmp_path / "one.log")
+            assert r.returncode == 1 and r.stderr.decode() == (
+                f"{HOOK}: OCI state pid 0 is not a container process of this runtime (a createContainer hook runs "
+                "inside the container): register `xpu-cdi-hook prestart` as a prestart or createRuntime hook\n")
+            b = bundle_dir(tmp_path / "nine", asks(["ASCEND_VISIBLE_DEVICES=Ascend910-9"]))
+            refused(h, tmp_path / "nine", state_of(b), "ASCEND_VISIBLE_DEVICES='Ascend910-9': no card 9 in the "
+                    "huawei.com/npu spec (cards: 0,1); regenerate with `xpu-cdi generate` if cards changed")
+        finally:
+            fakehost.remove_tree(h.base)
+
+
+class TestSpecFiles:
+    def test_broken_spec_beside_a_good_one(self, host: HookHost, tmp_path: Path) -> None:
+        """The broken file is named in a warning; the good one still serves its cards (through runc)."""
+        broken = host.spec_dir / "zz-broken.json"
+        broken.write_text('{"cdiVersion": "0.6.0", "kind": "example.com/gpu", "devices": [')
+        try:
+            host.log.unlink(missing_ok=True)
+            b = host.bundle(["sh", "-c", "stat -c '%n %t:%T' /dev/xpu1"], env=["CXPU_VISIBLE_DEVICES=1"])
+            r = runtimes.run_runc(b)
+            assert r.returncode == 0, container_output(r)
+            assert "/dev/xpu1 f0:1" in r.stdout
+            lines = log_lines(host.log)
+            assert lines[0] == (f"warning: spec '{broken}': not valid JSON: premature EOF at line 1, column 64 "
+                                "(byte 63)"), lines
+            assert lines[1].startswith(f"injected {KIND}=1: "), lines
+        finally:
+            broken.unlink()
+            shutil.rmtree(b.dir, ignore_errors=True)
+
+    def test_conflicting_device_is_dropped_and_named(self, host: HookHost, tmp_path: Path) -> None:
+        """The same card in two files of one dir: both dropped, one warning, the request refused saying so."""
+        d = tmp_path / "cdi"
+        d.mkdir()
+        for f in host.spec_dir.iterdir():
+            shutil.copy(f, d / f.name)
+        twin = d / "twin.json"
+        twin.write_text(json.dumps({"cdiVersion": "0.6.0", "kind": KIND,
+                                    "devices": [{"name": "1", "containerEdits": {}}]}))
+        b = bundle_dir(tmp_path / "b", asks(["CXPU_VISIBLE_DEVICES=1"]))
+        spec = host.spec_path.name
+        problem = f"conflicting device '{KIND}=1' in '{d}/{spec}', '{twin}': both dropped; keep it in one file"
+        log = tmp_path / "log"
+        r = hook(host, state_of(b), log, d)
+        message = (f"unresolvable CDI device '{KIND}=1' in {d} (known {KIND} devices: 0, 2, 3, 4, 5, 6, 7, all); "
+                   f"skipped: {problem}")
+        assert (r.returncode, r.stderr.decode()) == (1, f"{HOOK}: {message}\n")
+        assert log_lines(log) == [f"warning: {problem}", f"error: {message}"]
+
+
+class TestUsage:
+    @pytest.mark.parametrize("args, code, err", [
+        ([], 1, "no subcommand given: register `xpu-cdi-hook prestart` as the hook (see `xpu-cdi-hook --help`)\n"),
+        (["--bogus"], 1, "unknown option '--bogus' (see `xpu-cdi-hook --help`)\n"),
+        (["prestart", "extra"], 1, "prestart: unexpected argument 'extra' (see `xpu-cdi-hook --help`)\n"),
+        (["prestart", "--spec-dir"], 1, "option --spec-dir needs a value (see `xpu-cdi-hook --help`)\n"),
+        (["install-launcher", "/x"], 1, "install-launcher is not run by the hook binary (it needs nothing beside "
+                                         "it): copy it where the hook entry points, or run `xpu-cdi hook "
+                                         "install-launcher PATH`\n"),
+        (["future-hook"], 0, "warning: unknown subcommand 'future-hook' ignored (this is xpu-cdi-hook from an older "
+                             "release?)\n"),
+    ])
+    def test_arguments(self, alone: Path, args: List[str], code: int, err: str) -> None:
+        r = subprocess.run([str(alone / HOOK), *args], capture_output=True, text=True, timeout=30, env={"PATH": ""},
+                           stdin=subprocess.DEVNULL)
+        assert (r.returncode, r.stdout, r.stderr) == (code, "", f"{HOOK}: {err}")
+
+    def test_help(self, alone: Path) -> None:
+        r = subprocess.run([str(alone / HOOK), "--help"], capture_output=True, text=True, timeout=30, env={})
+        assert r.returncode == 0 and r.stderr == "" and r.stdout.startswith(f"usage: {HOOK} [--spec-dir DIR]...")
+
+
+class TestWrapper:
+    def wrap(self, alone: Path, host: HookHost, b: Path, *args: str,
+             env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+        return subprocess.run([str(alone / WRAPPER), *args, "create", "--bundle", str(b), "c1"], capture_output=True,
+                              text=True, timeout=30, stdin=subprocess.DEVNULL,
+                              env={"PATH": "", "XPU_CDI_RUNTIME": "/bin/true", "XPU_CDI_SPEC_DIRS": str(host.spec_dir),
+                                   **(env or {})})
+
+    @pytest.mark.parametrize("config, message", [
+        (None, "cannot read '{b}/config.json': No such file or directory: is --bundle right?"),
+        ('{"process": {"env": ["CXPU_VISIBLE_DEVICES=1"]}',
+         "'{b}/config.json' is not valid JSON: premature EOF at line 1, column 48 (byte 47)"),
+        (asks(["CXPU_VISIBLE_DEVICES=9"]),
+         "CXPU_VISIBLE_DEVICES='9': no card 9 in the kunlunxin.com/xpu spec (cards: 0,1,2,3,4,5,6,7); regenerate with "
+         "`xpu-cdi generate` if cards changed (spec dirs searched: {dirs})"),
+        (asks([], annotations={"cdi.k8s.io/x": "kunlunxin.com/xpu=99"}),
+         f"unresolvable CDI device '{KIND}=99' in {{dirs}} (known {KIND} devices: 0, 1, 2, 3, 4, 5, 6, 7, all)"),
+        (asks(["ASCEND_VISIBLE_DEVICES=0"]),
+         "ASCEND_VISIBLE_DEVICES='0' asks for huawei.com/npu devices but no spec in {dirs} defines that kind (with its "
+         ".xpu-cdi index): run `xpu-cdi generate` on this node"),
+    ], ids=["missing-config", "truncated-config", "unknown-card", "device-in-no-spec", "kind-in-no-spec"])
+    def test_refused_in_one_line(self, alone: Path, host: HookHost, tmp_path: Path, config: Any,
+                                 message: str) -> None:
+        """One line on stderr and in the runtime's --log, exit 1, config.json untouched, no runtime run."""
+        b = bundle_dir(tmp_path, config)
+        before = tree(tmp_path)
+        log = tmp_path.parent / f"{tmp_path.name}.runc.log"
+        r = self.wrap(alone, host, b, "--log", str(log), "--log-format", "json")
+        want = message.format(b=b, dirs=host.spec_dir)
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", f"{WRAPPER}: {want}\n")
+        [entry] = [json.loads(line) for line in log.read_text().splitlines()]
+        assert entry["level"] == "error" and entry["msg"] == f"{WRAPPER}: {want}"
+        assert tree(tmp_path) == before
+
+    def test_loop_guard_and_no_runtime(self, alone: Path, host: HookHost, tmp_path: Path) -> None:
+        b = bundle_dir(tmp_path, asks([]))
+        r = self.wrap(alone, host, b, env={"XPU_CDI_WRAPPER_ACTIVE": "1"})
+        assert (r.returncode, r.stderr) == (1, f"{WRAPPER}: started by itself (XPU_CDI_RUNTIME or PATH names another "
+                                               "copy of the wrapper as the real runtime): point XPU_CDI_RUNTIME at "
+                                               "runc or crun\n")
+        r = self.wrap(alone, host, b, env={"XPU_CDI_RUNTIME": "no-such-runc", "PATH": str(tmp_path)})
+        assert (r.returncode, r.stderr) == (1, f"{WRAPPER}: no 'no-such-runc' found on PATH ({tmp_path}): install it "
+                                               "or set XPU_CDI_RUNTIME to the runtime's absolute path\n")
+
+    def test_broken_spec_beside_a_good_one(self, alone: Path, host: HookHost, tmp_path: Path) -> None:
+        d = tmp_path / "cdi"
+        d.mkdir()
+        for f in host.spec_dir.iterdir():
+            shutil.copy(f, d / f.name)
+        (d / "zz-broken.json").write_text("[]")
+        b = bundle_dir(tmp_path, asks(["CXPU_VISIBLE_DEVICES=1"]))
+        r = self.wrap(alone, host, b, env={"XPU_CDI_SPEC_DIRS": str(d)})
+        assert (r.returncode, r.stderr) == (0, f"{WRAPPER}: warning: spec '{d}/zz-broken.json': expected an object "
+                                               "at the top\n")
+        assert any(n["path"] == "/dev/xpu1" for n in json.loads((b / "config.json").read_text())["linux"]["devices"])
+
+
+def no_python_bundle(host: HookHost, base: Path) -> "runtimes.Bundle":
+    b = runtimes.Bundle(base)
+    b.set_process(["sh", "-c", "stat -c '%n %t:%T' /dev/xpu1 /dev/xpu3; ls /dev | grep -c '^xpu[0-9]'"])
+    return b
+
+
+@pytest.mark.runtime
+def test_binaries_alone_with_no_python_reachable(host: HookHost, alone: Path, tmp_path: Path) -> None:
+    """The hook (prestart) and the wrapper each inject through a real `runc run` with PATH empty, no
+    interpreter reachable and nothing beside them: the dir holds the two binaries and nothing else."""
+    runtimes.require("runc")
+    runc = shutil.which("runc")
+    assert sorted(p.name for p in alone.iterdir()) == [HOOK, WRAPPER]
+    # the hook, registered as prestart, its env empty of PATH
+    b = no_python_bundle(host, tmp_path)
+    b.config["process"]["env"].append("CXPU_VISIBLE_DEVICES=1,3")
+    b.config["hooks"] = {"prestart": [{"path": str(alone / HOOK), "args": [HOOK, "prestart", "--log", str(host.log)],
+                                       "env": ["PATH=", f"XPU_CDI_SPEC_DIRS={host.spec_dir}"], "timeout": 20}]}
+    r = runtimes.run_runc(b)
+    assert r.returncode == 0, container_output(r)
+    assert "/dev/xpu1 f0:1\n/dev/xpu3 f0:3\n2\n" in r.stdout, r.stdout
+    # the wrapper as the runtime, PATH empty (runc named by XPU_CDI_RUNTIME); the spec's own
+    # createContainer hook (update-ldcache) is the copied hook, run by runc from config.json
+    b = no_python_bundle(host, tmp_path)
+    b.config["process"]["env"].append("CXPU_VISIBLE_DEVICES=3,1")
+    b.write()
+    cid = runtimes.unique("xc")
+    try:
+        r = subprocess.run([str(alone / WRAPPER), "run", "--bundle", str(b.dir), cid], capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL,
+                           env={"PATH": "", "XPU_CDI_RUNTIME": runc, "XPU_CDI_SPEC_DIRS": str(host.spec_dir)})
+    finally:
+        subprocess.run([runc, "delete", "--force", cid], capture_output=True)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "/dev/xpu1 f0:1\n/dev/xpu3 f0:3\n2\n" in r.stdout, r.stdout
+    hooks = json.loads((b.dir / "config.json").read_text()).get("hooks", {}).get("createContainer", [])
+    assert [h["path"] for h in hooks] == [str(alone / HOOK)], hooks
+    assert sorted(p.name for p in alone.iterdir()) == [HOOK, WRAPPER]
