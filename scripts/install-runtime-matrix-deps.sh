@@ -16,5 +16,11 @@ if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ]; then
 fi
 rc=0
 sh "$here/install-deps.sh" debootstrap docker.io rpm || rc=$?
+# Debian 13's docker.io no longer ships the client: it moved to docker-cli (only
+# a Recommends there, and recommends are not installed).  Asked for when no
+# package provides /usr/bin/docker, so Debian 12 (client in docker.io) is unchanged.
+if [ "$rc" -eq 0 ] && ! dpkg-query -S /usr/bin/docker >/dev/null 2>&1; then
+  sh "$here/install-deps.sh" docker-cli || rc=$?
+fi
 [ -n "$ours" ] && rm -f "$policy"
 exit "$rc"

@@ -198,10 +198,14 @@ class Dockerd:
                "--ip-masq=false", "--cgroup-parent", f"/{self.cgroup_parent}", "--storage-driver", "overlay2"]
         self.proc: Optional[subprocess.Popen] = place.popen(cmd, self.log, env=env)
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            if self.sock.exists() and self.docker("version").returncode == 0:
-                return
-            time.sleep(0.2)
+        try:
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if self.sock.exists() and self.docker("version").returncode == 0:
+                    return
+                time.sleep(0.2)
+        except BaseException:  # e.g. no client binary: the daemon must not outlive the test
+            self.stop()
+            raise
         tail = self.log.read_text(errors="replace")[-3000:]
         self.stop()
         raise RuntimeError(f"dockerd in the {place.name} did not come up:\n{tail}")
@@ -225,7 +229,7 @@ class Dockerd:
                 ids = self.docker("ps", "-aq", timeout=30).stdout.split()
                 if ids:
                     self.docker("rm", "-f", *ids, timeout=60)
-            except subprocess.TimeoutExpired:
+            except (subprocess.TimeoutExpired, OSError):
                 pass
         stop_process(self.proc)
         kill_by_cmdline(str(self.short))  # shims outlive their containerd
