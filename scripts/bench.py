@@ -124,15 +124,23 @@ def _runc(runtime: str, bundle: "runtimes.Bundle", env: "Dict[str, str] | None" 
         subprocess.run(["runc", "delete", "--force", cid], capture_output=True)
 
 
-def hook_variants(work: Path) -> Dict[str, Sample]:
-    """`runc run` with the prestart hook in several forms."""
+def hook_host(work: Path, name: str) -> Tuple[Path, Path]:
+    """(spec dir, hook): an 8-card fake host under *work*, the hook installed at
+    <name>/xpu-cdi-hook and its spec generated naming it."""
     from xpu_cdi.hook import launcher
 
-    host = fakehost.kunlunxin(work / "hook-host", cards=8)
-    specs, hook = work / "hook-cdi", work / "xpu-cdi-hook"
+    host = fakehost.kunlunxin(work / f"{name}-host", cards=8)
+    specs, hook = work / f"{name}-cdi", work / name / "xpu-cdi-hook"
+    hook.parent.mkdir()
     launcher.install(str(hook))
     subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
                     "--hook-path", str(hook)], check=True, capture_output=True)
+    return specs, hook
+
+
+def hook_variants(work: Path) -> Dict[str, Sample]:
+    """`runc run` with the prestart hook in several forms."""
+    specs, hook = hook_host(work, "hook")
     env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"XPU_CDI_SPEC_DIRS={specs}"]
     eight = ["CXPU_VISIBLE_DEVICES=0-7"]
     log = work / "hook.log"
@@ -202,16 +210,9 @@ def hook_direct_variants(work: Path) -> Dict[str, Sample]:
     """The hook process alone, without runc's noise: run directly with a
     state naming a fresh stand-in container (untimed set-up), against
     /bin/true given the same state.  cgroup v1 hosts only."""
-    from xpu_cdi.hook import launcher
-
     if not V1_DEVICES.is_dir() or shutil.which("unshare") is None:
         return {}
-    host = fakehost.kunlunxin(work / "direct-host", cards=8)
-    specs, hook = work / "direct-cdi", work / "direct" / "xpu-cdi-hook"
-    hook.parent.mkdir()
-    launcher.install(str(hook))
-    subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
-                    "--hook-path", str(hook)], check=True, capture_output=True)
+    specs, hook = hook_host(work, "direct")
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "XPU_CDI_SPEC_DIRS": str(specs)}
     log = work / "direct-hook.log"
     out: Dict[str, Sample] = {}
@@ -253,19 +254,12 @@ def hook_inside_variants(work: Path) -> Dict[str, Sample]:
     baseline).  update-ldcache as a CDI runtime runs it (createContainer) on
     busybox (no ldconfig) and on an image with a real (static) ldconfig;
     prestart injecting 8 cards, and asking for nothing."""
-    from xpu_cdi.hook import launcher
-
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return {}
     timer = work / "hooktime"
     subprocess.run([cc, "-O2", "-o", str(timer), str(REPO / "scripts" / "hooktime.c")], check=True)
-    host = fakehost.kunlunxin(work / "inside-host", cards=8)
-    specs, hook = work / "inside-cdi", work / "inside" / "xpu-cdi-hook"
-    hook.parent.mkdir()
-    launcher.install(str(hook))
-    subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
-                    "--hook-path", str(hook)], check=True, capture_output=True)
+    specs, hook = hook_host(work, "inside")
     env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"XPU_CDI_SPEC_DIRS={specs}"]
     ldcache = ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64"]
     eight = ["CXPU_VISIBLE_DEVICES=0-7"]
