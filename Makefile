@@ -27,14 +27,13 @@ $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
-	# byte-compile now: the hook starts on every container start and must not
-	# compile its modules each time (PYTHONDONTWRITEBYTECODE may be set)
-	$(BIN)/python -m compileall -q src/xpu_cdi
-	# the hook and the wrapper start on every container start: replace pip's
-	# console scripts (site.py, .pth files, editable finder: ~15-25 ms) with
-	# launchers that run `python -I -S` with an explicit sys.path
-	$(BIN)/xpu-cdi hook install-launcher $(BIN)/xpu-cdi-hook
-	$(BIN)/xpu-cdi runtime install-launcher $(BIN)/xpu-container-runtime
+	# the compiled hook and wrapper (built by setup.py into _native/bin) are what
+	# runtimes exec: copied (not linked into the source tree, which `make clean`
+	# empties) beside xpu-cdi, where `generate --hook-path` and `runtime configure`
+	# look first; `install` replaces the file, so a container start running the old
+	# copy is not disturbed.  The rm drops the Python launchers older releases wrote.
+	rm -f $(BIN)/xpu-cdi-hook.py $(BIN)/xpu-container-runtime.py
+	install -m 0755 src/xpu_cdi/_native/bin/xpu-cdi-hook src/xpu_cdi/_native/bin/xpu-container-runtime $(BIN)/
 	touch $@
 
 install: $(STAMP)
@@ -72,4 +71,4 @@ check-schemas: install
 	$(BIN)/python -m pytest tests/cdi/test_validate.py tests/generate/test_profile.py -q
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info packaging/deb/out packaging/rpm/out src/xpu_cdi/_native/_resolver*.so src/xpu_cdi/_native/_resolver.c
+	rm -rf $(VENV) build src/*.egg-info packaging/deb/out packaging/rpm/out src/xpu_cdi/_native/_hoststat*.so src/xpu_cdi/_native/_hoststat.c

@@ -1,5 +1,5 @@
 """Helpers for the OCI hook's tests (tests/hook, tests/e2e/test_hook_*):
-a fast launcher, fake hosts with generated specs in private spec dirs,
+the compiled hook copied alone into a private dir, fake hosts with generated specs in private spec dirs,
 bundles with the prestart hook registered, direct hook runs, and host-side
 snapshots that prove nothing leaked out of a container's rootfs."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,22 +16,14 @@ from typing import Any, Dict, List, Optional, Sequence
 import fakehost
 import runtimes
 
-from xpu_cdi.hook import launcher
-
 BIN = Path(sys.executable).parent
 HOOK_ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]
 
 
-def fast_binary(name: str) -> "Optional[str]":
-    """The compiled front end to test: from $XPU_CDI_FAST_BIN (a build dir,
-    for working on the C code without reinstalling), else the installed one."""
-    d = os.environ.get("XPU_CDI_FAST_BIN")
-    return os.path.join(d, name) if d else None
-
-
 def hook_binary(name: str) -> str:
-    """The compiled binary *name* to test black-box: from $XPU_CDI_FAST_BIN,
-    else the one built with this checkout (src/xpu_cdi/_native/bin)."""
+    """The compiled binary *name* to test black-box: from $XPU_CDI_FAST_BIN
+    (a build dir, for working on the C code without reinstalling), else the
+    one built with this checkout (src/xpu_cdi/_native/bin)."""
     d = os.environ.get("XPU_CDI_FAST_BIN")
     if d:
         return os.path.join(d, name)
@@ -39,11 +32,12 @@ def hook_binary(name: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(_native.__file__)), "bin", name)
 
 
-def install_launcher(dest_dir: Path) -> Path:
-    """The hook as installed (`xpu-cdi-hook install-launcher`) in *dest_dir*:
-    the compiled front end, and its Python implementation beside it."""
-    path = dest_dir / "xpu-cdi-hook"
-    launcher.install(str(path), fast_binary("xpu-cdi-hook"))
+def copy_binary(name: str, dest_dir: Path) -> Path:
+    """The compiled binary *name* copied alone into *dest_dir*, mode 0755: what
+    an installation puts where a runtime execs it, nothing beside it."""
+    path = dest_dir / name
+    shutil.copy(hook_binary(name), path)
+    path.chmod(0o755)
     return path
 
 
@@ -140,31 +134,33 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def hook_launcher(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fast launcher of this checkout, in a private temp dir."""
-    return install_launcher(tmp_path_factory.mktemp("hook-launcher"))
+def installed_hook(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The compiled hook of this checkout, copied alone into a private temp dir."""
+    d = tmp_path_factory.mktemp("installed-hook")
+    d.chmod(0o755)
+    return copy_binary("xpu-cdi-hook", d)
 
 
 @pytest.fixture
-def xpu(tmp_path: Path, hook_launcher: Path) -> "HookHost":
+def xpu(tmp_path: Path, installed_hook: Path) -> "HookHost":
     """A fake 8-card Kunlunxin host with its spec; removed (nodes too) afterwards."""
-    h = HookHost(tmp_path / "xpu", hook_launcher, "kunlunxin", 8)
+    h = HookHost(tmp_path / "xpu", installed_hook, "kunlunxin", 8)
     yield h
     fakehost.remove_tree(h.base)
 
 
 @pytest.fixture(scope="module")
-def xpu_shared(tmp_path_factory: pytest.TempPathFactory, hook_launcher: Path) -> "HookHost":
+def xpu_shared(tmp_path_factory: pytest.TempPathFactory, installed_hook: Path) -> "HookHost":
     """One fake 8-card host per test module, for tests that only read its spec dir."""
     base = tmp_path_factory.mktemp("xpu-shared")
-    h = HookHost(base / "xpu", hook_launcher, "kunlunxin", 8)
+    h = HookHost(base / "xpu", installed_hook, "kunlunxin", 8)
     yield h
     fakehost.remove_tree(h.base)
 
 
 @pytest.fixture
-def npu(tmp_path: Path, hook_launcher: Path) -> "HookHost":
+def npu(tmp_path: Path, installed_hook: Path) -> "HookHost":
     """A fake 4-NPU Ascend host with its spec; removed afterwards."""
-    h = HookHost(tmp_path / "npu", hook_launcher, "ascend", 4)
+    h = HookHost(tmp_path / "npu", installed_hook, "ascend", 4)
     yield h
     fakehost.remove_tree(h.base)

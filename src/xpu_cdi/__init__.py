@@ -2,14 +2,12 @@
 
 Two data flows carry everything:
 
-* generate: ``generate.profile -> generate.discover -> resolver (C) ->
+* generate: ``generate.profile -> generate.discover -> hoststat (C) ->
   generate.edits -> generate.spec -> generate.write`` (atomic);
-* hook: ``hook.state (OCI state, config.json) -> hook.select ->
-  cdi.registry (spec dirs) -> hook.inject``; the wrapper runtime
-  (``runtime.wrapper``) applies the same edits to ``config.json`` instead.
-
-This module deliberately imports nothing: it runs before every submodule,
-including the hook, whose start-up time is measured.
+* container start: the compiled ``xpu-cdi-hook`` and ``xpu-container-runtime``
+  (``_native/``, C) read the specs and hook indexes ``generate`` wrote;
+  no Python runs there.  The rest of the package is tooling around them
+  (doctor, topology, runtime configure, watch, the device plugin).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import click
 
-from . import errors
+from . import binaries, errors
 from .cdi import registry
 from .generate import check as _check
 from .generate import discover as _discover
@@ -61,8 +61,8 @@ class Group(click.Group):
 
 
 def default_hook_path() -> str:
-    """The installed ``xpu-cdi-hook`` next to the running interpreter's scripts."""
-    return os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "xpu-cdi-hook")
+    """The installed compiled ``xpu-cdi-hook`` (see :mod:`xpu_cdi.binaries`)."""
+    return binaries.installed("xpu-cdi-hook")
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -239,13 +239,11 @@ def validate(files: Tuple[str, ...]) -> None:
         sys.exit(1)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@main.command(add_help_option=False, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def hook(args: Tuple[str, ...]) -> None:
-    """Run the OCI hook (same as xpu-cdi-hook): prestart, update-ldcache, create-symlinks."""
-    from .hook.main import main as hook_main
-
-    sys.exit(hook_main(list(args)))
+    """Run the OCI hook (execs the compiled xpu-cdi-hook): prestart, update-ldcache, create-symlinks."""
+    binaries.exec_binary("xpu-cdi-hook", list(args))
 
 
 # Commands that live with their subsystem, imported only when used: `generate`

@@ -1,15 +1,13 @@
 """The one exception hierarchy of xpu-cdi.
 
 Every error raised on purpose derives from :class:`XpuCdiError`; the CLI
-maps the classes to exit codes in one table (``cli.EXIT_CODES``) and the
-hook prints ``xpu-cdi-hook: <message>`` and exits 1.  Messages follow the
+maps the classes to exit codes in one table (``cli.EXIT_CODES``).  (The
+compiled hook and wrapper word their own errors in the same style.)  Messages follow the
 CDI library's style: lowercase, the bad value in quotes, then the reason,
 and where possible what to do about it.
 """
 
 from __future__ import annotations
-
-import os
 
 
 class XpuCdiError(Exception):
@@ -32,10 +30,6 @@ class SelectionError(XpuCdiError):
     """A container asked for devices in a way we cannot honour."""
 
 
-class HookError(XpuCdiError):
-    """The OCI state or config.json is unusable, or injection failed."""
-
-
 class RuntimeConfigError(XpuCdiError):
     """A container-runtime configuration file cannot be read or changed.
 
@@ -50,14 +44,8 @@ class RuntimeConfigError(XpuCdiError):
         super().__init__(message)
 
 
-class SyscallError(XpuCdiError):
-    """A system call failed.  ``str()`` names the call, the target and the errno."""
-
-    def __init__(self, call: str, errno: int, target: str) -> None:
-        self.call = call
-        self.errno = errno
-        self.target = target
-        super().__init__(f"{call} {target!r}: {os.strerror(errno)} (errno {errno})")
+class InstallError(XpuCdiError):
+    """A compiled part of the installation is missing or cannot be loaded."""
 
 
 class ConfigError(XpuCdiError):

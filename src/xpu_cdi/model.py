@@ -125,7 +125,7 @@ class Profile:
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """What the resolver found for one host path."""
+    """What hoststat found for one host path."""
 
     path: str
     type: str  # "c" or "b"

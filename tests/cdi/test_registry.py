@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from xpu_cdi.cdi import registry
-from xpu_cdi.errors import SelectionError
 
 
 def spec(kind: str, devices: List[str], node_prefix: str = "/dev/x", shared: Any = None) -> Dict[str, Any]:
@@ -35,8 +34,8 @@ class TestLoad:
         put(tmp_path / "etc", "a.json", spec("ex.com/acc", ["0", "1"], "/dev/etc"))
         put(tmp_path / "run", "a.json", spec("ex.com/acc", ["1"], "/dev/run"))
         reg = registry.load([str(tmp_path / "etc"), str(tmp_path / "run")])
-        assert reg.lookup("ex.com/acc=0").edits["deviceNodes"][0]["path"] == "/dev/etc0"
-        assert reg.lookup("ex.com/acc=1").edits["deviceNodes"][0]["path"] == "/dev/run1"
+        assert reg.devices["ex.com/acc=0"].edits["deviceNodes"][0]["path"] == "/dev/etc0"
+        assert reg.devices["ex.com/acc=1"].edits["deviceNodes"][0]["path"] == "/dev/run1"
         assert reg.problems == []
 
     def test_conflict_in_one_dir_drops_both(self, tmp_path: Path) -> None:
@@ -86,7 +85,7 @@ class TestLoad:
                                           "compact": spec("ex.com/acc", ["0"], "/dev/from-index"),
                                           "specStat": [st.st_mtime_ns, st.st_size]})
         reg = registry.load([str(tmp_path)])
-        assert reg.lookup("ex.com/acc=0").edits["deviceNodes"][0]["path"] == "/dev/edited0"
+        assert reg.devices["ex.com/acc=0"].edits["deviceNodes"][0]["path"] == "/dev/edited0"
 
     def test_oversized_spec_refused(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A spec over the size limit is reported, not read into memory."""
@@ -94,32 +93,3 @@ class TestLoad:
         put(tmp_path, "big.json", spec("ex.com/acc", [str(i) for i in range(20)]))
         reg = registry.load([str(tmp_path)])
         assert reg.devices == {} and "over the 100-byte limit" in reg.problems[0]
-
-
-class TestLookup:
-    def test_unknown_device_names_dirs_and_known(self, tmp_path: Path) -> None:
-        """An unknown device names the dirs searched and the devices that exist."""
-        put(tmp_path, "a.json", spec("ex.com/acc", ["0", "1"]))
-        reg = registry.load([str(tmp_path)])
-        with pytest.raises(SelectionError, match=f"'ex.com/acc=7' in {tmp_path} .*known ex.com/acc devices: 0, 1"):
-            reg.lookup("ex.com/acc=7")
-
-    def test_unknown_kind_suggests_generate(self, tmp_path: Path) -> None:
-        """No spec for the kind at all: run generate."""
-        reg = registry.load([str(tmp_path)])
-        with pytest.raises(SelectionError, match="no spec defines kind 'ex.com/acc'.*xpu-cdi generate"):
-            reg.lookup("ex.com/acc=0")
-
-
-class TestMergeEdits:
-    def test_shared_edits_once_then_devices(self, tmp_path: Path) -> None:
-        """Spec-level edits apply once, first; nodes and mounts are not duplicated."""
-        shared = {"env": ["A=1"], "deviceNodes": [{"path": "/dev/ctl"}],
-                  "mounts": [{"hostPath": "/h", "containerPath": "/c"}]}
-        put(tmp_path, "a.json", spec("ex.com/acc", ["0", "1", "all"], shared=shared))
-        reg = registry.load([str(tmp_path)])
-        devs = [reg.lookup(f"ex.com/acc={n}") for n in ("1", "0", "all")]
-        merged = registry.merge_edits(devs)
-        assert merged["env"] == ["A=1"]
-        assert [n["path"] for n in merged["deviceNodes"]] == ["/dev/ctl", "/dev/x1", "/dev/x0", "/dev/xall"]
-        assert merged["mounts"] == [{"hostPath": "/h", "containerPath": "/c"}]

@@ -19,7 +19,7 @@ from typing import Iterator, List, Tuple
 import pytest
 
 import runtimes
-from hookkit import HookHost, container_output, hook_launcher, host_mounts, xpu  # noqa: F401
+from hookkit import HookHost, container_output, installed_hook, host_mounts, xpu  # noqa: F401
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 

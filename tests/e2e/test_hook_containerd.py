@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 
 import runtimes
-from hookkit import HookHost, container_output, hook_launcher, node_line, probe, xpu  # noqa: F401
+from hookkit import HookHost, container_output, installed_hook, node_line, probe, xpu  # noqa: F401
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import runtimes
-from hookkit import HookHost, container_output, hook_launcher, host_mounts, tree, xpu  # noqa: F401
+from hookkit import HookHost, container_output, installed_hook, host_mounts, tree, xpu  # noqa: F401
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator
 import pytest
 
 import runtimes
-from hookkit import HookHost, container_output, hook_launcher, node_line, probe, xpu  # noqa: F401
+from hookkit import HookHost, container_output, installed_hook, node_line, probe, xpu  # noqa: F401
 from runtimes import podman  # noqa: F401
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
@@ -19,7 +19,7 @@ HOOKS = Path(__file__).resolve().parents[2] / "hooks"
 
 
 def localised(entry: Dict[str, Any], xpu: HookHost) -> Dict[str, Any]:
-    """A shipped hook entry pointed at this test's launcher, log and spec dir."""
+    """A shipped hook entry pointed at this test's hook binary, log and spec dir."""
     out = dict(entry, path=str(xpu.hook))
     out["args"] = [str(xpu.log) if a == "/var/log/xpu-cdi-hook.log" else a for a in entry["args"]]
     out["env"] = [f"XPU_CDI_SPEC_DIRS={xpu.spec_dir}" if e.startswith("XPU_CDI_SPEC_DIRS=") else e

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import runtimes
-from hookkit import HookHost, container_output, hook_launcher, node_line, npu, probe, xpu  # noqa: F401
+from hookkit import HookHost, container_output, installed_hook, node_line, npu, probe, xpu  # noqa: F401
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 
@@ -126,7 +126,7 @@ def test_nothing_requested_touches_nothing(xpu: HookHost) -> None:
 
 
 @pytest.fixture
-def xpu_userns(hook_launcher):  # type: ignore[no-untyped-def]
+def xpu_userns(installed_hook):  # type: ignore[no-untyped-def]
     """A fake host in a world-traversable temp dir: the mapped root must reach the rootfs
     (pytest's own temp dirs are 0700)."""
     import devdirs
@@ -135,7 +135,7 @@ def xpu_userns(hook_launcher):  # type: ignore[no-untyped-def]
     base = devdirs.device_tmpdir("xpu-cdi-userns-")
     base.chmod(0o755)
     try:
-        yield HookHost(base / "xpu", hook_launcher, "kunlunxin", 8)
+        yield HookHost(base / "xpu", installed_hook, "kunlunxin", 8)
     finally:
         fakehost.remove_tree(base)
 

@@ -17,7 +17,7 @@ from typing import Callable, List, Set
 import pytest
 
 import runtimes
-from hookkit import HookHost, hook_launcher, host_mounts, tree, xpu  # noqa: F401
+from hookkit import HookHost, installed_hook, host_mounts, tree, xpu  # noqa: F401
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 

@@ -23,7 +23,7 @@ import pytest
 
 import fakehost
 import runtimes
-from hookkit import HookHost, container_output, hook_launcher, xpu  # noqa: F401
+from hookkit import HookHost, container_output, installed_hook, xpu  # noqa: F401
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent

@@ -217,9 +217,6 @@ class TestUsage:
         (["--bogus"], 1, "unknown option '--bogus' (see `xpu-cdi-hook --help`)\n"),
         (["prestart", "extra"], 1, "prestart: unexpected argument 'extra' (see `xpu-cdi-hook --help`)\n"),
         (["prestart", "--spec-dir"], 1, "option --spec-dir needs a value (see `xpu-cdi-hook --help`)\n"),
-        (["install-launcher", "/x"], 1, "install-launcher is not run by the hook binary (it needs nothing beside "
-                                         "it): copy it where the hook entry points, or run `xpu-cdi hook "
-                                         "install-launcher PATH`\n"),
         (["future-hook"], 0, "warning: unknown subcommand 'future-hook' ignored (this is xpu-cdi-hook from an older "
                              "release?)\n"),
     ])

@@ -1,4 +1,7 @@
-"""cffi build script (out-of-line API mode): C lives in real .c/.cdef files."""
+"""cffi build script (out-of-line API mode) of ``_hoststat``, the host
+device-node facts the Python tooling reads (hoststat.c, declared in
+hoststat.cdef).  The binaries a container start runs are built apart
+(``fast/``) and share nothing with this extension."""
 
 from __future__ import annotations
 
@@ -8,12 +11,10 @@ from cffi import FFI
 
 HERE = Path(__file__).parent
 ffibuilder = FFI()
-ffibuilder.cdef((HERE / "resolver.cdef").read_text() + (HERE / "hook.cdef").read_text())
+ffibuilder.cdef((HERE / "hoststat.cdef").read_text())
 ffibuilder.set_source(
-    "xpu_cdi._native._resolver",
-    # hook.c (the OCI hook's syscalls) joins the same extension; #line keeps
-    # compiler messages pointing at the right file and line
-    (HERE / "resolver.c").read_text() + '\n#line 1 "hook.c"\n' + (HERE / "hook.c").read_text(),
+    "xpu_cdi._native._hoststat",
+    (HERE / "hoststat.c").read_text(),
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-std=gnu11", "-pthread"],
     extra_link_args=["-pthread"],
 )

@@ -7,23 +7,21 @@
   ("conflicting device").
 * A broken file is reported and skipped; it never affects other files.
 
-Used on every container start by the hook and the wrapper runtime, so it
-imports only ``os`` and our ``hook.jsonload`` (``json.loads`` without the
-``re``/``enum`` imports of the ``json`` package, several ms per start);
-``typing`` is for the type checker only.  YAML specs are parsed lazily
-importing PyYAML (the compiled hook reads them with libyaml).
+The Python tooling's reader (doctor, runtime configure, the device plugin);
+the compiled hook and wrapper read spec dirs the same way in C, checked
+against the same cases by the black-box tests of the binaries.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import SelectionError, SpecError
-from ..hook.jsonload import loads as _json_loads
+import yaml
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Sequence, Tuple
+from ..errors import SpecError
+from . import yamlload
 
 DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")
 INDEX_SUFFIX = ".xpu-cdi"
@@ -50,21 +48,6 @@ class Registry:
         self.specs: Dict[str, Dict[str, Any]] = {}  # path -> spec
         self.indexes: Dict[str, Dict[str, Any]] = {}  # kind -> hook index of the winning spec
         self.problems: List[str] = []  # one line per broken file or conflict
-
-    def lookup(self, qualified: str) -> Device:
-        """The device named *qualified*.
-
-        Raises:
-            SelectionError: no spec in the directories defines it.
-        """
-        dev = self.devices.get(qualified)
-        if dev is None:
-            kind = qualified.partition("=")[0]
-            known = sorted(d.name for d in self.devices.values() if d.kind == kind)
-            hint = f"known {kind} devices: {', '.join(known)}" if known else \
-                f"no spec defines kind {kind!r}: run `xpu-cdi generate`"
-            raise SelectionError(f"unresolvable CDI device {qualified!r} in {':'.join(self.dirs)} ({hint})")
-        return dev
 
 
 def _check(spec: Any, path: str) -> Tuple[str, List[Dict[str, Any]]]:
@@ -93,8 +76,8 @@ def _check(spec: Any, path: str) -> Tuple[str, List[Dict[str, Any]]]:
     return kind, devices
 
 
-# the fields merge_edits and its users (hook, wrapper) rely on, per edit list;
-# the reference library's strict parser refuses a file that breaks them too
+# the fields every edit list's entries need; the reference library's strict
+# parser refuses a file that breaks them too
 _EDIT_FIELDS = {"deviceNodes": ("path",), "mounts": ("hostPath", "containerPath"), "hooks": ("hookName", "path")}
 
 
@@ -120,17 +103,13 @@ def _read(path: str) -> Any:
             raise SpecError(f"spec {path!r}: {st.st_size} bytes is over the {MAX_SPEC_BYTES}-byte limit")
         if path.endswith(".yaml"):
             data = f.read()
-            import yaml  # only YAML specs need it
-
-            from . import yamlload
-
             try:
                 return yamlload.load(data)
             except yaml.YAMLError as err:
                 raise SpecError(f"spec {path!r}: not valid YAML: {' '.join(str(err).split())}") from None
         data = f.read()
     try:
-        return _json_loads(data)
+        return json.loads(data)
     except ValueError as err:
         raise SpecError(f"spec {path!r}: not valid JSON: {err}") from None
     except RecursionError:
@@ -140,7 +119,7 @@ def _read(path: str) -> Any:
 def _read_index(path: str) -> Optional[Dict[str, Any]]:
     try:
         with open(path + INDEX_SUFFIX, "rb") as f:
-            data = _json_loads(f.read(MAX_SPEC_BYTES))
+            data = json.loads(f.read(MAX_SPEC_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) and data.get("xpuCdiIndex") == 1 else None
@@ -201,36 +180,3 @@ def load(dirs: Sequence[str] = DEFAULT_DIRS) -> Registry:
             indexes[key.partition("\0")[2]] = reg.indexes[key]  # later dir wins per kind
     reg.indexes = indexes
     return reg
-
-
-def merge_edits(devices: Sequence[Device]) -> Dict[str, List[Any]]:
-    """The container edits of *devices*: each spec's shared edits once (first),
-    then every device's own, without duplicate nodes or mount targets."""
-    out: Dict[str, List[Any]] = {"env": [], "deviceNodes": [], "mounts": [], "hooks": []}
-    seen_specs = set()
-    node_paths = set()
-    mount_targets = set()
-    hook_keys = set()
-
-    def add(edits: Dict[str, Any]) -> None:
-        out["env"].extend(edits.get("env") or [])
-        for n in edits.get("deviceNodes") or []:
-            if n.get("path") not in node_paths:
-                node_paths.add(n.get("path"))
-                out["deviceNodes"].append(n)
-        for m in edits.get("mounts") or []:
-            if m.get("containerPath") not in mount_targets:
-                mount_targets.add(m.get("containerPath"))
-                out["mounts"].append(m)
-        for h in edits.get("hooks") or []:
-            key = repr(sorted(h.items()))  # a set, not a list scan: many devices may repeat a hook
-            if key not in hook_keys:
-                hook_keys.add(key)
-                out["hooks"].append(h)
-
-    for dev in devices:
-        if dev.path not in seen_specs:
-            seen_specs.add(dev.path)
-            add(dev.spec.get("containerEdits") or {})
-        add(dev.edits)
-    return out

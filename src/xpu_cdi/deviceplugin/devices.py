@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .. import resolver, topology
+from .. import hoststat, topology
 from ..cdi import registry
 from ..generate.discover import host_path
 
@@ -99,7 +99,7 @@ def _topology(sysfs_root: str, nodes: Sequence[NodeRef], ann: Dict[str, Any]) ->
     if not pci:
         for n in nodes:
             if n.type == "c" and n.major is not None and n.minor is not None:
-                pci, sys_numa = resolver.pci_of(sysfs_root, n.major, n.minor)
+                pci, sys_numa = hoststat.pci_of(sysfs_root, n.major, n.minor)
                 numa = sys_numa if numa is None else numa
                 if pci:
                     break

@@ -52,29 +52,6 @@ def binary_problem(binary: str) -> str:
         return f"{binary!r} does not exist"
     if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
         return f"{binary!r} is not an executable file"
-    return front_end_problem(binary)
-
-
-FRONT_ENDS = ("xpu-cdi-hook", "xpu-container-runtime")
-
-
-def front_end_problem(binary: str) -> str:
-    """Why our compiled front end at *binary* cannot hand requests on to its
-    Python half (``<real path>.py``), or ``""``.  Without it only containers
-    that ask for nothing, or for what the front end answers alone, start."""
-    real = os.path.realpath(binary)
-    if os.path.basename(real) not in FRONT_ENDS:
-        return ""
-    try:
-        with open(real, "rb") as f:
-            if f.read(4) != b"\x7fELF":
-                return ""  # a Python launcher or a script: nothing beside it is needed
-    except OSError:
-        return ""
-    half = real + ".py"
-    if not os.path.isfile(half) or not os.access(half, os.X_OK):
-        return (f"{binary!r}, a compiled front end without its Python half {half!r} (every request it hands "
-                f"on fails; `install-launcher` writes the pair)")
     return ""
 
 

@@ -7,7 +7,7 @@ import glob as _glob
 import os
 from typing import Dict, List, Optional, Tuple
 
-from .. import resolver
+from .. import hoststat
 from ..generate import discover as _discover
 from ..topology import compress
 from .context import Context, ProfileState
@@ -97,9 +97,9 @@ def _control_paths(st: ProfileState, ctx: Context) -> Tuple[List[str], List[str]
     return present, missing, optional
 
 
-def _nodes(st: ProfileState, ctx: Context) -> List[Tuple[str, resolver.Row]]:
+def _nodes(st: ProfileState, ctx: Context) -> List[Tuple[str, hoststat.Row]]:
     paths = [h for _i, h, _c in st.nodes] + _control_paths(st, ctx)[0]
-    return list(zip(paths, resolver.stat_nodes(paths)))
+    return list(zip(paths, hoststat.stat_nodes(paths)))
 
 
 def check_nodes(ctx: Context) -> List[Result]:

@@ -3,7 +3,7 @@
 Everything is looked up under three roots so that the same code runs
 against a fake host tree in tests: device nodes under ``dev_root``, driver
 files under ``driver_root`` and sysfs under ``<sysfs_root>/sys``.  Node
-numbers come from the resolver (C) in one batch per profile.
+numbers come from hoststat (C) in one batch per profile.
 
 A real ``/dev`` holds more than card nodes: udev's ``by-path/`` directories
 and their symlinks, a BMC's ``/dev/dri/card0``, another vendor's render
@@ -18,7 +18,7 @@ import os
 import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .. import resolver
+from .. import hoststat
 from ..errors import DiscoveryError
 from ..model import Card, CardRule, DeviceNode, Discovery, HostView, Mount, Profile
 from . import companions as _companions
@@ -165,7 +165,7 @@ def discover(profile: Profile, roots: Roots = Roots(), auto: bool = False) -> Op
     cards: List[Card] = []
     pci_of: Dict[int, Tuple[Optional[str], Optional[int]]] = {}
     for (index, _hp, cpath, rule), info in zip(found, infos):
-        pci, numa = resolver.pci_of(roots.sysfs, info.major, info.minor) if info.type == "c" else (None, None)
+        pci, numa = hoststat.pci_of(roots.sysfs, info.major, info.minor) if info.type == "c" else (None, None)
         why = _foreign(profile, rule, container_path(roots.dev, info.path), pci, roots)
         if why:
             skipped.append(("foreign", why))

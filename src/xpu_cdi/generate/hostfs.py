@@ -8,7 +8,7 @@ import stat as _stat
 from dataclasses import dataclass
 from typing import List, Sequence
 
-from .. import resolver
+from .. import hoststat
 from ..errors import DiscoveryError
 from ..model import NodeInfo, Profile
 
@@ -68,7 +68,7 @@ def stat_all(paths: Sequence[str], profile: Profile) -> List[NodeInfo]:
         DiscoveryError: a node vanished or changed type since it was listed.
     """
     infos = []
-    for path, row in zip(paths, resolver.stat_nodes(paths)):
+    for path, row in zip(paths, hoststat.stat_nodes(paths)):
         err, typ, major, minor, mode, uid, gid = row
         if err:
             raise DiscoveryError(f"profile {profile.name!r}: cannot stat {path!r}: {os.strerror(err)}")

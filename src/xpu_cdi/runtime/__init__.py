@@ -1,7 +1,3 @@
-"""Runtime integration: ``xpu-cdi runtime configure`` and the
-``xpu-container-runtime`` wrapper.
-
-The wrapper's hot path (``wrapper``, ``ociedit``) imports only the standard
-library, ``errors``, ``atomic``, ``cdi.registry``, ``cdi.names`` and
-``hook.select``; this package module imports nothing so that it stays so.
-"""
+"""Runtime integration: ``xpu-cdi runtime configure`` wires the compiled
+``xpu-container-runtime`` wrapper and the hook into containerd, CRI-O,
+Docker and podman."""

@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..errors import RuntimeConfigError
+from .. import binaries
 from . import configure as _configure
 from . import ocihooks
 
@@ -52,9 +52,9 @@ def configure(runtime_kind: str, config: Optional[str], drop_in: Optional[str], 
     opts = _configure.Options(
         runtime=runtime_kind, config=config, drop_in=drop_in, enable_cdi=enable_cdi, runtime_name=runtime_name,
         set_as_default=set_as_default,
-        wrapper=wrapper_path or _configure.bin_path("xpu-container-runtime"),
+        wrapper=wrapper_path or binaries.installed("xpu-container-runtime"),
         spec_dirs=spec_dirs or _configure.DEFAULT_SPEC_DIRS, oci_hook=oci_hook,
-        hook_path=hook_path or _configure.bin_path("xpu-cdi-hook"), hooks_dir=hooks_dir)
+        hook_path=hook_path or binaries.installed("xpu-cdi-hook"), hooks_dir=hooks_dir)
     plan = _configure.plan(opts)
     for note in plan.notes:
         click.echo(f"xpu-cdi: note: {note}", err=True)
@@ -70,18 +70,3 @@ def configure(runtime_kind: str, config: Optional[str], drop_in: Optional[str], 
         if runtime_kind in ("containerd", "crio"):
             click.echo(f"Kubernetes: a RuntimeClass with handler: {runtime_name} (deploy/runtimeclass.yaml) "
                        f"selects it")
-
-
-@runtime.command("install-launcher")
-@click.argument("path", type=click.Path(dir_okay=False))
-def install_launcher(path: str) -> None:
-    """Install xpu-container-runtime at PATH: the compiled front end (passes
-    every command straight to runc, edits config.json itself for the common
-    requests) and its Python implementation at PATH.py (python -I -S).
-    Then: runtime configure --wrapper-path PATH."""
-    from . import launcher
-
-    try:
-        click.echo(launcher.install(path))
-    except OSError as err:
-        raise RuntimeConfigError(f"cannot write {path!r}: {err.strerror or err}") from None

@@ -12,12 +12,11 @@ import difflib
 import os
 import re
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-from .. import atomic
+from .. import atomic, binaries
 from ..cdi import registry
 from ..errors import RuntimeConfigError
 from . import containerd, crio, docker, ocihooks, podman, tomlconf
@@ -27,11 +26,6 @@ DEFAULT_CONFIGS = {"containerd": containerd.DEFAULT_CONFIG, "crio": crio.DEFAULT
                    "docker": docker.DEFAULT_CONFIG, "podman": podman.DEFAULT_CONFIG}
 DEFAULT_SPEC_DIRS = registry.DEFAULT_DIRS
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-def bin_path(name: str) -> str:
-    """An installed console script next to the running interpreter's."""
-    return os.path.join(os.path.dirname(os.path.abspath(sys.executable)), name)
 
 
 @dataclass(frozen=True)
@@ -44,10 +38,10 @@ class Options:
     enable_cdi: bool = False
     runtime_name: str = "xpu"
     set_as_default: bool = False
-    wrapper: str = field(default_factory=lambda: bin_path("xpu-container-runtime"))
+    wrapper: str = field(default_factory=lambda: binaries.installed("xpu-container-runtime"))
     spec_dirs: Tuple[str, ...] = DEFAULT_SPEC_DIRS
     oci_hook: Optional[bool] = None  # default: on for podman and CRI-O
-    hook_path: str = field(default_factory=lambda: bin_path("xpu-cdi-hook"))
+    hook_path: str = field(default_factory=lambda: binaries.installed("xpu-cdi-hook"))
     hooks_dir: str = ocihooks.DEFAULT_HOOKS_DIR
 
 

@@ -1,5 +1,5 @@
-/* The C half of xpu-cdi's resolver: batch device-node stat and sysfs
- * lookups for `generate`.  Kept in C because generate may resolve thousands
+/* Host device-node facts for the Python tooling (`generate`, the doctor, the device plugin): batch
+ * device-node stat and the sysfs PCI lookup.  Kept in C because generate may resolve thousands
  * of nodes and a Python os.stat loop pays for a stat_result object and
  * attribute lookups per node; here a whole batch is one call.
  *
