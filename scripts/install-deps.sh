@@ -7,10 +7,11 @@ set -eu
 # sanitized build of tests/native/test_fast_sanitized.py needs nothing more.
 # The compiled hook and wrapper parse with yajl and libyaml (pkg-config finds
 # them); clang (with libFuzzer's runtime) builds the parsers' fuzzers
-# (fuzz/native/, a short run in the suite).  systemd brings systemd-analyze,
+# (fuzz/native/, a short run in the suite); strace shows that a container start
+# execs no interpreter.  systemd brings systemd-analyze,
 # which checks the shipped units (not as init: nothing here needs it running;
 # a minimal Debian 13 install has no systemd package at all).
-PKGS="${*:-gcc pkg-config libyajl-dev libyaml-dev clang python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables systemd}"
+PKGS="${*:-gcc pkg-config libyajl-dev libyaml-dev clang python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables systemd strace}"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

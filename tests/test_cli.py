@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import List
 
 import pytest
 from click.testing import CliRunner
@@ -131,3 +135,60 @@ class TestListValidate:
         """--version prints the package version."""
         r = runner.invoke(cli.main, ["--version"])
         assert r.exit_code == 0 and "0.1.0" in r.stdout
+
+
+class TestHookCommand:
+    """`xpu-cdi hook ...` is the compiled hook: exec'd with the arguments as given, its exit code and
+    its words are the command's."""
+
+    XPU_CDI = str(Path(sys.executable).parent / "xpu-cdi")
+
+    @pytest.mark.parametrize("args, code, err", [
+        ([], 1, "xpu-cdi-hook: no subcommand given: register `xpu-cdi-hook prestart` as the hook (see "
+                "`xpu-cdi-hook --help`)\n"),
+        (["future-hook", "--x=1"], 0, "xpu-cdi-hook: warning: unknown subcommand 'future-hook' ignored (this is "
+                                      "xpu-cdi-hook from an older release?)\n"),
+        (["prestart", "--spec-dir"], 1, "xpu-cdi-hook: option --spec-dir needs a value (see `xpu-cdi-hook "
+                                        "--help`)\n"),
+    ])
+    def test_arguments_and_exit_code_passed_through(self, args: List[str], code: int, err: str) -> None:
+        r = subprocess.run([self.XPU_CDI, "hook", *args], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        assert (r.returncode, r.stdout, r.stderr) == (code, "", err)
+
+    def test_help_is_the_binary_s(self) -> None:
+        r = subprocess.run([self.XPU_CDI, "hook", "--help"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith("usage: xpu-cdi-hook [--spec-dir DIR]...")
+
+    def test_the_process_becomes_the_binary(self) -> None:
+        """exec, not a child: while the hook waits for its state on stdin, the command's own pid runs
+        the installed binary, and no interpreter is left behind."""
+        p = subprocess.Popen([self.XPU_CDI, "hook", "prestart"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while os.path.basename(os.readlink(f"/proc/{p.pid}/exe")) != "xpu-cdi-hook":
+                assert time.monotonic() < deadline, os.readlink(f"/proc/{p.pid}/exe")
+                time.sleep(0.02)
+            assert os.readlink(f"/proc/{p.pid}/exe") == cli.default_hook_path()
+        finally:
+            _out, err = p.communicate(b"", timeout=30)
+        assert p.returncode == 1 and err.startswith(b"xpu-cdi-hook: no OCI state on stdin")
+
+    def test_default_hook_path_is_the_installed_binary(self) -> None:
+        """What generate writes by default: the compiled hook make install put beside xpu-cdi."""
+        path = cli.default_hook_path()
+        assert path == str(Path(sys.executable).parent / "xpu-cdi-hook")
+        with open(path, "rb") as f:
+            assert f.read(4) == b"\x7fELF"
+
+    def test_missing_binary_is_one_line(self) -> None:
+        """An installation without the binary (neither beside the scripts nor in the package): one
+        line naming the path and the fix, exit 1."""
+        code = ("import sys; from xpu_cdi import binaries\n"
+                "binaries.scripts_path = binaries.packaged_path = lambda name: '/nonexistent/' + name\n"
+                "from xpu_cdi.cli import main; sys.argv = ['xpu-cdi', 'hook', 'prestart']; main()")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert (r.returncode, r.stdout) == (1, "")
+        assert r.stderr == ("xpu-cdi: cannot run '/nonexistent/xpu-cdi-hook': No such file or directory: reinstall "
+                            "xpu-cdi (`make install`, or the distribution package)\n")

@@ -8,6 +8,8 @@ reachable and nothing beside them."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -120,7 +122,11 @@ class TestConfig:
         ("[]", "must hold a JSON object, got a list"),
         ({"process": {"env": ["CXPU_VISIBLE_DEVICES=1"]}}, "has no root.path: cannot find the container's rootfs"),
         (b" " * (MAX_CONFIG + 1), f"is larger than {MAX_CONFIG} bytes: refusing to parse it"),
-    ], ids=["malformed", "truncated", "duplicate-key", "list", "no-root", "oversized"])
+        ('{"root": {"path": "rootfs"}, "a": ' + "[" * 200 + "]" * 200 + "}",
+         "is not valid JSON: nested deeper than 100 levels at line 1, column 135 (byte 134)"),
+        ('{"root": {"path": "rootfs"}, "n": 123456789012345678901234567890}',
+         "is not valid JSON: an integer out of the 64-bit range at line 1, column 65 (byte 64)"),
+    ], ids=["malformed", "truncated", "duplicate-key", "list", "no-root", "oversized", "too-deep", "huge-int"])
     def test_bad_config(self, host: HookHost, tmp_path: Path, config: Any, message: str) -> None:
         b = bundle_dir(tmp_path, config)
         refused(host, tmp_path, state_of(b), f"'{b}/config.json' {message}")
@@ -190,6 +196,25 @@ class TestSpecFiles:
         finally:
             broken.unlink()
             shutil.rmtree(b.dir, ignore_errors=True)
+
+    def test_yaml_spec_written_by_another_tool(self, host: HookHost, tmp_path: Path) -> None:
+        """A YAML spec as Go's yaml.Marshal writes it (keys sorted, strings bare), beside ours: its
+        device is injected through runc from the annotation naming it."""
+        d = tmp_path / "cdi"
+        shutil.copytree(host.spec_dir, d)
+        (d / "vendor.yaml").write_text(
+            "cdiVersion: 0.6.0\ncontainerEdits:\n  env:\n  - VENDOR_VISIBLE=all\ndevices:\n- containerEdits:\n"
+            "    deviceNodes:\n    - hostPath: /dev/null\n      path: /dev/accel0\n      permissions: rw\n"
+            "  name: \"0\"\nkind: vendor.example/accel\n")
+        b = runtimes.Bundle(tmp_path)
+        b.set_process(["sh", "-c", "stat -c '%n %t:%T' /dev/accel0"])
+        b.config["annotations"]["cdi.k8s.io/v"] = "vendor.example/accel=0"
+        entry = host.hook_entry()
+        entry["env"] = [*entry["env"][:-1], f"XPU_CDI_SPEC_DIRS={d}"]
+        b.config["hooks"] = {"prestart": [entry]}
+        r = runtimes.run_runc(b)
+        assert r.returncode == 0, container_output(r)
+        assert "/dev/accel0 1:3\n" in r.stdout, r.stdout
 
     def test_conflicting_device_is_dropped_and_named(self, host: HookHost, tmp_path: Path) -> None:
         """The same card in two files of one dir: both dropped, one warning, the request refused saying so."""
@@ -293,21 +318,47 @@ def no_python_bundle(host: HookHost, base: Path) -> "runtimes.Bundle":
     return b
 
 
+def traced(cmd: List[str], log: Path, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """*cmd* under `strace -f -e trace=execve`: every program it and its children exec'd goes to *log*."""
+    return subprocess.run([shutil.which("strace") or "strace", "-f", "-qq", "-e", "trace=execve", "-o", str(log), *cmd], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
+
+
+def execs(log: Path) -> List[str]:
+    """The programs a traced run exec'd (successful execve calls only), each path followed by its argv[0]."""
+    out = []
+    for line in log.read_text().splitlines():
+        m = re.search(r'execve\("([^"]*)", \["([^"]*)".* = 0$', line)
+        if m:
+            out += [m.group(1), m.group(2)]
+    return out
+
+
 @pytest.mark.runtime
 def test_binaries_alone_with_no_python_reachable(host: HookHost, alone: Path, tmp_path: Path) -> None:
     """The hook (prestart) and the wrapper each inject through a real `runc run` with PATH empty, no
-    interpreter reachable and nothing beside them: the dir holds the two binaries and nothing else."""
+    interpreter reachable and nothing beside them: the dir holds the two binaries and nothing else,
+    and strace sees no interpreter exec'd by runc, the wrapper, the hooks or the container."""
     runtimes.require("runc")
+    if not shutil.which("strace"):
+        pytest.fail("strace is missing: scripts/install-deps.sh installs it")
     runc = shutil.which("runc")
-    assert sorted(p.name for p in alone.iterdir()) == [HOOK, WRAPPER]
+    assert runc and sorted(p.name for p in alone.iterdir()) == [HOOK, WRAPPER]
     # the hook, registered as prestart, its env empty of PATH
     b = no_python_bundle(host, tmp_path)
     b.config["process"]["env"].append("CXPU_VISIBLE_DEVICES=1,3")
     b.config["hooks"] = {"prestart": [{"path": str(alone / HOOK), "args": [HOOK, "prestart", "--log", str(host.log)],
                                        "env": ["PATH=", f"XPU_CDI_SPEC_DIRS={host.spec_dir}"], "timeout": 20}]}
-    r = runtimes.run_runc(b)
+    b.write()
+    cid = runtimes.unique("xc")
+    try:
+        r = traced([runc, "run", "--bundle", str(b.dir), cid], tmp_path / "hook.trace")
+    finally:
+        subprocess.run([runc, "delete", "--force", cid], capture_output=True)
     assert r.returncode == 0, container_output(r)
     assert "/dev/xpu1 f0:1\n/dev/xpu3 f0:3\n2\n" in r.stdout, r.stdout
+    ran = execs(tmp_path / "hook.trace")
+    assert str(alone / HOOK) in ran and not [p for p in ran if "python" in os.path.basename(p)], ran
     # the wrapper as the runtime, PATH empty (runc named by XPU_CDI_RUNTIME); the spec's own
     # createContainer hook (update-ldcache) is the copied hook, run by runc from config.json
     b = no_python_bundle(host, tmp_path)
@@ -315,13 +366,15 @@ def test_binaries_alone_with_no_python_reachable(host: HookHost, alone: Path, tm
     b.write()
     cid = runtimes.unique("xc")
     try:
-        r = subprocess.run([str(alone / WRAPPER), "run", "--bundle", str(b.dir), cid], capture_output=True, text=True,
-                           timeout=60, stdin=subprocess.DEVNULL,
-                           env={"PATH": "", "XPU_CDI_RUNTIME": runc, "XPU_CDI_SPEC_DIRS": str(host.spec_dir)})
+        r = traced([str(alone / WRAPPER), "run", "--bundle", str(b.dir), cid], tmp_path / "wrapper.trace",
+                   env={"PATH": "", "XPU_CDI_RUNTIME": runc, "XPU_CDI_SPEC_DIRS": str(host.spec_dir)})
     finally:
         subprocess.run([runc, "delete", "--force", cid], capture_output=True)
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "/dev/xpu1 f0:1\n/dev/xpu3 f0:3\n2\n" in r.stdout, r.stdout
     hooks = json.loads((b.dir / "config.json").read_text()).get("hooks", {}).get("createContainer", [])
     assert [h["path"] for h in hooks] == [str(alone / HOOK)], hooks
+    ran = execs(tmp_path / "wrapper.trace")
+    assert ran[0] == str(alone / WRAPPER) and runc in ran and str(alone / HOOK) in ran, ran
+    assert not [p for p in ran if "python" in os.path.basename(p)], ran
     assert sorted(p.name for p in alone.iterdir()) == [HOOK, WRAPPER]
