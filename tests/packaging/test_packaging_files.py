@@ -33,7 +33,7 @@ DEBIAN = PKG / "deb/debian"
 SPEC = PKG / "rpm/xpu-cdi.spec"
 MANIFEST = "/var/lib/xpu-cdi/generated"
 REFRESH = f"watch --once --spec-dir /etc/cdi --manifest {MANIFEST}"
-FRONT_ENDS = ("xpu-cdi-hook", "xpu-container-runtime")  # installed in /usr/libexec/xpu-cdi/ with their .py
+FRONT_ENDS = ("xpu-cdi-hook", "xpu-container-runtime")  # the compiled binaries, installed in /usr/bin
 
 
 def unit(name: str) -> configparser.ConfigParser:
@@ -105,32 +105,32 @@ class TestUnits:
         assert f"probe/{watch.expand('%v')}" in res.stdout + res.stderr
 
 
-class TestLaunchers:
-    def test_same_entry_points_as_the_console_scripts(self) -> None:
-        """The packaged Python launchers call the functions pyproject's console scripts name."""
+class TestBinaries:
+    def test_not_console_scripts_and_no_python_beside_them(self) -> None:
+        """The hook and the wrapper are the compiled binaries: no console script, no launcher, no .py."""
         scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-        rules = (DEBIAN / "rules").read_text()
-        spec = SPEC.read_text()
-        for name in FRONT_ENDS:
-            module, func = scripts[name].split(":")
-            assert func == "main"
-            assert f"{name}:{module}" in rules and f"{name}:{module}" in spec
-        assert "from @MODULE@ import main" in (PKG / "launcher.in").read_text()
+        assert set(scripts) == {"xpu-cdi"}
+        assert not (PKG / "launcher.in").exists()
+        for text in ((DEBIAN / "rules").read_text(), SPEC.read_text()):
+            assert "libexec" not in text and "launcher" not in text
+            for name in FRONT_ENDS:
+                assert f"{name}.py" not in text
 
-    def test_every_front_end_placed_and_the_test_binary_dropped(self) -> None:
-        """Both packages put each binary setup.py builds in libexec (with its .py), except the unit tests'
-        one, which they delete: a new target must be packaged on purpose."""
+    def test_every_binary_placed_and_the_rest_refused(self) -> None:
+        """Both packages move each binary setup.py builds to the bin dir (the test binary, while it is
+        built, deleted) and rmdir the emptied _native/bin: a new target must be packaged on purpose."""
         rules = (DEBIAN / "rules").read_text()
         spec = SPEC.read_text()
         spec_ = importlib.util.spec_from_file_location("fast_build", REPO / "src/xpu_cdi/_native/fast/build.py")
         fast_build = importlib.util.module_from_spec(spec_)  # type: ignore[arg-type]
         spec_.loader.exec_module(fast_build)  # type: ignore[union-attr]
-        assert set(fast_build.TARGETS) == set(FRONT_ENDS) | {"xpu-cdi-fast-test"}
-        for text in (rules, spec):
-            assert "rm -f $(NATIVE_BIN)/xpu-cdi-fast-test" in text or "rm -f $nativebin/xpu-cdi-fast-test" in text
-            assert "printf 'xpu-cdi-hook\\nxpu-container-runtime'" in text  # the guard: nothing else in bin/
+        assert set(fast_build.TARGETS) - {"xpu-cdi-fast-test"} == set(FRONT_ENDS)
+        assert "for name in xpu-cdi-hook xpu-container-runtime; do" in rules and \
+            "install -D -m 0755 $(NATIVE_BIN)/$$name $(PKG)/usr/bin/$$name" in rules and "rmdir $(NATIVE_BIN)" in rules
+        assert "for name in xpu-cdi-hook xpu-container-runtime; do" in spec and \
+            "install -D -m 0755 $nativebin/$name %{buildroot}%{_bindir}/$name" in spec and "rmdir $nativebin" in spec
         for name in FRONT_ENDS:
-            assert f"%{{_libexecdir}}/xpu-cdi/{name}\n" in spec and f"%{{_libexecdir}}/xpu-cdi/{name}.py\n" in spec
+            assert f"%{{_bindir}}/{name}\n" in spec
 
 
 class TestUdevRule:
