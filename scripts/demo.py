@@ -84,7 +84,7 @@ def main() -> None:
         print(r.stdout + r.stderr)
         if r.returncode != 0:
             raise SystemExit("demo: runc with the hook failed")
-        # the compiled front end injected by itself (a deferral to the Python half would be logged)
+        # what the hook did, one line per injection
         print(f"--- the hook's log:\n{log.read_text()}")
         print("demo: done — both paths gave the container exactly the cards it asked for")
     finally:
