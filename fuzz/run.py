@@ -2,7 +2,7 @@
 
     python fuzz/run.py [SECONDS_EACH] [HARNESS...]
 
-Each harness gets a seed corpus (real specs, indexes, profiles, OCI states)
+Each harness gets a seed corpus (real specs, profiles, names)
 and its own corpus and crash directory under ``$XPU_CDI_FUZZ_DIR`` (default
 ``/var/tmp/xpu-cdi-fuzz``), so a later run continues where the last one
 stopped.  Exits non-zero when any harness found a crash; the crashing input
@@ -31,26 +31,13 @@ def seeds() -> Dict[str, List[bytes]]:
     specs = [p.read_bytes() for p in sorted((REPO / "tests" / "data" / "specs").glob("*.json"))]
     good = [p.read_bytes() for p in sorted((REPO / "tests" / "data" / "schemas" / "good").glob("*.json"))]
     profiles = [p.read_bytes() for p in sorted((REPO / "src" / "xpu_cdi" / "profiles").glob("*.yaml"))]
-    index = json.dumps({"xpuCdiIndex": 1, "kind": "huawei.com/npu", "profile": "ascend",
-                        "selection": {"env": ["ASCEND_VISIBLE_DEVICES"],
-                                      "aliases": "^(?:Ascend(?:910|310B|310P|310)|npu)-([0-9]+)$",
-                                      "none": ["", "void"]},
-                        "indices": {str(i): str(i) for i in range(4)}, "all": "all"}).encode()
-    state = json.dumps({"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1,
-                        "bundle": "/tmp/bundle", "annotations": {"cdi.k8s.io/p_1": "kunlunxin.com/xpu=1"}}).encode()
-    config = json.dumps({"ociVersion": "1.0.2", "root": {"path": "rootfs"},
-                         "process": {"env": ["PATH=/bin", "CXPU_VISIBLE_DEVICES=1,3"], "args": ["true"]},
-                         "annotations": {"cdi.k8s.io/p_1": "kunlunxin.com/xpu=1"}}).encode()
     deep = b"[" * 3000  # past the interpreter's recursion limit: parsers must refuse it as ours
     return {
-        "fuzz_select": [index + b"CXPU_VISIBLE_DEVICES=0-3"],
         "fuzz_names": [b"cdi.k8s.io/p_1kunlunxin.com/xpu=0", b"huawei.com/npu=all"],
         "fuzz_specdir": specs + good + [deep],
         "fuzz_validate": specs + good + [deep],
         "fuzz_profile": profiles,
         "fuzz_check": specs,
-        "fuzz_state": [state, config, deep],
-        "fuzz_wrapper": [config, deep],
     }
 
 
