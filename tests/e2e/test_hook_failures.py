@@ -110,3 +110,42 @@ def test_unknown_card_via_runc(xpu: HookHost) -> None:
     assert "xpu-cdi-hook: CXPU_VISIBLE_DEVICES='1,12': no card 12" in r.stderr, container_output(r)
     listed = runtimes.subprocess.run(["runc", "list", "--format", "json"], capture_output=True, text=True).stdout
     assert b.dir.name not in (listed or "")
+
+
+V1_DEVICES = "/sys/fs/cgroup/devices"
+
+
+@pytest.mark.skipif(not os.path.isdir(V1_DEVICES), reason="no cgroup v1 devices controller on this host")
+def test_cgroup_rule_the_parent_denies_rolls_back(xpu: HookHost) -> None:
+    """The container's v1 device cgroup sits below a parent that denies the cards' major: the
+    hook's allow rule is refused by the kernel, the hook says which rule in which cgroup, and
+    what it had made (nodes, mounts) is undone before runc gives up."""
+    parent = os.path.join(V1_DEVICES, runtimes.unique("xpu-cdi-deny"))
+    os.mkdir(parent)
+    try:
+        with open(os.path.join(parent, "devices.deny"), "w") as f:
+            f.write(f"c {fakehost_major(xpu)}:* rw")  # not m: runc allows mknod of any char node
+        b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1"])
+        no_dev_tmpfs(b)
+        b.config["linux"]["cgroupsPath"] = f"/{os.path.basename(parent)}/ctr"
+        b.write()
+        rootfs_before, mounts_before = tree(b.rootfs), host_mounts(str(xpu.base))
+        r = runtimes.run_runc(b)
+        assert r.returncode != 0 and "RAN" not in r.stdout
+        child = os.path.join(parent, "ctr")
+        # the control node's rule is the first the hook writes
+        want = (f"stderr: xpu-cdi-hook: cgroup device rules: cgroup v1: cannot allow 'c {fakehost_major(xpu)}:200 "
+                f"rwm' in '{child}': Operation not permitted\\n")
+        assert want in r.stderr, container_output(r)
+        assert "error: cgroup device rules: cgroup v1: cannot allow" in xpu.log_text()
+        assert_unchanged(rootfs_before, tree(b.rootfs))
+        assert host_mounts(str(xpu.base)) == mounts_before
+    finally:
+        for d in (os.path.join(parent, "ctr"), parent):
+            if os.path.isdir(d):
+                os.rmdir(d)
+
+
+def fakehost_major(xpu: HookHost) -> int:
+    """The major of the fake host's card nodes."""
+    return os.major(os.stat(xpu.host.path("/dev/xpu1")).st_rdev)
