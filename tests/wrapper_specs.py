@@ -1,16 +1,11 @@
 """A hand-written Kunlunxin CDI spec and hook index, as `xpu-cdi generate`
-writes them (numbers included, so no device nodes are needed), the paths of
-the installed commands, and a config.json with merged edits to apply to it
-(the wrapper's Python tests and the compiled wrapper's share them)."""
+writes them (numbers included, so no device nodes are needed), and a
+config.json to apply them to (the wrapper's black-box tests)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any, Dict
 
-WRAPPER = str(Path(sys.executable).parent / "xpu-container-runtime")
-XPU_CDI = str(Path(sys.executable).parent / "xpu-cdi")
 KIND = "kunlunxin.com/xpu"
 
 
@@ -47,19 +42,4 @@ def base_config() -> Dict[str, Any]:
                    {"destination": "/usr/local/xpu/etc", "type": "bind", "source": "/srv/etc", "options": ["bind"]},
                    {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"}],
         "linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}},
-    }
-
-
-def edits() -> Dict[str, Any]:
-    """Merged CDI edits (``registry.merge_edits``'s shape) for one card."""
-    node = {"path": "/dev/xpu2", "hostPath": "/host/dev/xpu2", "type": "c", "major": 240, "minor": 2,
-            "fileMode": 0o666, "permissions": "rw"}
-    return {
-        "env": ["XPU_DRIVER=1", "KEEP=2", "LD_LIBRARY_PATH=/usr/local/xpu/lib64"],
-        "deviceNodes": [node, {"path": "/dev/xpuctrl", "type": "c", "major": 240, "minor": 200, "fileMode": 438}],
-        "mounts": [{"hostPath": "/host/usr/local/xpu", "containerPath": "/usr/local/xpu",
-                    "options": ["ro", "nosuid", "nodev", "bind"]}],
-        "hooks": [{"hookName": "createContainer", "path": "/usr/bin/xpu-cdi-hook",
-                   "args": ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64",
-                            "--folder=/usr/local/xpu/lib"], "env": ["PATH=/bin"], "timeout": 10}],
     }
