@@ -1,7 +1,7 @@
 """The one exception hierarchy of xpu-cdi.
 
 Every error raised on purpose derives from :class:`XpuCdiError`; the CLI
-maps the classes to exit codes in one table (``cli.EXIT_CODES``) and the
+maps the classes to exit codes in one table (``clikit.EXIT_CODES``) and the
 hook prints ``xpu-cdi-hook: <message>`` and exits 1.  Messages follow the
 CDI library's style: lowercase, the bad value in quotes, then the reason,
 and where possible what to do about it.
