@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import fakehost
-from xpu_cdi import cli, errors
+from xpu_cdi import cli, clikit, errors
 
 pytestmark = pytest.mark.privileged
 
@@ -89,10 +89,10 @@ class TestGenerate:
 
     def test_exit_code_table(self) -> None:
         """The error classes map to their documented codes."""
-        assert cli.exit_code(errors.ProfileError("x")) == 3
-        assert cli.exit_code(errors.SpecError("x")) == 5
-        assert cli.exit_code(errors.DiscoveryError("x")) == 1
-        assert cli.exit_code(errors.SelectionError("x")) == 1
+        assert clikit.exit_code(errors.ProfileError("x")) == 3
+        assert clikit.exit_code(errors.SpecError("x")) == 5
+        assert clikit.exit_code(errors.DiscoveryError("x")) == 1
+        assert clikit.exit_code(errors.SelectionError("x")) == 1
 
 
 class TestListValidate:

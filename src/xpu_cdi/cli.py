@@ -2,67 +2,40 @@
 
 The generate pipeline reads top to bottom in :func:`generate`:
 ``profile.select -> discover.discover_all -> spec.build -> spec.write``.
-Errors are mapped to exit codes in one place, :data:`EXIT_CODES`.
+Errors are mapped to exit codes in one place, :data:`clikit.EXIT_CODES`.
 """
 
 from __future__ import annotations
 
-import functools
+import importlib
 import os
 import sys
 from typing import Any, List, Optional, Sequence, Tuple
 
 import click
 
-from . import binaries, errors
+from . import binaries, clikit, errors
 from .cdi import registry
 from .generate import check as _check
 from .generate import discover as _discover
 from .generate import edits as _edits
 from .generate import profile as _profile
 from .generate import spec as _spec
-from .model import Discovery
+from .clikit import PROFILE_FAILED, default_hook_path, plan, root_options, roots_of
 
-# click uses 2 for usage errors; every other XpuCdiError not listed is 1.
-EXIT_CODES = {errors.ProfileError: 3, errors.SpecError: 5}
-PROFILE_FAILED = 4  # --profile auto: a profile failed and was skipped; the others' specs were written
-
-
-def exit_code(err: errors.XpuCdiError) -> int:
-    """The exit code for an error: the first matching class in EXIT_CODES, else 1."""
-    for cls, code in EXIT_CODES.items():
-        if isinstance(err, cls):
-            return code
-    return 1
-
-
-class Group(click.Group):
-    """A click group that turns our errors into one line on stderr and an exit code,
-    and imports the subsystem commands of :data:`LAZY_COMMANDS` on first use."""
+class Group(clikit.Group):
+    """The top-level group: imports the subsystem commands of
+    :data:`LAZY_COMMANDS` on first use (they import ``clikit``, never this module)."""
 
     def list_commands(self, ctx: click.Context) -> List[str]:
         return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
 
     def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
         if name not in self.commands and name in LAZY_COMMANDS:
-            import importlib
-
             module, attr, build = LAZY_COMMANDS[name]
             obj = getattr(importlib.import_module(module), attr)
             self.add_command(obj() if build else obj, name)
         return super().get_command(ctx, name)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except errors.XpuCdiError as err:
-            click.echo(f"xpu-cdi: {err}", err=True)
-            ctx.exit(exit_code(err))
-
-
-def default_hook_path() -> str:
-    """The installed compiled ``xpu-cdi-hook`` (see :mod:`xpu_cdi.binaries`)."""
-    return binaries.installed("xpu-cdi-hook")
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -70,46 +43,6 @@ def default_hook_path() -> str:
 def main() -> None:
     """CDI specs, an OCI hook and runtime wiring for AI accelerators
     (Kunlunxin XPU, Huawei Ascend NPU and more)."""
-
-
-def root_options(f: Any) -> Any:
-    """--profile, --profiles-dir and the three host roots, shared by generate, doctor, topology."""
-    for opt in reversed([
-        click.option("--profile", "profiles", multiple=True, metavar="NAME|FILE",
-                     help="Vendor profile (repeatable); 'auto' (default) takes every profile whose cards are present."),
-        click.option("--profiles-dir", multiple=True, default=_profile.DEFAULT_PROFILE_DIRS, show_default=True,
-                     help="Directory of admin profiles (*.yaml) that add to or replace the built-in ones."),
-        click.option("--dev-root", default="/", show_default=True, help="Where the host's /dev is."),
-        click.option("--driver-root", default="/", show_default=True, help="Where driver files (/usr/local/...) are."),
-        click.option("--sysfs-root", default="/", show_default=True, help="sysfs is read from <root>/sys."),
-    ]):
-        f = opt(f)
-    return f
-
-
-@functools.lru_cache(maxsize=None)  # click.option mutates the function: build each command once
-def subcommand(name: str, f: Any, options: Tuple[Any, ...]) -> click.Command:
-    """The command *name* running *f*, with *options* (in --help order) and the root options.
-
-    For commands defined in their own module (doctor, topology): ``cli``
-    imports those to register them, so they cannot apply ``root_options``
-    at import time and build their command here on first use instead.
-    """
-    for opt in reversed(options):
-        f = opt(f)
-    return click.command(name)(root_options(f))
-
-
-def roots_of(dev_root: str, driver_root: str, sysfs_root: str) -> _discover.Roots:
-    """The three roots as absolute paths."""
-    return _discover.Roots(os.path.abspath(dev_root), os.path.abspath(driver_root), os.path.abspath(sysfs_root))
-
-
-def plan(profiles: Sequence[str], profiles_dir: Sequence[str], roots: _discover.Roots) -> Discovery:
-    """Profiles -> host views and failed profiles (the first two steps of the generate flow)."""
-    chosen = _profile.select(list(profiles) or None, profiles_dir)
-    auto = not profiles or list(profiles) == ["auto"]
-    return _discover.discover_all(chosen, roots, auto=auto)
 
 
 @main.command()

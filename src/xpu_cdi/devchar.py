@@ -16,6 +16,7 @@ import os
 import sys
 from typing import Any, List, Sequence, Tuple
 
+from . import clikit
 from .errors import DiscoveryError, SpecError
 from .generate.discover import Roots, host_path
 from .model import HostView
@@ -67,8 +68,6 @@ def command() -> Any:
     """The ``system`` click group (built on first use, as the other lazy commands)."""
     import click
 
-    from . import cli
-
     @click.group("system")
     def system() -> None:
         """Host set-up the runtimes rely on."""
@@ -77,9 +76,9 @@ def command() -> Any:
             sysfs_root: str, dry_run: bool) -> None:
         """Create the /dev/char/MAJOR:MINOR links of every accelerator node (runc's systemd cgroup
         driver needs them to keep device access across a daemon-reload or a driver reload)."""
-        roots = cli.roots_of(dev_root, driver_root, sysfs_root)
+        roots = clikit.roots_of(dev_root, driver_root, sysfs_root)
         try:
-            found = cli.plan(profiles, profiles_dir, roots)
+            found = clikit.plan(profiles, profiles_dir, roots)
         except DiscoveryError as err:
             if profiles and list(profiles) != ["auto"]:
                 raise
@@ -99,8 +98,8 @@ def command() -> Any:
         if not todo:
             click.echo("all /dev/char links present")
         if found.failures:
-            sys.exit(cli.PROFILE_FAILED)
+            sys.exit(clikit.PROFILE_FAILED)
 
-    system.add_command(cli.subcommand("create-dev-char-symlinks", run, (
+    system.add_command(clikit.subcommand("create-dev-char-symlinks", run, (
         click.option("--dry-run", is_flag=True, help="Print the links that would be created; change nothing."),)))
     return system

@@ -1,7 +1,7 @@
 """The one exception hierarchy of xpu-cdi.
 
 Every error raised on purpose derives from :class:`XpuCdiError`; the CLI
-maps the classes to exit codes in one table (``cli.EXIT_CODES``).  (The
+maps the classes to exit codes in one table (``clikit.EXIT_CODES``).  (The
 compiled hook and wrapper word their own errors in the same style.)  Messages follow the
 CDI library's style: lowercase, the bad value in quotes, then the reason,
 and where possible what to do about it.

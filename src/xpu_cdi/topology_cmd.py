@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import click
 
 from . import topology as _topology
+from .clikit import PROFILE_FAILED, plan, roots_of, subcommand
 from .errors import SelectionError
 
 
@@ -74,8 +75,6 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     Multi-card jobs run fastest on cards behind one PCIe switch; device
     plugins can use --json or --preferred for GetPreferredAllocation.
     """
-    from .cli import PROFILE_FAILED, plan, roots_of
-
     if available is not None and size is None:
         raise click.UsageError("--available only makes sense with --preferred N")
     roots = roots_of(dev_root, driver_root, sysfs_root)
@@ -134,8 +133,5 @@ OPTIONS = (
 
 
 def command() -> click.Command:
-    """The ``topology`` click command, built by ``cli.subcommand`` on first use: ``cli``
-    imports this module to register it, so importing ``cli`` at module level would be circular."""
-    from .cli import subcommand
-
+    """The ``topology`` click command (``cli`` builds it on first use)."""
     return subcommand("topology", run, OPTIONS)

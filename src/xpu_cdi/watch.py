@@ -233,19 +233,17 @@ def _stderr_log(message: str) -> None:
 
 
 def command() -> Any:
-    """The click command, built on first use: ``cli`` imports this module
-    to register it, and building it at import time would make the import
-    order of the two modules matter."""
+    """The click command (``cli`` builds it on first use)."""
     import functools
 
     import click
 
-    from . import cli
+    from . import clikit
     from .generate import edits as _edits
     from .generate import profile as _profile
 
     @click.command("watch")
-    @cli.root_options
+    @clikit.root_options
     @click.option("--spec-dir", default="/etc/cdi", show_default=True, help="Directory the specs are kept in.")
     @click.option("--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True)
     @click.option("--device-name-strategy", "strategies", multiple=True, type=click.Choice(_spec.STRATEGIES),
@@ -279,13 +277,13 @@ def command() -> Any:
         pipeline and rewrites a spec only when its content changed. Specs
         of kinds whose cards are all gone are removed. One log line per change.
         """
-        hook = hook_path or cli.default_hook_path()
+        hook = hook_path or clikit.default_hook_path()
         if not os.path.isabs(hook):
             raise SpecError(f"--hook-path {hook!r} must be absolute: runtimes do not search PATH for hooks")
-        roots = cli.roots_of(dev_root, driver_root, sysfs_root)
+        roots = clikit.roots_of(dev_root, driver_root, sysfs_root)
         opts = _spec.SpecOptions(edit=_edits.EditOptions(hook_path=hook, ld_library_path_env=ld_library_path_env),
                                  name_strategies=strategies or ("index",), all_device=not no_all_device)
-        target = Target(plan=functools.partial(cli.plan, profiles, profiles_dir, roots),
+        target = Target(plan=functools.partial(clikit.plan, profiles, profiles_dir, roots),
                         select=functools.partial(_profile.select, list(profiles) or None, profiles_dir),
                         spec_dir=os.path.abspath(spec_dir), fmt=fmt, options=opts, manifest=manifest)
         if once:

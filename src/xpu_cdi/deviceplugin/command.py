@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
+from ..clikit import subcommand
 from . import allocation, config
 from .status import probe as _probe
 
@@ -103,7 +104,5 @@ OPTIONS = (
 
 
 def command() -> click.Command:
-    """Built by ``cli.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
-    from ..cli import subcommand
-
+    """Built by ``clikit.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
     return subcommand("device-plugin", device_plugin, OPTIONS)

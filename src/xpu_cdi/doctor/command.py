@@ -10,6 +10,7 @@ from typing import Callable, List, Optional, Tuple
 import click
 
 from ..cdi import registry
+from ..clikit import roots_of, subcommand
 from ..errors import XpuCdiError
 from . import devices, driverfiles, k8s, plugin, runtimes, specs, stale, topo, wiring
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
@@ -81,8 +82,6 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
     One line per check with what it found and the fix. Exit 0 all ok,
     1 any fail, 2 warnings only.
     """
-    from ..cli import roots_of
-
     roots = roots_of(dev_root, driver_root, sysfs_root)
     opts = Options(roots=roots, proc_root=os.path.abspath(proc_root) if proc_root else roots.sysfs,
                    profiles=profiles, profiles_dir=profiles_dir,
@@ -130,8 +129,5 @@ OPTIONS = (
 
 
 def command() -> click.Command:
-    """The ``doctor`` click command, built by ``cli.subcommand`` on first use: ``cli``
-    imports this module to register it, so importing ``cli`` at module level would be circular."""
-    from ..cli import subcommand
-
+    """The ``doctor`` click command (``cli`` builds it on first use)."""
     return subcommand("doctor", doctor, OPTIONS)
