@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import configparser
 import fnmatch
-import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -121,10 +121,8 @@ class TestBinaries:
         built, deleted) and rmdir the emptied _native/bin: a new target must be packaged on purpose."""
         rules = (DEBIAN / "rules").read_text()
         spec = SPEC.read_text()
-        spec_ = importlib.util.spec_from_file_location("fast_build", REPO / "src/xpu_cdi/_native/fast/build.py")
-        fast_build = importlib.util.module_from_spec(spec_)  # type: ignore[arg-type]
-        spec_.loader.exec_module(fast_build)  # type: ignore[union-attr]
-        assert set(fast_build.TARGETS) - {"xpu-cdi-fast-test"} == set(FRONT_ENDS)
+        built = set(os.listdir(REPO / "src/xpu_cdi/_native/bin"))  # what setup.py's build_ext made
+        assert built - {"xpu-cdi-fast-test"} == set(FRONT_ENDS), built
         assert "for name in xpu-cdi-hook xpu-container-runtime; do" in rules and \
             "install -D -m 0755 $(NATIVE_BIN)/$$name $(PKG)/usr/bin/$$name" in rules and "rmdir $(NATIVE_BIN)" in rules
         assert "for name in xpu-cdi-hook xpu-container-runtime; do" in spec and \
