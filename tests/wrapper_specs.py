@@ -4,6 +4,8 @@ config.json to apply them to (the wrapper's black-box tests)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Dict
 
 KIND = "kunlunxin.com/xpu"
@@ -43,3 +45,11 @@ def base_config() -> Dict[str, Any]:
                    {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"}],
         "linux": {"resources": {"devices": [{"allow": False, "access": "rwm"}]}},
     }
+
+
+def spec_dir(d: Path) -> Path:
+    """*d* made a CDI spec dir holding the 4-card spec and its index."""
+    d.mkdir()
+    (d / "kunlunxin.com-xpu.json").write_text(json.dumps(spec()))
+    (d / "kunlunxin.com-xpu.json.xpu-cdi").write_text(json.dumps(index()))
+    return d

@@ -214,7 +214,8 @@ class TestOciHooks:
 
         (ready.tmp / "old").mkdir()
         hook = copy_binary("xpu-cdi-hook", ready.tmp / "old")
-        fakehost.write(ready.tmp / "old" / "xpu-cdi-hook.py", "#!/usr/bin/python3 -IS\nfrom xpu_cdi.hook.main import main\n")
+        fakehost.write(ready.tmp / "old" / "xpu-cdi-hook.py",
+                       "#!/usr/bin/python3 -IS\nfrom xpu_cdi.hook.main import main\n")
         fakehost.write(ready.hooks_dir / "xpu-cdi.json", json.dumps(
             {"version": "1.0.0", "hook": {"path": str(hook)}, "when": {"always": True}, "stages": ["prestart"]}))
         _code, res = ready.doctor()

@@ -17,7 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from hookkit import hook_binary
-from wrapper_specs import index, spec
+from wrapper_specs import spec_dir
 
 STATE = {"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 0, "bundle": "/tmp/b",
          "annotations": {"cdi.k8s.io/p_1": "kunlunxin.com/xpu=1"}}
@@ -45,14 +45,6 @@ def one_line_or_nothing(name: str, r: subprocess.CompletedProcess) -> str:
     return err
 
 
-def spec_dir(base: Path) -> Path:
-    d = base / "cdi"
-    d.mkdir()
-    (d / "kunlunxin.com-xpu.json").write_text(json.dumps(spec()))
-    (d / "kunlunxin.com-xpu.json.xpu-cdi").write_text(json.dumps(index()))
-    return d
-
-
 def hook(state: bytes, config: "bytes | None") -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="xpu-cdi-prop-") as tmp:
         base = Path(tmp)
@@ -61,7 +53,7 @@ def hook(state: bytes, config: "bytes | None") -> subprocess.CompletedProcess:
             (base / "b" / "config.json").write_bytes(config)
         data = state.replace(b"/tmp/b", str(base / "b").encode())
         return subprocess.run([hook_binary("xpu-cdi-hook"), "prestart"], input=data, capture_output=True,
-                              timeout=30, env={"PATH": "", "XPU_CDI_SPEC_DIRS": str(spec_dir(base))})
+                              timeout=30, env={"PATH": "", "XPU_CDI_SPEC_DIRS": str(spec_dir(base / "cdi"))})
 
 
 def wrapper(config: bytes) -> "tuple[subprocess.CompletedProcess, bytes, bytes]":
@@ -71,7 +63,8 @@ def wrapper(config: bytes) -> "tuple[subprocess.CompletedProcess, bytes, bytes]"
         (base / "b" / "config.json").write_bytes(config)
         r = subprocess.run([hook_binary("xpu-container-runtime"), "create", "--bundle", str(base / "b"), "c1"],
                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL,
-                           env={"PATH": "", "XPU_CDI_RUNTIME": "/bin/true", "XPU_CDI_SPEC_DIRS": str(spec_dir(base))})
+                           env={"PATH": "", "XPU_CDI_RUNTIME": "/bin/true",
+                                "XPU_CDI_SPEC_DIRS": str(spec_dir(base / "cdi"))})
         return r, config, (base / "b" / "config.json").read_bytes()
 
 

@@ -321,7 +321,8 @@ def no_python_bundle(host: HookHost, base: Path) -> "runtimes.Bundle":
 def traced(cmd: List[str], log: Path, env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     """*cmd* under `strace -ff -e trace=execve`: every program it and its children exec'd goes to
     *log*.<pid> (a file per process, so that no call is split across lines by another's)."""
-    return subprocess.run([shutil.which("strace") or "strace", "-ff", "-qq", "-e", "trace=execve", "-o", str(log), *cmd], capture_output=True,
+    strace = shutil.which("strace") or "strace"
+    return subprocess.run([strace, "-ff", "-qq", "-e", "trace=execve", "-o", str(log), *cmd], capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
 
 

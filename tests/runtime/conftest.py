@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from wrapper_specs import index, spec
+import wrapper_specs
 
 
 @pytest.fixture
 def spec_dir(tmp_path: Path) -> Path:
     """A CDI spec dir holding a 4-card Kunlunxin spec and its index."""
-    d = tmp_path / "cdi"
-    d.mkdir()
-    (d / "kunlunxin.com-xpu.json").write_text(json.dumps(spec()))
-    (d / "kunlunxin.com-xpu.json.xpu-cdi").write_text(json.dumps(index()))
-    return d
+    return wrapper_specs.spec_dir(tmp_path / "cdi")

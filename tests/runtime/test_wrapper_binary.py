@@ -114,7 +114,8 @@ class TestEdits:
             {"path": "/dev/xpuctrl", "type": "c", "major": 240, "minor": 200, "fileMode": 438, "uid": 0, "gid": 0},
             {"path": "/dev/xpu2", "type": "c", "major": 240, "minor": 2, "fileMode": 438, "uid": 0, "gid": 0}]
         assert linux["resources"]["devices"] == [
-            {"allow": False, "access": "rwm"}, {"allow": True, "type": "c", "major": 240, "minor": 200, "access": "rwm"},
+            {"allow": False, "access": "rwm"},
+            {"allow": True, "type": "c", "major": 240, "minor": 200, "access": "rwm"},
             {"allow": True, "type": "c", "major": 240, "minor": 2, "access": "rwm"}]
 
     def test_env_replaces_keys_and_merges_library_path(self, box: Box) -> None:
