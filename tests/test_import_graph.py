@@ -1,0 +1,101 @@
+"""The package's import graph has no circles: layers depend one way
+(tooling -> generate/cdi -> model/errors).  Built from the source with
+``ast`` (every import statement, also those inside functions, and the
+lazily registered commands of ``cli.LAZY_COMMANDS``), so a circle hidden
+behind a function-level import or ``importlib`` fails here too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+import xpu_cdi
+from xpu_cdi import cli
+
+SRC = Path(xpu_cdi.__file__).resolve().parent
+
+
+def modules() -> Dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = ("xpu_cdi",) + path.relative_to(SRC).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports_of(name: str, path: Path, known: Set[str]) -> Set[str]:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in known else base)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> Dict[str, Set[str]]:
+    mods = modules()
+    edges = {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
+    edges["xpu_cdi.cli"] |= {module for module, _attr, _build in cli.LAZY_COMMANDS.values()}
+    return edges
+
+
+def cycle(edges: Dict[str, Set[str]]) -> List[str]:
+    """One circle of *edges* (as a path that ends where it starts), or []."""
+    state: Dict[str, int] = {}
+    stack: List[str] = []
+
+    def visit(node: str) -> List[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(edges):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def test_graph_is_read_from_the_source() -> None:
+    """The graph sees function-level and lazy imports (else the test below proves nothing)."""
+    edges = graph()
+    assert "xpu_cdi.doctor.command" in edges["xpu_cdi.cli"]  # lazy, through LAZY_COMMANDS
+    assert "xpu_cdi.clikit" in edges["xpu_cdi.doctor.command"]
+
+
+def test_cycle_finder_finds_a_circle() -> None:
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles() -> None:
+    found = cycle(graph())
+    assert not found, "import circle: " + " -> ".join(found)
+
+
+def test_lazy_imports_only_in_cli() -> None:
+    """``importlib`` hides edges from readers: only cli's table of lazy commands may use it."""
+    users = sorted(name for name, path in modules().items()
+                   if "import_module(" in path.read_text() and name != "xpu_cdi.cli")
+    assert users == []
