@@ -29,6 +29,7 @@ echo "args: $*"
 echo "environ: $(tr '\0' ' ' < /proc/$$/environ)"
 grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs):' /proc/$$/status
 echo "pid: $$"
+echo "pidns: $(readlink /proc/$$/ns/pid)"
 echo "fds: $fds"
 echo "procs: $(ls /proc | grep -c '^[0-9]')"
 echo "root: $(ls /)"
@@ -42,7 +43,9 @@ def with_fake_ldconfig(b: "runtimes.Bundle") -> None:
     fake.chmod(0o755)
 
 
-def check_report(out: str) -> None:
+def check_report(out: str, pidns_of: "int | None" = None) -> None:
+    """The fake ldconfig ran confined, in the container.  *pidns_of*: a host
+    pid whose pid namespace it must be in (the shared-namespace case)."""
     assert "args: /usr/local/xpu/lib64" in out
     assert "environ: PATH=/usr/sbin:/usr/bin:/sbin:/bin \n" in out + "\n" or \
         re.search(r"environ: PATH=/usr/sbin:/usr/bin:/sbin:/bin\s*$", out, re.M), out
@@ -50,7 +53,11 @@ def check_report(out: str) -> None:
         assert re.search(rf"^{cap}:\s+0000000000000000$", out, re.M), out
     assert re.search(r"^NoNewPrivs:\s+1$", out, re.M), out
     pid = int(re.search(r"^pid: (\d+)$", out, re.M).group(1))  # type: ignore[union-attr]
-    assert pid < 10, "ldconfig is not in the container's pid namespace"
+    if pidns_of is not None:
+        assert f"pidns: {os.readlink(f'/proc/{pidns_of}/ns/pid')}" in out, out
+    else:
+        # a fresh namespace: low numbers (runc init's Go threads take some), never a host pid
+        assert pid < 100, "ldconfig is not in the container's pid namespace"
     # what its open fds point at: /dev/null, the output pipe, the script; never the
     # hook's O_PATH fds (rootfs dirs, namespaces, cgroup, bpf) or the state pipe
     fds = re.search(r"^fds: (.*)$", out, re.M).group(1).split()  # type: ignore[union-attr]
@@ -141,7 +148,7 @@ def test_create_container_tools_in_a_shared_pid_namespace(xpu: HookHost, runtime
     b = tool_bundle(xpu, "createContainer", shared_pidns)
     r = runtimes.run_runc(b, runtime=runtime, private_ns=runtime == "crun")
     assert r.returncode == 0, container_output(r)
-    check_report(r.stdout)
+    check_report(r.stdout, pidns_of=shared_pidns)
     assert r.stdout.strip().splitlines()[-1] == "libxpu.so.1"
     log = xpu.log_text()
     assert "update-ldcache: ld cache updated for /usr/local/xpu/lib64" in log, log
