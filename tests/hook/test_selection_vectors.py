@@ -1,7 +1,9 @@
 """The selection rules of every profile, one table (tests/data/vectors/
 selection.json) checked against both implementations that read it: the
 Python tooling (hook.select.parse_value) and the compiled binaries' parser
-(select.c, through the build's test binary).  The hook index each case runs
+(hotpath/lib/selection.c), black-box through xpu-container-runtime: each
+case's variable in a config.json, the devices it picked read back from the
+env entries the wrapper wrote.  The hook index each case runs
 under is the one `generate` writes for that profile (generate.spec.hook_index),
 so the profile data, the index writer and both readers are covered at once."""
 
@@ -51,27 +53,41 @@ def test_python(case: Dict[str, Any]) -> None:
             assert fragment in str(err.value)
 
 
+def spec_for(index: Dict[str, Any]) -> Dict[str, Any]:
+    """A CDI spec defining every device of *index*; each device's only edit is an env entry naming it."""
+    names = sorted(set(index["indices"].values()) | ({index["all"]} if index.get("all") else set()))
+    return {"cdiVersion": "0.6.0", "kind": index["kind"],
+            "devices": [{"name": n, "containerEdits": {"env": [f"PICKED_{n.encode().hex()}={n}"]}} for n in names]}
+
+
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("vector-indexes")
+def spec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One spec and its hook index per profile of the vectors."""
+    d = tmp_path_factory.mktemp("vector-specs")
     for name in {c["profile"] for c in VECTORS}:
-        (d / f"{name}.json.xpu-cdi").write_text(json.dumps(index_of(name)))
+        index = index_of(name)
+        (d / f"{name}.json").write_text(json.dumps(spec_for(index)))
+        (d / f"{name}.json.xpu-cdi").write_text(json.dumps(index))
     return d
 
 
-def test_compiled(index_dir: Path) -> None:
-    """The C parser selects exactly the wanted names, and answers no error case with devices."""
-    exe = hook_binary("xpu-cdi-fast-test")
-    lines = "".join(json.dumps({"env": [f"{c['var']}={c['value']}"], "annState": None, "annConfig": None}) + "\n"
-                    for c in VECTORS)
-    out = subprocess.run([exe, "request", "requested", str(index_dir)], input=lines.encode(), capture_output=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    answers: List[str] = out.stdout.decode().splitlines()
-    assert len(answers) == len(VECTORS)
-    for case, got in zip(VECTORS, answers):
-        kind = index_of(case["profile"])["kind"]
-        if "want" in case:
-            assert json.loads(got) == [f"{kind}={n}" for n in case["want"]], (case, got)
-        else:  # refused (the binary's reason is checked against the Python wording once it words it)
-            assert got.startswith("DEFER "), (case, got)
+@pytest.mark.parametrize("case", VECTORS, ids=ids)
+def test_compiled(case: Dict[str, Any], spec_dir: Path, tmp_path: Path) -> None:
+    """The wrapper picks exactly the wanted devices, in order; an error case is refused in one line, the
+    config left as it was."""
+    config = tmp_path / "config.json"
+    text = json.dumps({"ociVersion": "1.0.2", "process": {"env": [f"{case['var']}={case['value']}"]},
+                       "root": {"path": "rootfs"}})
+    config.write_text(text)
+    out = subprocess.run([hook_binary("xpu-container-runtime"), "create", "--bundle", str(tmp_path), "c1"],
+                         capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "XPU_CDI_RUNTIME": "/bin/true",
+                              "XPU_CDI_SPEC_DIRS": str(spec_dir)})
+    if "want" in case:
+        assert out.returncode == 0, (case, out.stderr)
+        env = json.loads(config.read_text())["process"]["env"]
+        assert [e.split("=", 1)[1] for e in env if e.startswith("PICKED_")] == case["want"], (case, env)
+    else:
+        assert out.returncode == 1 and out.stderr.startswith("xpu-container-runtime: "), (case, out.stderr)
+        assert out.stderr.count("\n") == 1, out.stderr
+        assert config.read_text() == text

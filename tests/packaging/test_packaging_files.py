@@ -117,17 +117,16 @@ class TestLaunchers:
             assert f"{name}:{module}" in rules and f"{name}:{module}" in spec
         assert "from @MODULE@ import main" in (PKG / "launcher.in").read_text()
 
-    def test_every_front_end_placed_and_the_test_binary_dropped(self) -> None:
-        """Both packages put each binary setup.py builds in libexec (with its .py), except the unit tests'
-        one, which they delete: a new target must be packaged on purpose."""
+    def test_every_front_end_placed(self) -> None:
+        """Both packages put each binary setup.py builds (build_bin.TARGETS) in libexec (with its .py):
+        a new target must be packaged on purpose."""
         rules = (DEBIAN / "rules").read_text()
         spec = SPEC.read_text()
-        spec_ = importlib.util.spec_from_file_location("fast_build", REPO / "src/xpu_cdi/_native/fast/build.py")
-        fast_build = importlib.util.module_from_spec(spec_)  # type: ignore[arg-type]
-        spec_.loader.exec_module(fast_build)  # type: ignore[union-attr]
-        assert set(fast_build.TARGETS) == set(FRONT_ENDS) | {"xpu-cdi-fast-test"}
+        spec_ = importlib.util.spec_from_file_location("build_bin", REPO / "src/xpu_cdi/_native/build_bin.py")
+        build_bin = importlib.util.module_from_spec(spec_)  # type: ignore[arg-type]
+        spec_.loader.exec_module(build_bin)  # type: ignore[union-attr]
+        assert set(build_bin.TARGETS) == set(FRONT_ENDS)
         for text in (rules, spec):
-            assert "rm -f $(NATIVE_BIN)/xpu-cdi-fast-test" in text or "rm -f $nativebin/xpu-cdi-fast-test" in text
             assert "printf 'xpu-cdi-hook\\nxpu-container-runtime'" in text  # the guard: nothing else in bin/
         for name in FRONT_ENDS:
             assert f"%{{_libexecdir}}/xpu-cdi/{name}\n" in spec and f"%{{_libexecdir}}/xpu-cdi/{name}.py\n" in spec
