@@ -15,16 +15,6 @@
 
 #define MAX_INDEX_BYTES ((size_t)1 << 20) /* an index is a few KiB */
 
-/* Whether the member i of obj is the last one with its key (the one a dict keeps). */
-static int last_member(const fj *obj, size_t i)
-{
-    for (size_t j = i + 1; j < obj->n; j++)
-        if (obj->keys[j]->len == obj->keys[i]->len &&
-            memcmp(obj->keys[j]->str, obj->keys[i]->str, obj->keys[i]->len) == 0)
-            return 0;
-    return 1;
-}
-
 /* ---- hook indexes (select.load_indexes) ---------------------------------- */
 
 /* select._int: 1 to 6 ASCII digits. */
@@ -49,7 +39,7 @@ static int usable(const fj *d)
     const fj *sel, *indices, *all, *aliases, *kind;
 
     if (d->type != FJ_OBJECT || !fj_equal(fj_get(d, "xpuCdiIndex"), fj_new_int(1)))
-        return 0; /* None != 1; True and 1.0 == 1, as fj_equal knows */
+        return 0; /* format 1: the integer (json.h's equality: not 1.0, not true) */
     kind = fj_get(d, "kind");
     if (kind == NULL || kind->type != FJ_STRING)
         return 0;
@@ -64,8 +54,8 @@ static int usable(const fj *d)
         long unused;
         if (!card_index(indices->keys[i]->str, indices->keys[i]->len, &unused))
             return 0;
-        if (indices->items[i]->type != FJ_STRING && last_member(indices, i))
-            return 0; /* an earlier duplicate's value does not count: the dict keeps the last */
+        if (indices->items[i]->type != FJ_STRING)
+            return 0;
     }
     if (!rq_string_list(fj_get(sel, "env")) || !rq_string_list(fj_get(sel, "none")) ||
         !rq_string_list(fj_get(sel, "all")))

@@ -1,7 +1,7 @@
 /* A mutable JSON tree for the front end's inputs (the OCI state,
  * config.json, our hook indexes, CDI specs, the node config file), parsed
- * and serialised by yajl (fjson.c), or loaded from YAML by libyaml
- * (fyaml.c); looked up, compared and edited by fjtree.c.  All of it may be hostile (config.json comes from the pod),
+ * and serialised by yajl (json_parse.c, json_write.c), or loaded from YAML by
+ * libyaml (yaml_load.c); looked up, compared and edited by json_tree.c.  All of it may be hostile (config.json comes from the pod),
  * so the parser is strict: RFC 8259 only (no NaN/Infinity, no comments, no
  * trailing commas), well-formed UTF-8, at most FJ_MAX_DEPTH levels and
  * FJ_MAX_BYTES bytes, no duplicate keys, integers within 64 bits (signed
@@ -42,8 +42,8 @@ struct fj {
  * "a" at line 3, column 9 (byte 41)"). */
 fj *fj_parse(const char *text, size_t len, char *err, size_t errlen);
 
-/* Member *key* of an object (the last one when a key repeats, which only a
- * built tree can have); NULL when absent or obj is not an object. */
+/* Member *key* of an object (keys are unique); NULL when absent or obj is
+ * not an object. */
 fj *fj_get(const fj *obj, const char *key);
 
 /* The decoded text of a string without NUL, else NULL (not a string, or NUL inside). */
@@ -53,8 +53,19 @@ const char *fj_str(const fj *v);
 int fj_str_eq(const fj *v, const char *s, size_t n);
 int fj_str_starts(const fj *v, const char *prefix, size_t n);
 
-/* Deep equality as Python compares parsed values: objects regardless of
- * member order (last duplicate wins), numbers by value. */
+/* Deep equality of two JSON values, one rule for every comparison the
+ * binaries make (linux.devices rules, hooks, additionalGids, the merged
+ * hooks of CDI edits, the fuzzers' round trips):
+ *   - the same type: true, false, null, numbers, strings, arrays and
+ *     objects are never equal to one another (1 is not true, "1" is not 1);
+ *   - numbers: two integers within the signed 64-bit range by value (so 0
+ *     and -0 are equal); any other number (a fraction, an exponent, an
+ *     integer beyond 64 bits) by its source text, so 1 and 1.0 differ:
+ *     where the OCI schema wants an integer, the edits refuse the other;
+ *   - strings byte for byte; arrays item by item, in order;
+ *   - objects: the same members in any order.  Keys are unique (the
+ *     parsers refuse duplicates and fj_set replaces), so there is no
+ *     question of which duplicate counts. */
 int fj_equal(const fj *a, const fj *b);
 
 /* Building and editing (the wrapper edits config.json in place). */

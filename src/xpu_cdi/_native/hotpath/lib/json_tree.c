@@ -1,5 +1,5 @@
-/* The JSON tree's access, comparison and editing (see fjson.h); parsing
- * and writing, by yajl, are fjson.c's. */
+/* The JSON tree's access, comparison and editing (see json.h); parsing
+ * and writing, by yajl, are json_parse.c's and json_write.c's. */
 #include "lib/json.h"
 
 #include <stdint.h>
@@ -31,63 +31,13 @@ const char *fj_str(const fj *v)
     return v->str;
 }
 
-/* ---- equality ------------------------------------------------------- */
-
-/* How Python sees a number (or a bool: True == 1 and False == 0.0 there). */
-enum numkind { NK_INT, NK_BIGINT, NK_FLOAT, NK_NONE };
-
-static enum numkind numkind(const fj *v, long long *i)
-{
-    if (v->type == FJ_TRUE || v->type == FJ_FALSE) {
-        *i = v->type == FJ_TRUE;
-        return NK_INT;
-    }
-    if (v->type != FJ_NUMBER)
-        return NK_NONE;
-    if (v->is_int) {
-        *i = v->num;
-        return NK_INT;
-    }
-    if (v->str == NULL)
-        return NK_NONE;
-    return strpbrk(v->str, ".eE") != NULL ? NK_FLOAT : NK_BIGINT;
-}
-
-/* Python compares int and float exactly (no rounding of the int). */
-static int int_equals_float(enum numkind ka, const fj *a, long long ia, const fj *f)
-{
-    double d = strtod(f->str, NULL);
-    char buf[400];
-
-    if (!(d - d == 0))
-        return 0;  /* infinite: no int equals it */
-    if (d > -4503599627370496.0 && d < 4503599627370496.0 && d != (double)(long long)d)
-        return 0;  /* a fraction (from 2^52 up every double is an integer) */
-    if (ka == NK_INT)
-        return d >= -9223372036854775808.0 && d < 9223372036854775808.0 && (long long)d == ia;
-    /* A big integer: the double's exact decimal expansion (glibc prints it). */
-    snprintf(buf, sizeof(buf), "%.0f", d);
-    return strcmp(buf, a->str) == 0;
-}
+/* ---- equality (the rule is in json.h) ------------------------------- */
 
 static int numbers_equal(const fj *a, const fj *b)
 {
-    long long ia = 0, ib = 0;
-    enum numkind ka = numkind(a, &ia), kb = numkind(b, &ib);
-
-    if (ka == NK_NONE || kb == NK_NONE)
-        return 0;
-    if (ka == NK_FLOAT && kb == NK_FLOAT)
-        return strtod(a->str, NULL) == strtod(b->str, NULL);
-    if (kb == NK_FLOAT)
-        return int_equals_float(ka, a, ia, b);
-    if (ka == NK_FLOAT)
-        return int_equals_float(kb, b, ib, a);
-    if (ka == NK_INT && kb == NK_INT)
-        return ia == ib;
-    if (ka == NK_BIGINT && kb == NK_BIGINT)  /* JSON spells an integer one way */
-        return strcmp(a->str, b->str) == 0;
-    return 0;  /* one fits in long long, the other does not */
+    if (a->is_int || b->is_int)
+        return a->is_int && b->is_int && a->num == b->num;
+    return a->str != NULL && b->str != NULL && strcmp(a->str, b->str) == 0;
 }
 
 static int keys_equal(const fj *a, const fj *b)
@@ -95,90 +45,46 @@ static int keys_equal(const fj *a, const fj *b)
     return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
 }
 
-static int key_cmp(const fj *a, const fj *b)
-{
-    size_t n = a->len < b->len ? a->len : b->len;
-    int c = memcmp(a->str, b->str, n);
-
-    if (c != 0)
-        return c;
-    return a->len < b->len ? -1 : a->len > b->len;
-}
-
-/* Index of the last member of obj named like key, SIZE_MAX when none. */
-static size_t last_index(const fj *obj, const fj *key)
-{
-    size_t i;
-
-    for (i = obj->n; i-- > 0;)
-        if (keys_equal(obj->keys[i], key))
-            return i;
-    return SIZE_MAX;
-}
-
-/* qsort_r order of member indexes: by key, then by position (qsort is
- * not stable). */
+/* qsort_r order of member indexes by key (keys are unique: no ties). */
 static int member_cmp(const void *x, const void *y, void *arg)
 {
-    const fj *obj = arg;
-    size_t i = *(const size_t *)x, j = *(const size_t *)y;
-    int c = key_cmp(obj->keys[i], obj->keys[j]);
+    const fj *obj = arg, *a = obj->keys[*(const size_t *)x], *b = obj->keys[*(const size_t *)y];
+    int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
 
-    if (c != 0)
-        return c;
-    return i < j ? -1 : i > j;
+    return c != 0 ? c : a->len < b->len ? -1 : a->len > b->len;
 }
 
-/* The members of obj as Python's dict keeps them: sorted by key, the last
- * of each duplicate key only.  Returns the count; *idx (malloc'ed) the
- * member indexes. */
-static size_t dict_view(const fj *obj, size_t **idx)
+static size_t *sorted_members(const fj *obj)
 {
-    size_t *v = malloc(obj->n * sizeof(*v) + 1), n = 0, i;
+    size_t *v = xf_alloc(obj->n * sizeof(*v) + 1);
 
-    if (v == NULL)
-        abort();
-    for (i = 0; i < obj->n; i++)
+    for (size_t i = 0; i < obj->n; i++)
         v[i] = i;
     qsort_r(v, obj->n, sizeof(*v), member_cmp, (void *)obj);
-    for (i = 0; i < obj->n; i++) {
-        if (i + 1 < obj->n && keys_equal(obj->keys[v[i]], obj->keys[v[i + 1]]))
-            continue;  /* a later duplicate follows */
-        v[n++] = v[i];
-    }
-    *idx = v;
-    return n;
+    return v;
 }
 
+/* The same members in any order.  Small objects (the usual case) by
+ * look-up, large ones (a fuzzer's) member by member in key order. */
 static int objects_equal(const fj *a, const fj *b)
 {
-    size_t *ia, *ib, na, nb, i;
-    int eq;
+    size_t *ia, *ib, i;
+    int eq = 1;
 
-    if (a->n <= 16 && b->n <= 16) {
-        /* Small (the usual case): same distinct key count, and every last
-         * member of a has an equal last member in b. */
-        na = nb = 0;
-        for (i = 0; i < a->n; i++)
-            na += last_index(a, a->keys[i]) == i;
-        for (i = 0; i < b->n; i++)
-            nb += last_index(b, b->keys[i]) == i;
-        if (na != nb)
-            return 0;
-        for (i = 0; i < a->n; i++) {
-            size_t j;
-            if (last_index(a, a->keys[i]) != i)
-                continue;
-            j = last_index(b, a->keys[i]);
-            if (j == SIZE_MAX || !fj_equal(a->items[i], b->items[j]))
-                return 0;
+    if (a->n != b->n)
+        return 0;
+    if (a->n <= 16) {
+        for (i = 0; i < a->n && eq; i++) {
+            size_t j = 0;
+            while (j < b->n && !keys_equal(a->keys[i], b->keys[j]))
+                j++;
+            eq = j < b->n && fj_equal(a->items[i], b->items[j]);
         }
-        return 1;
+        return eq;
     }
-    na = dict_view(a, &ia);
-    nb = dict_view(b, &ib);
-    eq = na == nb;
-    for (i = 0; eq && i < na; i++)
+    ia = sorted_members(a);
+    ib = sorted_members(b);
+    for (i = 0; i < a->n && eq; i++)
         eq = keys_equal(a->keys[ia[i]], b->keys[ib[i]]) && fj_equal(a->items[ia[i]], b->items[ib[i]]);
     free(ia);
     free(ib);
@@ -191,10 +97,8 @@ int fj_equal(const fj *a, const fj *b)
 
     if (a == NULL || b == NULL)
         return a == b;
-    if (a->type != b->type) {
-        long long unused;
-        return numkind(a, &unused) != NK_NONE && numkind(b, &unused) != NK_NONE && numbers_equal(a, b);
-    }
+    if (a->type != b->type)
+        return 0;
     switch (a->type) {
     case FJ_NULL:
     case FJ_FALSE:

@@ -8,129 +8,13 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/collections.h"
 #include "lib/strings.h"
 
-#define MAX_REPR_MEMBERS 64               /* objects compared member by member in hooks */
-
-/* ---- registry.merge_edits ------------------------------------------------ */
-
-/* Whether repr() of two parsed values is the same -- merge_edits keys hooks
- * by repr(sorted(h.items())): top-level members in any order, nested
- * objects in the dict's order (first occurrence of a key, last value), 1
- * and 1.0 and True all different.  1 same, 0 different, -1 cannot tell
- * cheaply (a huge object). */
-static int same_repr(const fj *a, const fj *b, int top);
-
-static int number_text_is_float(const fj *v)
-{
-    return strpbrk(v->str, ".eE") != NULL;
-}
-
-static int same_number(const fj *a, const fj *b)
-{
-    int fa = number_text_is_float(a), fb = number_text_is_float(b);
-
-    if (fa != fb)
-        return 0;
-    if (fa) {
-        double x = strtod(a->str, NULL), y = strtod(b->str, NULL);
-        return x == y && signbit(x) == signbit(y); /* repr(0.0) != repr(-0.0) */
-    }
-    if (a->is_int && b->is_int)
-        return a->num == b->num;
-    if (a->is_int != b->is_int)
-        return 0;
-    return strcmp(a->str, b->str) == 0; /* JSON spells a big integer one way */
-}
-
-/* The distinct keys of obj (first position of each) into idx; the count. */
-static size_t dict_keys(const fj *obj, size_t *idx)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < obj->n; i++) {
-        size_t j;
-        for (j = 0; j < n; j++)
-            if (obj->keys[idx[j]]->len == obj->keys[i]->len &&
-                memcmp(obj->keys[idx[j]]->str, obj->keys[i]->str, obj->keys[i]->len) == 0)
-                break;
-        if (j == n)
-            idx[n++] = i;
-    }
-    return n;
-}
-
-/* The last value of the key at member i. */
-static const fj *dict_value(const fj *obj, size_t i)
-{
-    for (size_t j = obj->n; j-- > i;)
-        if (obj->keys[j]->len == obj->keys[i]->len && memcmp(obj->keys[j]->str, obj->keys[i]->str, obj->keys[i]->len) == 0)
-            return obj->items[j];
-    return obj->items[i];
-}
-
-static int same_object(const fj *a, const fj *b, int top)
-{
-    size_t ia[MAX_REPR_MEMBERS], ib[MAX_REPR_MEMBERS], na, nb;
-
-    if (a->n > MAX_REPR_MEMBERS || b->n > MAX_REPR_MEMBERS)
-        return -1;
-    na = dict_keys(a, ia);
-    nb = dict_keys(b, ib);
-    if (na != nb)
-        return 0;
-    for (size_t i = 0; i < na; i++) {
-        const fj *ka = a->keys[ia[i]];
-        size_t j = i;
-        int r;
-        if (top) { /* sorted(items): find the same key anywhere in b */
-            for (j = 0; j < nb; j++)
-                if (b->keys[ib[j]]->len == ka->len && memcmp(b->keys[ib[j]]->str, ka->str, ka->len) == 0)
-                    break;
-            if (j == nb)
-                return 0;
-        } else if (b->keys[ib[j]]->len != ka->len || memcmp(b->keys[ib[j]]->str, ka->str, ka->len) != 0) {
-            return 0;
-        }
-        r = same_repr(dict_value(a, ia[i]), dict_value(b, ib[j]), 0);
-        if (r != 1)
-            return r;
-    }
-    return 1;
-}
-
-static int same_repr(const fj *a, const fj *b, int top)
-{
-    if (a->type != b->type)
-        return 0;
-    switch (a->type) {
-    case FJ_NULL:
-    case FJ_FALSE:
-    case FJ_TRUE:
-        return 1;
-    case FJ_NUMBER:
-        return same_number(a, b);
-    case FJ_STRING:
-        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
-    case FJ_ARRAY:
-        if (a->n != b->n)
-            return 0;
-        for (size_t i = 0; i < a->n; i++) {
-            int r = same_repr(a->items[i], b->items[i], 0);
-            if (r != 1)
-                return r;
-        }
-        return 1;
-    case FJ_OBJECT:
-        return same_object(a, b, top);
-    }
-    return 0;
-}
+/* ---- merging ------------------------------------------------------------ */
 
 /* An optional string field: NULL when absent; XF_ERR when of another
  * type or empty (the Python consumers read null, "" and absent
@@ -277,13 +161,10 @@ static int add_edits(struct merge *m, const fj *edits)
         }
     if ((l = list_of(edits, "hooks")) != NULL)
         for (size_t i = 0; i < l->n; i++) {
+            /* a hook two devices share runs once: equal as JSON values (json.h's rule) */
             int dup = 0;
-            for (size_t k = 0; k < m->hooks.n && !dup; k++) {
-                int r = same_repr(m->hooks.v[k], l->items[i], 1);
-                if (r < 0)
-                    return xf_say(XF_ERR, "hooks: too large to compare");
-                dup = r;
-            }
+            for (size_t k = 0; k < m->hooks.n && !dup; k++)
+                dup = fj_equal(m->hooks.v[k], l->items[i]);
             if (!dup)
                 rq_vec_add(&m->hooks, l->items[i]);
         }

@@ -34,6 +34,8 @@ int apply_hooks(fj *config, const struct xf_edits *e)
             return xf_say(XF_ERR, "a hook with an unknown hookName");
         if (path == NULL || path->type != FJ_STRING || path->len == 0 || path->str[0] != '/')
             return xf_say(XF_ERR, "a hook whose path is not absolute");
+        if (getv(hook, "timeout") != NULL && !int_or_absent(getv(hook, "timeout")))
+            return xf_say(XF_ERR, "hook %s: timeout is not an integer (seconds)", path->str);
         oci = fj_new(FJ_OBJECT);
         fj_set(oci, "path", (fj *)path);
         for (size_t k = 0; k < sizeof(copied) / sizeof(copied[0]); k++) {
