@@ -39,6 +39,14 @@ void *xf_alloc(size_t n)
     return p;
 }
 
+void *xf_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        out_of_memory();
+    return p;
+}
+
 void *xf_realloc(void *p, size_t n)
 {
     p = realloc(p, n ? n : 1);

@@ -25,6 +25,7 @@ int xf_say(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 
 /* Allocation that never fails (aborts on out-of-memory) and is never freed. */
 void *xf_alloc(size_t n);
+void *xf_malloc(size_t n); /* the same, not zeroed (for memory filled before it is read) */
 void *xf_realloc(void *p, size_t n);
 char *xf_strdup(const char *s);
 char *xf_strndup(const char *s, size_t n);

@@ -47,7 +47,9 @@ static void *arena_get(struct arena *a, size_t n)
         size_t size = a->next;
         if (size < n)
             size = n;
-        a->p = xf_alloc(size);  /* zeroed: nodes start out all-zero */
+        /* not zeroed here: a chunk is sized for the worst case, and zeroing
+         * it all would fault in pages a small document never uses */
+        a->p = xf_malloc(size);
         a->left = size;
         if (a->next < ((size_t)64 << 20))
             a->next *= 2;
@@ -55,7 +57,7 @@ static void *arena_get(struct arena *a, size_t n)
     r = a->p;
     a->p += n;
     a->left -= n;
-    return r;
+    return memset(r, 0, n); /* nodes start out all-zero */
 }
 
 static char *arena_text(struct arena *a, const unsigned char *s, size_t n)

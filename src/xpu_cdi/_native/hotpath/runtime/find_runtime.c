@@ -1,16 +1,12 @@
 /* See find_runtime.h. */
 #include "runtime/find_runtime.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -23,34 +19,30 @@ static int executable(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-/* The real paths that are this wrapper: the binary and its Python half. */
+/* This wrapper's file, known by its inode: a candidate runtime that is the
+ * same file (through a symlink or a hard link) would exec us again. */
 struct selves {
     const char *self;
-    int known;
-    char *me, *me_py;
+    int known, ok;
+    dev_t dev;
+    ino_t ino;
 };
 
-/* 1 when path is a copy of the wrapper, 0 when not, -1 when its real path
- * cannot be found (Python's non-strict realpath would still answer). */
+/* 1 when path is this wrapper's file, 0 when not, -1 when either cannot be
+ * looked at (then nobody can tell). */
 static int is_self(struct selves *s, const char *path)
 {
-    char *real;
-    int same;
+    struct stat st;
 
     if (!s->known) {
         s->known = 1;
-        s->me = realpath(s->self, NULL);
-        if (s->me != NULL)
-            s->me_py = realpath(xf_printf("%s.py", s->me), NULL);
+        s->ok = stat(s->self, &st) == 0;
+        s->dev = st.st_dev;
+        s->ino = st.st_ino;
     }
-    if (s->me == NULL)
+    if (!s->ok || stat(path, &st) != 0)
         return -1;
-    real = realpath(path, NULL);
-    if (real == NULL)
-        return -1;
-    same = strcmp(real, s->me) == 0 || (s->me_py != NULL && strcmp(real, s->me_py) == 0);
-    free(real);
-    return same;
+    return st.st_dev == s->dev && st.st_ino == s->ino;
 }
 
 int xf_find_runtime(const char *runtime_env, const char *path_env, const char *self, const char **out)

@@ -73,19 +73,26 @@ static int has_name(const struct span *names, size_t n, const char *p, size_t le
     return n > 0 && bsearch(&key, names, n, sizeof(*names), span_cmp) != NULL;
 }
 
-/* The first MAX_INDEX_TEXT bytes of a file (f.read(1 << 20)); NULL when
- * it cannot be opened or read (selection_names skips it). */
+/* The first MAX_INDEX_TEXT bytes of a file (an index is a few KiB: the
+ * buffer is sized by fstat, not by the limit); NULL when it cannot be
+ * opened or read (the index is then not looked at). */
 static char *read_head(const char *path, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    size_t got = 0, want;
     char *buf;
-    size_t got = 0;
 
     if (fd < 0)
         return NULL;
-    buf = xf_alloc(MAX_INDEX_TEXT + 1);
-    while (got < MAX_INDEX_TEXT) {
-        ssize_t r = read(fd, buf + got, MAX_INDEX_TEXT - got);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return NULL;
+    }
+    want = st.st_size > 0 && (size_t)st.st_size < MAX_INDEX_TEXT ? (size_t)st.st_size : MAX_INDEX_TEXT;
+    buf = xf_alloc(want + 1);
+    while (got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
