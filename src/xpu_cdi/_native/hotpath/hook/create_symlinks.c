@@ -1,5 +1,4 @@
-/* create-symlinks in the container: the C twin of xpu_cdi/hook/links.py.
- * See links.h. */
+/* create-symlinks in the container (create_symlinks.h). */
 #include "hook/create_symlinks.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* create-symlinks inside the container: the C twin of
- * xpu_cdi/hook/links.py (parse, create). */
+/* The create-symlinks spec hook: its --link arguments parsed, and the
+ * links created inside the container's rootfs. */
 #ifndef XF_LINKS_H
 #define XF_LINKS_H
 #include "hook/prestart/rootfs.h"

@@ -38,7 +38,7 @@
 static const char *log_path;   /* --log FILE, or NULL (an empty FILE too: Log("") writes nothing) */
 static const char *container_id = "-";
 
-/* One line to --log, as hook/main.py's Log.write. */
+/* One line to --log. */
 static void log_line(const char *message)
 {
     char stamp[32];

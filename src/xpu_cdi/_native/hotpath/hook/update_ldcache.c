@@ -1,5 +1,4 @@
-/* update-ldcache in the container: the C twin of xpu_cdi/hook/ldcache.py.
- * See ldcache.h. */
+/* update-ldcache in the container (update_ldcache.h). */
 #include "hook/update_ldcache.h"
 #include "kernel/bpf_dev.h"
 #include "kernel/inroot.h"

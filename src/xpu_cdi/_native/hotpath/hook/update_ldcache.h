@@ -1,7 +1,6 @@
-/* update-ldcache inside the container: the C twin of
- * xpu_cdi/hook/ldcache.py (find_ldconfig, existing_dirs, write_conf,
- * update): our ld.so.conf.d entry written through the rootfs fd, and the
- * image's own ldconfig run confined (xc_spawn_confined). */
+/* The update-ldcache spec hook: our ld.so.conf.d entry written through
+ * the rootfs fd (never through a path the image could redirect), and the
+ * image's own ldconfig, if it has one, run confined (kernel/spawn.h). */
 #ifndef XF_LDCACHE_H
 #define XF_LDCACHE_H
 #include "hook/prestart/rootfs.h"

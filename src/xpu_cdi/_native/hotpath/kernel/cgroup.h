@@ -1,5 +1,7 @@
-/* Device access in the container's cgroup: the C twin of
- * xpu_cdi/hook/cgroup.py (same rules, same version decision as runc). */
+/* Device access in the container's cgroup (cgroup_locate.c finds and
+ * opens it, cgroup_allow.c allows devices there), with the same version
+ * decision as runc: the v1 devices controller when the container is in
+ * one, else cgroup2's device programs. */
 #ifndef XF_CGROUP_H
 #define XF_CGROUP_H
 #include "hook/prestart/undo.h"

@@ -1,14 +1,11 @@
-/* Device access in the container's cgroup: the C twin of
- * xpu_cdi/hook/cgroup.py (cgroup_mounts, proc_cgroups, _below, locate,
- * open_target, allow_v1, allow_v2).  See cgroup.h.
+/* Finding the container's devices cgroup (cgroup.h): its v1 devices
+ * hierarchy or its cgroup2 directory, from /proc/self/mountinfo and
+ * /proc/PID/cgroup, and opening it.
  *
- * The texts parsed here (/proc/self/mountinfo, /proc/PID/cgroup) are read
- * by the Python as str: decoded, split into lines by str.splitlines() and
- * into fields by str.split().  Both split on more than the kernel ever
- * writes (\r, \v, \f, \x1c-\x1f, and non-ASCII spaces and line breaks), so
- * rather than copy Unicode's rules the C declines any text holding a
- * control character other than tab and newline, or a non-ASCII byte:
- * what remains splits the same way on ' ', '\t' and '\n' in both. */
+ * The texts parsed here are the kernel's, but a hostile container could
+ * influence path parts of them: any text holding a control character
+ * other than tab and newline, or a non-ASCII byte, is declined rather
+ * than split by guesswork; what remains splits on ' ', '\t' and '\n'. */
 #include "kernel/cgroup.h"
 
 #include <errno.h>

@@ -45,9 +45,8 @@ static int same_inode(const struct stat *a, const struct stat *b)
  * component that does not exist (also behind a symlink) is made by
  * create(ctx, dirfd of its resolved parent, name, is_last) -- 0 or
  * -errno, which the walk returns -- and then opened again, so the walk
- * goes on through what was made.  The one walk behind both the hook's
- * resolve (xc_resolve_in_root) and the front end's Root.ensure, the twin
- * of _inroot.walk. */
+ * goes on through what was made.  The one walk behind both
+ * xc_resolve_in_root and the hook's creations (hook/prestart/rootfs.c). */
 int xc_walk_in_root(int rootfd, const char *path, int flags,
                     int (*create)(void *ctx, int dirfd, const char *name, int last), void *ctx,
                     int *fd_out)

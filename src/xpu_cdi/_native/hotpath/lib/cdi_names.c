@@ -1,8 +1,6 @@
-/* Qualified CDI device names and cdi.k8s.io/ annotations: the C twin of
- * xpu_cdi.cdi.names (parse_qualified, annotation_key_problem,
- * parse_annotation_value, devices_from_annotations), see names.h.  The
- * regular expressions there are character-class checks here (name_like);
- * whatever they refuse is XF_ERR, worded as there. */
+/* Qualified CDI device names and cdi.k8s.io/ annotations (cdi_names.h).
+ * The CDI name rules are character-class checks (name_like); whatever
+ * they refuse is XF_ERR, worded with the rule that was broken. */
 #include "lib/cdi_names.h"
 
 #include <stdlib.h>

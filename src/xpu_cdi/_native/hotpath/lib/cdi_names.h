@@ -1,5 +1,5 @@
-/* The C twin of xpu_cdi.cdi.names, internal to the request modules
- * (request.h is the public API): what select.c needs of it. */
+/* CDI name rules and cdi.k8s.io/ annotations (cdi_names.c), internal to
+ * the CDI modules (request.h is the public API): what selection.c needs. */
 #ifndef XF_NAMES_H
 #define XF_NAMES_H
 #include "lib/collections.h"

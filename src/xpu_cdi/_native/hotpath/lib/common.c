@@ -1,4 +1,4 @@
-/* Shared helpers of the front end: see common.h. */
+/* Shared helpers of both binaries: see common.h. */
 #include "lib/common.h"
 
 #include <errno.h>

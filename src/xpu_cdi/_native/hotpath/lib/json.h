@@ -1,4 +1,4 @@
-/* A mutable JSON tree for the front end's inputs (the OCI state,
+/* A mutable JSON tree for the binaries' inputs (the OCI state,
  * config.json, our hook indexes, CDI specs, the node config file), parsed
  * and serialised by yajl (json_parse.c, json_write.c), or loaded from YAML by
  * libyaml (yaml_load.c); looked up, compared and edited by json_tree.c.  All of it may be hostile (config.json comes from the pod),

@@ -1,11 +1,11 @@
-/* Parsing and writing the JSON tree of the front end (fjson.h; its access,
- * comparison and editing are fjtree.c's).
+/* Parsing JSON into the binaries' tree (json.h; writing it back is
+ * json_write.c's, access, comparison and editing json_tree.c's).
  *
  * Parsing and serialising are yajl's (the library crun reads config.json
  * with, through libocispec): its event parser hands us each value and we
  * build the tree from one bump arena per document (nodes, member arrays
  * and text: a handful of allocations even for a large config.json); its
- * generator writes it back.  Why yajl rather than jansson or json-c is in
+ * generator writes it back (json_write.c).  Why yajl rather than jansson or json-c is in
  * docs/architecture.md ("Parsers"); in short: it gives a number's text,
  * so the uint64 values of config.json (RLIM_INFINITY rlimits) survive a
  * round trip exactly, and its event interface lets us refuse what JSON

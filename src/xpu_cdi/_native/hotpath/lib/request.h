@@ -1,16 +1,14 @@
-/* Which devices a container asked for, and their merged CDI edits: the C
- * twin of xpu_cdi.hook.select (selection variables through the hook
- * indexes, cdi.k8s.io/ annotations) and xpu_cdi.cdi.registry (spec dirs,
- * precedence, merge_edits), for the front end's hot path.
+/* Which devices a container asked for, and their merged CDI edits: the
+ * public API of lib/'s CDI modules -- selection.c (selection variables
+ * through the hook indexes, hook_index.c; cdi.k8s.io/ annotations,
+ * cdi_names.c) and registry.c (spec dirs, spec_dirs.c; precedence; merged
+ * edits).
  *
- * The rules are the ones the Python tooling applies (the selection syntax
- * is the hook index's data; tests/data/vectors/ holds the cases both are
- * checked against).  A malformed value or an unknown device is XF_ERR with
- * one line in xf_reason saying what is wrong and what to do.
- *
- * Implemented along the Python modules: select.c (hook.select), names.c
- * (cdi.names) and registry.c (cdi.registry), with request_util.c/.h for
- * what they share. */
+ * The rules the Python tooling must agree with are data (the selection
+ * syntax is the hook index's, written by `generate`) or shared test
+ * vectors (tests/data/vectors/, checked against both).  A malformed value
+ * or an unknown device is XF_ERR with one line in xf_reason saying what is
+ * wrong and what to do. */
 #ifndef XF_REQUEST_H
 #define XF_REQUEST_H
 #include "lib/json.h"

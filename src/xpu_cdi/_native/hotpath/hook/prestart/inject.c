@@ -1,11 +1,9 @@
-/* Inject merged CDI edits into a container from a prestart hook: the C
- * twin of xpu_cdi/hook/inject.py (namespaces, device nodes, bind mounts,
- * the order of the steps, the note).  See inject.h.  The steps it runs
- * live beside it, each the twin of one Python module: plan.c (plan.py),
- * rootfs.c (rootfs.py), links.c (links.py), ldcache.c (ldcache.py),
- * cgroup.c (cgroup.py).
+/* Inject merged CDI edits into a container from a prestart hook (see
+ * inject.h): the order of the steps and the note.  The steps live beside
+ * it: plan.c, rootfs.c, place.c (nodes, mounts), container.c (namespaces),
+ * undo.c, ../update_ldcache.c, ../create_symlinks.c, kernel/cgroup*.c.
  *
- * Same steps, same order, same checks as the Python hook:
+ * The steps, in order:
  *   plan (host side, nothing touched: node numbers from hostPath, mount
  *   flags, our spec hooks parsed) -> open the cgroup -> user namespace
  *   owner -> namespaces for ldconfig -> join the container's mount
@@ -17,7 +15,7 @@
  * (rootfs.h), mounts go onto /proc/self/fd/N of resolved fds, mount
  * sources must be root-owned (and, except device nodes, not
  * group/other-writable), and the image's ldconfig runs confined
- * (ldcache.h).
+ * (update_ldcache.h).
  *
  * Every change is journalled (undo.h).  Anything the plan refuses is
  * XF_ERR before anything is touched; a failing step rolls the journal

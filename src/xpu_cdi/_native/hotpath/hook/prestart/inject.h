@@ -1,7 +1,6 @@
 /* Inject merged CDI edits into a container being created, from a prestart
- * / createRuntime hook: the C twin of xpu_cdi.hook.plan + inject (with
- * rootfs, cgroup, ldcache, links).  All or nothing: every change is
- * journalled and undone when a later step fails. */
+ * / createRuntime hook (plan first, then the steps of inject.c).  All or
+ * nothing: every change is journalled and undone when a later step fails. */
 #ifndef XF_INJECT_H
 #define XF_INJECT_H
 #include "lib/request.h"

@@ -195,6 +195,3 @@ int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const c
     *how = "bind";
     return rv;
 }
-
-/* ------------------------------------------------------------------ */
-/* Namespaces (inject.py)                                              */

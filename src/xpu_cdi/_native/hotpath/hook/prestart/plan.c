@@ -1,6 +1,5 @@
-/* The plan: the C twin of xpu_cdi/hook/plan.py (with main.parse_tool_args
- * for our spec hooks).  See plan.h.  Host side only: stat(2) of device
- * nodes without numbers, nothing created or changed. */
+/* The plan (plan.h).  Host side only: stat(2) of device nodes without
+ * numbers, nothing created or changed. */
 #include "hook/prestart/plan.h"
 #include "hook/update_ldcache.h"
 

@@ -1,7 +1,7 @@
 /* The plan: the merged edits checked and completed on the host side,
- * nothing touched yet -- the C twin of xpu_cdi/hook/plan.py (node numbers
- * from hostPath, mount flags, our spec hooks' arguments parsed).  Anything
- * the hook does not do is XF_ERR here, worded. */
+ * nothing touched yet (node numbers from hostPath, mount flags, our spec
+ * hooks' arguments parsed).  Anything the hook does not do is XF_ERR
+ * here, worded. */
 #ifndef XF_PLAN_H
 #define XF_PLAN_H
 #include "kernel/cgroup.h"

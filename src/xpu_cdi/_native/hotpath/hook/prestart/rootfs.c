@@ -1,5 +1,5 @@
-/* The container's rootfs: the C twin of xpu_cdi/hook/rootfs.py (with
- * _inroot.walk, i.e. xc_walk_in_root).  See rootfs.h. */
+/* The container's rootfs (rootfs.h): creation below it through the
+ * in-root walk (kernel/inroot.h), journalled. */
 #include "hook/prestart/rootfs.h"
 #include "kernel/bpf_dev.h"
 #include "kernel/inroot.h"

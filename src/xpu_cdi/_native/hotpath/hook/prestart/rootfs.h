@@ -1,6 +1,4 @@
-/* The container's rootfs, seen from its mount namespace: the C twin of
- * xpu_cdi/hook/rootfs.py (Root, components, proc_fd) with _inroot.walk
- * (xc_walk_in_root in ../hook.c).
+/* The container's rootfs, seen from its mount namespace.
  *
  * Security: the image may be hostile.  Every container path is resolved
  * below an O_PATH fd of the rootfs (xc_resolve_in_root; the creating walk
