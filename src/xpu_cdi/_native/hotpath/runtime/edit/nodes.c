@@ -14,12 +14,33 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+/* The host node is stat'ed once per entry, though two questions ask for it. */
+struct seen {
+    const char *path;
+    int rv, err;
+    struct stat st;
+};
+
+static int stat_once(struct seen *s, const char *path, struct stat *st)
+{
+    if (s->path == NULL || strcmp(s->path, path) != 0) {
+        s->path = path;
+        s->rv = stat(path, &s->st);
+        s->err = errno;
+    }
+    *st = s->st;
+    errno = s->err;
+    return s->rv;
+}
+
 /* oci_device + cgroup_rule: the linux.devices entry of a CDI deviceNodes
  * entry and its allow rule (*rule NULL for a fifo). */
 static int oci_device(const fj *node, fj **dev, fj **rule)
 {
     const fj *path = node ? fj_get(node, "path") : NULL;
     fj *typ, *major, *minor, *mode, *uid, *gid, *perm, *d, *r;
+    struct seen seen = {0};
+    struct stat st;
     int is_p;
 
     if (node == NULL || node->type != FJ_OBJECT)
@@ -43,8 +64,7 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
          * (BOUNDARIES contract 1); 0 when there is no host node to ask */
         const fj *host = getv(node, "hostPath");
         const char *hp = fj_str(host != NULL && host->type == FJ_STRING && host->len > 0 ? host : path);
-        struct stat st;
-        int have = hp != NULL && stat(hp, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode));
+        int have = hp != NULL && stat_once(&seen, hp, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode));
         if (uid == NULL)
             uid = fj_new_int(have ? (long long)st.st_uid : 0);
         if (gid == NULL)
@@ -55,13 +75,12 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
         const fj *host = getv(node, "hostPath");
         const char *hp;
         const char *kind;
-        struct stat st;
         if (host != NULL && host->type != FJ_STRING)
             return xf_say(XF_ERR, "device node %s: hostPath is not a string", path->str);
         hp = fj_str(host != NULL && host->len > 0 ? host : path);
         if (hp == NULL)
             return xf_say(XF_ERR, "device node %s: NUL in a path", path->str);
-        if (stat(hp, &st) != 0)
+        if (stat_once(&seen, hp, &st) != 0)
             return xf_say(XF_ERR, "device node %s: cannot stat %s: %s", path->str, hp, strerror(errno));
         kind = S_ISCHR(st.st_mode) ? "c" : S_ISBLK(st.st_mode) ? "b" : S_ISFIFO(st.st_mode) ? "p" : NULL;
         if (kind == NULL)
