@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
-#include <stdio.h>
 #include <string.h>
 
 static const char *type_name(const fj *v)

@@ -3,7 +3,6 @@
 #include "hook/stage.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

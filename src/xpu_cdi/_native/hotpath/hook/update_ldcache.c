@@ -7,12 +7,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/types.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #define LDCONF "/etc/ld.so.conf.d/00-xpu-cdi.conf"
 #define LDCONF_HEADER "# written by xpu-cdi-hook update-ldcache\n"

@@ -5,26 +5,10 @@
 #include "kernel/bpf_dev.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <unistd.h>
 #include <linux/bpf.h>
-#include <linux/capability.h>
-#include <linux/openat2.h>
-#include <grp.h>
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <time.h>
-#include <stdint.h>
-#include <sys/fsuid.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -122,7 +106,6 @@ static size_t emit_prefix(struct bpf_insn *out, const unsigned int *rules, size_
     }
     return n;
 }
-
 
 /* BPF_OBJ_GET_INFO_BY_FD into *info (the caller presets any fields it wants
  * filled, such as the instruction buffer).  0, or -1 with errno set. */

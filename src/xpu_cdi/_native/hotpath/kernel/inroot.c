@@ -8,26 +8,12 @@
 #define XC_MAX_LINKS 40         /* as the kernel's MAXSYMLINKS */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/types.h>
-#include <unistd.h>
-#include <linux/bpf.h>
-#include <linux/capability.h>
 #include <linux/openat2.h>
-#include <grp.h>
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <time.h>
-#include <stdint.h>
-#include <sys/fsuid.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 

@@ -4,10 +4,8 @@
 #include "lib/request.h"
 #include "lib/hook_index.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "lib/collections.h"
 #include "lib/files.h"

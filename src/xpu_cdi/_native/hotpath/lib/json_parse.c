@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yajl/yajl_gen.h>
 #include <yajl/yajl_parse.h>
 
 /* ---- arena ---------------------------------------------------------- */

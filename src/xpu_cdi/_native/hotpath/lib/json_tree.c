@@ -2,8 +2,6 @@
  * and writing, by yajl, are json_parse.c's and json_write.c's. */
 #include "lib/json.h"
 
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -5,7 +5,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <yajl/yajl_gen.h>
 
 /* ---- serialising (yajl's generator) ----------------------------------- */

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <string.h>
 
 #define MAX_CONFIG_FILE_BYTES (64u << 10)
 

@@ -6,8 +6,6 @@
 #include "lib/request.h"
 #include "lib/registry.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 

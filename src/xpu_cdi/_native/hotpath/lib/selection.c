@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "lib/cdi_names.h"
 #include "lib/collections.h"
@@ -166,7 +165,6 @@ static int no_card(const char *kind, const fj *indices, const char *what, long i
     return xf_say(XF_ERR, "%s: no card %ld in the %s spec (cards: %s); regenerate with `xpu-cdi generate` if cards "
                   "changed", what, i, kind, n ? b.data : "none");
 }
-
 
 static int parse_value(const char *kind, const fj *index, const char *var, const char *value, size_t vlen,
                        struct rq_names *out)

@@ -7,13 +7,8 @@
 #include "lib/registry.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "lib/collections.h"
 #include "lib/files.h"
@@ -24,7 +19,6 @@
 #define MAX_FILES 4096                    /* registry.MAX_FILES */
 
 /* ---- spec dirs (registry.load) ------------------------------------------- */
-
 
 /* One line per spec file or dir that was skipped (see request.h). */
 const char **xf_spec_problems;

@@ -1,17 +1,7 @@
 /* See argv.h. */
 #include "runtime/argv.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
 
 /* runc's and crun's global options that take the next argument (_VALUE_OPTIONS) */
 static int takes_value(const char *arg)

@@ -1,16 +1,11 @@
 /* See atomic.h. */
 #include "runtime/atomic.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define TMP_MARK ".xpu-cdi-tmp"                  /* marks our temp files */

@@ -1,10 +1,6 @@
 /* See find_runtime.h. */
 #include "runtime/find_runtime.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>

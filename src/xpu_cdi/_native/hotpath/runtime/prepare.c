@@ -6,17 +6,8 @@
 #include "lib/privileged.h"
 #include "lib/strings.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
 
 #define XF_PARSE_MAX_CONFIG_BYTES ((size_t)4 << 20) /* as the hook reads config.json (ocistate.h) */
 

@@ -3,17 +3,12 @@
 #include "hook/prestart/container.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/sysmacros.h>
-#include <sys/types.h>
-#include <unistd.h>
 
 #define MAX_MAP_BYTES 65536
 

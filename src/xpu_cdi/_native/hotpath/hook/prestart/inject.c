@@ -35,16 +35,11 @@
 #include "hook/prestart/container.h"
 #include "hook/prestart/place.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/sysmacros.h>
-#include <sys/types.h>
 #include <unistd.h>
 
 /* The injection proper, in the container's mount namespace: nodes,

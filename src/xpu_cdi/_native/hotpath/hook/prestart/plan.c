@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>

@@ -1,7 +1,6 @@
 /* The undo journal: see undo.h. */
 #include "hook/prestart/undo.h"
 
-#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 

@@ -2,17 +2,7 @@
 #include "runtime/edit/edit.h"
 #include "runtime/edit/util.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
 
 static const char *const hook_stages[] = {"prestart", "createRuntime", "createContainer",
                                           "startContainer", "poststart", "poststop"};

@@ -3,17 +3,8 @@
 #include "runtime/edit/edit.h"
 #include "runtime/edit/util.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
 
 #define LD_VAR "LD_LIBRARY_PATH"
 

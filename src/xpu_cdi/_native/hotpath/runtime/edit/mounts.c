@@ -2,17 +2,8 @@
 #include "runtime/edit/edit.h"
 #include "runtime/edit/util.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
 
 /* os.path.normpath (posixpath) of a string that may hold NUL. */
 static struct span normpath(const char *p, size_t n)

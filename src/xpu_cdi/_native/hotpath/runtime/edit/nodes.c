@@ -2,17 +2,10 @@
 #include "runtime/edit/edit.h"
 #include "runtime/edit/util.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <unistd.h>
 
 /* The host node is stat'ed once per entry, though two questions ask for it. */
 struct seen {

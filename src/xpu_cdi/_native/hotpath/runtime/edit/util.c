@@ -1,8 +1,6 @@
 /* See util.h. */
 #include "runtime/edit/util.h"
 
-#include <string.h>
-
 /* obj.get(key), None (JSON null) included in "absent" as Python's
  * `x.get(key) is None` tests do. */
 fj *getv(const fj *obj, const char *key)
@@ -11,7 +9,6 @@ fj *getv(const fj *obj, const char *key)
 
     return v != NULL && v->type == FJ_NULL ? NULL : v;
 }
-
 
 int int_or_absent(const fj *v)
 {
