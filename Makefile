@@ -22,7 +22,8 @@ deps:
 	  python3-pyudev python3-cffi-backend python3-tomlkit
 	@sh scripts/install-runtime-matrix-deps.sh
 
-$(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/fast/*)
+$(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/*.py) \
+  $(shell find src/xpu_cdi/_native/hotpath -name '*.[ch]')
 	@$(MAKE) --no-print-directory deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -71,4 +72,6 @@ check-schemas: install
 	$(BIN)/python -m pytest tests/cdi/test_validate.py tests/generate/test_profile.py -q
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info packaging/deb/out packaging/rpm/out src/xpu_cdi/_native/_hoststat*.so src/xpu_cdi/_native/_hoststat.c
+	rm -rf $(VENV) build src/*.egg-info packaging/deb/out packaging/rpm/out src/xpu_cdi/_native/bin \
+	  src/xpu_cdi/_native/_hoststat*.so src/xpu_cdi/_native/_hoststat.c src/xpu_cdi/_native/_hoststat.o \
+	  src/xpu_cdi/_native/__pycache__

@@ -1,5 +1,5 @@
-/* libFuzzer entry point for the front end's JSON parser and writer
- * (src/xpu_cdi/_native/fast/fjson.c over yajl): what a pod controls
+/* libFuzzer entry point for the binaries' JSON parser and writer
+ * (src/xpu_cdi/_native/hotpath/lib/json_*.c over yajl): what a pod controls
  * (config.json, the OCI state) reaches fj_parse.
  *
  * Beyond "no crash, no sanitizer report", it checks the round trip the
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fjson.h"
+#include "lib/json.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {

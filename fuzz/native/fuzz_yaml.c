@@ -1,5 +1,5 @@
-/* libFuzzer entry point for the front end's YAML loader
- * (src/xpu_cdi/_native/fast/fyaml.c over libyaml): CDI specs from other
+/* libFuzzer entry point for the binaries' YAML loader
+ * (src/xpu_cdi/_native/hotpath/lib/yaml_*.c over libyaml): CDI specs from other
  * tools and the node config file.  The first byte picks the typing (plain,
  * or a CDI spec's); every accepted tree must be writable as JSON that
  * fj_parse reads back as an equal tree (so the limits the JSON side
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fjson.h"
-#include "fyaml.h"
+#include "lib/json.h"
+#include "lib/yaml.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {

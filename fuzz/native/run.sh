@@ -1,7 +1,8 @@
 #!/bin/sh
 # `make fuzz-native`: coverage-guided fuzzing (libFuzzer, clang from the
-# distribution) of the compiled front end's parsers -- fuzz_json.c (fj_parse
-# and fj_dump over yajl) and fuzz_yaml.c (fy_parse over libyaml) -- with
+# distribution) of the binaries' parsers (src/xpu_cdi/_native/hotpath/lib/)
+# -- fuzz_json.c (fj_parse and fj_dump over yajl) and fuzz_yaml.c (fy_parse
+# over libyaml) -- with
 # ASan and UBSan, SECONDS each (default 60).
 #
 #   sh fuzz/native/run.sh [SECONDS] [HARNESS...]
@@ -14,7 +15,8 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-src="$repo/src/xpu_cdi/_native/fast"
+src="$repo/src/xpu_cdi/_native/hotpath"
+lib="$src/lib"
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
 harnesses=${*:-fuzz_json fuzz_yaml}
@@ -29,9 +31,9 @@ for name in $harnesses; do
   dir="$work/native-$name"
   mkdir -p "$dir/corpus"
   case $name in
-    fuzz_json) extra="$src/fjson.c $src/fjtree.c"
+    fuzz_json) extra="$lib/json_parse.c $lib/json_text.c $lib/json_tree.c $lib/json_write.c"
                for f in "$repo"/tests/data/specs/*.json; do cp "$f" "$dir/corpus/seed-$(basename "$f")"; done ;;
-    fuzz_yaml) extra="$src/fjson.c $src/fjtree.c $src/fyaml.c"
+    fuzz_yaml) extra="$lib/json_parse.c $lib/json_text.c $lib/json_tree.c $lib/json_write.c $lib/yaml_load.c $lib/yaml_scalar.c"
                for f in "$repo"/src/xpu_cdi/profiles/*.yaml; do
                  { printf '\000'; cat "$f"; } > "$dir/corpus/seed-$(basename "$f")"
                done
@@ -40,11 +42,11 @@ for name in $harnesses; do
     *) echo "fuzz/native: no harness $name (fuzz_json, fuzz_yaml)" >&2; exit 2 ;;
   esac
   # shellcheck disable=SC2086 # flag lists are meant to split
-  if ! "$CC" $flags -o "$dir/$name" "$here/$name.c" "$src/common.c" $extra $libs; then
+  if ! "$CC" $flags -o "$dir/$name" "$here/$name.c" "$lib/common.c" $extra $libs; then
     echo "fuzz/native: cannot build $name with $CC (libFuzzer's runtime is in libclang-rt-N-dev)" >&2
     exit 2
   fi
-  # The front end never frees, by design (common.h): leaks are not findings,
+  # The binaries never free, by design (lib/common.h): leaks are not findings,
   # and the memory a process accumulates is bounded by running at most 10 s
   # per process (the corpus carries over from one to the next).
   echo "fuzz/native: $name for ${seconds}s" >&2

@@ -44,7 +44,6 @@ MANIFEST = "/var/lib/xpu-cdi/generated"
 COMMANDS = {"xpu-cdi", "xpu-cdi-hook", "xpu-container-runtime"}
 # the compiled binaries, the real executables in /usr/bin: nothing beside them, no _native/bin/ left
 BINARIES = ("xpu-cdi-hook", "xpu-container-runtime")
-TEST_BINARY = "xpu-cdi-fast-test"  # the unit tests' binary: never shipped
 UNITS = {"xpu-cdi-refresh.service", "xpu-cdi-refresh.path"}
 MANPAGES = {"xpu-cdi.1.gz", "xpu-cdi-hook.1.gz", "xpu-container-runtime.1.gz"}
 UDEV_RULE = "70-xpu-cdi.rules"
@@ -159,7 +158,7 @@ def check_binaries(paths: Dict[str, str], site: str) -> None:
     for name in BINARIES:
         assert paths.get(f"/usr/bin/{name}") == "", name
         assert not [p for p in paths if p.endswith(f"/{name}.py")], name
-    assert not [p for p in paths if "libexec" in p or TEST_BINARY in p or f"{site}/xpu_cdi/_native/bin" in p]
+    assert not [p for p in paths if "libexec" in p or f"{site}/xpu_cdi/_native/bin" in p]
 
 
 def check_deb_contents(deb: Path) -> None:

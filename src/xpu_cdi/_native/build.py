@@ -1,7 +1,7 @@
 """cffi build script (out-of-line API mode) of ``_hoststat``, the host
 device-node facts the Python tooling reads (hoststat.c, declared in
 hoststat.cdef).  The binaries a container start runs are built apart
-(``fast/``) and share nothing with this extension."""
+(``hotpath/``, ``build_bin.py``) and share nothing with this extension."""
 
 from __future__ import annotations
 

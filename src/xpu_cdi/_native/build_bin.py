@@ -1,0 +1,112 @@
+"""Build the two executables of the container start path, ``xpu-cdi-hook``
+and ``xpu-container-runtime``, from the C tree in ``hotpath/``
+(docs/architecture.md, "The compiled hot path").
+
+setup.py's ``build_ext`` loads this file by path (it is not imported as a
+package module there: the package is not built yet) and calls
+:func:`build` after the cffi extension, so ``pip install`` (editable or
+not) puts the binaries in ``xpu_cdi/_native/bin/``.  The sanitizer tests
+(tests/c/) call :func:`build` with extra flags.
+
+    python src/xpu_cdi/_native/build_bin.py [--out DIR] [TARGET...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent / "hotpath"
+
+
+def sources(*folders: str) -> List[str]:
+    """Every .c file under the given folders of hotpath/ (sorted: the build is reproducible)."""
+    return sorted(str(p.relative_to(ROOT)) for f in folders for p in (ROOT / f).rglob("*.c"))
+
+
+# Each binary links only the layers it uses: the hook everything but the
+# wrapper's runtime/, the wrapper no kernel/ and no hook/.
+TARGETS: Dict[str, List[str]] = {
+    "xpu-cdi-hook": sources("lib", "kernel", "hook"),
+    "xpu-container-runtime": sources("lib", "runtime"),
+}
+# hardened like a distribution build: these run as root on every container start
+CFLAGS = ["-O2", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-D_FORTIFY_SOURCE=2",
+          "-fstack-protector-strong", "-fPIE"]
+LDFLAGS = ["-pie", "-Wl,-z,relro,-z,now", "-Wl,--as-needed"]
+# the parsers are the distributions' libraries (docs/architecture.md, "Parsers"):
+# yajl for JSON, libyaml for YAML; scripts/install-deps.sh installs their -dev packages
+LIBRARIES = ["yajl", "yaml-0.1"]
+
+
+def library_flags() -> List[str]:
+    """Compile and link flags of :data:`LIBRARIES` from pkg-config (plain
+    ``-l`` flags where pkg-config itself is missing).
+
+    Raises:
+        subprocess.CalledProcessError: pkg-config does not know a library
+            (its message names the package to install).
+    """
+    try:
+        out = subprocess.run(["pkg-config", "--cflags", "--libs", *LIBRARIES], check=True, capture_output=True,
+                             text=True).stdout
+    except FileNotFoundError:
+        return ["-lyajl", "-lyaml"]
+    except subprocess.CalledProcessError as err:
+        print(f"pkg-config: {err.stderr.strip()} (install libyajl-dev and libyaml-dev, or yajl-devel and "
+              "libyaml-devel: scripts/install-deps.sh)", file=sys.stderr)
+        raise
+    return shlex.split(out)
+
+
+def compiler() -> List[str]:
+    return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+
+
+def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: Sequence[str] = ()) -> List[str]:
+    """Compile *targets* (default: all of :data:`TARGETS`) into *out_dir*; return their paths.
+
+    *extra_cflags* go after the usual flags of the one compile-and-link
+    command (tests/c/test_sanitized.py builds with
+    ``-fsanitize=address,undefined -O1`` that way: later flags win).
+
+    Raises:
+        subprocess.CalledProcessError: the compiler failed (its output shown).
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    libs = library_flags()
+    made = []
+    for name in targets or TARGETS:
+        out = os.path.join(out_dir, name)
+        tmp = f"{out}.tmp-{os.getpid()}"
+        cmd = [*compiler(), *CFLAGS, *extra_cflags, f"-I{ROOT}", "-o", tmp, *(str(ROOT / s) for s in TARGETS[name]),
+               *LDFLAGS, *libs]
+        subprocess.run(cmd, check=True)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)
+        made.append(out)
+    return made
+
+
+def main(argv: "Sequence[str] | None" = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(ROOT.parent / "bin"))
+    parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], metavar="TARGET")
+    args = parser.parse_args(argv)
+    try:
+        for path in build(args.out, args.targets or None):
+            print(path)
+    except subprocess.CalledProcessError as err:
+        print(f"build failed: {shlex.join(err.cmd)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+/* Inject merged CDI edits into a container being created, from a prestart
+ * / createRuntime hook (plan first, then the steps of inject.c).  All or
+ * nothing: every change is journalled and undone when a later step fails. */
+#ifndef XF_INJECT_H
+#define XF_INJECT_H
+#include "lib/request.h"
+
+struct xf_container {
+    const char *id;
+    int pid;                 /* the container's init, a host pid (> 1), unless in_place */
+    const char *rootfs;      /* absolute path of the rootfs (as the runtime's mount namespace sees it) */
+    int in_place;            /* already in the container's namespaces (createContainer, stage.h):
+                              * nothing is joined and pid is not used; only spec hooks' work
+                              * (links, ld cache) can be done there */
+    int tools_note;          /* *note says only what the tools did (the tool subcommands' log line) */
+};
+
+/* Returns XF_OK with a one-line summary for the log in *note (the same
+ * "injected ..." line's facts; a spec hook other than our update-ldcache /
+ * create-symlinks is only noted there); XF_ERR, before anything is
+ * touched, when the edits hold something the hook does not do (a fifo
+ * node, a non-bind mount or an unsupported option, a malformed tool hook
+ * argument...), or when a step failed and everything was undone (the
+ * reason names the step); XF_FAIL when a step failed and could not be
+ * undone (xf_reason says what is left).  Returns in the hook's own mount
+ * namespace and cwd in every case. */
+int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const char **note);
+
+#endif

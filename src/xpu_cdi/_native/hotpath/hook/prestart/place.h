@@ -1,0 +1,15 @@
+/* Placing device nodes and bind mounts in the rootfs (place.c). */
+#ifndef XF_PLACE_H
+#define XF_PLACE_H
+#include "hook/prestart/plan.h"
+#include "hook/prestart/rootfs.h"
+
+/* _open_source: O_PATH fd of a mount source (see place.c). */
+int open_source(const char *host, const struct xf_plan_node *node, int *fd_out);
+/* Bind src at container path cpath (leaf 'd' dir or 'f' file), flags applied on a remount. */
+int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned long flags, int recursive,
+                   int *made);
+/* Create (or bind, for bind) device node n; *how says which. */
+int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const char **how);
+
+#endif

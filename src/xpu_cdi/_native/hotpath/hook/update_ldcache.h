@@ -1,0 +1,19 @@
+/* The update-ldcache spec hook: our ld.so.conf.d entry written through
+ * the rootfs fd (never through a path the image could redirect), and the
+ * image's own ldconfig, if it has one, run confined (kernel/spawn.h). */
+#ifndef XF_LDCACHE_H
+#define XF_LDCACHE_H
+#include "hook/prestart/rootfs.h"
+
+/* xc_spawn_confined takes argc + 1 <= 128: ldconfig and its folders */
+#define XF_LDCACHE_MAX_ARGC 127
+#define XF_LDCACHE_MAX_FOLDERS (XF_LDCACHE_MAX_ARGC - 1)
+
+/* ldcache.update on folders (absolute, de-duplicated, at most
+ * XF_LDCACHE_MAX_FOLDERS), ldconfig joining the namespaces nsfds/nstypes.
+ * XF_OK with *note for the log (also when there is no ldconfig or none of
+ * the folders exist: then nothing is touched), or XF_ERR. */
+int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfolders, const int *nsfds,
+                      const int *nstypes, size_t nns, const char **note);
+
+#endif

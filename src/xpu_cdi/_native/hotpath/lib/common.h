@@ -1,0 +1,55 @@
+/* xpu-cdi-hook and xpu-container-runtime: shared conventions.
+ *
+ * These two binaries are the implementation of what runs on a container
+ * start; nothing is handed on to another program.  A function that cannot
+ * do its job returns XF_ERR with xf_reason set to one line saying what is
+ * wrong and, where the caller cannot add it, what to do: the main()s print
+ * it (and log it) as the binary's own error.
+ *
+ * Memory: the processes are short-lived, so everything is allocated from
+ * xf_alloc and never freed (bounded: inputs are size-limited). */
+#ifndef XF_COMMON_H
+#define XF_COMMON_H
+#define _GNU_SOURCE
+#include <stddef.h>
+
+#define XF_OK 0     /* done */
+#define XF_ERR 1    /* refused or failed, nothing left behind: report xf_reason */
+#define XF_FAIL 2   /* failed and could not be undone whole (an undo failed): report xf_reason */
+
+/* What the last XF_ERR / XF_FAIL was (one line, shown to the user). */
+extern char xf_reason[1024];
+
+/* Set xf_reason from a printf format and return code (XF_ERR or XF_FAIL). */
+int xf_say(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocation that never fails (aborts on out-of-memory) and is never freed. */
+void *xf_alloc(size_t n);
+void *xf_malloc(size_t n); /* the same, not zeroed (for memory filled before it is read) */
+void *xf_realloc(void *p, size_t n);
+char *xf_strdup(const char *s);
+char *xf_strndup(const char *s, size_t n);
+char *xf_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Growable byte buffer (for serialising JSON and building lines). */
+struct xf_buf {
+    char *data;
+    size_t len, cap;
+};
+void xf_buf_add(struct xf_buf *b, const char *s, size_t n);
+void xf_buf_adds(struct xf_buf *b, const char *s);
+void xf_buf_addf(struct xf_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The next component of a path at or after p (slashes skipped): its start,
+ * with its length in *len (0 when none is left). */
+const char *xf_component(const char *p, size_t *len);
+
+/* Whole file (or fd) up to limit bytes, NUL-terminated; XF_ERR (reason
+ * set) when it cannot be read or is larger than limit.  *mode gets the
+ * permission bits when mode is not NULL.  xf_read_fd reads at most
+ * limit + 1 bytes and leaves what it read in *data / *len even when it
+ * fails. */
+int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode);
+int xf_read_fd(int fd, size_t limit, char **data, size_t *len);
+
+#endif

@@ -1,0 +1,407 @@
+/* Parsing JSON into the binaries' tree (json.h; writing it back is
+ * json_write.c's, access, comparison and editing json_tree.c's).
+ *
+ * Parsing and serialising are yajl's (the library crun reads config.json
+ * with, through libocispec): its event parser hands us each value and we
+ * build the tree from one bump arena per document (nodes, member arrays
+ * and text: a handful of allocations even for a large config.json); its
+ * generator writes it back (json_write.c).  Why yajl rather than jansson or json-c is in
+ * docs/architecture.md ("Parsers"); in short: it gives a number's text,
+ * so the uint64 values of config.json (RLIM_INFINITY rlimits) survive a
+ * round trip exactly, and its event interface lets us refuse what JSON
+ * allows but we must not take (duplicate keys, deep nesting, numbers out
+ * of range) while building, in one pass.
+ *
+ * yajl checks the grammar.  We add: strict UTF-8 (RFC 3629: yajl lets
+ * overlong forms, surrogates and code points above U+10FFFF through, and
+ * decodes a lone \uD800..\uDFFF escape into such bytes), a depth limit,
+ * duplicate keys refused, integers beyond 64 bits and reals beyond a
+ * double refused. */
+#include "lib/json.h"
+#include "lib/json_text.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_parse.h>
+
+/* ---- arena ---------------------------------------------------------- */
+
+struct arena {
+    char *p;      /* free space of the current chunk */
+    size_t left;  /* bytes of it */
+    size_t next;  /* size of the next chunk */
+};
+
+static void *arena_get(struct arena *a, size_t n)
+{
+    void *r;
+
+    n = (n + 7) & ~(size_t)7;  /* keeps every node and pointer array aligned */
+    if (n > a->left) {
+        size_t size = a->next;
+        if (size < n)
+            size = n;
+        /* not zeroed here: a chunk is sized for the worst case, and zeroing
+         * it all would fault in pages a small document never uses */
+        a->p = xf_malloc(size);
+        a->left = size;
+        if (a->next < ((size_t)64 << 20))
+            a->next *= 2;
+    }
+    r = a->p;
+    a->p += n;
+    a->left -= n;
+    return memset(r, 0, n); /* nodes start out all-zero */
+}
+
+static char *arena_text(struct arena *a, const unsigned char *s, size_t n)
+{
+    char *t = arena_get(a, n + 1);
+    memcpy(t, s, n);
+    t[n] = '\0';
+    return t;
+}
+
+/* ---- parser --------------------------------------------------------- */
+
+struct frame {
+    size_t base;  /* where its members start on the member stack */
+    int object;
+};
+
+struct parser {
+    const char *text;
+    size_t len;
+    yajl_handle h;
+    struct arena arena;
+    fj **stack;  /* members of the open containers, keys and values alternating in objects */
+    size_t nstack, capstack;
+    struct frame frames[FJ_MAX_DEPTH];
+    int depth;
+    fj *root;
+    size_t root_end;      /* bytes yajl had consumed when the root value was complete */
+    int completing;       /* in yajl_complete_parse: a number at the very end */
+    const char *why;      /* our reason to stop the parse (yajl says "client cancelled") */
+    char whybuf[200];
+};
+
+static int stop(struct parser *p, const char *why)
+{
+    p->why = why;
+    return 0;  /* yajl: cancel the parse */
+}
+
+static void push(struct parser *p, fj *v)
+{
+    if (p->nstack == p->capstack) {
+        p->capstack = p->capstack ? 2 * p->capstack : 64;
+        p->stack = xf_realloc(p->stack, p->capstack * sizeof(*p->stack));
+    }
+    p->stack[p->nstack++] = v;
+}
+
+static int add(struct parser *p, fj *v)
+{
+    if (p->depth == 0) {
+        p->root = v;
+        p->root_end = p->completing ? p->len : yajl_get_bytes_consumed(p->h);
+    } else
+        push(p, v);
+    return 1;
+}
+
+static fj *node(struct parser *p, enum fj_type type)
+{
+    fj *v = arena_get(&p->arena, sizeof(*v));
+    v->type = type;
+    return v;
+}
+
+static int on_null(void *ctx)
+{
+    struct parser *p = ctx;
+    return add(p, node(p, FJ_NULL));
+}
+
+static int on_boolean(void *ctx, int b)
+{
+    struct parser *p = ctx;
+    return add(p, node(p, b ? FJ_TRUE : FJ_FALSE));
+}
+
+/* A number's text as yajl checked it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? */
+static int on_number(void *ctx, const char *s, size_t n)
+{
+    struct parser *p = ctx;
+    fj *v = node(p, FJ_NUMBER);
+
+    v->str = v->raw = arena_text(&p->arena, (const unsigned char *)s, n);
+    v->len = v->rawlen = n;
+    if (memchr(s, '.', n) == NULL && memchr(s, 'e', n) == NULL && memchr(s, 'E', n) == NULL) {
+        /* long long when it fits; an unsigned 64-bit value (config.json's
+         * RLIM_INFINITY) stays a number known by its text */
+        unsigned long long u;
+        char *end;
+        errno = 0;
+        u = strtoull(v->str + (s[0] == '-'), &end, 10);
+        if (errno == ERANGE || (s[0] == '-' && u > (unsigned long long)LLONG_MAX + 1))
+            return stop(p, "an integer out of the 64-bit range");
+        if (s[0] == '-') {
+            v->is_int = 1;
+            v->num = u == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)u;
+        } else if (u <= (unsigned long long)LLONG_MAX) {
+            v->is_int = 1;
+            v->num = (long long)u;
+        }
+    } else if (isinf(strtod(v->str, NULL))) {
+        return stop(p, "a number out of the range of a double");
+    }
+    return add(p, v);
+}
+
+static fj *text_node(struct parser *p, const unsigned char *s, size_t n)
+{
+    fj *v;
+
+    if (!utf8_valid(s, n)) {
+        stop(p, "invalid UTF-8 in a string");
+        return NULL;
+    }
+    v = node(p, FJ_STRING);
+    v->str = arena_text(&p->arena, s, n);
+    v->len = n;
+    v->has_nul = memchr(s, '\0', n) != NULL;
+    return v;
+}
+
+static int on_string(void *ctx, const unsigned char *s, size_t n)
+{
+    struct parser *p = ctx;
+    fj *v = text_node(p, s, n);
+    return v != NULL && add(p, v);
+}
+
+static int same_key(const fj *a, const fj *b)
+{
+    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+}
+
+/* "duplicate key "<key>"": the key cut short, control characters as '?'
+ * (the message is one line). */
+void fj_dup_message(const fj *key, char *buf, size_t size)
+{
+    char shown[81];
+    size_t n = key->len < 80 ? key->len : 80;
+
+    for (size_t i = 0; i < n; i++)
+        shown[i] = (unsigned char)key->str[i] < 0x20 || key->str[i] == 0x7f ? '?' : key->str[i];
+    shown[n] = '\0';
+    snprintf(buf, size, "duplicate key \"%s%s\"", shown, key->len > 80 ? "..." : "");
+}
+
+static int dup_key(struct parser *p, const fj *key)
+{
+    fj_dup_message(key, p->whybuf, sizeof(p->whybuf));
+    return stop(p, p->whybuf);
+}
+
+/* Objects up to this many members are checked for a repeated key as each
+ * key comes (pointing at it); larger ones once, sorted, at their end. */
+#define LINEAR_KEYS 32
+
+static int on_map_key(void *ctx, const unsigned char *s, size_t n)
+{
+    struct parser *p = ctx;
+    const struct frame *f = &p->frames[p->depth - 1];
+    fj *key = text_node(p, s, n);
+
+    if (key == NULL)
+        return 0;
+    if ((p->nstack - f->base) / 2 < LINEAR_KEYS)
+        for (size_t i = f->base; i < p->nstack; i += 2)
+            if (same_key(p->stack[i], key))
+                return dup_key(p, key);
+    push(p, key);
+    return 1;
+}
+
+static int open_container(struct parser *p, int object)
+{
+    if (p->depth >= FJ_MAX_DEPTH) {
+        snprintf(p->whybuf, sizeof(p->whybuf), "nested deeper than %d levels", FJ_MAX_DEPTH);
+        return stop(p, p->whybuf);
+    }
+    p->frames[p->depth].base = p->nstack;
+    p->frames[p->depth].object = object;
+    p->depth++;
+    return 1;
+}
+
+static int on_start_map(void *ctx)
+{
+    return open_container(ctx, 1);
+}
+
+static int on_start_array(void *ctx)
+{
+    return open_container(ctx, 0);
+}
+
+static int key_order(const void *x, const void *y)
+{
+    const fj *a = *(fj *const *)x, *b = *(fj *const *)y;
+    int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
+
+    return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+/* Move the members pushed since the frame opened into v's own arrays. */
+static int close_container(struct parser *p, enum fj_type type)
+{
+    const struct frame *f = &p->frames[--p->depth];
+    size_t n = p->nstack - f->base;
+    fj *v = node(p, type);
+
+    if (type == FJ_OBJECT) {
+        n /= 2;
+        v->keys = arena_get(&p->arena, n * sizeof(fj *));
+        v->items = arena_get(&p->arena, n * sizeof(fj *));
+        for (size_t i = 0; i < n; i++) {
+            v->keys[i] = p->stack[f->base + 2 * i];
+            v->items[i] = p->stack[f->base + 2 * i + 1];
+        }
+        if (n > LINEAR_KEYS) {
+            fj **sorted = xf_alloc(n * sizeof(*sorted));
+            memcpy(sorted, v->keys, n * sizeof(*sorted));
+            qsort(sorted, n, sizeof(*sorted), key_order);
+            for (size_t i = 1; i < n; i++)
+                if (same_key(sorted[i - 1], sorted[i])) {
+                    dup_key(p, sorted[i]);
+                    free(sorted);
+                    return 0;
+                }
+            free(sorted);
+        }
+    } else {
+        v->items = arena_get(&p->arena, n * sizeof(fj *));
+        if (n > 0)
+            memcpy(v->items, p->stack + f->base, n * sizeof(fj *));
+    }
+    v->n = v->cap = n;
+    p->nstack = f->base;
+    return add(p, v);
+}
+
+static int on_end_map(void *ctx)
+{
+    return close_container(ctx, FJ_OBJECT);
+}
+
+static int on_end_array(void *ctx)
+{
+    return close_container(ctx, FJ_ARRAY);
+}
+
+static const yajl_callbacks callbacks = {
+    on_null, on_boolean, NULL, NULL, on_number, on_string, on_start_map, on_map_key, on_end_map,
+    on_start_array, on_end_array,
+};
+
+/* One line for err: what is wrong and where ("... at line L, column C (byte B)"). */
+static void describe(struct parser *p, yajl_status st, size_t at, char *err, size_t errlen)
+{
+    size_t line, column;
+    char what[256];
+
+    if (st == yajl_status_client_canceled && p->why != NULL) {
+        snprintf(what, sizeof(what), "%s", p->why);
+    } else {
+        /* yajl's own words, without its "lexical error: "/"parse error: " and newline */
+        unsigned char *msg = yajl_get_error(p->h, 0, NULL, 0);
+        const char *m = msg != NULL ? (const char *)msg : "invalid JSON", *colon = strstr(m, "error: ");
+        size_t n;
+        if (colon != NULL)
+            m = colon + 7;
+        n = strcspn(m, "\n");
+        while (n > 0 && (m[n - 1] == '.' || m[n - 1] == ' '))
+            n--;
+        snprintf(what, sizeof(what), "%.*s", (int)n, m);
+        if (msg != NULL)
+            yajl_free_error(p->h, msg);
+    }
+    if (at > p->len)
+        at = p->len;
+    fj_position(p->text, at, &line, &column);
+    snprintf(err, errlen, "%s at line %zu, column %zu (byte %zu)", what, line, column, at);
+}
+
+static size_t skip_ws(const char *text, size_t at, size_t len)
+{
+    while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r'))
+        at++;
+    return at;
+}
+
+fj *fj_parse(const char *text, size_t len, char *err, size_t errlen)
+{
+    struct parser *p = xf_alloc(sizeof(*p));
+    yajl_status st;
+    fj *root = NULL;
+    char dummy[1];
+    size_t at;
+
+    if (err == NULL || errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    err[0] = '\0';
+    if (len > FJ_MAX_BYTES) {
+        snprintf(err, errlen, "%zu bytes, more than the %zu a document may have", len, (size_t)FJ_MAX_BYTES);
+        free(p);
+        return NULL;
+    }
+    p->text = text;
+    p->len = len;
+    /* One chunk holds a typical document's nodes and text. */
+    p->arena.next = len < ((size_t)10 << 20) ? 6 * len + 4096 : (size_t)64 << 20;
+    if ((at = bad_whitespace(text, len)) != SIZE_MAX) {
+        size_t line, column;
+        fj_position(text, at, &line, &column);
+        snprintf(err, errlen, "a form feed or vertical tab, which JSON does not allow, at line %zu, column %zu (byte %zu)",
+                 line, column, at);
+        free(p);
+        return NULL;
+    }
+    if ((at = lone_surrogate(text, len)) != SIZE_MAX) {
+        size_t line, column;
+        fj_position(text, at, &line, &column);
+        snprintf(err, errlen, "a \\u escape of a lone surrogate at line %zu, column %zu (byte %zu)", line, column, at);
+        free(p);
+        return NULL;
+    }
+    p->h = yajl_alloc(&callbacks, NULL, p);
+    if (p->h == NULL)
+        abort();
+    /* yajl's defaults are what we want: no comments, UTF-8 checked, one
+     * value, no trailing garbage, no partial document */
+    st = yajl_parse(p->h, (const unsigned char *)text, len);
+    if (st != yajl_status_ok)
+        describe(p, st, yajl_get_bytes_consumed(p->h), err, errlen);
+    else if ((p->completing = 1, st = yajl_complete_parse(p->h)) != yajl_status_ok)
+        describe(p, st, len, err, errlen);  /* the end came too soon */
+    else if ((at = skip_ws(text, p->root_end, len)) < len) {
+        /* yajl misses an unfinished token after the value (`null "`) */
+        p->why = "trailing garbage";
+        describe(p, yajl_status_client_canceled, at, err, errlen);
+    } else
+        root = p->root;
+    yajl_free(p->h);
+    free(p->stack);
+    free(p);
+    return root;
+}

@@ -1,0 +1,296 @@
+/* xf_resolve (request.h): the requested names looked up in the spec dirs
+ * (spec_dirs.c) and the edits of their devices merged: each spec's shared
+ * edits once, then each device's; nodes de-duplicated by path, mounts by
+ * containerPath, hooks by content.  A name no spec defines is refused
+ * with the dirs, the known devices and the skipped files. */
+#include "lib/request.h"
+#include "lib/registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/collections.h"
+#include "lib/strings.h"
+
+/* ---- merging ------------------------------------------------------------ */
+
+/* An optional string field: NULL when absent; XF_ERR when of another
+ * type or empty (the Python consumers read null, "" and absent
+ * differently from each other: `or` in one place, a key test in another). */
+static int opt_str(const fj *obj, const char *key, const char **out)
+{
+    const fj *v = fj_get(obj, key);
+
+    *out = NULL;
+    if (v == NULL)
+        return XF_OK;
+    if (fj_str(v) == NULL || v->len == 0)
+        return xf_say(XF_ERR, "%s: not a usable string", key);
+    *out = v->str;
+    return XF_OK;
+}
+
+static int opt_int(const fj *obj, const char *key, long long *out, unsigned bit, unsigned *present)
+{
+    const fj *v = fj_get(obj, key);
+
+    if (v == NULL)
+        return XF_OK;
+    if (v->type != FJ_NUMBER || !v->is_int)
+        return xf_say(XF_ERR, "%s: not an integer", key);
+    *out = v->num;
+    *present |= bit;
+    return XF_OK;
+}
+
+static int opt_strings(const fj *obj, const char *key, const char ***out, size_t *n)
+{
+    const fj *v = fj_get(obj, key);
+
+    *out = NULL;
+    *n = 0;
+    if (v == NULL)
+        return XF_OK;
+    if (v->type != FJ_ARRAY)
+        return xf_say(XF_ERR, "%s: not a list", key);
+    *out = xf_alloc((v->n ? v->n : 1) * sizeof(**out));
+    for (size_t i = 0; i < v->n; i++) {
+        if (fj_str(v->items[i]) == NULL)
+            return xf_say(XF_ERR, "%s: not a list of strings", key);
+        (*out)[i] = v->items[i]->str;
+    }
+    *n = v->n;
+    return XF_OK;
+}
+
+static int fill_node(const fj *j, struct xf_node *n)
+{
+    const char *type;
+
+    memset(n, 0, sizeof(*n));
+    n->json = j;
+    n->path = fj_str(fj_get(j, "path"));
+    if (n->path == NULL)
+        return xf_say(XF_ERR, "deviceNodes: NUL in a path");
+    if (opt_str(j, "hostPath", &n->host_path) != XF_OK || opt_str(j, "type", &type) != XF_OK ||
+        opt_str(j, "permissions", &n->permissions) != XF_OK ||
+        opt_int(j, "major", &n->major, XF_HAS_MAJOR, &n->present) != XF_OK ||
+        opt_int(j, "minor", &n->minor, XF_HAS_MINOR, &n->present) != XF_OK ||
+        opt_int(j, "fileMode", &n->mode, XF_HAS_MODE, &n->present) != XF_OK ||
+        opt_int(j, "uid", &n->uid, XF_HAS_UID, &n->present) != XF_OK ||
+        opt_int(j, "gid", &n->gid, XF_HAS_GID, &n->present) != XF_OK)
+        return xf_say(XF_ERR, "device node %.200s: %s", n->path, xf_strdup(xf_reason));
+    if (type != NULL) {
+        if (strlen(type) != 1 || strchr("cbup", type[0]) == NULL)
+            return xf_say(XF_ERR, "device node %.200s: type %.20s", n->path, type);
+        n->type = type[0];
+    }
+    return XF_OK;
+}
+
+static int fill_mount(const fj *j, struct xf_mount *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->json = j;
+    m->host_path = fj_str(fj_get(j, "hostPath"));
+    m->container_path = fj_str(fj_get(j, "containerPath"));
+    if (m->host_path == NULL || m->container_path == NULL)
+        return xf_say(XF_ERR, "mounts: NUL in a path");
+    if (opt_str(j, "type", &m->type) != XF_OK || opt_strings(j, "options", &m->options, &m->noptions) != XF_OK)
+        return xf_say(XF_ERR, "mount %.200s: %s", m->container_path, xf_strdup(xf_reason));
+    return XF_OK;
+}
+
+static int fill_hook(const fj *j, struct xf_hook *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->json = j;
+    h->hook_name = fj_str(fj_get(j, "hookName"));
+    h->path = fj_str(fj_get(j, "path"));
+    if (h->hook_name == NULL || h->path == NULL)
+        return xf_say(XF_ERR, "hooks: NUL in hookName or path");
+    if (opt_strings(j, "args", &h->args, &h->nargs) != XF_OK)
+        return xf_say(XF_ERR, "hook %.200s: %s", h->path, xf_strdup(xf_reason));
+    return XF_OK;
+}
+
+struct merge {
+    struct rq_vec env, nodes, mounts, hooks;  /* const fj * entries */
+    struct rq_map node_paths, mount_targets;
+};
+
+static const fj *list_of(const fj *edits, const char *key)
+{
+    const fj *v = fj_get(edits, key);
+
+    return v != NULL && v->type == FJ_ARRAY ? v : NULL; /* check_edits: else absent or null */
+}
+
+/* merge_edits.add */
+static int add_edits(struct merge *m, const fj *edits)
+{
+    const fj *l;
+
+    if ((l = list_of(edits, "env")) != NULL)
+        for (size_t i = 0; i < l->n; i++) {
+            if (fj_str(l->items[i]) == NULL)
+                return xf_say(XF_ERR, "env: an entry with NUL");
+            rq_vec_add(&m->env, l->items[i]);
+        }
+    if ((l = list_of(edits, "deviceNodes")) != NULL)
+        for (size_t i = 0; i < l->n; i++) {
+            const char *path = fj_str(fj_get(l->items[i], "path"));
+            if (path == NULL)
+                return xf_say(XF_ERR, "deviceNodes: NUL in a path");
+            if (rq_map_get(&m->node_paths, path) == NULL) {
+                rq_map_put(&m->node_paths, path, (void *)path);
+                rq_vec_add(&m->nodes, l->items[i]);
+            }
+        }
+    if ((l = list_of(edits, "mounts")) != NULL)
+        for (size_t i = 0; i < l->n; i++) {
+            const char *target = fj_str(fj_get(l->items[i], "containerPath"));
+            if (target == NULL)
+                return xf_say(XF_ERR, "mounts: NUL in a containerPath");
+            if (rq_map_get(&m->mount_targets, target) == NULL) {
+                rq_map_put(&m->mount_targets, target, (void *)target);
+                rq_vec_add(&m->mounts, l->items[i]);
+            }
+        }
+    if ((l = list_of(edits, "hooks")) != NULL)
+        for (size_t i = 0; i < l->n; i++) {
+            /* a hook two devices share runs once: equal as JSON values (json.h's rule) */
+            int dup = 0;
+            for (size_t k = 0; k < m->hooks.n && !dup; k++)
+                dup = fj_equal(m->hooks.v[k], l->items[i]);
+            if (!dup)
+                rq_vec_add(&m->hooks, l->items[i]);
+        }
+    return XF_OK;
+}
+
+/* wrapper._extra_edits: additionalGids, and the first edit the wrapper cannot apply. */
+static int extra_edits(const struct device *const *devs, size_t n, struct xf_edits *out)
+{
+    static const char *const unsupported[] = {"intelRdt", "netDevices"};
+    size_t cap = 0;
+
+    for (size_t d = 0; d < n; d++) {
+        const fj *sources[2] = {devs[d]->spec->edits, devs[d]->edits};
+        for (size_t s = 0; s < 2; s++) {
+            const fj *gids;
+            if (sources[s] == NULL)
+                continue;
+            for (size_t k = 0; k < 2; k++)
+                if (rq_truthy(fj_get(sources[s], unsupported[k]))) {
+                    out->unsupported = unsupported[k];
+                    return XF_OK; /* Python stops here */
+                }
+            gids = fj_get(sources[s], "additionalGids");
+            if (!rq_truthy(gids))
+                continue;
+            if (gids->type != FJ_ARRAY)
+                return xf_say(XF_ERR, "additionalGids is not a list");
+            for (size_t i = 0; i < gids->n; i++) {
+                const fj *g = gids->items[i];
+                size_t j;
+                if (g->type != FJ_NUMBER || !g->is_int)
+                    return xf_say(XF_ERR, "additionalGids: not an integer");
+                for (j = 0; j < out->ngids && out->gids[j] != g->num; j++)
+                    ;
+                if (j < out->ngids)
+                    continue;
+                if (out->ngids == cap) {
+                    cap = cap ? cap * 2 : 8;
+                    out->gids = xf_realloc(out->gids, cap * sizeof(*out->gids));
+                }
+                out->gids[out->ngids++] = g->num;
+            }
+        }
+    }
+    return XF_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b); /* UTF-8: code point order */
+}
+
+/* The refusal of a name no spec defines: the dirs searched, the devices of
+ * its kind that are known (or how to make some), and the files skipped,
+ * which may be where it was meant to come from. */
+static int unresolvable(const char *const *dirs, size_t ndirs, const struct rq_map *all, const char *q)
+{
+    const char *eq = strchr(q, '=');
+    size_t klen = eq ? (size_t)(eq - q) : strlen(q);
+    struct rq_vec known = {0};
+    struct xf_buf b = {0};
+
+    for (size_t i = 0; i < all->cap; i++)
+        if (all->keys[i] != NULL && strncmp(all->keys[i], q, klen) == 0 && all->keys[i][klen] == '=')
+            rq_vec_add(&known, all->keys[i] + klen + 1);
+    if (known.n > 1)
+        qsort(known.v, known.n, sizeof(*known.v), cmp_str);
+    xf_buf_addf(&b, "unresolvable CDI device '%.200s' in ", q);
+    for (size_t i = 0; i < ndirs; i++)
+        xf_buf_addf(&b, "%s%s", i ? ":" : "", dirs[i]);
+    if (known.n > 0) {
+        xf_buf_addf(&b, " (known %.*s devices: ", (int)klen, q);
+        for (size_t i = 0; i < known.n; i++)
+            xf_buf_addf(&b, "%s%s", i ? ", " : "", (const char *)known.v[i]);
+        xf_buf_adds(&b, ")");
+    } else {
+        xf_buf_addf(&b, " (no spec defines kind '%.*s': run `xpu-cdi generate`)", (int)klen, q);
+    }
+    for (size_t i = 0; i < xf_nspec_problems; i++)
+        xf_buf_addf(&b, "%s%s", i ? "; " : "; skipped: ", xf_spec_problems[i]);
+    return xf_say(XF_ERR, "%s", b.data);
+}
+
+int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, size_t n, struct xf_edits *out)
+{
+    struct rq_map all = {0}, seen_specs = {0};
+    const struct device **devs = xf_alloc((n ? n : 1) * sizeof(*devs));
+    struct merge m = {0};
+
+    memset(out, 0, sizeof(*out));
+    xf_spec_problems = NULL;
+    xf_nspec_problems = 0;
+    for (size_t i = 0; i < ndirs; i++) /* lowest priority first: later dirs replace devices */
+        rq_load_spec_dir(dirs[i], &all);
+    for (size_t i = 0; i < n; i++) {
+        devs[i] = rq_map_get(&all, names[i]);
+        if (devs[i] == NULL)
+            return unresolvable(dirs, ndirs, &all, names[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* each spec's shared edits once, before the first of its devices' own; a spec is its file */
+        if (rq_map_get(&seen_specs, devs[i]->spec->path) == NULL) {
+            rq_map_put(&seen_specs, devs[i]->spec->path, (void *)devs[i]->spec);
+            if (devs[i]->spec->edits != NULL && add_edits(&m, devs[i]->spec->edits) != XF_OK)
+                return XF_ERR;
+        }
+        if (add_edits(&m, devs[i]->edits) != XF_OK)
+            return XF_ERR;
+    }
+    out->env = xf_alloc((m.env.n ? m.env.n : 1) * sizeof(*out->env));
+    for (size_t i = 0; i < m.env.n; i++)
+        out->env[i] = ((const fj *)m.env.v[i])->str;
+    out->nenv = m.env.n;
+    out->nodes = xf_alloc((m.nodes.n ? m.nodes.n : 1) * sizeof(*out->nodes));
+    for (size_t i = 0; i < m.nodes.n; i++)
+        if (fill_node(m.nodes.v[i], &out->nodes[i]) != XF_OK)
+            return XF_ERR;
+    out->nnodes = m.nodes.n;
+    out->mounts = xf_alloc((m.mounts.n ? m.mounts.n : 1) * sizeof(*out->mounts));
+    for (size_t i = 0; i < m.mounts.n; i++)
+        if (fill_mount(m.mounts.v[i], &out->mounts[i]) != XF_OK)
+            return XF_ERR;
+    out->nmounts = m.mounts.n;
+    out->hooks = xf_alloc((m.hooks.n ? m.hooks.n : 1) * sizeof(*out->hooks));
+    for (size_t i = 0; i < m.hooks.n; i++)
+        if (fill_hook(m.hooks.v[i], &out->hooks[i]) != XF_OK)
+            return XF_ERR;
+    out->nhooks = m.hooks.n;
+    return extra_edits(devs, n, out);
+}

@@ -1,0 +1,121 @@
+/* See strings.h. */
+#include "lib/strings.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Python's str.isspace() for ASCII (str.strip() also strips \x1c-\x1f);
+ * non-ASCII text never gets here. */
+static int py_space(unsigned char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+void rq_strip(const char **s, size_t *n)
+{
+    while (*n > 0 && py_space((unsigned char)**s)) {
+        (*s)++;
+        (*n)--;
+    }
+    while (*n > 0 && py_space((unsigned char)(*s)[*n - 1]))
+        (*n)--;
+}
+
+int rq_is_ascii(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80)
+            return 0;
+    return 1;
+}
+
+int rq_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+
+    return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* os.path.join(d, name) for a plain name. */
+char *rq_join(const char *d, const char *name)
+{
+    size_t n = strlen(d);
+
+    if (n == 0 || d[n - 1] == '/')
+        return xf_printf("%s%s", d, name);
+    return xf_printf("%s/%s", d, name);
+}
+
+/* Python's truth value of a parsed JSON value (NULL: absent, false). */
+int rq_truthy(const fj *v)
+{
+    if (v == NULL)
+        return 0;
+    switch (v->type) {
+    case FJ_NULL:
+    case FJ_FALSE:
+        return 0;
+    case FJ_TRUE:
+        return 1;
+    case FJ_NUMBER:
+        /* an integer that overflows long long is never 0; a float is 0 when strtod says so, as float() */
+        return v->is_int ? v->num != 0 : strtod(v->str, NULL) != 0;
+    case FJ_STRING:
+        return v->len > 0;
+    case FJ_ARRAY:
+    case FJ_OBJECT:
+        return v->n > 0;
+    }
+    return 0;
+}
+
+int rq_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int rq_string_list(const fj *v)
+{
+    if (v == NULL)
+        return 1; /* sel.get(key, []) */
+    if (v->type != FJ_ARRAY)
+        return 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->items[i]->type != FJ_STRING)
+            return 0;
+    return 1;
+}
+
+/* see request_util.h */
+char *rq_quoted(const char *s, size_t n)
+{
+    struct xf_buf b = {0};
+    char q = memchr(s, '\'', n) != NULL && memchr(s, '"', n) == NULL ? '"' : '\'';
+
+    xf_buf_add(&b, &q, 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\\' || c == (unsigned char)q)
+            xf_buf_addf(&b, "\\%c", c);
+        else if (c == '\n')
+            xf_buf_adds(&b, "\\n");
+        else if (c == '\r')
+            xf_buf_adds(&b, "\\r");
+        else if (c == '\t')
+            xf_buf_adds(&b, "\\t");
+        else if (c < 0x20 || c >= 0x7f)
+            xf_buf_addf(&b, "\\x%02x", c);
+        else
+            xf_buf_add(&b, (const char *)&s[i], 1);
+    }
+    xf_buf_add(&b, &q, 1);
+    return b.data;
+}
+
+/* see request_util.h */
+char *rq_short(const char *s, size_t n)
+{
+    if (n <= 100)
+        return rq_quoted(s, n);
+    return xf_printf("%s... (%zu characters)", rq_quoted(s, 60), n);
+}

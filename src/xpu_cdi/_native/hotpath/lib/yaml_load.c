@@ -1,0 +1,412 @@
+/* YAML documents into the JSON tree: see fyaml.h.  libyaml parses; this
+ * file builds the tree from its events and types the scalars. */
+#include "lib/yaml.h"
+#include "lib/yaml_scalar.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#define LINEAR_KEYS 32 /* as fjson.c: larger mappings are checked for duplicates sorted, at their end */
+
+struct anchor {
+    const char *name;
+    fj *node;
+    unsigned long long size; /* nodes of its tree as aliases expand it */
+    int height;              /* levels of containers in it (0: a scalar) */
+};
+
+struct yframe {
+    fj *node;
+    unsigned long long size;
+    int height;          /* 1 + the highest member's height */
+    const char *anchor;  /* registered when the node is complete: an alias inside it finds nothing */
+    fj *key;             /* mapping: the key waiting for its value */
+    const char *context; /* CDI spec: the key this container is the value of */
+    yaml_mark_t start;
+};
+
+struct loader {
+    yaml_parser_t parser;
+    int flags;
+    struct yframe frames[FJ_MAX_DEPTH];
+    int depth;
+    struct anchor *anchors;
+    size_t nanchors, capanchors;
+    fj *root;
+    int documents;
+    char *err;
+    size_t errlen;
+};
+
+static fj *fail_at(struct loader *l, yaml_mark_t mark, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static fj *fail_at(struct loader *l, yaml_mark_t mark, const char *fmt, ...)
+{
+    char what[300];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(l->err, l->errlen, "%s at line %zu, column %zu", what, mark.line + 1, mark.column + 1);
+    return NULL;
+}
+
+/* libyaml's own error: its problem, where, and the construct it was in. */
+static void parser_error(struct loader *l)
+{
+    const yaml_parser_t *p = &l->parser;
+    const char *problem = p->problem ? p->problem : "invalid YAML";
+
+    if (p->error == YAML_READER_ERROR)
+        snprintf(l->err, l->errlen, "%s at byte %zu", problem, p->problem_offset);
+    else if (p->context != NULL)
+        snprintf(l->err, l->errlen, "%s at line %zu, column %zu (%s at line %zu)", problem, p->problem_mark.line + 1,
+                 p->problem_mark.column + 1, p->context, p->context_mark.line + 1);
+    else
+        snprintf(l->err, l->errlen, "%s at line %zu, column %zu", problem, p->problem_mark.line + 1,
+                 p->problem_mark.column + 1);
+}
+
+/* ---- scalars, typed as go-yaml v2 resolves them ------------------------ */
+
+/* ---- building ----------------------------------------------------------- */
+
+static void member_add(fj *c, fj *key, fj *v)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 8;
+        c->items = xf_realloc(c->items, c->cap * sizeof(fj *));
+        if (key != NULL)
+            c->keys = xf_realloc(c->keys, c->cap * sizeof(fj *));
+    }
+    if (key != NULL)
+        c->keys[c->n] = key;
+    c->items[c->n++] = v;
+}
+
+static int same_key(const fj *a, const fj *b)
+{
+    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+}
+
+static int key_order(const void *x, const void *y)
+{
+    const fj *a = *(fj *const *)x, *b = *(fj *const *)y;
+    int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
+
+    return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static fj *duplicate(struct loader *l, const fj *key, yaml_mark_t at)
+{
+    char msg[200];
+
+    fj_dup_message(key, msg, sizeof(msg));
+    return fail_at(l, at, "%s", msg);
+}
+
+/* The expanded size of a subtree, saturating. */
+static int grow_size(struct loader *l, unsigned long long *total, unsigned long long add, yaml_mark_t at)
+{
+    *total = *total + add < *total ? ULLONG_MAX : *total + add;
+    if (*total > FY_MAX_NODES) {
+        fail_at(l, at, "aliases expand the document to more than %d nodes", FY_MAX_NODES);
+        return 0;
+    }
+    return 1;
+}
+
+static int remember(struct loader *l, const char *name, fj *node, unsigned long long size, int height)
+{
+    if (name == NULL)
+        return 1;
+    if (l->nanchors == l->capanchors) {
+        l->capanchors = l->capanchors ? 2 * l->capanchors : 16;
+        l->anchors = xf_realloc(l->anchors, l->capanchors * sizeof(*l->anchors));
+    }
+    l->anchors[l->nanchors].name = name;
+    l->anchors[l->nanchors].node = node;
+    l->anchors[l->nanchors].height = height;
+    l->anchors[l->nanchors++].size = size;
+    return 1;
+}
+
+/* The key the value now coming is for: the pending key of a mapping, or
+ * the key a sequence is the value of (additionalGids: its items). */
+static const char *value_context(const struct loader *l)
+{
+    const struct yframe *f = l->depth > 0 ? &l->frames[l->depth - 1] : NULL;
+
+    if (f == NULL)
+        return NULL;
+    if (f->node->type == FJ_OBJECT)
+        return f->key != NULL ? f->key->str : NULL;
+    return f->context;  /* a sequence: its items are what its key names (additionalGids) */
+}
+
+/* Hand a finished value (of expanded size and height) to the container
+ * around it, or make it the root.  An alias may put a deep anchor deep
+ * down: the depth limit holds for the tree as aliases expand it too, as
+ * every walk over it recurses. */
+static int place(struct loader *l, fj *v, unsigned long long size, int height, yaml_mark_t at)
+{
+    struct yframe *f;
+
+    if (l->depth + height > FJ_MAX_DEPTH) {
+        fail_at(l, at, "aliases nest the document deeper than %d levels", FJ_MAX_DEPTH);
+        return 0;
+    }
+    if (l->depth == 0) {
+        l->root = v;
+        return 1;
+    }
+    f = &l->frames[l->depth - 1];
+    if (!grow_size(l, &f->size, size, at))
+        return 0;
+    if (height + 1 > f->height)
+        f->height = height + 1;
+    if (f->node->type == FJ_ARRAY) {
+        member_add(f->node, NULL, v);
+        return 1;
+    }
+    if (f->key == NULL) {  /* v is a key */
+        if (v->type != FJ_STRING) {
+            fail_at(l, at, "a mapping or sequence (or an alias) as a mapping key");
+            return 0;
+        }
+        if (f->node->n < LINEAR_KEYS)
+            for (size_t i = 0; i < f->node->n; i++)
+                if (same_key(f->node->keys[i], v)) {
+                    duplicate(l, v, at);
+                    return 0;
+                }
+        f->key = v;
+        return 1;
+    }
+    member_add(f->node, f->key, v);
+    f->key = NULL;
+    return 1;
+}
+
+static const char *copy_name(const yaml_char_t *s)
+{
+    return s != NULL ? xf_strdup((const char *)s) : NULL;
+}
+
+#define TAG(x) "tag:yaml.org,2002:" x
+
+/* A container's tag: none, or the core one of its kind. */
+static int container_tag_ok(struct loader *l, const yaml_char_t *tag, const char *want, yaml_mark_t at)
+{
+    if (tag == NULL || strcmp((const char *)tag, want) == 0 || strcmp((const char *)tag, "!") == 0)
+        return 1;
+    fail_at(l, at, "YAML tag %.60s, which a CDI spec or config file has no use for", (const char *)tag);
+    return 0;
+}
+
+static int on_scalar(struct loader *l, const yaml_event_t *e)
+{
+    const char *s = (const char *)e->data.scalar.value, *tag = (const char *)e->data.scalar.tag, *why = NULL;
+    size_t len = e->data.scalar.length;
+    struct yframe *f = l->depth > 0 ? &l->frames[l->depth - 1] : NULL;
+    int is_key = f != NULL && f->node->type == FJ_OBJECT && f->key == NULL;
+    struct scalar sc = {K_STR, 0, 0, 0, 0};
+    fj *v;
+
+    if (tag != NULL && strcmp(tag, "!") != 0 && strcmp(tag, TAG("str")) != 0) {
+        static const char *const typed[] = {TAG("null"), TAG("bool"), TAG("int"), TAG("float"), NULL};
+        static const enum kind kinds[] = {K_NULL, K_BOOL, K_INT, K_FLOAT};
+        size_t k;
+        for (k = 0; typed[k] != NULL && strcmp(tag, typed[k]) != 0; k++)
+            ;
+        if (typed[k] == NULL) {
+            fail_at(l, e->start_mark, "YAML tag %.60s, which a CDI spec or config file has no use for", tag);
+            return 0;
+        }
+        if (!resolve_plain(s, len, &sc, &why) || !(sc.kind == kinds[k] || (kinds[k] == K_INT && sc.kind == K_UINT) ||
+                                                   (kinds[k] == K_FLOAT && (sc.kind == K_INT || sc.kind == K_UINT)))) {
+            fail_at(l, e->start_mark, "a value that is not what its tag %.60s says", tag);
+            return 0;
+        }
+    } else if (tag == NULL && e->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+               !resolve_plain(s, len, &sc, &why)) {
+        fail_at(l, e->start_mark, "%s", why);
+        return 0;
+    }
+    if (is_key) {
+        if ((v = key_node(&sc, s, len, &why)) == NULL) {
+            fail_at(l, e->start_mark, "%s", why);
+            return 0;
+        }
+    } else {
+        v = scalar_node(&sc, s, len, (l->flags & FY_CDI_SPEC) && !typed_field(value_context(l)));
+    }
+    return place(l, v, 1, 0, e->start_mark) && remember(l, copy_name(e->data.scalar.anchor), v, 1, 0);
+}
+
+static int on_start(struct loader *l, const yaml_event_t *e, enum fj_type type)
+{
+    const yaml_char_t *tag = type == FJ_OBJECT ? e->data.mapping_start.tag : e->data.sequence_start.tag;
+    const yaml_char_t *anchor = type == FJ_OBJECT ? e->data.mapping_start.anchor : e->data.sequence_start.anchor;
+    struct yframe *f;
+
+    if (!container_tag_ok(l, tag, type == FJ_OBJECT ? TAG("map") : TAG("seq"), e->start_mark))
+        return 0;
+    if (l->depth > 0 && l->frames[l->depth - 1].node->type == FJ_OBJECT && l->frames[l->depth - 1].key == NULL) {
+        fail_at(l, e->start_mark, "a mapping or sequence (or an alias) as a mapping key");
+        return 0;
+    }
+    if (l->depth >= FJ_MAX_DEPTH) {
+        fail_at(l, e->start_mark, "nested deeper than %d levels", FJ_MAX_DEPTH);
+        return 0;
+    }
+    f = &l->frames[l->depth];
+    memset(f, 0, sizeof(*f));
+    f->context = value_context(l);
+    f->node = fj_new(type);
+    f->size = 1;
+    f->height = 1;
+    f->anchor = copy_name(anchor);
+    f->start = e->start_mark;
+    l->depth++;
+    return 1;
+}
+
+static int on_end(struct loader *l, const yaml_event_t *e)
+{
+    struct yframe f = l->frames[--l->depth];
+
+    if (f.node->type == FJ_OBJECT && f.node->n > LINEAR_KEYS) {
+        fj **sorted = xf_alloc(f.node->n * sizeof(*sorted));
+        memcpy(sorted, f.node->keys, f.node->n * sizeof(*sorted));
+        qsort(sorted, f.node->n, sizeof(*sorted), key_order);
+        for (size_t i = 1; i < f.node->n; i++)
+            if (same_key(sorted[i - 1], sorted[i])) {
+                duplicate(l, sorted[i], f.start);
+                free(sorted);
+                return 0;
+            }
+        free(sorted);
+    }
+    return place(l, f.node, f.size, f.height, e->start_mark) && remember(l, f.anchor, f.node, f.size, f.height);
+}
+
+static int on_alias(struct loader *l, const yaml_event_t *e)
+{
+    const char *name = (const char *)e->data.alias.anchor;
+
+    for (size_t i = l->nanchors; i-- > 0;)  /* a later anchor of the same name hides an earlier one */
+        if (strcmp(l->anchors[i].name, name) == 0)
+            return place(l, l->anchors[i].node, l->anchors[i].size, l->anchors[i].height, e->start_mark);
+    fail_at(l, e->start_mark, "alias *%.60s names no complete anchor (undefined, or used inside itself)", name);
+    return 0;
+}
+
+static int on_event(struct loader *l, const yaml_event_t *e)
+{
+    switch (e->type) {
+    case YAML_DOCUMENT_START_EVENT:
+        if (++l->documents > 1) {
+            fail_at(l, e->start_mark, "a second YAML document (a spec or config file is one document)");
+            return 0;
+        }
+        return 1;
+    case YAML_SCALAR_EVENT:
+        return on_scalar(l, e);
+    case YAML_SEQUENCE_START_EVENT:
+        return on_start(l, e, FJ_ARRAY);
+    case YAML_MAPPING_START_EVENT:
+        return on_start(l, e, FJ_OBJECT);
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+        return on_end(l, e);
+    case YAML_ALIAS_EVENT:
+        return on_alias(l, e);
+    default:  /* stream start/end, document end */
+        return 1;
+    }
+}
+
+fj *fy_parse(const char *text, size_t len, int flags, char *err, size_t errlen)
+{
+    struct loader *l = xf_alloc(sizeof(*l));
+    char dummy[1];
+    fj *root = NULL;
+    int ok = 1, done = 0;
+
+    if (err == NULL || errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    err[0] = '\0';
+    l->err = err;
+    l->errlen = errlen;
+    l->flags = flags;
+    if (len > FJ_MAX_BYTES) {
+        snprintf(err, errlen, "%zu bytes, more than the %zu a document may have", len, (size_t)FJ_MAX_BYTES);
+        free(l);
+        return NULL;
+    }
+    if (!yaml_parser_initialize(&l->parser))
+        abort();
+    yaml_parser_set_input_string(&l->parser, (const unsigned char *)text, len);
+    while (ok && !done) {
+        yaml_event_t e;
+        if (!yaml_parser_parse(&l->parser, &e)) {
+            parser_error(l);
+            ok = 0;
+            break;
+        }
+        done = e.type == YAML_STREAM_END_EVENT;
+        ok = on_event(l, &e);
+        yaml_event_delete(&e);
+    }
+    if (ok)
+        root = l->root != NULL ? l->root : fj_new(FJ_NULL);  /* an empty stream is null, as go-yaml has it */
+    yaml_parser_delete(&l->parser);
+    free(l->anchors);
+    free(l);
+    return root;
+}
+
+int xf_yaml_load_file(const char *path, size_t max_bytes, fj **out, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    char *data, why[512];
+    size_t len;
+    struct stat st;
+
+    *out = NULL;
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        return e == ENOENT ? -ENOENT : -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    if ((size_t)st.st_size > max_bytes) {
+        snprintf(err, errlen, "%s: %lld bytes, more than the %zu it may have", path, (long long)st.st_size, max_bytes);
+        close(fd);
+        return -1;
+    }
+    if (xf_read_fd(fd, max_bytes, &data, &len) != XF_OK) {  /* an I/O error, or it grew while read */
+        snprintf(err, errlen, "%s: cannot read: %s", path, xf_reason);
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    if ((*out = fy_parse(data, len, 0, why, sizeof(why))) == NULL) {
+        snprintf(err, errlen, "%s: not valid YAML: %s", path, why);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,17 @@
+/* The wrapper's command line (argv.c): runc's and crun's argument syntax. */
+#ifndef XF_ARGV_H
+#define XF_ARGV_H
+#include "lib/common.h"
+
+/* wrapper.split_command: the index of the runtime subcommand in args
+ * (global options skipped) and its name in *command, or -1 and NULL. */
+int xf_split_command(int nargs, char *const *args, const char **command);
+
+/* wrapper.option_value: the value of the first of names (nnames of them)
+ * at or after args[start] ("-b X", "--bundle=X"), or NULL; "--" ends it. */
+const char *xf_option_value(int nargs, char *const *args, int start, const char *const *names, size_t nnames);
+
+/* wrapper.spec_dirs from the value of XPU_CDI_SPEC_DIRS (or NULL). */
+size_t xf_spec_dirs(const char *value, const char ***dirs);
+
+#endif
