@@ -100,3 +100,24 @@ def test_an_index_whose_format_is_not_the_integer_1_is_not_used(tmp_path: Path) 
     index["xpuCdiIndex"] = 1
     got = run_wrapper(tmp_path, [{"name": "0", "containerEdits": {"env": ["PICKED=1"]}}], config, index, want="env")
     assert got["process"]["env"] == ["GPU_DEVS=0", "PICKED=1"]
+
+
+def test_nodes_replace_by_path_in_one_pass(tmp_path: Path) -> None:
+    """Nodes of several devices over a config.json that has some: an entry whose path a new node has
+    is replaced, the others keep their order in front; a path two devices share goes in once (the
+    merge of the devices' edits keeps its first); each allow rule once, a rule already there (any
+    member order) not again."""
+    def node(path: str, minor: int) -> Dict[str, Any]:
+        return {"path": path, "type": "c", "major": 1, "minor": minor, "fileMode": 0o666, "permissions": "rw"}
+
+    config = {"linux": {"devices": [{"path": "/dev/keep", "type": "c", "major": 1, "minor": 9},
+                                    {"path": "/dev/a", "type": "c", "major": 9, "minor": 9},
+                                    {"path": "/dev/keep2", "type": "c", "major": 1, "minor": 8}],
+                        "resources": {"devices": [{"minor": 7, "access": "rw", "type": "c", "major": 1,
+                                                   "allow": True}]}}}
+    got = run_wrapper(tmp_path, [{"name": "0", "containerEdits": {"deviceNodes": [node("/dev/a", 3), node("/dev/ctl", 5)]}},
+                                 {"name": "1", "containerEdits": {"deviceNodes": [node("/dev/b", 7), node("/dev/ctl", 5)]}}],
+                      config)
+    assert [(d["path"], d["major"], d["minor"]) for d in got["linux"]["devices"]] == [
+        ("/dev/keep", 1, 9), ("/dev/keep2", 1, 8), ("/dev/a", 1, 3), ("/dev/ctl", 1, 5), ("/dev/b", 1, 7)]
+    assert [(r["minor"], r["access"]) for r in got["linux"]["resources"]["devices"]] == [(7, "rw"), (3, "rw"), (5, "rw")]

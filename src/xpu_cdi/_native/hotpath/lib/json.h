@@ -14,6 +14,7 @@
 #ifndef XF_FJSON_H
 #define XF_FJSON_H
 #include "lib/common.h"
+#include <stdint.h>
 
 /* Nesting limit of parsed documents: config.json and CDI specs nest about
  * 6 deep; yajl's writer stops at 127, which leaves room for our edits. */
@@ -67,6 +68,19 @@ int fj_str_starts(const fj *v, const char *prefix, size_t n);
  *     parsers refuse duplicates and fj_set replaces), so there is no
  *     question of which duplicate counts. */
 int fj_equal(const fj *a, const fj *b);
+
+/* A set of values under fj_equal (json_set.c), hashed: membership in
+ * constant time where a scan would make the wrapper quadratic in the cards.
+ * Zero-initialised is empty; values are borrowed, never copied. */
+struct fj_valset {
+    const fj **slots;
+    uint64_t *hashes;
+    size_t cap, n;
+};
+uint64_t fj_hash(const fj *v);                          /* equal values hash alike */
+int fj_valset_has(const struct fj_valset *s, const fj *v);
+int fj_valset_add(struct fj_valset *s, const fj *v);    /* 1 added, 0 already there (or v NULL) */
+void fj_valset_free(struct fj_valset *s);
 
 /* Building and editing (the wrapper edits config.json in place). */
 fj *fj_new(enum fj_type type);            /* null/false/true/empty array/empty object */

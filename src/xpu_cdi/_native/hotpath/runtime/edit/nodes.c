@@ -3,6 +3,7 @@
 #include "runtime/edit/util.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -112,28 +113,48 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
     return XF_OK;
 }
 
-static int same_device_path(const fj *item, const void *arg)
-{
-    const fj *path = arg;
-
-    return item->type == FJ_OBJECT && fj_str_eq(fj_get(item, "path"), path->str, path->len);
-}
-
+/* The nodes go in as a loop of "drop every entry with this path, append
+ * the new one; append the allow rule unless config.json has it" would
+ * leave them, in one pass over each list (hashed: a scan per node was
+ * quadratic in the cards): the entries of config.json whose path no new
+ * node has, in order, then the new nodes, each path at the place of its
+ * last occurrence; the rules not yet there, in order, each once. */
 int apply_nodes(fj *config, const struct xf_edits *e)
 {
     fj *lx = fj_object_at(config, "linux"); /* not "linux": a predefined macro in gnu11 */
     fj *devices = fj_array_at(lx, "devices");
     fj *rules = fj_array_at(fj_object_at(lx, "resources"), "devices");
+    fj **dev = xf_alloc((e->nnodes + 1) * sizeof(*dev)), **rule = xf_alloc((e->nnodes + 1) * sizeof(*rule));
+    struct fj_valset new_paths = {0}, later = {0}, have_rules = {0};
+    size_t i, m = 0;
+    int rv = XF_OK;
 
-    for (size_t i = 0; i < e->nnodes; i++) {
-        fj *dev = NULL, *rule = NULL;
-        int rv = oci_device(e->nodes[i].json, &dev, &rule);
-        if (rv != XF_OK)
-            return rv;
-        keep_unless(devices, same_device_path, fj_get(dev, "path"));
-        fj_append(devices, dev);
-        if (rule != NULL && !contains(rules, rule))
-            fj_append(rules, rule);
+    for (i = 0; i < e->nnodes && rv == XF_OK; i++)
+        if ((rv = oci_device(e->nodes[i].json, &dev[i], &rule[i])) == XF_OK)
+            fj_valset_add(&new_paths, fj_get(dev[i], "path"));
+    if (rv == XF_OK) {
+        for (i = 0; i < devices->n; i++) {
+            const fj *item = devices->items[i];
+            if (!(item->type == FJ_OBJECT && fj_valset_has(&new_paths, fj_get(item, "path"))))
+                devices->items[m++] = devices->items[i];
+        }
+        devices->n = m;
+        for (i = e->nnodes; i-- > 0;) /* from the end: the last of each path is the one kept */
+            if (!fj_valset_add(&later, fj_get(dev[i], "path")))
+                dev[i] = NULL;
+        for (i = 0; i < rules->n; i++)
+            fj_valset_add(&have_rules, rules->items[i]);
+        for (i = 0; i < e->nnodes; i++) {
+            if (dev[i] != NULL)
+                fj_append(devices, dev[i]);
+            if (rule[i] != NULL && fj_valset_add(&have_rules, rule[i]))
+                fj_append(rules, rule[i]);
+        }
     }
-    return XF_OK;
+    fj_valset_free(&new_paths);
+    fj_valset_free(&later);
+    fj_valset_free(&have_rules);
+    free(dev);
+    free(rule);
+    return rv;
 }
