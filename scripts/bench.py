@@ -18,7 +18,8 @@ differences below are fair:
   plain runc on the config.json the wrapper writes; a container asking for
   nothing minus plain runc; and the wrapper's own cost without runc
   (`create` with /bin/true as the real runtime, minus /bin/true run
-  directly);
+  directly; the bundle on a tmpfs as under /run on real hosts, and on this
+  machine's disk);
 * device plugin (scripts/bench_deviceplugin.py, after the rounds): Allocate
   latency, resident memory, re-registration after a kubelet restart, time to
   report a vanished card Unhealthy, on each installed grpcio/protobuf stack.
@@ -61,6 +62,7 @@ BIN = Path(sys.executable).parent
 SIZES = (8, 512, 1024, 2048, 4096)
 STAT_NODES = 10_000
 HOOK_TARGET_MS = 10.0
+WRAPPER_TARGET_MS = 1.5  # the wrapper alone, 8 cards (issue 12)
 GENERATE_TARGET_MS = 150.0
 Sample = Callable[[], float]
 Rows = List[Tuple[str, str, str]]
@@ -286,6 +288,9 @@ def hook_inside_variants(work: Path) -> Dict[str, Sample]:
     return out
 
 
+MOUNTS: List[Path] = []  # tmpfs mounts made by the variants, unmounted before the work dir goes
+
+
 def wrapper_variants(work: Path) -> Dict[str, Sample]:
     """`run` through xpu-container-runtime and plain runc."""
     host = fakehost.kunlunxin(work / "wrapper-host", cards=8)
@@ -309,8 +314,18 @@ def wrapper_variants(work: Path) -> Dict[str, Sample]:
         out[f"wrapper/{name}"] = lambda runtime=runtime, b=b, pristine=pristine: _runc(runtime, b, env, pristine)
     # The wrapper's own cost without runc's noise: `create` with /bin/true as
     # the real runtime, against /bin/true run directly with the same arguments.
-    for name, (runtime, cenv) in {"true": ("/bin/true", eight), "fast8": (fast, eight), "fast0": (fast, [])}.items():
-        b = runtimes.Bundle(work)
+    # The bundles sit on a tmpfs, as on real hosts (containerd, Docker, CRI-O and
+    # podman keep them under /run); the same on this machine's disk is reported too
+    # (creating and renaming the temp file of the atomic config.json write costs
+    # more there).
+    run = work / "run"
+    run.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "xpu-cdi-bench", str(run)], check=True)
+    MOUNTS.append(run)
+    for name, (runtime, cenv, base) in {"true": ("/bin/true", eight, run), "fast8": (fast, eight, run),
+                                        "fast0": (fast, [], run), "disk-true": ("/bin/true", eight, work),
+                                        "disk-fast8": (fast, eight, work)}.items():
+        b = runtimes.Bundle(base)
         b.set_process(["true"], env=cenv)
         b.write()
         pristine = (b.dir / "config.json").read_bytes()
@@ -431,6 +446,7 @@ def report(s: Dict[str, List[float]]) -> Rows:
         ]
     if "wrapper/runc" in s:
         lo, hi = iqr(paired_ms(s, "wrapper/fast8", "wrapper/runc8"))
+        alone = ms(s["wrapper-direct/fast8"]) - ms(s["wrapper-direct/true"])
         rows += [
             ("runc run (wrapper baseline)", f"{ms(s['wrapper/runc']):.1f} ms", ""),
             ("wrapper overhead, 8 cards", f"{ms(s['wrapper/fast8']) - ms(s['wrapper/runc8']):.1f} ms",
@@ -444,9 +460,13 @@ def report(s: Dict[str, List[float]]) -> Rows:
             ("wrapper CPU, 8 cards", f"{ms(s['cpu:wrapper/fast8']) - ms(s['cpu:wrapper/runc8']):.1f} ms",
              "user+sys of the process tree, minus plain runc on the edited config.json"),
             ("wrapper CPU, nothing asked", f"{ms(s['cpu:wrapper/fast0']) - ms(s['cpu:wrapper/runc']):.1f} ms", ""),
-            ("wrapper alone, 8 cards", f"{ms(s['wrapper-direct/fast8']) - ms(s['wrapper-direct/true']):.2f} ms",
-             f"`create` with /bin/true as the real runtime, minus /bin/true itself: no runc noise; "
-             f"nothing asked {ms(s['wrapper-direct/fast0']) - ms(s['wrapper-direct/true']):.2f} ms"),
+            ("wrapper alone, 8 cards", f"{alone:.2f} ms",
+             f"`create` with /bin/true as the real runtime, minus /bin/true itself, bundle on a tmpfs (as "
+             f"under /run on real hosts): no runc noise; nothing asked "
+             f"{ms(s['wrapper-direct/fast0']) - ms(s['wrapper-direct/true']):.2f} ms; "
+             f"target <= {WRAPPER_TARGET_MS} ms: {'met' if alone <= WRAPPER_TARGET_MS else 'NOT met'}"),
+            ("  the same, bundle on this disk", f"{ms(s['wrapper-direct/disk-fast8']) - ms(s['wrapper-direct/disk-true']):.2f} ms",
+             "the atomic write's temp file created and renamed on ext4"),
         ]
     return rows
 
@@ -497,6 +517,8 @@ def main(argv: "Sequence[str] | None" = None) -> int:
 
                 dp_rows, dp_samples = bench_deviceplugin.run(work)
         finally:
+            for mount in MOUNTS:
+                subprocess.run(["umount", str(mount)], check=False)
             fakehost.remove_tree(work)
     machine["load_after"] = bench_machine.load()
     rows = report(samples) + dp_rows
