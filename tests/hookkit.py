@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import fakehost
 import runtimes
@@ -164,3 +164,13 @@ def npu(tmp_path: Path, installed_hook: Path) -> "HookHost":
     h = HookHost(tmp_path / "npu", installed_hook, "ascend", 4)
     yield h
     fakehost.remove_tree(h.base)
+
+
+@pytest.fixture
+def ctrd(tmp_path: Path) -> "Iterator[runtimes.Containerd]":
+    """A private containerd 1.6 (own root, state, socket); always stopped."""
+    c = runtimes.Containerd(tmp_path / "ctrd")
+    try:
+        yield c
+    finally:
+        c.stop()

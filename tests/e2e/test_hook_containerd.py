@@ -5,24 +5,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 import runtimes
-from hookkit import HookHost, container_output, installed_hook, node_line, probe, xpu  # noqa: F401
+from hookkit import HookHost, ctrd, container_output, installed_hook, node_line, probe, xpu  # noqa: F401
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 
 
-@pytest.fixture
-def ctrd(tmp_path: Path) -> Iterator["runtimes.Containerd"]:
-    """A private containerd 1.6 (own root, state, socket); always stopped."""
-    c = runtimes.Containerd(tmp_path / "ctrd")
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def test_ctr_run_config_with_hook(xpu: HookHost, ctrd: "runtimes.Containerd") -> None:

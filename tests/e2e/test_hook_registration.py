@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 
 import runtimes
-from hookkit import HookHost, container_output, installed_hook, node_line, probe, xpu  # noqa: F401
+from hookkit import HookHost, ctrd, container_output, installed_hook, node_line, probe, xpu  # noqa: F401
 from runtimes import podman  # noqa: F401
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
@@ -28,13 +28,6 @@ def localised(entry: Dict[str, Any], xpu: HookHost) -> Dict[str, Any]:
     return out
 
 
-@pytest.fixture
-def ctrd(tmp_path: Path) -> Iterator["runtimes.Containerd"]:
-    c = runtimes.Containerd(tmp_path / "ctrd")
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def test_shipped_files_are_well_formed() -> None:
