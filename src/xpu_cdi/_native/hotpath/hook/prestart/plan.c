@@ -2,6 +2,7 @@
  * numbers, nothing created or changed. */
 #include "hook/prestart/plan.h"
 #include "hook/update_ldcache.h"
+#include "lib/strings.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,34 +17,6 @@
 
 static const char TOOLS_NOTE[] = "only xpu-cdi-hook's update-ldcache and create-symlinks are run "
                                  "in-process on the prestart path";
-
-/* Python's repr() of a str, for the notes; -1 for text with non-ASCII
- * characters (whose repr depends on Unicode tables: not worth porting). */
-static int py_repr(struct xf_buf *b, const char *s)
-{
-    char quote = (strchr(s, '\'') && !strchr(s, '"')) ? '"' : '\'';
-
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p >= 0x80)
-            return -1;
-    xf_buf_add(b, &quote, 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == (unsigned char)quote || *p == '\\')
-            xf_buf_addf(b, "\\%c", *p);
-        else if (*p == '\t')
-            xf_buf_adds(b, "\\t");
-        else if (*p == '\n')
-            xf_buf_adds(b, "\\n");
-        else if (*p == '\r')
-            xf_buf_adds(b, "\\r");
-        else if (*p < 0x20 || *p == 0x7f)
-            xf_buf_addf(b, "\\x%02x", *p);
-        else
-            xf_buf_add(b, (const char *)p, 1);
-    }
-    xf_buf_add(b, &quote, 1);
-    return 0;
-}
 
 /* The spec entry's integer member agrees with what registry.c parsed:
  * absent and not present, or an integer of that value.  null, floats,
@@ -273,12 +246,8 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
            (h->nargs > 0 && strncmp(base_name(h->args[0]), "xpu-cdi", 7) == 0);
     ldcache = strcmp(sub, "update-ldcache") == 0;
     if (!ours || (!ldcache && strcmp(sub, "create-symlinks") != 0)) {
-        struct xf_buf b = {0};
-        xf_buf_adds(&b, "spec hook ");
-        if (py_repr(&b, h->path) != 0)
-            return xf_say(XF_ERR, "a spec hook path with non-ASCII text");
-        xf_buf_addf(&b, " %s not run: %s", sub, TOOLS_NOTE);
-        p->notes[p->nnotes++] = b.data;
+        p->notes[p->nnotes++] = xf_printf("spec hook %s %s not run: %s", rq_short(h->path, strlen(h->path)), sub,
+                                          TOOLS_NOTE);
         return XF_OK;
     }
     /* main._split: "--opt VALUE" / "--opt=VALUE"; anything else is an error */
