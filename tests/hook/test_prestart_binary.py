@@ -142,7 +142,9 @@ class TestSelection:
         ("npu-1", "'npu-1' is not a card index, a range like 0-3 or 'all'"),  # an alias of another vendor's
         ("GPU-6f1c1e2a-1b2c-4d5e-8f90-1234567890ab", "'GPU-6f1c1e2a-1b2c-4d5e-8f90-1234567890ab' is not a card index, "
                                                      "a range like 0-3 or 'all'"),
-    ], ids=["unknown-card", "bad-token", "reversed-range", "empty-token", "alias-token", "uuid"])
+        # only ASCII whitespace (" \t\n\v\f\r") pads a token: another control byte is part of it
+        ("1\x1c", "'1\\x1c' is not a card index, a range like 0-3 or 'all'"),
+    ], ids=["unknown-card", "bad-token", "reversed-range", "empty-token", "alias-token", "uuid", "control-byte"])
     def test_bad_value(self, host: HookHost, tmp_path: Path, value: str, message: str) -> None:
         b = bundle_dir(tmp_path, asks([f"CXPU_VISIBLE_DEVICES={value}"]))
         refused(host, tmp_path, state_of(b), f"CXPU_VISIBLE_DEVICES={value!r}: {message}")
@@ -279,7 +281,12 @@ class TestWrapper:
         (asks(["ASCEND_VISIBLE_DEVICES=0"]),
          "ASCEND_VISIBLE_DEVICES='0' asks for huawei.com/npu devices but no spec in {dirs} defines that kind (with its "
          ".xpu-cdi index): run `xpu-cdi generate` on this node"),
-    ], ids=["missing-config", "truncated-config", "unknown-card", "device-in-no-spec", "kind-in-no-spec"])
+        # ASCII whitespace around a value is no request, another control byte is one
+        (asks(["ASCEND_VISIBLE_DEVICES= \x1c\t"]),
+         "ASCEND_VISIBLE_DEVICES='\\x1c' asks for huawei.com/npu devices but no spec in {dirs} defines that kind (with "
+         "its .xpu-cdi index): run `xpu-cdi generate` on this node"),
+    ], ids=["missing-config", "truncated-config", "unknown-card", "device-in-no-spec", "kind-in-no-spec",
+            "kind-in-no-spec-control-byte"])
     def test_refused_in_one_line(self, alone: Path, host: HookHost, tmp_path: Path, config: Any,
                                  message: str) -> None:
         """One line on stderr and in the runtime's --log, exit 1, config.json untouched, no runtime run."""
