@@ -4,6 +4,7 @@
 #include "kernel/inroot.h"
 #include "kernel/ns.h"
 #include "kernel/spawn.h"
+#include "lib/strings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -154,7 +155,8 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
         return xf_say(XF_ERR, "cannot run the image's %s: %s", ldconfig, strerror(-rv));
     code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1;
     if (code != 0) {
-        /* the last non-empty line of its output, as Python's strip().splitlines()[-1] */
+        /* the last non-empty line of its output (ldconfig's error comes last),
+         * quoted as every message quotes a value: the image wrote it */
         size_t end = strlen(out), start;
         while (end > 0 && strchr(" \t\r\n\v\f", out[end - 1]))
             end--;
@@ -163,8 +165,8 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
             start--;
         if (end == start)
             return xf_say(XF_ERR, "the image's %s exited with %d: no output", ldconfig, code);
-        return xf_say(XF_ERR, "the image's %s exited with %d: %.*s", ldconfig, code,
-                      (int)(end - start), out + start);
+        return xf_say(XF_ERR, "the image's %s exited with %d: %s", ldconfig, code,
+                      rq_short(out + start, end - start));
     }
     xf_buf_adds(&msg, "ld cache updated for ");
     for (size_t i = 0; i < ndirs; i++)

@@ -63,8 +63,8 @@ struct xf_edits {
 };
 
 /* The hook indexes (*.xpu-cdi) of the spec dirs, by kind, later dirs
- * winning (select.load_indexes).  An index that is broken only disables
- * env selection for its kind, as in Python. */
+ * winning.  An index that is broken only disables env selection for its
+ * kind (annotations still select, and the spec is still read). */
 struct xf_index {
     const char *kind;
     const fj *json;          /* the whole index */
