@@ -14,9 +14,9 @@
 
 #define LDCONF "/etc/ld.so.conf.d/00-xpu-cdi.conf"
 #define LDCONF_HEADER "# written by xpu-cdi-hook update-ldcache\n"
-#define LDCONFIG_ENV "PATH=/usr/sbin:/usr/bin:/sbin:/bin" /* ldcache.ENV */
-#define LDCONFIG_TIMEOUT_MS 30000                        /* ldcache.TIMEOUT */
-#define LDCONFIG_OUT 4096                                /* as resolver.spawn_confined */
+#define LDCONFIG_ENV "PATH=/usr/sbin:/usr/bin:/sbin:/bin" /* the image's env is never used */
+#define LDCONFIG_TIMEOUT_MS 30000                        /* a hung ldconfig must not hang the start */
+#define LDCONFIG_OUT 4096                                /* the output kept for the message */
 
 static const char *const LDCONFIG[] = {"/sbin/ldconfig", "/usr/sbin/ldconfig", "/bin/ldconfig",
                                        "/usr/bin/ldconfig"};

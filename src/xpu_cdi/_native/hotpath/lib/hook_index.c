@@ -13,9 +13,9 @@
 
 #define MAX_INDEX_BYTES ((size_t)1 << 20) /* an index is a few KiB */
 
-/* ---- hook indexes (select.load_indexes) ---------------------------------- */
+/* ---- hook indexes ---------------------------------------------------------- */
 
-/* select._int: 1 to 6 ASCII digits. */
+/* A card index: 1 to 6 ASCII digits (no sign, no spaces). */
 int card_index(const char *s, size_t n, long *out)
 {
     long v = 0;
@@ -31,7 +31,7 @@ int card_index(const char *s, size_t n, long *out)
     return 1;
 }
 
-/* select._usable: the shape generate writes. */
+/* The shape generate writes; an index of another shape is not used. */
 static int usable(const fj *d)
 {
     const fj *sel, *indices, *all, *aliases, *kind;
@@ -96,7 +96,7 @@ int alias_index(const fj *aliases, const char *tok, size_t tlen, int fold, long 
 }
 
 /* A chip UUID as vendor device plugins send them: 8-4-4-4-12 hex digits
- * after an optional "<letters>-" prefix (as select._uuid_like). */
+ * after an optional "<letters>-" prefix. */
 int uuid_like(const char *t, size_t n)
 {
     static const size_t groups[] = {8, 4, 4, 4, 12};

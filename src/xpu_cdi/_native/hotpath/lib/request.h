@@ -75,8 +75,7 @@ struct xf_indexes {
 };
 int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *out);
 
-/* The qualified devices a container asked for, in select.requested's
- * order: per kind (sorted), the first of its selection variables present
+/* The qualified devices a container asked for, in this order: per kind (sorted), the first of its selection variables present
  * in env decides; then cdi.k8s.io/ annotations by key.  env is the
  * process.env array (or NULL); ann_state and ann_config the annotations
  * objects of the OCI state and config.json (or NULL; config's win on a

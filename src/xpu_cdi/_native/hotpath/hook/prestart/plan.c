@@ -20,8 +20,8 @@ static const char TOOLS_NOTE[] = "only xpu-cdi-hook's update-ldcache and create-
 
 /* The spec entry's integer member agrees with what registry.c parsed:
  * absent and not present, or an integer of that value.  null, floats,
- * booleans and strings are refused (Python's setdefault and `or` treat
- * them in ways not worth porting). */
+ * booleans and strings are refused: a broken spec, never read as a
+ * default. */
 static int int_member_ok(const fj *obj, const char *key, int present, long long value)
 {
     const fj *m;
@@ -85,7 +85,8 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
         return xf_say(XF_ERR, "device node '%s': major, minor, fileMode, uid and gid must be integers (regenerate the spec with "
                       "`xpu-cdi generate`)", in->path);
     if (j != NULL) {
-        /* n.get("type") or None; n.setdefault("hostPath", path); permissions or "rwm" */
+        /* type: absent, null or one of c b u p; hostPath: absent (the path itself) or a
+         * non-empty path; permissions: absent, null or "" ("rwm") or r, w and m */
         const fj *t = fj_get(j, "type"), *h = fj_get(j, "hostPath"), *p = fj_get(j, "permissions");
         char jkind = 0;
         if (t != NULL && t->type != FJ_NULL) {
@@ -151,12 +152,12 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     out->kind = kind;
     out->major = (unsigned)major;
     out->minor = (unsigned)minor;
-    out->mode = (mode_t)((mode ? mode : 0666) & 07777); /* int(fileMode or 0o666) & 0o7777 */
+    out->mode = (mode_t)((mode ? mode : 0666) & 07777); /* a fileMode of 0 is no mode: 0666 */
     out->uid = (in->present & XF_HAS_UID) ? in->uid : have_host ? (long long)host.st_uid : 0;
     out->gid = (in->present & XF_HAS_GID) ? in->gid : have_host ? (long long)host.st_gid : 0;
     out->chown = out->uid != 0 || out->gid != 0;
 
-    /* cgroup.rule_of: 'u' is 'c', access in "rwm" order */
+    /* the cgroup rule: 'u' (unbuffered) is a character device, access in "rwm" order */
     rule->type = kind == 'b' ? 'b' : 'c';
     rule->major = major;
     rule->minor = minor;
@@ -168,7 +169,9 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     return XF_OK;
 }
 
-/* plan._plan_mount */
+/* A spec mount as the hook can make it: a bind mount whose flags the
+ * known options set (propagation and atime options are left to the
+ * runtime's defaults); any other option or mount type is refused. */
 static int plan_mount(const struct xf_mount *m, struct xf_plan_mount *out)
 {
     static const struct {
@@ -231,7 +234,8 @@ static void add_link(struct xf_plan *p, const struct xf_link *link)
     p->links[p->nlinks++] = *link;
 }
 
-/* plan._plan_hook with main.parse_tool_args and links.parse */
+/* A spec hook: xpu-cdi-hook's update-ldcache and create-symlinks become
+ * folders and links of the plan (run in-process); any other hook is a note. */
 static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_folders)
 {
     const char *sub = h->nargs > 1 ? h->args[1] : "", *opt;
@@ -250,7 +254,7 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
                                           TOOLS_NOTE);
         return XF_OK;
     }
-    /* main._split: "--opt VALUE" / "--opt=VALUE"; anything else is an error */
+    /* "--opt VALUE" / "--opt=VALUE"; anything else is an error */
     opt = ldcache ? "--folder" : "--link";
     for (size_t i = 2; i < h->nargs; i++) {
         const char *arg = h->args[i], *eq = strchr(arg, '='), *value;
@@ -267,7 +271,7 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         nvalues++;
         if (ldcache) {
             int seen = 0;
-            if (value[0] != '/') /* ldcache.update's check */
+            if (value[0] != '/') /* a folder in the container, so absolute */
                 return xf_say(XF_ERR, "update-ldcache: --folder '%s' must be an absolute container path", value);
             for (size_t f = 0; f < p->nfolders && !seen; f++)
                 seen = strcmp(p->folders[f], value) == 0;
