@@ -25,7 +25,7 @@
 #define MI_ROOT 3
 #define MI_MOUNTPOINT 4
 #define MI_OPTIONAL 6   /* the first optional field or the "-" */
-#define MI_MAX_FIELDS 64
+#define MI_MAX_FIELDS 64 /* the kernel writes 10 and up to four optional fields */
 
 struct mount {
     const char *mountpoint, *root, *fstype, *opts;   /* unescaped; opts comma-separated */
