@@ -14,9 +14,10 @@
 
 /* ---- merging ------------------------------------------------------------ */
 
-/* An optional string field: NULL when absent; XF_ERR when given but not a
- * non-empty string (null or "" is a broken spec, not a default: readers
- * disagree on what either would mean). */
+/* An optional string field of a node or mount (hostPath, type,
+ * permissions): NULL when absent; XF_ERR when given but not a non-empty
+ * string -- a null or "" there is a broken spec, refused rather than
+ * guessed to mean the default. */
 static int opt_str(const fj *obj, const char *key, const char **out)
 {
     const fj *v = fj_get(obj, key);
