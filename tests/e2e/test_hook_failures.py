@@ -73,18 +73,21 @@ def test_existing_conflicting_node(xpu: HookHost) -> None:
 
 
 def test_ldconfig_failure_rolls_back(xpu: HookHost) -> None:
-    """The image's ldconfig fails: the hook fails with its last line, mounts and files are undone."""
+    """The image's ldconfig fails: the hook fails with its last line, quoted (a terminal escape the image
+    printed shows as \\x1b), mounts and files are undone."""
     b = xpu.bundle(["sh", "-c", "echo RAN"], env=["CXPU_VISIBLE_DEVICES=1"])
     no_dev_tmpfs(b)
     fake = b.rootfs / "sbin" / "ldconfig"
-    fake.write_text("#!/bin/sh\necho 'ldconfig: cannot do it' >&2\nexit 3\n")
+    fake.write_text("#!/bin/sh\necho 'first line'\nprintf 'ldconfig: \\033[31mcannot do it\\n\\n' >&2\nexit 3\n")
     fake.chmod(0o755)
     b.write()
     before, mounts_before = tree(b.rootfs), host_mounts(str(xpu.base))
     r = runtimes.run_runc(b)
     assert r.returncode != 0 and "RAN" not in r.stdout
-    assert "update-ldcache: the image's /sbin/ldconfig exited with 3: ldconfig: cannot do it" in r.stderr, \
-        container_output(r)
+    assert "update-ldcache: the image's /sbin/ldconfig exited with 3: 'ldconfig: " in r.stderr, container_output(r)
+    # the hook's own log line, as it wrote it (runc's stderr escapes backslashes once more)
+    assert "update-ldcache: the image's /sbin/ldconfig exited with 3: 'ldconfig: \\x1b[31mcannot do it'" in \
+        xpu.log_text(), xpu.log_text()
     assert_unchanged(before, tree(b.rootfs))
     assert host_mounts(str(xpu.base)) == mounts_before
 

@@ -142,7 +142,9 @@ class TestSelection:
         ("npu-1", "'npu-1' is not a card index, a range like 0-3 or 'all'"),  # an alias of another vendor's
         ("GPU-6f1c1e2a-1b2c-4d5e-8f90-1234567890ab", "'GPU-6f1c1e2a-1b2c-4d5e-8f90-1234567890ab' is not a card index, "
                                                      "a range like 0-3 or 'all'"),
-    ], ids=["unknown-card", "bad-token", "reversed-range", "empty-token", "alias-token", "uuid"])
+        # only ASCII whitespace (" \t\n\v\f\r") pads a token: another control byte is part of it
+        ("1\x1c", "'1\\x1c' is not a card index, a range like 0-3 or 'all'"),
+    ], ids=["unknown-card", "bad-token", "reversed-range", "empty-token", "alias-token", "uuid", "control-byte"])
     def test_bad_value(self, host: HookHost, tmp_path: Path, value: str, message: str) -> None:
         b = bundle_dir(tmp_path, asks([f"CXPU_VISIBLE_DEVICES={value}"]))
         refused(host, tmp_path, state_of(b), f"CXPU_VISIBLE_DEVICES={value!r}: {message}")
@@ -279,7 +281,12 @@ class TestWrapper:
         (asks(["ASCEND_VISIBLE_DEVICES=0"]),
          "ASCEND_VISIBLE_DEVICES='0' asks for huawei.com/npu devices but no spec in {dirs} defines that kind (with its "
          ".xpu-cdi index): run `xpu-cdi generate` on this node"),
-    ], ids=["missing-config", "truncated-config", "unknown-card", "device-in-no-spec", "kind-in-no-spec"])
+        # ASCII whitespace around a value is no request, another control byte is one
+        (asks(["ASCEND_VISIBLE_DEVICES= \x1c\t"]),
+         "ASCEND_VISIBLE_DEVICES='\\x1c' asks for huawei.com/npu devices but no spec in {dirs} defines that kind (with "
+         "its .xpu-cdi index): run `xpu-cdi generate` on this node"),
+    ], ids=["missing-config", "truncated-config", "unknown-card", "device-in-no-spec", "kind-in-no-spec",
+            "kind-in-no-spec-control-byte"])
     def test_refused_in_one_line(self, alone: Path, host: HookHost, tmp_path: Path, config: Any,
                                  message: str) -> None:
         """One line on stderr and in the runtime's --log, exit 1, config.json untouched, no runtime run."""
@@ -384,3 +391,60 @@ def test_binaries_alone_with_no_python_reachable(host: HookHost, alone: Path, tm
     assert str(alone / WRAPPER) in ran and runc in ran and str(alone / HOOK) in ran, ran
     assert not [p for p in ran if "python" in os.path.basename(p)], ran
     assert sorted(p.name for p in alone.iterdir()) == [HOOK, WRAPPER]
+
+
+V1_DEVICES = Path("/sys/fs/cgroup/devices")
+# run by `unshare -m` before the hook: the v1 devices hierarchy mounted again at $1 and the usual
+# mount of it gone, a tmpfs at $2; then the hook (in this private mount namespace alone)
+REMOUNT = ('mount -t cgroup -o devices xpu-cdi-test "$1" && mount -t tmpfs xpu-cdi-test "$2" && '
+           'umount /sys/fs/cgroup/devices && exec "$3" prestart --log "$4"')
+
+
+@pytest.mark.skipif(not (V1_DEVICES / "devices.allow").exists(), reason="no cgroup v1 devices controller on this host")
+def test_devices_cgroup_found_below_escaped_and_non_ascii_mount_points(alone: Path, tmp_path: Path) -> None:
+    """/proc/self/mountinfo read as the kernel writes it: the v1 devices hierarchy mounted at a path
+    holding a space, a tab and a backslash (shown as \\040, \\011, \\134) and, beside it, a tmpfs named
+    with non-ASCII bytes and a control character (shown raw): the hook finds the container's devices
+    cgroup below the escaped mount point and allows its node there."""
+    cg = V1_DEVICES / runtimes.unique("xpu-cdi-mountinfo")
+    cg.mkdir()
+    sleeper = None
+    try:
+        (cg / "devices.deny").write_text("a")
+        sleeper = subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cg),
+                                    "unshare", "-m", "--propagation", "private", "sleep", "60"])
+        for _ in range(500):
+            if Path(f"/proc/{sleeper.pid}/comm").read_text().strip() == "sleep":
+                break
+            subprocess.run(["sleep", "0.01"])
+        specs = tmp_path / "cdi"
+        specs.mkdir()
+        (specs / "mi.json").write_text(json.dumps({"cdiVersion": "0.7.0", "kind": "example.com/mi", "devices": [
+            {"name": "a", "containerEdits": {"deviceNodes": [{"path": "/dev/x0", "type": "c", "major": 240,
+                                                              "minor": 0, "fileMode": 0o640}],
+                                                "hooks": [{"hookName": "createContainer", "path": "/usr/bin/h\u00f4te",
+                                                           "args": ["h\u00f4te", "stuff"]}]}}]}))
+        rootfs = runtimes.make_rootfs(tmp_path / "bundle" / "rootfs")
+        (rootfs.parent / "config.json").write_text(json.dumps({"root": {"path": "rootfs"},
+                                                               "annotations": {"cdi.k8s.io/x": "example.com/mi=a"}}))
+        weird = tmp_path / "dev ices\tx\\y"
+        other = tmp_path / "caf\u00e9\x01"
+        weird.mkdir()
+        other.mkdir()
+        log = tmp_path / "hook.log"
+        state = {"id": "mi", "pid": sleeper.pid, "bundle": str(rootfs.parent)}
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", REMOUNT, "sh", str(weird),
+                            str(other), str(alone / HOOK), str(log)], input=json.dumps(state).encode(),
+                           capture_output=True, timeout=60,
+                           env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "XPU_CDI_SPEC_DIRS": str(specs)})
+        lines = log.read_text().splitlines() if log.exists() else []
+        assert r.returncode == 0, (r.stderr.decode(errors="replace"), lines)
+        assert "injected example.com/mi=a: 1 node(s)" in lines[-1] and "cgroup v1" in lines[-1], lines
+        assert "c 240:0 rwm" in (cg / "devices.list").read_text().splitlines()
+        # another tool's hook is not run, and the note names it as every message quotes a value
+        assert any("spec hook '/usr/bin/h\\xc3\\xb4te' stuff not run: " in line for line in lines), lines
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait(timeout=10)
+        cg.rmdir()

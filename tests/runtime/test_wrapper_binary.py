@@ -160,18 +160,20 @@ class TestEdits:
         ok(box.create())
         assert (box.bundle / "config.json").read_bytes() == once
 
-    def test_existing_device_and_mount_are_replaced(self, box: Box) -> None:
-        """A node or mount already at the same path is replaced, as CDI runtimes do."""
+    @pytest.mark.parametrize("existing", ["/usr/local/xpu/", "//usr/local/xpu", "/usr//local/./xpu"])
+    def test_existing_device_and_mount_are_replaced(self, box: Box, existing: str) -> None:
+        """A node or mount already at the same path is replaced, as CDI runtimes do; a mount's path is
+        the same however it is spelled (slashes repeated, even two leading ones, "." components)."""
         path = box.config(["CXPU_VISIBLE_DEVICES=2"])
         cfg = json.loads(path.read_text())
         cfg["linux"]["devices"] = [{"path": "/dev/xpu2", "type": "c", "major": 1, "minor": 3}]
-        cfg["mounts"].append({"destination": "/usr/local/xpu/", "source": "/elsewhere", "type": "bind"})
+        cfg["mounts"].append({"destination": existing, "source": "/elsewhere", "type": "bind"})
         path.write_text(json.dumps(cfg))
         ok(box.create())
         got = box.edited()
         assert [d["major"] for d in got["linux"]["devices"] if d["path"] == "/dev/xpu2"] == [240]
-        assert [m["source"] for m in got["mounts"] if m["destination"].rstrip("/") == "/usr/local/xpu"] == [
-            "/host/usr/local/xpu"]
+        assert [m["source"] for m in got["mounts"] if m["source"] in ("/elsewhere", "/host/usr/local/xpu")] == [
+            "/host/usr/local/xpu"], got["mounts"]
 
     def test_additional_gids_added_once(self, box: Box) -> None:
         box.device_edits({"deviceNodes": spec()["devices"][2]["containerEdits"]["deviceNodes"],

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* links.parse, one spec: TARGET and LINK not empty, LINK a plain
- * absolute path (rootfs.components). */
+/* One --link spec: TARGET and LINK not empty, LINK a plain absolute
+ * path (xf_good_cpath). */
 int xf_link_parse(const char *spec, struct xf_link *out)
 {
     const char *sep = strstr(spec, "::");
@@ -20,7 +20,7 @@ int xf_link_parse(const char *spec, struct xf_link *out)
     return XF_OK;
 }
 
-/* links.create: each link; an existing link with the same target is fine. */
+/* see create_symlinks.h */
 int xf_links_create(struct xf_root *x, const struct xf_link *links, size_t nlinks, size_t *made)
 {
     char current[PATH_MAX + 1];

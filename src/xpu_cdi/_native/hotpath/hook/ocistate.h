@@ -30,7 +30,8 @@ int xf_oci_read_state(int fd, char **text, size_t *len);
  * with the one-line reason. */
 int xf_oci_load(const char *text, size_t len, struct xf_oci *out);
 
-/* os.path.normpath of an absolute path. */
+/* An absolute path cleaned lexically: repeated slashes one, "." dropped,
+ * ".." removing the component before it (none above the root). */
 char *xf_normpath(const char *path);
 
 #endif

@@ -4,6 +4,7 @@
 #include "kernel/inroot.h"
 #include "kernel/ns.h"
 #include "kernel/spawn.h"
+#include "lib/strings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,9 +14,9 @@
 
 #define LDCONF "/etc/ld.so.conf.d/00-xpu-cdi.conf"
 #define LDCONF_HEADER "# written by xpu-cdi-hook update-ldcache\n"
-#define LDCONFIG_ENV "PATH=/usr/sbin:/usr/bin:/sbin:/bin" /* ldcache.ENV */
-#define LDCONFIG_TIMEOUT_MS 30000                        /* ldcache.TIMEOUT */
-#define LDCONFIG_OUT 4096                                /* as resolver.spawn_confined */
+#define LDCONFIG_ENV "PATH=/usr/sbin:/usr/bin:/sbin:/bin" /* the image's env is never used */
+#define LDCONFIG_TIMEOUT_MS 30000                        /* a hung ldconfig must not hang the start */
+#define LDCONFIG_OUT 4096                                /* the output kept for the message */
 
 static const char *const LDCONFIG[] = {"/sbin/ldconfig", "/usr/sbin/ldconfig", "/bin/ldconfig",
                                        "/usr/bin/ldconfig"};
@@ -154,7 +155,8 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
         return xf_say(XF_ERR, "cannot run the image's %s: %s", ldconfig, strerror(-rv));
     code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1;
     if (code != 0) {
-        /* the last non-empty line of its output, as Python's strip().splitlines()[-1] */
+        /* the last non-empty line of its output (ldconfig's error comes last),
+         * quoted as every message quotes a value: the image wrote it */
         size_t end = strlen(out), start;
         while (end > 0 && strchr(" \t\r\n\v\f", out[end - 1]))
             end--;
@@ -163,8 +165,8 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
             start--;
         if (end == start)
             return xf_say(XF_ERR, "the image's %s exited with %d: no output", ldconfig, code);
-        return xf_say(XF_ERR, "the image's %s exited with %d: %.*s", ldconfig, code,
-                      (int)(end - start), out + start);
+        return xf_say(XF_ERR, "the image's %s exited with %d: %s", ldconfig, code,
+                      rq_short(out + start, end - start));
     }
     xf_buf_adds(&msg, "ld cache updated for ");
     for (size_t i = 0; i < ndirs; i++)

@@ -9,7 +9,7 @@
 #define XF_LDCACHE_MAX_ARGC 127
 #define XF_LDCACHE_MAX_FOLDERS (XF_LDCACHE_MAX_ARGC - 1)
 
-/* ldcache.update on folders (absolute, de-duplicated, at most
+/* The image's ld cache updated for folders (absolute, de-duplicated, at most
  * XF_LDCACHE_MAX_FOLDERS), ldconfig joining the namespaces nsfds/nstypes.
  * XF_OK with *note for the log (also when there is no ldconfig or none of
  * the folders exist: then nothing is touched), or XF_ERR. */

@@ -183,7 +183,7 @@ int xc_bpf_dev_patch(int cgfd, unsigned int prog_id, unsigned int attach_flags,
         err = E2BIG;
         goto out;
     }
-    /* the only allocation: freed below, never seen by Python */
+    /* the only allocation: freed below, never returned to the caller */
     insns = calloc(old_cnt + pre, sizeof(struct bpf_insn));
     if (insns == NULL) {
         err = ENOMEM;

@@ -18,10 +18,11 @@ struct xf_cgroup {
     int fd;             /* v1: O_PATH dir fd; v2: O_RDONLY dir fd (bpf needs it) */
 };
 
-/* locate() of the Python on given texts (mountinfo, /proc/PID/cgroup;
- * both NUL-terminated at their length): *version 1 or 2 and the device
- * cgroup directory, deciding as runc does.  XF_OK, or XF_ERR with the
- * reason (not found, or text the C does not parse exactly like Python). */
+/* The device cgroup found in given texts (mountinfo, /proc/PID/cgroup, as
+ * the kernel writes them; both NUL-terminated at their length): *version
+ * 1 or 2 and the device cgroup directory, deciding as runc does.  XF_OK,
+ * or XF_ERR with the reason (not found, or text the kernel would not have
+ * written: a NUL byte, a backslash not starting an octal escape). */
 int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, size_t clen,
                      int *version, const char **path);
 

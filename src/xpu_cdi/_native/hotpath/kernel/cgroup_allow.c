@@ -13,9 +13,9 @@
 #define MAX_PROGS 64 /* device programs attached to one cgroup */
 #define VERIFIER_LOG (1u << 16)
 
-/* A rule the Python would write or encode the same way: c or b, numbers
- * that fit the unsigned 32-bit words of the BPF rules (Python: cffi
- * raises), access a non-empty subset of "rwm". */
+/* A rule both forms can hold: c or b, numbers that fit the unsigned 32-bit
+ * words of the BPF program's comparisons (and so a devices.allow line),
+ * access a non-empty subset of "rwm". */
 static int rule_ok(const struct xf_rule *r)
 {
     size_t len = strnlen(r->access, sizeof(r->access));

@@ -2,10 +2,11 @@
  * hierarchy or its cgroup2 directory, from /proc/self/mountinfo and
  * /proc/PID/cgroup, and opening it.
  *
- * The texts parsed here are the kernel's, but a hostile container could
- * influence path parts of them: any text holding a control character
- * other than tab and newline, or a non-ASCII byte, is declined rather
- * than split by guesswork; what remains splits on ' ', '\t' and '\n'. */
+ * Both texts are read the way the kernel writes them (proc(5), cgroups(7)).
+ * A mount point can be named by whoever may mount (a container with
+ * bidirectional mount propagation too), but the kernel escapes the bytes
+ * that would split a mountinfo line (space, tab, newline, backslash), so
+ * any other name -- non-ASCII, control characters -- is just a name. */
 #include "kernel/cgroup.h"
 
 #include <errno.h>
@@ -17,91 +18,80 @@
  * /proc/PID/cgroup is one line per hierarchy. */
 #define MOUNTINFO_LIMIT (8u << 20)
 #define CGROUPS_LIMIT (1u << 20)
-/* resolver.bpf_dev_query asks for at most 64 ids (more: ENOSPC) */
-#define MAX_PROGS 64
-#define VERIFIER_LOG (1u << 16)
+
+/* A mountinfo line: mount ID, parent ID, major:minor, root, mount point,
+ * mount options, zero or more optional fields, "-", file system type,
+ * source, super options (fs/proc_namespace.c, show_mountinfo). */
+#define MI_ROOT 3
+#define MI_MOUNTPOINT 4
+#define MI_OPTIONAL 6   /* the first optional field or the "-" */
+#define MI_MAX_FIELDS 64 /* the kernel writes 10 and up to four optional fields */
 
 struct mount {
     const char *mountpoint, *root, *fstype, *opts;   /* unescaped; opts comma-separated */
 };
 
-/* Texts whose lines and fields split the same in C and Python (above). */
-static int plain_text(const char *s, size_t n, const char *what)
+struct field {
+    const char *s;
+    size_t n;
+};
+
+static int is_octal(char c)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x80 || (c < 0x20 && c != '\t' && c != '\n'))
-            return xf_say(XF_ERR, "%s: byte 0x%02x at offset %zu (not plain ASCII)", what, c, i);
-    }
-    return XF_OK;
+    return c >= '0' && c <= '7';
 }
 
-static int is_space(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-static int is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-/* Python's str.split(): up to max whitespace-separated fields of [s, end)
- * as NUL-terminated copies; returns how many there are in all. */
-static size_t split_fields(const char *s, const char *end, char **out, size_t max)
+/* The fields of [s, end): the kernel separates them by exactly one space
+ * and never writes a space inside one (it is escaped), so every space
+ * ends a field.  Returns how many there are in all; the first max are
+ * stored (pointers into the text, nothing copied). */
+static size_t split_fields(const char *s, const char *end, struct field *out, size_t max)
 {
     size_t n = 0;
 
-    while (s < end) {
-        const char *start;
-        while (s < end && is_space(*s))
-            s++;
-        if (s == end)
-            break;
-        start = s;
-        while (s < end && !is_space(*s))
-            s++;
-        if (n < max)
-            out[n] = xf_strndup(start, (size_t)(s - start));
+    for (;;) {
+        const char *sp = memchr(s, ' ', (size_t)(end - s)), *stop = sp ? sp : end;
+        if (n < max) {
+            out[n].s = s;
+            out[n].n = (size_t)(stop - s);
+        }
         n++;
+        if (sp == NULL)
+            return n;
+        s = sp + 1;
     }
-    return n;
 }
 
-/* _unescape: "\" followed by digits (the next up to three characters, all
- * digits) is the character of that octal number, as Python does it.  The
- * kernel escapes only space, tab, newline and backslash; anything the
- * Python would fail on (8 or 9: int() raises) or turn into a NUL or a
- * non-ASCII character is declined. */
-static int unescape(const char *field, const char **out)
+static int field_is(const struct field *f, const char *want)
 {
-    size_t n = strlen(field), i = 0, o = 0;
-    char *buf;
+    return f->n == strlen(want) && memcmp(f->s, want, f->n) == 0;
+}
 
-    if (strchr(field, '\\') == NULL) {
-        *out = field;
-        return XF_OK;
-    }
-    buf = xf_alloc(n + 1);
-    while (i < n) {
-        size_t k = 0;
-        unsigned value = 0;
-        if (field[i] == '\\')
-            while (k < 3 && i + 1 + k < n && is_digit(field[i + 1 + k]))
-                k++;
-        /* Python: field[i+1:i+4].isdigit() -- the whole slice, however short */
-        if (k == 0 || k != (n - (i + 1) < 3 ? n - (i + 1) : 3)) {
-            buf[o++] = field[i++];
+/* A path field as it was before the kernel escaped it: the kernel writes
+ * each byte of " \t\n\\" as a backslash and three octal digits (\040,
+ * \011, \012, \134: seq_escape's octal form), so in its text a backslash
+ * always starts three octal digits of a byte.  Anything else (a lone
+ * backslash, \8, \777) or an escaped NUL is not the kernel's text and is
+ * declined.  A NUL-terminated copy. */
+static int unescape(const struct field *f, const char **out)
+{
+    char *buf = xf_alloc(f->n + 1);
+    size_t o = 0;
+
+    for (size_t i = 0; i < f->n;) {
+        const char *d = f->s + i + 1;
+        unsigned value;
+        if (f->s[i] != '\\') {
+            buf[o++] = f->s[i++];
             continue;
         }
-        for (size_t j = 0; j < k; j++) {
-            char d = field[i + 1 + j];
-            if (d > '7')
-                return xf_say(XF_ERR, "mountinfo: bad octal escape in %s", field);
-            value = value * 8 + (unsigned)(d - '0');
-        }
-        if (value == 0 || value >= 0x80)
-            return xf_say(XF_ERR, "mountinfo: escape \\%03o in %s", value, field);
+        if (i + 3 >= f->n || !is_octal(d[0]) || !is_octal(d[1]) || !is_octal(d[2]))
+            return xf_say(XF_ERR, "mountinfo: bad escape in %s (a backslash must start three octal digits)",
+                          xf_strndup(f->s, f->n));
+        value = (unsigned)(d[0] - '0') * 64 + (unsigned)(d[1] - '0') * 8 + (unsigned)(d[2] - '0');
+        if (value == 0 || value > 0xff)
+            return xf_say(XF_ERR, "mountinfo: escape \\%03o in %s is not a byte of a path", value,
+                          xf_strndup(f->s, f->n));
         buf[o++] = (char)value;
         i += 4;
     }
@@ -110,8 +100,9 @@ static int unescape(const char *field, const char **out)
     return XF_OK;
 }
 
-/* cgroup_mounts: every mount whose file system type starts with "cgroup",
- * in mountinfo order.  The text must be NUL-terminated at len. */
+/* cgroup_mounts: every mount whose file system type is cgroup or cgroup2,
+ * in mountinfo order.  A line of another shape is no mount of ours and is
+ * passed over.  The text must be NUL-terminated at len. */
 static int cgroup_mounts(const char *text, struct mount **out, size_t *count)
 {
     struct mount *m = NULL;
@@ -119,26 +110,27 @@ static int cgroup_mounts(const char *text, struct mount **out, size_t *count)
     const char *line = text;
 
     while (*line != '\0') {
-        const char *eol = strchr(line, '\n'), *sep;
-        char *left[5], *right[3];
-        size_t nl, nr;
+        const char *eol = strchr(line, '\n');
+        struct field f[MI_MAX_FIELDS];
+        size_t nf, sep;
         if (eol == NULL)
             eol = line + strlen(line);
-        sep = memmem(line, (size_t)(eol - line), " - ", 3);
-        if (sep != NULL) {
-            nl = split_fields(line, sep, left, 5);
-            nr = split_fields(sep + 3, eol, right, 3);
-            if (nl >= 5 && nr >= 3 && strncmp(right[0], "cgroup", 6) == 0) {
-                if (n == cap) {
-                    cap = cap ? 2 * cap : 16;
-                    m = xf_realloc(m, cap * sizeof(*m));
-                }
-                if (unescape(left[4], &m[n].mountpoint) != XF_OK || unescape(left[3], &m[n].root) != XF_OK)
-                    return XF_ERR;
-                m[n].fstype = right[0];
-                m[n].opts = right[2];
-                n++;
+        nf = split_fields(line, eol, f, MI_MAX_FIELDS);
+        if (nf > MI_MAX_FIELDS)
+            nf = MI_MAX_FIELDS;
+        for (sep = MI_OPTIONAL; sep < nf && !field_is(&f[sep], "-"); sep++)
+            ;
+        /* after the "-": file system type, source, super options */
+        if (sep + 3 < nf && (field_is(&f[sep + 1], "cgroup") || field_is(&f[sep + 1], "cgroup2"))) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                m = xf_realloc(m, cap * sizeof(*m));
             }
+            if (unescape(&f[MI_MOUNTPOINT], &m[n].mountpoint) != XF_OK || unescape(&f[MI_ROOT], &m[n].root) != XF_OK)
+                return XF_ERR;
+            m[n].fstype = xf_strndup(f[sep + 1].s, f[sep + 1].n);
+            m[n].opts = xf_strndup(f[sep + 3].s, f[sep + 3].n);
+            n++;
         }
         line = *eol ? eol + 1 : eol;
     }
@@ -163,9 +155,11 @@ static int has_option(const char *opts, const char *want)
     }
 }
 
-/* proc_cgroups, reduced to the two entries locate needs: the path of the
- * v2 entry ("" controller) and of "devices"; later lines win, and a
- * controller list such as "devices," counts for both. */
+/* proc_cgroups: the two entries of /proc/PID/cgroup locate needs.  The
+ * kernel writes a line "hierarchy-ID:controller-list:cgroup-path" per
+ * hierarchy, the path raw to the end of the line (it may hold ':'):
+ * the cgroup2 line has an empty controller list ("0::/path"), a v1
+ * hierarchy lists its controllers comma-separated ("7:devices:/path"). */
 static void proc_cgroups(const char *text, const char **v2, const char **devices)
 {
     const char *line = text;
@@ -179,12 +173,12 @@ static void proc_cgroups(const char *text, const char **v2, const char **devices
         c2 = c1 ? memchr(c1 + 1, ':', (size_t)(eol - (c1 + 1))) : NULL;
         if (c2 != NULL) {
             const char *path = xf_strndup(c2 + 1, (size_t)(eol - (c2 + 1)));
-            for (const char *p = c1 + 1;; p++) {
+            if (c2 == c1 + 1)
+                *v2 = path;
+            for (const char *p = c1 + 1; p < c2; p++) {
                 const char *end = memchr(p, ',', (size_t)(c2 - p));
                 size_t len = end ? (size_t)(end - p) : (size_t)(c2 - p);
-                if (len == 0)
-                    *v2 = path;
-                else if (len == 7 && memcmp(p, "devices", 7) == 0)
+                if (len == 7 && memcmp(p, "devices", 7) == 0)
                     *devices = path;
                 if (end == NULL)
                     break;
@@ -195,9 +189,10 @@ static void proc_cgroups(const char *text, const char **v2, const char **devices
     }
 }
 
-/* _below: the directory of cgroup path in a hierarchy mounted at
- * mountpoint whose mount shows it from root; then os.path.join(mountpoint,
- * path.lstrip("/")), which adds a "/" even before an empty tail. */
+/* The directory of cgroup path in a hierarchy mounted at mountpoint,
+ * whose mount shows the hierarchy from root (mountinfo's root field: "/"
+ * unless a subtree was mounted): mountpoint joined with one "/" to the
+ * path below root (a trailing "/" when path is root itself). */
 static const char *below(const char *mountpoint, const char *root, const char *path)
 {
     size_t rl = strlen(root), ml = strlen(mountpoint);
@@ -221,8 +216,10 @@ int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, si
     size_t n;
     const char *v2path, *devpath;
 
-    if (plain_text(mountinfo, mlen, "mountinfo") != XF_OK || plain_text(cgroups, clen, "cgroups") != XF_OK)
-        return XF_ERR;
+    /* the kernel writes no NUL in either: one would hide the text after it */
+    if (memchr(mountinfo, '\0', mlen) != NULL || memchr(cgroups, '\0', clen) != NULL)
+        return xf_say(XF_ERR, "%s holds a NUL byte: not the kernel's text",
+                      memchr(mountinfo, '\0', mlen) ? "mountinfo" : "/proc/PID/cgroup");
     if (cgroup_mounts(mountinfo, &m, &n) != XF_OK)
         return XF_ERR;
     proc_cgroups(cgroups, &v2path, &devpath);

@@ -50,9 +50,10 @@ static void drop_all_caps(int errfd)
         child_fail(errfd, errno);
 }
 
-/* Ignored signals stay ignored across exec: Python ignores SIGPIPE and
- * SIGXFSZ, and a program started with SIGPIPE ignored never dies of a
- * closed pipe.  Give the program default dispositions and an empty mask. */
+/* Ignored signals stay ignored across exec, and whatever started the hook
+ * (a runtime, a shim, a shell) may have ignored some: a program started
+ * with SIGPIPE ignored never dies of a closed pipe.  Give the program
+ * default dispositions and an empty mask. */
 static void reset_signals(void)
 {
     sigset_t none;

@@ -96,7 +96,7 @@ static int annotation_devices(const char *key, const fj *value, struct rq_names 
 }
 
 /* The cdi.k8s.io/ members of state's then config's annotations, later
- * winning (state.container), sorted by key (devices_from_annotations). */
+ * winning (the bundle's config.json is the container's own), sorted by key. */
 int rq_annotation_names(const fj *ann_state, const fj *ann_config, struct rq_names *out)
 {
     const fj *sources[2] = {ann_state, ann_config};

@@ -6,11 +6,11 @@
 #include "lib/files.h"
 #include "lib/strings.h"
 
-/* names.devices_from_annotations over the cdi.k8s.io/ members of state's
- * then config's annotations (objects or NULL; config's win on a repeated
- * key, as state.container): their devices, in key order, added to out.
- * XF_ERR for any key or value the Python code would refuse, or read in
- * a way this code does not (non-ASCII, a value that is not a string). */
+/* The devices of the cdi.k8s.io/ members of state's then config's
+ * annotations (objects or NULL; config's win on a repeated key), in key
+ * order, added to out.  XF_ERR for a key or value that breaks the CDI
+ * annotation rules (cdi.k8s.io/<name of at most 63 ASCII characters>, a
+ * comma list of qualified device names) or is not a string. */
 int rq_annotation_names(const fj *ann_state, const fj *ann_config, struct rq_names *out);
 
 #endif

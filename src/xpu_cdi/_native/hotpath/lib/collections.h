@@ -22,7 +22,7 @@ struct rq_vec {
 };
 void rq_vec_add(struct rq_vec *a, const void *p);
 
-/* An ordered set of names (select.requested's dict of None). */
+/* An ordered set of names: each once, in the order first added. */
 struct rq_names {
     struct rq_vec list;
     struct rq_map seen;

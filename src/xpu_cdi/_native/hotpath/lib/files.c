@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* os.listdir, sorted (byte order).  0, or -errno when the dir cannot be listed. */
+/* see files.h */
 int rq_list_dir(const char *d, char ***names, size_t *n)
 {
     DIR *dir = opendir(d);
@@ -44,10 +44,11 @@ int rq_list_dir(const char *d, char ***names, size_t *n)
     return 0;
 }
 
-/* Up to limit bytes of a regular file (NUL-terminated).  RD_OSERROR where
- * Python's open()/read() raise OSError (a directory too); RD_REFUSED (reason
+/* Up to limit bytes of a regular file (NUL-terminated).  RD_UNREADABLE when
+ * open(2) or read(2) fails (a directory too: EISDIR); RD_REFUSED (reason
  * set) for a file larger than limit or of another type (a FIFO would block
- * Python: not ours to decide). */
+ * the reader, a device is no spec).  Opened O_NONBLOCK so that a FIFO
+ * cannot block the open itself. */
 int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -56,12 +57,12 @@ int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, st
 
     if (fd < 0) {
         xf_say(XF_ERR, "%s", strerror(errno));
-        return RD_OSERROR;
+        return RD_UNREADABLE;
     }
     if (fstat(fd, st) != 0 || S_ISDIR(st->st_mode)) {
         xf_say(XF_ERR, "%s", strerror(S_ISDIR(st->st_mode) ? EISDIR : errno));
         close(fd);
-        return RD_OSERROR;
+        return RD_UNREADABLE;
     }
     if (!S_ISREG(st->st_mode)) {
         close(fd);
@@ -76,7 +77,7 @@ int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, st
             continue;
         if (got < 0) {
             xf_say(XF_ERR, "%s", strerror(errno));
-            rv = RD_OSERROR;
+            rv = RD_UNREADABLE;
             break;
         }
         if (got == 0)

@@ -4,13 +4,15 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
-/* os.listdir, sorted (byte order).  0, or -errno when the dir cannot be listed. */
+/* The names in dir d but "." and "..", sorted by their bytes.  0, or
+ * -errno when the dir cannot be listed. */
 int rq_list_dir(const char *d, char ***names, size_t *n);
 
-/* How reading a file went, in the terms the Python callers care about. */
-enum { RD_OK, RD_OSERROR, RD_REFUSED };
+/* How reading a file went: read, unreadable (the system said no), or
+ * refused by us (too large, not a regular file). */
+enum { RD_OK, RD_UNREADABLE, RD_REFUSED };
 
-/* Up to limit bytes of a regular file (NUL-terminated).  RD_OSERROR when
+/* Up to limit bytes of a regular file (NUL-terminated).  RD_UNREADABLE when
  * it cannot be opened or read (a directory too), RD_REFUSED for a file
  * larger than limit or of another type (a FIFO would block); either way
  * xf_reason says why, without the path. */

@@ -13,9 +13,9 @@
 
 #define MAX_INDEX_BYTES ((size_t)1 << 20) /* an index is a few KiB */
 
-/* ---- hook indexes (select.load_indexes) ---------------------------------- */
+/* ---- hook indexes ---------------------------------------------------------- */
 
-/* select._int: 1 to 6 ASCII digits. */
+/* A card index: 1 to 6 ASCII digits (no sign, no spaces). */
 int card_index(const char *s, size_t n, long *out)
 {
     long v = 0;
@@ -31,7 +31,7 @@ int card_index(const char *s, size_t n, long *out)
     return 1;
 }
 
-/* select._usable: the shape generate writes. */
+/* The shape generate writes; an index of another shape is not used. */
 static int usable(const fj *d)
 {
     const fj *sel, *indices, *all, *aliases, *kind;
@@ -96,7 +96,7 @@ int alias_index(const fj *aliases, const char *tok, size_t tlen, int fold, long 
 }
 
 /* A chip UUID as vendor device plugins send them: 8-4-4-4-12 hex digits
- * after an optional "<letters>-" prefix (as select._uuid_like). */
+ * after an optional "<letters>-" prefix. */
 int uuid_like(const char *t, size_t n)
 {
     static const size_t groups[] = {8, 4, 4, 4, 12};
@@ -145,7 +145,7 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
         char **names;
         size_t n;
         if (rq_list_dir(dirs[di], &names, &n) != 0)
-            continue; /* Python: OSError -> next dir */
+            continue; /* a dir that cannot be listed (absent, not a dir) holds no index */
         for (size_t i = 0; i < n; i++) {
             char *path, *data, err[256];
             size_t len;
@@ -155,7 +155,7 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
                 continue;
             path = rq_join(dirs[di], names[i]);
             switch (rq_read_regular(path, MAX_INDEX_BYTES, &data, &len, &st)) {
-            case RD_OSERROR:
+            case RD_UNREADABLE:
             case RD_REFUSED:
                 continue; /* a broken index only disables env selection for its kind */
             }
@@ -175,7 +175,7 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
         out->items[i].json = rq_map_get(&by_kind, kinds.v[i]);
     }
     out->n = kinds.n;
-    /* kinds are UTF-8 without NUL: byte order is Python's code point order */
+    /* by kind, in byte order (for UTF-8 also code point order, as the tooling sorts) */
     if (out->n > 1)
         qsort(out->items, out->n, sizeof(*out->items), cmp_index);
     return XF_OK;

@@ -14,9 +14,10 @@
 
 /* ---- merging ------------------------------------------------------------ */
 
-/* An optional string field: NULL when absent; XF_ERR when of another
- * type or empty (the Python consumers read null, "" and absent
- * differently from each other: `or` in one place, a key test in another). */
+/* An optional string field of a node or mount (hostPath, type,
+ * permissions): NULL when absent; XF_ERR when given but not a non-empty
+ * string -- a null or "" there is a broken spec, refused rather than
+ * guessed to mean the default. */
 static int opt_str(const fj *obj, const char *key, const char **out)
 {
     const fj *v = fj_get(obj, key);
@@ -169,7 +170,7 @@ static int add_edits(struct merge *m, const fj *edits)
     return XF_OK;
 }
 
-/* wrapper._extra_edits: additionalGids, and the first edit the wrapper cannot apply. */
+/* The edits beyond nodes, mounts, env and hooks: additionalGids, and the first edit the wrapper cannot apply. */
 static int extra_edits(const struct device *const *devs, size_t n, struct xf_edits *out)
 {
     static const char *const unsupported[] = {"intelRdt", "netDevices"};
@@ -184,7 +185,7 @@ static int extra_edits(const struct device *const *devs, size_t n, struct xf_edi
             for (size_t k = 0; k < 2; k++)
                 if (rq_truthy(fj_get(sources[s], unsupported[k]))) {
                     out->unsupported = unsupported[k];
-                    return XF_OK; /* Python stops here */
+                    return XF_OK; /* the wrapper refuses the container naming it: nothing else matters */
                 }
             gids = fj_get(sources[s], "additionalGids");
             if (!rq_truthy(gids))

@@ -63,8 +63,8 @@ struct xf_edits {
 };
 
 /* The hook indexes (*.xpu-cdi) of the spec dirs, by kind, later dirs
- * winning (select.load_indexes).  An index that is broken only disables
- * env selection for its kind, as in Python. */
+ * winning.  An index that is broken only disables env selection for its
+ * kind (annotations still select, and the spec is still read). */
 struct xf_index {
     const char *kind;
     const fj *json;          /* the whole index */
@@ -75,8 +75,7 @@ struct xf_indexes {
 };
 int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *out);
 
-/* The qualified devices a container asked for, in select.requested's
- * order: per kind (sorted), the first of its selection variables present
+/* The qualified devices a container asked for, in this order: per kind (sorted), the first of its selection variables present
  * in env decides; then cdi.k8s.io/ annotations by key.  env is the
  * process.env array (or NULL); ann_state and ann_config the annotations
  * objects of the OCI state and config.json (or NULL; config's win on a

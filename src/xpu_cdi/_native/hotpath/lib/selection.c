@@ -18,7 +18,7 @@
 #define MAX_TOKEN 64                      /* bytes of one token */
 #define MAX_VALUE ((size_t)1 << 16)       /* bytes of one value */
 
-/* ---- selection values (select.parse_value) ------------------------------ */
+/* ---- selection values ---------------------------------------------------- */
 
 struct span {
     long lo, hi;
@@ -35,7 +35,7 @@ static int cmp_span(const void *a, const void *b)
 
 struct card {
     long index;
-    size_t pos;  /* first position of its key (the dict's order) */
+    size_t pos;  /* position of its key in the index */
     const fj *key, *name;
 };
 
@@ -69,8 +69,8 @@ static int add_name(struct rq_names *out, const char *kind, const fj *name)
     return XF_OK;
 }
 
-/* `all` with no "all" device: every card, sorted(indices, key=int) --
- * a stable sort, so keys of equal value ("1", "01") keep the dict's order. */
+/* `all` with no "all" device: every card of the index by card number,
+ * keys of the same number ("1", "01") in the index's order. */
 static int all_cards(const char *kind, const fj *indices, struct rq_names *out)
 {
     size_t n = indices->n, u = 0;
@@ -245,7 +245,7 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
             return add_name(out, kind, all);
         return all_cards(kind, indices, out);
     }
-    for (size_t i = 0; i < indices->n; i++) /* the dict: the last value of a key */
+    for (size_t i = 0; i < indices->n; i++) /* one value a key: the parser refuses duplicates */
         rq_map_put(&by_key, xf_strndup(indices->keys[i]->str, indices->keys[i]->len), indices->items[i]);
     if (nspans > 1)
         qsort(spans, nspans, sizeof(*spans), cmp_span);
@@ -287,7 +287,7 @@ static int env_lookup(const fj *env, const char *var, size_t varlen, const char 
     return 0;
 }
 
-/* ---- select.requested ---------------------------------------------------- */
+/* ---- what a container asked for ------------------------------------------ */
 
 const char *xf_selection_var(const struct xf_indexes *ix, const fj *env)
 {

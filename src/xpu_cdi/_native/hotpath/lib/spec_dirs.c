@@ -116,7 +116,7 @@ static int read_spec(const char *path, const fj **spec)
     int yaml = rq_ends_with(path, ".yaml");
 
     switch (rq_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
-    case RD_OSERROR:
+    case RD_UNREADABLE:
         return xf_say(XF_ERR, "spec '%s': cannot read: %s", path, xf_strdup(xf_reason));
     case RD_REFUSED:
         if (S_ISREG(st.st_mode) && (size_t)st.st_size > MAX_SPEC_BYTES)

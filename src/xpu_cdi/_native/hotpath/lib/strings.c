@@ -4,20 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Python's str.isspace() for ASCII (str.strip() also strips \x1c-\x1f);
- * non-ASCII text never gets here. */
-static int py_space(unsigned char c)
+/* ASCII whitespace: space, \t, \n, \v, \f, \r (isspace() of the C
+ * locale); other control bytes are no padding but part of the value. */
+static int ascii_space(unsigned char c)
 {
-    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+    return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
 void rq_strip(const char **s, size_t *n)
 {
-    while (*n > 0 && py_space((unsigned char)**s)) {
+    while (*n > 0 && ascii_space((unsigned char)**s)) {
         (*s)++;
         (*n)--;
     }
-    while (*n > 0 && py_space((unsigned char)(*s)[*n - 1]))
+    while (*n > 0 && ascii_space((unsigned char)(*s)[*n - 1]))
         (*n)--;
 }
 
@@ -36,7 +36,7 @@ int rq_ends_with(const char *s, const char *suffix)
     return n >= k && memcmp(s + n - k, suffix, k) == 0;
 }
 
-/* os.path.join(d, name) for a plain name. */
+/* d and name with one "/" between them (none added after a trailing one). */
 char *rq_join(const char *d, const char *name)
 {
     size_t n = strlen(d);
@@ -46,7 +46,7 @@ char *rq_join(const char *d, const char *name)
     return xf_printf("%s/%s", d, name);
 }
 
-/* Python's truth value of a parsed JSON value (NULL: absent, false). */
+/* see strings.h */
 int rq_truthy(const fj *v)
 {
     if (v == NULL)
@@ -58,7 +58,7 @@ int rq_truthy(const fj *v)
     case FJ_TRUE:
         return 1;
     case FJ_NUMBER:
-        /* an integer that overflows long long is never 0; a float is 0 when strtod says so, as float() */
+        /* an integer too big for long long is not 0; any other number is 0 when its value is (0.0, -0e5) */
         return v->is_int ? v->num != 0 : strtod(v->str, NULL) != 0;
     case FJ_STRING:
         return v->len > 0;
@@ -77,7 +77,7 @@ int rq_cmp_str(const void *a, const void *b)
 int rq_string_list(const fj *v)
 {
     if (v == NULL)
-        return 1; /* sel.get(key, []) */
+        return 1; /* absent: no strings */
     if (v->type != FJ_ARRAY)
         return 0;
     for (size_t i = 0; i < v->n; i++)
@@ -86,7 +86,7 @@ int rq_string_list(const fj *v)
     return 1;
 }
 
-/* see request_util.h */
+/* see strings.h */
 char *rq_quoted(const char *s, size_t n)
 {
     struct xf_buf b = {0};
@@ -112,7 +112,7 @@ char *rq_quoted(const char *s, size_t n)
     return b.data;
 }
 
-/* see request_util.h */
+/* see strings.h */
 char *rq_short(const char *s, size_t n)
 {
     if (n <= 100)

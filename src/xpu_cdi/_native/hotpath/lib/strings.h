@@ -8,22 +8,25 @@
 
 #define INDEX_SUFFIX ".xpu-cdi" /* the hook index beside a spec */
 
-/* str.strip() of s[0:*n] for ASCII text, in place. */
+/* s[0:*n] without leading and trailing ASCII whitespace (" \t\n\v\f\r"), in place. */
 void rq_strip(const char **s, size_t *n);
 int rq_is_ascii(const char *s, size_t n);
 int rq_ends_with(const char *s, const char *suffix);
-/* os.path.join(d, name) for a plain name. */
+/* d/name for a plain name (one "/" between them). */
 char *rq_join(const char *d, const char *name);
-/* Python's truth value of a parsed JSON value (NULL: absent, false). */
+/* Whether a parsed JSON value says something: absent (NULL), null, false,
+ * a zero number, "", [] and {} do not. */
 int rq_truthy(const fj *v);
-/* Absent (NULL) or a list of strings: sel.get(key, []) in select, the env
- * check of registry._check_edits. */
+/* Absent (NULL, read as no strings) or a list of strings: the index's
+ * selection word lists, a spec's env. */
 int rq_string_list(const fj *v);
 /* strcmp of two char * array elements, for qsort. */
 int rq_cmp_str(const void *a, const void *b);
 
-/* s[0:n] quoted as Python's repr() quotes ASCII text (other bytes as
- * \xNN), the way the tooling's messages show values; rq_short cuts a
+/* s[0:n] as every message shows a value: in single quotes (double ones
+ * when it holds a ' and no "), backslash and that quote escaped by a
+ * backslash, \n \r \t as such, any other control or non-ASCII byte as
+ * \xNN, so a value never breaks the one-line message; rq_short cuts a
  * value over 100 bytes to its first 60 and says how long it was (values
  * come from containers and may be huge). */
 char *rq_quoted(const char *s, size_t n);

@@ -3,15 +3,16 @@
 #define XF_ARGV_H
 #include "lib/common.h"
 
-/* wrapper.split_command: the index of the runtime subcommand in args
+/* The index of the runtime subcommand in args
  * (global options skipped) and its name in *command, or -1 and NULL. */
 int xf_split_command(int nargs, char *const *args, const char **command);
 
-/* wrapper.option_value: the value of the first of names (nnames of them)
+/* The value of the first of names (nnames of them)
  * at or after args[start] ("-b X", "--bundle=X"), or NULL; "--" ends it. */
 const char *xf_option_value(int nargs, char *const *args, int start, const char *const *names, size_t nnames);
 
-/* wrapper.spec_dirs from the value of XPU_CDI_SPEC_DIRS (or NULL). */
+/* The spec dirs: XPU_CDI_SPEC_DIRS (value, or NULL) split on ":", empty
+ * entries skipped; none: the CDI defaults /etc/cdi and /var/run/cdi. */
 size_t xf_spec_dirs(const char *value, const char ***dirs);
 
 #endif

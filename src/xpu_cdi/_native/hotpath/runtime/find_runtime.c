@@ -7,7 +7,7 @@
 
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-/* wrapper._executable: a regular file (after symlinks) we may execute */
+/* A regular file (after symlinks) we may execute */
 static int executable(const char *path)
 {
     struct stat st;
@@ -59,7 +59,7 @@ int xf_find_runtime(const char *runtime_env, const char *path_env, const char *s
     for (;;) {
         const char *end = strchrnul(p, ':');
         size_t n = (size_t)(end - p);
-        /* os.path.join(d or ".", name) */
+        /* an empty PATH entry is the current dir */
         const char *cand = n == 0 ? xf_printf("./%s", name)
                          : p[n - 1] == '/' ? xf_printf("%.*s%s", (int)n, p, name)
                                            : xf_printf("%.*s/%s", (int)n, p, name);

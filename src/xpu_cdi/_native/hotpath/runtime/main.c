@@ -75,8 +75,8 @@ static int fail(int argc, char **argv, const char *message)
     return 1;
 }
 
-/* os.execve(real, [real, *args], dict(os.environ, XPU_CDI_WRAPPER_ACTIVE="1")):
- * returns only when the exec failed (the environment is left as it was). */
+/* exec real with args and the environment plus XPU_CDI_WRAPPER_ACTIVE=1 (the
+ * loop guard): returns only when the exec failed (the environment is left as it was). */
 static void exec_runtime(const char *real, int argc, char **argv)
 {
     size_t n = 0, k = 0;

@@ -35,7 +35,7 @@ static int span_cmp(const void *x, const void *y)
 /* The identifiers NAME of every `"NAME=` in data, sorted, distinct.
  * `"NAME=` occurs in data exactly when NAME is the whole run of name
  * characters after some '"' and '=' follows it ('=' is not one of them),
- * so one pass finds every name bundle.may_request could match. */
+ * so one pass finds every name a selection variable could match. */
 static size_t config_names(const char *data, size_t len, struct span **out)
 {
     const char *p = data, *end = data + len;
@@ -106,7 +106,7 @@ static char *read_head(const char *path, size_t *len)
 }
 
 /* Whether an index's text holds, between two '"' (or the text's ends),
- * a token that is one of names (bundle.selection_names' tokens). */
+ * a token that is one of names. */
 static int index_mentions(const char *text, size_t len, const struct span *names, size_t n)
 {
     const char *p = text, *end = text + len;

@@ -4,7 +4,7 @@
 #define XF_MAY_REQUEST_H
 #include <stddef.h>
 
-/* bundle.may_request on config.json's raw bytes: 0 only when they hold no
+/* The cheap test on config.json's raw bytes: 0 only when they hold no
  * "cdi.k8s.io" and no `"NAME=` for a selection variable (an upper-case
  * identifier of the hook indexes' text in dirs, or a known one). */
 int xf_may_request(const char *data, size_t len, const char *const *dirs, size_t ndirs);

@@ -11,9 +11,7 @@
 
 #define XF_PARSE_MAX_CONFIG_BYTES ((size_t)4 << 20) /* as the hook reads config.json (ocistate.h) */
 
-/* ---- wrapper.prepare -------------------------------------------------- */
-
-/* wrapper._unserved: a known selection variable (knownSelection of the
+/* A known selection variable (knownSelection of the
  * indexes, which generate writes from the profiles; the last index wins on
  * a repeated variable, variables in sorted order), set to something other
  * than a "none" value, for a kind no index serves: refused, since the
@@ -65,14 +63,11 @@ static int unserved(const fj *env, const struct xf_indexes *ix, const char *wher
             served = strcmp(ix->items[i].kind, known[k].kind) == 0;
         if (served)
             continue;
-        /* str.strip() of the value: ASCII whitespace only here; anything
-         * else left (Unicode spaces too) counts as a request */
+        /* the value without ASCII whitespace around it, as selection
+         * reads it; anything else left (Unicode spaces too) is a request */
         s = found->str + vl + 1;
         n = found->len - vl - 1;
-        while (n > 0 && (strchr(" \t\n\v\f\r\x1c\x1d\x1e\x1f", s[0]) != NULL && s[0] != '\0'))
-            s++, n--;
-        while (n > 0 && (strchr(" \t\n\v\f\r\x1c\x1d\x1e\x1f", s[n - 1]) != NULL && s[n - 1] != '\0'))
-            n--;
+        rq_strip(&s, &n);
         if (!(n == 0 || (n == 4 && (memcmp(s, "void", 4) == 0 || memcmp(s, "none", 4) == 0))))
             return xf_say(XF_ERR, "%s=%s asks for %s devices but no spec in %s defines that kind (with its .xpu-cdi "
                           "index): run `xpu-cdi generate` on this node", var, rq_short(s, n), known[k].kind, where);
@@ -124,7 +119,7 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const 
     process = fj_get(config, "process");
     env = process != NULL && process->type == FJ_OBJECT ? fj_get(process, "env") : NULL;
     if (env != NULL && env->type != FJ_ARRAY)
-        env = NULL; /* Python takes it as [] */
+        env = NULL; /* no env to select by: the real runtime refuses such a config.json itself */
     ann = fj_get(config, "annotations");
     if (ann != NULL && ann->type != FJ_OBJECT)
         ann = NULL;

@@ -6,7 +6,7 @@
 
 #define XF_MAX_CONFIG_BYTES ((size_t)64 << 20) /* a config.json larger is refused */
 
-/* wrapper.prepare: apply the requested devices' edits to
+/* Apply the requested devices' edits to
  * <bundle>/config.json.  XF_OK with *edited 0 when nothing was asked for
  * (the file is left untouched), 1 when the file was rewritten.  *ignored
  * names the selection variable the node config (cfg) made this code

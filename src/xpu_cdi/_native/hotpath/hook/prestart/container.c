@@ -94,6 +94,3 @@ int open_namespaces(int pid, int *fds, int *types, size_t *n)
     }
     return XF_OK;
 }
-
-/* ------------------------------------------------------------------ */
-/* inject.inject                                                        */

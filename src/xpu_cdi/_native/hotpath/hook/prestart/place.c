@@ -49,7 +49,7 @@ int open_source(const char *host, const struct xf_plan_node *node, int *fd_out)
     return XF_OK;
 }
 
-/* inject.source_flags: the MS_* per-mount flags of the mount src is on
+/* The MS_* per-mount flags of the mount src is on
  * (statvfs f_flag; ST_RDONLY..ST_NOEXEC, ST_NOATIME and ST_NODIRATIME share
  * the MS_* values, ST_RELATIME does not).  The spec's atime options are
  * ignored, so the atime flags passed are the source's, which is what the

@@ -2,6 +2,7 @@
  * numbers, nothing created or changed. */
 #include "hook/prestart/plan.h"
 #include "hook/update_ldcache.h"
+#include "lib/strings.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -17,38 +18,10 @@
 static const char TOOLS_NOTE[] = "only xpu-cdi-hook's update-ldcache and create-symlinks are run "
                                  "in-process on the prestart path";
 
-/* Python's repr() of a str, for the notes; -1 for text with non-ASCII
- * characters (whose repr depends on Unicode tables: not worth porting). */
-static int py_repr(struct xf_buf *b, const char *s)
-{
-    char quote = (strchr(s, '\'') && !strchr(s, '"')) ? '"' : '\'';
-
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p >= 0x80)
-            return -1;
-    xf_buf_add(b, &quote, 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == (unsigned char)quote || *p == '\\')
-            xf_buf_addf(b, "\\%c", *p);
-        else if (*p == '\t')
-            xf_buf_adds(b, "\\t");
-        else if (*p == '\n')
-            xf_buf_adds(b, "\\n");
-        else if (*p == '\r')
-            xf_buf_adds(b, "\\r");
-        else if (*p < 0x20 || *p == 0x7f)
-            xf_buf_addf(b, "\\x%02x", *p);
-        else
-            xf_buf_add(b, (const char *)p, 1);
-    }
-    xf_buf_add(b, &quote, 1);
-    return 0;
-}
-
 /* The spec entry's integer member agrees with what registry.c parsed:
  * absent and not present, or an integer of that value.  null, floats,
- * booleans and strings are refused (Python's setdefault and `or` treat
- * them in ways not worth porting). */
+ * booleans and strings are refused: a broken spec, never read as a
+ * default. */
 static int int_member_ok(const fj *obj, const char *key, int present, long long value)
 {
     const fj *m;
@@ -112,7 +85,8 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
         return xf_say(XF_ERR, "device node '%s': major, minor, fileMode, uid and gid must be integers (regenerate the spec with "
                       "`xpu-cdi generate`)", in->path);
     if (j != NULL) {
-        /* n.get("type") or None; n.setdefault("hostPath", path); permissions or "rwm" */
+        /* type: absent, null or one of c b u p; hostPath: absent (the path itself) or a
+         * non-empty path; permissions: absent, null or "" ("rwm") or r, w and m */
         const fj *t = fj_get(j, "type"), *h = fj_get(j, "hostPath"), *p = fj_get(j, "permissions");
         char jkind = 0;
         if (t != NULL && t->type != FJ_NULL) {
@@ -178,12 +152,12 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     out->kind = kind;
     out->major = (unsigned)major;
     out->minor = (unsigned)minor;
-    out->mode = (mode_t)((mode ? mode : 0666) & 07777); /* int(fileMode or 0o666) & 0o7777 */
+    out->mode = (mode_t)((mode ? mode : 0666) & 07777); /* a fileMode of 0 is no mode: 0666 */
     out->uid = (in->present & XF_HAS_UID) ? in->uid : have_host ? (long long)host.st_uid : 0;
     out->gid = (in->present & XF_HAS_GID) ? in->gid : have_host ? (long long)host.st_gid : 0;
     out->chown = out->uid != 0 || out->gid != 0;
 
-    /* cgroup.rule_of: 'u' is 'c', access in "rwm" order */
+    /* the cgroup rule: 'u' (unbuffered) is a character device, access in "rwm" order */
     rule->type = kind == 'b' ? 'b' : 'c';
     rule->major = major;
     rule->minor = minor;
@@ -195,7 +169,9 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     return XF_OK;
 }
 
-/* plan._plan_mount */
+/* A spec mount as the hook can make it: a bind mount whose flags the
+ * known options set (propagation and atime options are left to the
+ * runtime's defaults); any other option or mount type is refused. */
 static int plan_mount(const struct xf_mount *m, struct xf_plan_mount *out)
 {
     static const struct {
@@ -258,7 +234,8 @@ static void add_link(struct xf_plan *p, const struct xf_link *link)
     p->links[p->nlinks++] = *link;
 }
 
-/* plan._plan_hook with main.parse_tool_args and links.parse */
+/* A spec hook: xpu-cdi-hook's update-ldcache and create-symlinks become
+ * folders and links of the plan (run in-process); any other hook is a note. */
 static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_folders)
 {
     const char *sub = h->nargs > 1 ? h->args[1] : "", *opt;
@@ -273,15 +250,11 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
            (h->nargs > 0 && strncmp(base_name(h->args[0]), "xpu-cdi", 7) == 0);
     ldcache = strcmp(sub, "update-ldcache") == 0;
     if (!ours || (!ldcache && strcmp(sub, "create-symlinks") != 0)) {
-        struct xf_buf b = {0};
-        xf_buf_adds(&b, "spec hook ");
-        if (py_repr(&b, h->path) != 0)
-            return xf_say(XF_ERR, "a spec hook path with non-ASCII text");
-        xf_buf_addf(&b, " %s not run: %s", sub, TOOLS_NOTE);
-        p->notes[p->nnotes++] = b.data;
+        p->notes[p->nnotes++] = xf_printf("spec hook %s %s not run: %s", rq_short(h->path, strlen(h->path)), sub,
+                                          TOOLS_NOTE);
         return XF_OK;
     }
-    /* main._split: "--opt VALUE" / "--opt=VALUE"; anything else is an error */
+    /* "--opt VALUE" / "--opt=VALUE"; anything else is an error */
     opt = ldcache ? "--folder" : "--link";
     for (size_t i = 2; i < h->nargs; i++) {
         const char *arg = h->args[i], *eq = strchr(arg, '='), *value;
@@ -298,7 +271,7 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
         nvalues++;
         if (ldcache) {
             int seen = 0;
-            if (value[0] != '/') /* ldcache.update's check */
+            if (value[0] != '/') /* a folder in the container, so absolute */
                 return xf_say(XF_ERR, "update-ldcache: --folder '%s' must be an absolute container path", value);
             for (size_t f = 0; f < p->nfolders && !seen; f++)
                 seen = strcmp(p->folders[f], value) == 0;

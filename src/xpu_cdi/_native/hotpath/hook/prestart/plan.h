@@ -40,7 +40,7 @@ struct xf_plan {
     size_t nrules;
 };
 
-/* plan.plan: XF_OK with *p filled, or XF_ERR (reason set). */
+/* The plan of edits e (nothing touched): XF_OK with *p filled, or XF_ERR (reason set). */
 int xf_plan_make(const struct xf_edits *e, struct xf_plan *p);
 
 #endif

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* rootfs.components() accepts it and it names something below the root:
+/* A container path that names something below the root:
  * absolute, no "." / ".." component, at least one component, < PATH_MAX. */
 int xf_good_cpath(const char *p)
 {
@@ -58,7 +58,7 @@ int xf_journal_unlink(struct xf_root *x, int dirfd, const char *name, int flags,
     return 0;
 }
 
-/* Root.as_owner: make name in dirfd with the fs ids of the container's
+/* Make name in dirfd with the fs ids of the container's
  * root when in a user namespace.  0 (XF_MK_FILE: the open fd) or -errno. */
 int xf_create_as_owner(struct xf_root *x, enum xf_mk what, int dirfd, const char *name, mode_t mode, dev_t dev,
                        const char *target)
@@ -87,7 +87,7 @@ int xf_create_as_owner(struct xf_root *x, enum xf_mk what, int dirfd, const char
     return rv < 0 ? -err : rv;
 }
 
-/* Root._creator: a missing component of cpath, made in dirfd. */
+/* A missing component of cpath, made in dirfd. */
 static int create_missing(struct xf_root *x, int dirfd, const char *name, int last, char leaf, const char *cpath)
 {
     int rv;
@@ -108,7 +108,7 @@ static int create_missing(struct xf_root *x, int dirfd, const char *name, int la
     return x->fsids_lost ? -EPERM : rv;
 }
 
-/* The walk's creator for ensure (Root._creator bound to one cpath). */
+/* The walk's creator for ensure (the one above, bound to one cpath). */
 struct creating {
     struct xf_root *x;
     const char *cpath;
@@ -122,7 +122,7 @@ static int create_cb(void *ctx, int dirfd, const char *name, int last)
     return create_missing(c->x, dirfd, name, last, c->leaf, c->cpath);
 }
 
-/* Root.ensure: an O_PATH fd of cpath, creating what is missing (dirs
+/* An O_PATH fd of cpath, creating what is missing (dirs
  * 0755, a last component 'd' a dir or 'f' an empty 0644 file); an
  * existing last component of the wrong kind is an error. */
 int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
@@ -150,7 +150,7 @@ int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
     return XF_OK;
 }
 
-/* Root.parent_of: (fd of the parent directory, made if missing; last
+/* (fd of the parent directory, made if missing; last
  * component) of an xf_good_cpath() path. */
 int xf_parent_of(struct xf_root *x, const char *cpath, int *fd_out, const char **name)
 {

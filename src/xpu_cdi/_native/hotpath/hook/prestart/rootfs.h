@@ -21,11 +21,11 @@ struct xf_root {
     const char *leaked;        /* a change made that the journal cannot take back */
 };
 
-/* rootfs.components() accepts it and it names something below the root:
+/* A container path that names something below the root:
  * absolute, no "." / ".." component, at least one component, < PATH_MAX. */
 int xf_good_cpath(const char *p);
 
-/* rootfs.proc_fd: "/proc/self/fd/N" in buf. */
+/* "/proc/self/fd/N" in buf, to mount onto or from a resolved fd. */
 const char *xf_fd_path(char buf[32], int fd);
 
 /* Journal the removal of name (just made in dirfd): a dup of dirfd is
@@ -35,20 +35,20 @@ int xf_journal_unlink(struct xf_root *x, int dirfd, const char *name, int flags,
 
 enum xf_mk { XF_MK_DIR, XF_MK_FILE, XF_MK_NODE, XF_MK_LINK };
 
-/* Root.as_owner: make name in dirfd with the fs ids of the container's
+/* Make name in dirfd with the fs ids of the container's
  * root when in a user namespace (mode for dir/file/node, dev for a node,
  * target for a link).  0 (XF_MK_FILE: the open fd) or -errno; check
  * x->fsids_lost afterwards. */
 int xf_create_as_owner(struct xf_root *x, enum xf_mk what, int dirfd, const char *name, mode_t mode, dev_t dev,
                        const char *target);
 
-/* Root.ensure: an O_PATH fd of cpath, creating what is missing (dirs
+/* An O_PATH fd of cpath, creating what is missing (dirs
  * 0755, a last component 'd' a dir or 'f' an empty 0644 file); an
  * existing last component of the wrong kind is an error.  XF_OK or
  * XF_ERR (reason set). */
 int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out);
 
-/* Root.parent_of: (fd of the parent directory, made if missing; last
+/* (fd of the parent directory, made if missing; last
  * component) of an xf_good_cpath() path.  XF_OK or XF_ERR. */
 int xf_parent_of(struct xf_root *x, const char *cpath, int *fd_out, const char **name);
 

@@ -8,7 +8,7 @@
 
 #define LD_VAR "LD_LIBRARY_PATH"
 
-/* ociedit._set_env: replace the first entry KEY=..., else append. */
+/* Replace the first entry KEY=..., else append. */
 static void set_env(fj *env, const char *entry, size_t keylen)
 {
     for (size_t i = 0; i < env->n; i++)
@@ -50,7 +50,7 @@ static void split_dirs(struct strlist *l, const char *s)
     }
 }
 
-/* ociedit.library_dirs: LD_LIBRARY_PATH entries of the edits' env and the
+/* The library dirs: LD_LIBRARY_PATH entries of the edits' env and the
  * --folder arguments of update-ldcache hooks, first occurrence kept. */
 static int library_dirs(const struct xf_edits *e, struct strlist *out)
 {

@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* os.path.normpath (posixpath) of a string that may hold NUL. */
+/* A destination cleaned as a path (Go's filepath.Clean, which runc and
+ * the CDI library use on mount destinations): repeated slashes one, "."
+ * dropped, ".." removing the component before it (at the root it stays
+ * at the root; a relative path keeps its leading ".."s), "" as ".".  The
+ * string may hold NUL. */
 static struct span normpath(const char *p, size_t n)
 {
     size_t slashes = 0, ncomp = 0, i = 0, len = 0;
@@ -15,7 +19,7 @@ static struct span normpath(const char *p, size_t n)
     if (n == 0)
         return (struct span){".", 1};
     if (p[0] == '/')
-        slashes = n >= 2 && p[1] == '/' && !(n >= 3 && p[2] == '/') ? 2 : 1;
+        slashes = 1;
     comps = xf_alloc((n / 2 + 1) * sizeof(*comps));
     while (i <= n) {
         size_t s = i;
@@ -50,7 +54,7 @@ static struct span normpath(const char *p, size_t n)
     return out;
 }
 
-/* ociedit._depth: components of the normalised destination (0 when none). */
+/* A mount's depth: the components of its cleaned destination (0 without one). */
 static size_t mount_depth(const fj *m)
 {
     const fj *dst = m->type == FJ_OBJECT ? fj_get(m, "destination") : NULL;
@@ -79,7 +83,7 @@ static int same_destination(const fj *item, const void *arg)
     if (item->type != FJ_OBJECT)
         return 0;
     dst = fj_get(item, "destination");
-    /* c.get("destination", ""): absent is "" (checked to be a string before) */
+    /* no destination is "" (a string otherwise: checked before), which no CDI mount has */
     np = dst != NULL ? normpath(dst->str, dst->len) : normpath("", 0);
     return np.n == want->n && memcmp(np.p, want->p, np.n) == 0;
 }
@@ -98,7 +102,7 @@ static int oci_mount(const fj *m, fj **out)
         return xf_say(XF_ERR, "mount %s: options or type of an unusual type", dst->str);
     for (size_t i = 0; opts != NULL && i < opts->n; i++)
         fj_append(options, opts->items[i]);
-    if (typ == NULL || typ->len == 0) { /* mount.get("type") or ("bind" if ... else None) */
+    if (typ == NULL || typ->len == 0) { /* none given: "bind" when the options bind, else none (the runtime's default) */
         typ = NULL;
         for (size_t i = 0; i < options->n && typ == NULL; i++)
             if (fj_str_eq(options->items[i], "bind", 4) || fj_str_eq(options->items[i], "rbind", 5))
@@ -125,7 +129,7 @@ static int ranked_cmp(const void *x, const void *y)
 
     if (a->depth != b->depth)
         return a->depth < b->depth ? -1 : 1;
-    return a->pos < b->pos ? -1 : a->pos > b->pos; /* list.sort is stable */
+    return a->pos < b->pos ? -1 : a->pos > b->pos; /* equal depths keep their order */
 }
 
 int apply_mounts(fj *config, const struct xf_edits *e)
@@ -150,7 +154,9 @@ int apply_mounts(fj *config, const struct xf_edits *e)
         keep_unless(current, same_destination, &want);
         fj_append(current, new);
     }
-    /* parents before children, stable otherwise (always, as Python sorts) */
+    /* parents before children (the runtime mounts in list order, and a mount
+     * under another must come after it), equal depths in their order; the
+     * whole list, config.json's own mounts too */
     if (current->n < 2)
         return XF_OK;
     r = xf_alloc(current->n * sizeof(*r));

@@ -45,7 +45,7 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
     major = getv(node, "major");
     minor = getv(node, "minor");
     mode = getv(node, "fileMode");
-    uid = fj_get(node, "uid"); /* node.get("uid", 0): null stays null */
+    uid = fj_get(node, "uid"); /* not getv: a null uid or gid is refused below, not taken as absent */
     gid = fj_get(node, "gid");
     perm = getv(node, "permissions");
     if ((typ != NULL && typ->type != FJ_STRING) || !int_or_absent(major) || !int_or_absent(minor) ||

@@ -1,8 +1,8 @@
 /* See util.h. */
 #include "runtime/edit/util.h"
 
-/* obj.get(key), None (JSON null) included in "absent" as Python's
- * `x.get(key) is None` tests do. */
+/* obj's member key, NULL when absent or null: a JSON null member says
+ * nothing, as in the CDI and OCI specs' Go types (a nil pointer or slice). */
 fj *getv(const fj *obj, const char *key)
 {
     fj *v = fj_get(obj, key);
@@ -15,8 +15,8 @@ int int_or_absent(const fj *v)
     return v == NULL || (v->type == FJ_NUMBER && v->is_int);
 }
 
-/* Keep the items of array a for which drop(item, arg) is 0, in order
- * (Python's `current[:] = [c for c in current if ...]`). */
+/* Keep the items of array a for which drop(item, arg) is 0, in order,
+ * in place. */
 void keep_unless(fj *a, int (*drop)(const fj *item, const void *arg), const void *arg)
 {
     size_t m = 0;
