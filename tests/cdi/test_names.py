@@ -59,6 +59,13 @@ class TestAnnotations:
         with pytest.raises(SelectionError, match=why):
             names.devices_from_annotations({key: value})
 
+    def test_whitespace_is_ascii_as_in_the_binaries(self) -> None:
+        """Spaces and tabs around a name are stripped; \x1c (which str.strip() takes) is not: the hook
+        and the wrapper refuse it, and so does the tooling."""
+        assert names.devices_from_annotations({"cdi.k8s.io/p": " kunlunxin.com/xpu=1\t"}) == ["kunlunxin.com/xpu=1"]
+        with pytest.raises(SelectionError):
+            names.devices_from_annotations({"cdi.k8s.io/p": "kunlunxin.com/xpu=1\x1c"})
+
     def test_annotation_for_device_plugins(self) -> None:
         """Device plugins get a valid key/value pair back."""
         key, value = names.annotation_for("xpu-plugin", "0-1", ["kunlunxin.com/xpu=0", "kunlunxin.com/xpu=1"])

@@ -81,6 +81,11 @@ def annotation_key_problem(key: str) -> str:
     return ""
 
 
+# What the binaries strip around a name (lib/strings.c): str.strip() would also take
+# \x1c-\x1f and Unicode spaces, which the hook and the wrapper refuse.
+ASCII_SPACE = " \t\n\v\f\r"
+
+
 def parse_annotation_value(key: str, value: str) -> List[str]:
     """The qualified devices named by one ``cdi.k8s.io/`` annotation.
 
@@ -90,8 +95,8 @@ def parse_annotation_value(key: str, value: str) -> List[str]:
     problem = annotation_key_problem(key)
     if problem:
         raise SelectionError(problem)
-    devices = [d.strip() for d in value.split(",")]
-    if not value.strip() or any(not d for d in devices):
+    devices = [d.strip(ASCII_SPACE) for d in value.split(",")]
+    if not value.strip(ASCII_SPACE) or any(not d for d in devices):
         raise SelectionError(f"annotation {_short(key)}: value {_short(value)} must be a comma-separated list of "
                              f"CDI devices such as kunlunxin.com/xpu=0")
     for d in devices:
