@@ -5,6 +5,7 @@
 #include "kernel/bpf_dev.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/bpf.h>

@@ -8,6 +8,7 @@
 #define XC_MAX_LINKS 40         /* as the kernel's MAXSYMLINKS */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>

@@ -8,6 +8,7 @@
 #define XC_SPAWN_MAX_ARGS 128
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <linux/capability.h>
 #include <grp.h>

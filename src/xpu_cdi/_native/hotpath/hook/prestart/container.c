@@ -3,6 +3,7 @@
 #include "hook/prestart/container.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>

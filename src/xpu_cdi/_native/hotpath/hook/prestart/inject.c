@@ -35,6 +35,7 @@
 #include "hook/prestart/container.h"
 #include "hook/prestart/place.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>

@@ -5,6 +5,7 @@
 #include "kernel/ns.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
