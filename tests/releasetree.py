@@ -43,11 +43,14 @@ REPO = Path(__file__).resolve().parent.parent
 #: The runtimes of each release line, installed into the tree (recommends off).  trixie's
 #: docker.io no longer depends on its client: docker-cli is named explicitly there.  The
 #: libraries are what the host's Python and the project's binaries (bound in) link with.
+#: What building the binaries takes (tests/c/test_build_other_release.py: the C must build
+#: with either release's compiler and headers, whichever the host runs).
+BUILD = ["gcc", "libc6-dev", "libyajl-dev", "libyaml-dev"]
 PACKAGES: Dict[str, List[str]] = {
     "bookworm": ["runc", "crun", "podman", "containerd", "docker.io", "busybox-static",
-                 "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libyajl2", "libyaml-0-2", "procps"],
+                 "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libyajl2", "libyaml-0-2", "procps", *BUILD],
     "trixie": ["runc", "crun", "podman", "containerd", "docker.io", "docker-cli", "busybox-static",
-               "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libyajl2", "libyaml-0-2", "procps"],
+               "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libyajl2", "libyaml-0-2", "procps", *BUILD],
 }
 OTHER = {"bookworm": "trixie", "trixie": "bookworm"}
 VERSION_OF = {"bookworm": "12", "trixie": "13"}

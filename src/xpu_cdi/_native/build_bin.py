@@ -69,6 +69,14 @@ def compiler() -> List[str]:
     return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
+def command(name: str, out: str, extra_cflags: Sequence[str] = (), libs: Optional[Sequence[str]] = None) -> List[str]:
+    """The one compile-and-link command of target *name* writing *out* (the other
+    Debian release's build test, tests/c/test_build_other_release.py, runs it in that
+    release's tree)."""
+    return [*compiler(), *CFLAGS, *extra_cflags, f"-I{ROOT}", "-o", out, *(str(ROOT / s) for s in TARGETS[name]),
+            *LDFLAGS, *(library_flags() if libs is None else libs)]
+
+
 def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: Sequence[str] = ()) -> List[str]:
     """Compile *targets* (default: all of :data:`TARGETS`) into *out_dir*; return their paths.
 
@@ -85,9 +93,7 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
     for name in targets or TARGETS:
         out = os.path.join(out_dir, name)
         tmp = f"{out}.tmp-{os.getpid()}"
-        cmd = [*compiler(), *CFLAGS, *extra_cflags, f"-I{ROOT}", "-o", tmp, *(str(ROOT / s) for s in TARGETS[name]),
-               *LDFLAGS, *libs]
-        subprocess.run(cmd, check=True)
+        subprocess.run(command(name, tmp, extra_cflags, libs), check=True)
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
         made.append(out)
