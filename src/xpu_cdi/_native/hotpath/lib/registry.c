@@ -118,6 +118,7 @@ static int fill_hook(const fj *j, struct xf_hook *h)
 struct merge {
     struct rq_vec env, nodes, mounts, hooks;  /* const fj * entries */
     struct rq_map node_paths, mount_targets;
+    struct fj_valset hook_set; /* the hooks taken, by json.h's equality */
 };
 
 static const fj *list_of(const fj *edits, const char *key)
@@ -161,10 +162,7 @@ static int add_edits(struct merge *m, const fj *edits)
     if ((l = list_of(edits, "hooks")) != NULL)
         for (size_t i = 0; i < l->n; i++) {
             /* a hook two devices share runs once: equal as JSON values (json.h's rule) */
-            int dup = 0;
-            for (size_t k = 0; k < m->hooks.n && !dup; k++)
-                dup = fj_equal(m->hooks.v[k], l->items[i]);
-            if (!dup)
+            if (fj_valset_add(&m->hook_set, l->items[i]))
                 rq_vec_add(&m->hooks, l->items[i]);
         }
     return XF_OK;
