@@ -105,6 +105,24 @@ static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
     return XF_OK;
 }
 
+/* What sits at container path *path* (resolved inside the rootfs): *found* 1
+ * and *st* filled, or *found* 0 when nothing resolves there; XF_ERR (said) when
+ * it resolves but cannot be stat'ed. */
+static int stat_in_root(const struct xf_root *x, const char *path, struct stat *st, int *found)
+{
+    int fd, rv;
+
+    *found = 0;
+    if (xc_resolve_in_root(x->rootfd, path, 0, &fd) != 0)
+        return XF_OK;
+    rv = fstat(fd, st);
+    close(fd);
+    if (rv != 0)
+        return xf_say(XF_ERR, "fstat %s: %s", path, strerror(errno));
+    *found = 1;
+    return XF_OK;
+}
+
 /* ldcache.update: the image's ldconfig run confined on the folders that exist. */
 int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfolders, const int *nsfds,
                       const int *nstypes, size_t nns, const char **note)
@@ -113,17 +131,13 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
     struct xf_buf argv = {0}, msg = {0};
     char root[32], out[LDCONFIG_OUT];
     size_t ndirs = 0;
-    int rv, status, code, fd;
+    int rv, status, code, found;
     struct stat st;
 
     for (size_t i = 0; i < sizeof(LDCONFIG) / sizeof(LDCONFIG[0]) && ldconfig == NULL; i++) {
-        if (xc_resolve_in_root(x->rootfd, LDCONFIG[i], 0, &fd) != 0)
-            continue;
-        rv = fstat(fd, &st);
-        close(fd);
-        if (rv != 0)
-            return xf_say(XF_ERR, "fstat %s: %s", LDCONFIG[i], strerror(errno));
-        if (S_ISREG(st.st_mode) && (st.st_mode & 0111))
+        if (stat_in_root(x, LDCONFIG[i], &st, &found) != XF_OK)
+            return XF_ERR;
+        if (found && S_ISREG(st.st_mode) && (st.st_mode & 0111))
             ldconfig = LDCONFIG[i];
     }
     if (ldconfig == NULL) {
@@ -131,13 +145,9 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
         return XF_OK;
     }
     for (size_t i = 0; i < nfolders; i++) { /* folders are de-duplicated already */
-        if (xc_resolve_in_root(x->rootfd, folders[i], 0, &fd) != 0)
-            continue;
-        rv = fstat(fd, &st);
-        close(fd);
-        if (rv != 0)
-            return xf_say(XF_ERR, "fstat %s: %s", folders[i], strerror(errno));
-        if (S_ISDIR(st.st_mode))
+        if (stat_in_root(x, folders[i], &st, &found) != XF_OK)
+            return XF_ERR;
+        if (found && S_ISDIR(st.st_mode))
             dirs[ndirs++] = folders[i];
     }
     if (ndirs == 0) {
