@@ -176,18 +176,7 @@ class Sleeper:
         self.cgroup = V1_DEVICES / runtimes.unique("xcbench")
         self.cgroup.mkdir()
         self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"])
-        # until unshare(1) has made its private mount namespace and exec'd sleep, the process
-        # is in our namespace (or one still propagating to it), and the hook rightly injects
-        # where the process is: wait for the stand-in to be one
-        for _ in range(1000):
-            try:
-                if Path(f"/proc/{self.proc.pid}/comm").read_text().strip() == "sleep":
-                    break
-            except OSError:
-                pass
-            time.sleep(0.001)
-        else:
-            raise RuntimeError("the stand-in container did not get its own mount namespace")
+        runtimes.wait_for_exec(self.proc, "sleep")  # in its own mount namespace only then
         (self.cgroup / "cgroup.procs").write_text(str(self.proc.pid))
         self.state = json.dumps({"ociVersion": "1.0.2", "id": "xcbench", "status": "creating",
                                  "pid": self.proc.pid, "bundle": str(bundle)}).encode()

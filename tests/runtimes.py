@@ -48,6 +48,21 @@ def cgroup_v2_only() -> bool:
     return Path("/sys/fs/cgroup/cgroup.controllers").exists()
 
 
+def wait_for_exec(proc: "subprocess.Popen", comm: str, timeout: float = 5.0) -> None:
+    """Wait until *proc* has exec'd *comm*: a stand-in container started as `unshare -m ... sleep`
+    is, until then, still unshare, perhaps in the caller's mount namespace (where a hook would
+    rightly inject).  Raises RuntimeError when it has not after *timeout* seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{proc.pid}/comm").read_text().strip() == comm:
+                return
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise RuntimeError(f"pid {proc.pid} did not exec {comm!r} within {timeout} s")
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 

@@ -543,13 +543,7 @@ def container(tmp_path: Path) -> Iterator[Tuple[int, bool]]:
         argv = []
     p = subprocess.Popen([*argv, "unshare", "-m", "--propagation", "private", "sleep", "60"])
     try:
-        for _ in range(500):
-            try:
-                if Path(f"/proc/{p.pid}/comm").read_text().strip() == "sleep":
-                    break
-            except OSError:
-                pass
-            time.sleep(0.01)
+        runtimes.wait_for_exec(p, "sleep")
         yield p.pid, cg is not None
     finally:
         p.kill()

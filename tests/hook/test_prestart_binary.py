@@ -413,10 +413,7 @@ def test_devices_cgroup_found_below_escaped_and_non_ascii_mount_points(alone: Pa
         (cg / "devices.deny").write_text("a")
         sleeper = subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cg),
                                     "unshare", "-m", "--propagation", "private", "sleep", "60"])
-        for _ in range(500):
-            if Path(f"/proc/{sleeper.pid}/comm").read_text().strip() == "sleep":
-                break
-            subprocess.run(["sleep", "0.01"])
+        runtimes.wait_for_exec(sleeper, "sleep")
         specs = tmp_path / "cdi"
         specs.mkdir()
         (specs / "mi.json").write_text(json.dumps({"cdiVersion": "0.7.0", "kind": "example.com/mi", "devices": [
