@@ -53,9 +53,9 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "scripts"))
 
 import bench_machine  # noqa: E402
-import fakehost  # noqa: E402
-import runtimes  # noqa: E402
-from hookkit import copy_binary  # noqa: E402
+from support import fakehost  # noqa: E402
+from support import runtimes  # noqa: E402
+from support.hookkit import copy_binary  # noqa: E402
 from xpu_cdi import hoststat  # noqa: E402
 
 BIN = Path(sys.executable).parent

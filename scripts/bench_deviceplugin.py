@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # support: the test helpers
 sys.path.insert(0, str(REPO / "tests" / "deviceplugin"))
 
-import fakehost  # noqa: E402
+from support import fakehost  # noqa: E402
 
 TARGETS = {"allocate_p99_ms": 5.0, "rss_mib": 60.0, "reregister_s": 1.0, "unhealthy_s": 2.0}
 Rows = List[Tuple[str, str, str]]

@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-import fakehost  # noqa: E402
-import runtimes  # noqa: E402
+from support import fakehost  # noqa: E402
+from support import runtimes  # noqa: E402
 
 BIN = Path(sys.executable).parent
 VENDOR = "demo.kunlunxin.com"  # not kunlunxin.com: never collide with a real spec in /etc/cdi

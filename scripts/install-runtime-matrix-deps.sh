@@ -1,5 +1,5 @@
 #!/bin/sh
-# The host side of the test suite's runtime matrix (tests/releasetree.py):
+# The host side of the test suite's runtime matrix (tests/support/releasetree.py):
 # debootstrap (builds the other Debian release's runtimes in a tree),
 # docker.io (the host's own Docker line) and rpm (rpmspec, for the .rpm
 # scriptlet tests).  Installing docker.io must not start a dockerd on the

@@ -1,20 +1,20 @@
 """Shared fixtures: fake host trees (cleaned up even on failure), a CLI runner
-and the repository paths.  Real-runtime fixtures live in tests/runtimes.py."""
+and the repository paths.  Real-runtime fixtures live in tests/support/runtimes.py."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from click.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).parent))  # tests import fakehost, runtimes
+from support import devdirs
+from support import fakehost
 
-import devdirs  # noqa: E402
-import fakehost  # noqa: E402
+# the fixtures of the helper package (tests/support, importable through pyproject's pythonpath)
+pytest_plugins = ["support.runtimes", "support.hookkit", "support.matrix"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"

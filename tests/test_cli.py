@@ -13,7 +13,7 @@ from typing import List
 import pytest
 from click.testing import CliRunner
 
-import fakehost
+from support import fakehost
 from xpu_cdi import cli, clikit, errors
 
 pytestmark = pytest.mark.privileged

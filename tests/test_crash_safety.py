@@ -16,7 +16,7 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 
-import fakehost
+from support import fakehost
 from xpu_cdi import atomic
 
 pytestmark = pytest.mark.privileged  # mknod of the fake host's nodes

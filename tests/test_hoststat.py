@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import fakehost
+from support import fakehost
 from xpu_cdi import hoststat
 
 

@@ -12,7 +12,7 @@ from typing import Any, Dict, List
 import pytest
 from click.testing import CliRunner
 
-import fakehost
+from support import fakehost
 from xpu_cdi import allocate, topology
 from xpu_cdi.cdi import validate
 from xpu_cdi.cli import main

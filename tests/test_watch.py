@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional
 import pytest
 from click.testing import CliRunner
 
-import fakehost
+from support import fakehost
 from xpu_cdi import cli, refresh, watch
 from xpu_cdi.generate import edits, profile, spec
 from xpu_cdi.model import CardRule, Profile

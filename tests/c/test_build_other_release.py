@@ -2,7 +2,7 @@
 headers, and run there: a CI machine may be Debian 12 or 13, and a header one release
 pulls in through another (Debian 13's glibc 2.41 no longer gives <fcntl.h> through
 <sys/mount.h>) must not break the other's build.  The compile-and-link command is
-build_bin.command's, run inside the release tree of tests/releasetree.py."""
+build_bin.command's, run inside the release tree of tests/support/releasetree.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-import releasetree
+from support import releasetree
 
 pytestmark = [pytest.mark.privileged]
 

@@ -33,8 +33,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-import fakehost
-import runtimes
+from support import fakehost
+from support import runtimes
 import xpu_cdi._native
 
 BUILD_BIN = Path(xpu_cdi._native.__file__).resolve().parent / "build_bin.py"

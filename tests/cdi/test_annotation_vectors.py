@@ -17,7 +17,7 @@ import pytest
 from xpu_cdi.cdi import names
 from xpu_cdi.errors import SelectionError
 
-from hookkit import hook_binary
+from support.hookkit import hook_binary
 
 VECTORS = json.loads((Path(__file__).parent.parent / "data" / "vectors" / "annotations.json").read_text())["cases"]
 KIND = "kunlunxin.com/xpu"

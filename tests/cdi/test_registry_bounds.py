@@ -16,8 +16,8 @@ from typing import Any, Dict
 
 import pytest
 
-import fakehost
-from hookkit import hook_binary
+from support import fakehost
+from support.hookkit import hook_binary
 
 BIN = Path(sys.executable).parent
 

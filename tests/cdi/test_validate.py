@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import upstream_schema
+from support import upstream_schema
 from xpu_cdi.cdi import validate
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "schemas"

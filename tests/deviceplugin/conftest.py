@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import fakehost  # noqa: E402
+from support import fakehost  # noqa: E402
 import kubeletkit  # noqa: E402
 from dpnode import Node, numa_nodes, short_dir  # noqa: E402
 

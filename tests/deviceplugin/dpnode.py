@@ -9,7 +9,7 @@ from typing import List
 
 from click.testing import CliRunner
 
-import fakehost
+from support import fakehost
 from xpu_cdi.cli import main
 
 

@@ -2,7 +2,7 @@
 
 :class:`FakeKubelet` serves ``/v1beta1.Registration/Register`` on
 ``<dir>/kubelet.sock`` with stubs compiled from the upstream proto
-(``tests/kubeproto.py``, never the plugin's own message table), and, as
+(``tests/support/kubeproto.py``, never the plugin's own message table), and, as
 kubelet does, dials the plugin back while handling ``Register``: a plugin
 that registers before it serves fails here exactly as it fails on a node.
 It then keeps a ``ListAndWatch`` stream open and records every list.
@@ -32,7 +32,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def stubs() -> Tuple[Any, Any]:
-    import kubeproto
+    from support import kubeproto
 
     return kubeproto.stubs("deviceplugin/v1beta1/api.proto")
 

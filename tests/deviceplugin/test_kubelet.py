@@ -21,7 +21,7 @@ import grpc
 import pytest
 
 import dpnode
-import fakehost
+from support import fakehost
 import kubeletkit
 from dpnode import Node
 

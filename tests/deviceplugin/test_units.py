@@ -11,7 +11,7 @@ from typing import Dict
 
 import pytest
 
-import fakehost
+from support import fakehost
 from dpnode import Node, numa_nodes
 
 from xpu_cdi.deviceplugin import allocation, config, devices, health, registration, status

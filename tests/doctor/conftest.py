@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from doctornode import Node
+from support.doctornode import Node
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from doctornode import Node
+from support.doctornode import Node
 from xpu_cdi.cli import main
 from xpu_cdi.doctor import result
 

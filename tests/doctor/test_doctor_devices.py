@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-import fakehost
+from support import fakehost
 from click.testing import CliRunner
-from doctornode import Node, status, worst
+from support.doctornode import Node, status, worst
 from xpu_cdi.cli import main
 
 pytestmark = pytest.mark.privileged

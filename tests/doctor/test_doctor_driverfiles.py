@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from doctornode import Node, status, worst
+from support.doctornode import Node, status, worst
 
 pytestmark = pytest.mark.privileged
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-import fakehost
-from doctornode import Node, status, worst
+from support import fakehost
+from support.doctornode import Node, status, worst
 
 pytestmark = pytest.mark.privileged
 

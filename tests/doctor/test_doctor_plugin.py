@@ -16,7 +16,7 @@ from typing import Iterator, List
 
 import pytest
 
-from doctornode import Node, checks, worst
+from support.doctornode import Node, checks, worst
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
 import dpnode  # noqa: E402

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import fakehost
+from support import fakehost
 from xpu_cdi.doctor import runtimes
 from xpu_cdi.errors import XpuCdiError
 

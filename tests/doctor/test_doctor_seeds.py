@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from doctornode import Node, Results, worst
+from support.doctornode import Node, Results, worst
 
 pytestmark = pytest.mark.privileged
 

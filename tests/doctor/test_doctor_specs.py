@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-import fakehost
-from doctornode import Node, checks, status, worst
+from support import fakehost
+from support.doctornode import Node, checks, status, worst
 
 pytestmark = pytest.mark.privileged
 SPEC = "kunlunxin.com-xpu.json"

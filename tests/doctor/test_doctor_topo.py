@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import fakehost
-from doctornode import Node, worst
+from support import fakehost
+from support.doctornode import Node, worst
 
 pytestmark = pytest.mark.privileged
 

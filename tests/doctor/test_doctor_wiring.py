@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-import fakehost
-from doctornode import Node, status, worst
+from support import fakehost
+from support.doctornode import Node, status, worst
 
 pytestmark = pytest.mark.privileged
 
@@ -198,7 +198,7 @@ class TestOciHooks:
 
     def test_compiled_hook_alone_passes(self, ready: Node) -> None:
         """The compiled hook copied alone into a dir passes: nothing beside it is needed."""
-        from hookkit import copy_binary
+        from support.hookkit import copy_binary
 
         (ready.tmp / "alone").mkdir()
         hook = copy_binary("xpu-cdi-hook", ready.tmp / "alone")
@@ -210,7 +210,7 @@ class TestOciHooks:
 
     def test_copy_from_an_older_release_fails(self, ready: Node) -> None:
         """A hook copy with the Python launcher an older release wrote beside it: fail, naming both."""
-        from hookkit import copy_binary
+        from support.hookkit import copy_binary
 
         (ready.tmp / "old").mkdir()
         hook = copy_binary("xpu-cdi-hook", ready.tmp / "old")

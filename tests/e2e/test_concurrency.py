@@ -18,8 +18,8 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-import runtimes
-from hookkit import HookHost, container_output, installed_hook, host_mounts, xpu  # noqa: F401
+from support import runtimes
+from support.hookkit import HookHost, container_output, host_mounts
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 

@@ -11,8 +11,8 @@ from typing import Callable
 
 import pytest
 
-import runtimes
-from hookkit import HookHost, container_output, installed_hook, host_mounts, tree, xpu  # noqa: F401
+from support import runtimes
+from support.hookkit import HookHost, container_output, host_mounts, tree
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 

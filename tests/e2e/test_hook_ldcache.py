@@ -16,8 +16,8 @@ from typing import Iterator
 
 import pytest
 
-import runtimes
-from hookkit import HookHost, container_output, installed_hook, xpu  # noqa: F401
+from support import runtimes
+from support.hookkit import HookHost, container_output
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 

@@ -10,9 +10,8 @@ from typing import Any, Dict
 
 import pytest
 
-import runtimes
-from hookkit import HookHost, ctrd, container_output, installed_hook, node_line, probe, xpu  # noqa: F401
-from runtimes import podman  # noqa: F401
+from support import runtimes
+from support.hookkit import HookHost, container_output, node_line, probe
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 HOOKS = Path(__file__).resolve().parents[2] / "hooks"

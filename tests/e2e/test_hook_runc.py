@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-import runtimes
-from hookkit import HookHost, container_output, installed_hook, node_line, npu, probe, xpu  # noqa: F401
+from support import runtimes
+from support.hookkit import HookHost, container_output, node_line, probe
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 
@@ -129,8 +129,8 @@ def test_nothing_requested_touches_nothing(xpu: HookHost) -> None:
 def xpu_userns(installed_hook):  # type: ignore[no-untyped-def]
     """A fake host in a world-traversable temp dir: the mapped root must reach the rootfs
     (pytest's own temp dirs are 0700)."""
-    import devdirs
-    import fakehost
+    from support import devdirs
+    from support import fakehost
 
     base = devdirs.device_tmpdir("xpu-cdi-userns-")
     base.chmod(0o755)

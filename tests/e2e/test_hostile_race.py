@@ -16,8 +16,8 @@ from typing import Callable, List, Set
 
 import pytest
 
-import runtimes
-from hookkit import HookHost, installed_hook, host_mounts, tree, xpu  # noqa: F401
+from support import runtimes
+from support.hookkit import HookHost, host_mounts, tree
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 

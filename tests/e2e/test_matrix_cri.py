@@ -1,4 +1,4 @@
-"""containerd 1.7's CRI driven as kubelet drives it (tests/cri.py over the CRI socket):
+"""containerd 1.7's CRI driven as kubelet drives it (tests/support/cri.py over the CRI socket):
 a host-network pod sandbox from a locally built pause image, containers that ask for
 cards the ways Kubernetes passes them — ``CDI_devices`` (what kubelet sends for a device
 plugin's ``cdi_devices``), the ``cdi.k8s.io/`` annotation, both at once, nothing, the
@@ -24,9 +24,9 @@ from typing import Iterator, Tuple
 import pytest
 import tomlkit
 
-import matrix
-from cri import CRI
-from matrix import Cards, CriContainerd, check_cards, other_tree  # noqa: F401 - fixture
+from support import matrix
+from support.cri import CRI
+from support.matrix import Cards, CriContainerd, check_cards
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
 import dpnode  # noqa: E402 - the device plugin's fake kubelet (tests/deviceplugin)

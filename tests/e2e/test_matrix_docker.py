@@ -1,6 +1,6 @@
 """Docker, live, on both Debian release lines: the host's docker.io and the other
 release's in its tree (Debian 12: Docker 20.10, no CDI; Debian 13: Docker 26, CDI behind
-``features.cdi``).  Each line gets one private dockerd (tests/matrix.py: own socket,
+``features.cdi``).  Each line gets one private dockerd (tests/support/matrix.py: own socket,
 data-root, exec-root, pidfile, ``--iptables=false --bridge=none``, its managed containerd)
 configured by ``xpu-cdi runtime configure --runtime docker`` itself, which writes the
 ``xpu`` runtime (the wrapper) and, on Docker >= 25, ``features.cdi``.  dockerd runs
@@ -17,8 +17,8 @@ from typing import Iterator
 
 import pytest
 
-import matrix
-from matrix import Cards, Dockerd, check_cards, other_tree  # noqa: F401 - fixture
+from support import matrix
+from support.matrix import Cards, Dockerd, check_cards
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 FIRST_CDI = (25, 0, 0)

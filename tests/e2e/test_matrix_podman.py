@@ -13,8 +13,8 @@ from typing import Iterator
 
 import pytest
 
-import matrix
-from matrix import Cards, PlacePodman, check_cards, other_tree  # noqa: F401 - fixture
+from support import matrix
+from support.matrix import Cards, PlacePodman, check_cards
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 LINES = ["host-runc", "tree-runc", "tree-crun"]

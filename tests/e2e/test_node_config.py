@@ -21,9 +21,9 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
-import fakehost
-import runtimes
-from hookkit import HookHost, container_output, installed_hook, xpu  # noqa: F401
+from support import fakehost
+from support import runtimes
+from support.hookkit import HookHost, container_output
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-import fakehost
-from runtimes import Podman, podman  # noqa: F401 - fixture
+from support import fakehost
+from support.runtimes import Podman
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 XPU_CDI = str(Path(sys.executable).parent / "xpu-cdi")

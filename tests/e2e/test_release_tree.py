@@ -1,4 +1,4 @@
-"""The other Debian release's tree (tests/releasetree.py): built by the suite, entered
+"""The other Debian release's tree (tests/support/releasetree.py): built by the suite, entered
 with pivot_root, holding that release's runtimes, starting nothing by itself."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import devdirs
-import releasetree
-from matrix import other_tree  # noqa: F401 - fixture
+from support import devdirs
+from support import releasetree
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 # the release lines the matrix is about: (runtime, --version) -> major.minor per release

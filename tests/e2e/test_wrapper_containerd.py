@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from runtimes import IMAGE, Containerd, unique
+from support.runtimes import IMAGE, Containerd, unique
 
-import fakehost
+from support import fakehost
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent

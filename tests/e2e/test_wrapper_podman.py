@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from runtimes import Bundle, Podman, podman, require, run_runc  # noqa: F401 - fixture
+from support.runtimes import Bundle, Podman, require, run_runc
 
-import fakehost
+from support import fakehost
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Iterator, List
 
 import pytest
-from runtimes import Bundle, require, run_runc, unique
+from support.runtimes import Bundle, require, run_runc, unique
 
-import fakehost
+from support import fakehost
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent

@@ -16,8 +16,8 @@ from fuzzcontract import FUZZ, file_contents, json_values, mutated
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from hookkit import hook_binary
-from wrapper_specs import spec_dir
+from support.hookkit import hook_binary
+from support.wrapper_specs import spec_dir
 
 STATE = {"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 0, "bundle": "/tmp/b",
          "annotations": {"cdi.k8s.io/p_1": "kunlunxin.com/xpu=1"}}

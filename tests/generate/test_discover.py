@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import fakehost
+from support import fakehost
 from xpu_cdi.errors import DiscoveryError
 from xpu_cdi.generate import profile
 from xpu_cdi.generate.discover import Roots, discover, discover_all

@@ -1,5 +1,5 @@
 """`xpu-cdi generate --profile auto` on fixture hosts shaped like each vendor's
-published layout (tests/fakehost.py says which real host each imitates):
+published layout (tests/support/fakehost.py says which real host each imitates):
 exactly the expected specs, per-card nodes in their card's device only,
 odd /dev entries skipped with a note, a failing profile reported and
 skipped with the others still written."""
@@ -14,7 +14,7 @@ from typing import Any, Dict, List
 import pytest
 from click.testing import CliRunner
 
-import fakehost
+from support import fakehost
 from xpu_cdi.cli import PROFILE_FAILED, main
 
 pytestmark = pytest.mark.privileged

@@ -10,8 +10,8 @@ from typing import Any, Dict
 import pytest
 import yaml
 
-import fakehost
-import upstream_schema
+from support import fakehost
+from support import upstream_schema
 from xpu_cdi.cdi import validate
 from xpu_cdi.errors import SpecError
 from xpu_cdi.generate import profile

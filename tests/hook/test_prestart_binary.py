@@ -17,9 +17,9 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
-import fakehost
-import runtimes
-from hookkit import HookHost, container_output, hook_binary, host_mounts, tree
+from support import fakehost
+from support import runtimes
+from support.hookkit import HookHost, container_output, hook_binary, host_mounts, tree
 
 pytestmark = pytest.mark.privileged  # fake hosts have device nodes
 

@@ -19,7 +19,7 @@ import pytest
 from xpu_cdi.generate import profile, spec
 from xpu_cdi.model import Card
 
-from hookkit import hook_binary
+from support.hookkit import hook_binary
 
 VECTORS = json.loads((Path(__file__).parent.parent / "data" / "vectors" / "selection.json").read_text())["cases"]
 PROFILES = profile.load_all([])

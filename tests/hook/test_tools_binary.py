@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import pytest
 
-from hookkit import hook_binary, tree
+from support.hookkit import hook_binary, tree
 
 HOOK = "xpu-cdi-hook"
 

@@ -28,7 +28,7 @@ from typing import Dict, Iterator, List, Set
 
 import pytest
 
-import fakehost
+from support import fakehost
 
 REPO = Path(__file__).resolve().parents[2]
 DEB_OUT = REPO / "packaging/deb/out"
@@ -187,7 +187,7 @@ def check_deb_contents(deb: Path) -> None:
 
 def check_hook_under_runc(base: Path) -> None:
     """The installed hook, registered as a prestart hook, injects cards 1 and 3 of a fake host."""
-    import runtimes
+    from support import runtimes
 
     host = fakehost.kunlunxin(base / "host", cards=8)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import wrapper_specs
+from support import wrapper_specs
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from runtimes import Containerd
+from support.runtimes import Containerd
 
 from xpu_cdi.cli import main
 

@@ -17,8 +17,8 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from hookkit import copy_binary
-from wrapper_specs import KIND, base_config, index, spec
+from support.hookkit import copy_binary
+from support.wrapper_specs import KIND, base_config, index, spec
 from xpu_cdi import deviceplugin
 
 NAME = "xpu-container-runtime"

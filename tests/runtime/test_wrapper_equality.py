@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List
 
-from hookkit import hook_binary
+from support.hookkit import hook_binary
 
 KIND = "example.com/gpu"
 

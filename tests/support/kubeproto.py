@@ -26,7 +26,7 @@ from typing import Dict, Tuple
 
 import pytest
 
-KUBELET_REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "kubelet"
+KUBELET_REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kubelet"
 _CACHE: Dict[str, Tuple[ModuleType, ModuleType]] = {}
 _OUT = None  # one output dir per process, on sys.path
 

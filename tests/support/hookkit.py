@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
-import fakehost
-import runtimes
+from . import fakehost
+from . import runtimes
 
 BIN = Path(sys.executable).parent
 HOOK_ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]

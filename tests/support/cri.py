@@ -1,7 +1,7 @@
 """A small CRI client that drives a container runtime the way kubelet does: a pod sandbox,
 containers created in it from a ContainerConfig (env, annotations, ``CDI_devices``), started,
 waited for, their CRI log read back, everything removed.  The message classes and stubs
-are compiled from the upstream proto (tests/kubeproto.py; skipped, saying why, where
+are compiled from the upstream proto (tests/support/kubeproto.py; skipped, saying why, where
 ``../shared`` is absent).
 """
 
@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import kubeproto
+from . import kubeproto
 
 
 class CRI:

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import pytest
 
-REF = Path(__file__).resolve().parent.parent.parent / "shared" / "reference"
+REF = Path(__file__).resolve().parents[3] / "shared" / "reference"
 
 
 def validator(version: str = "v1.1.0") -> Callable[[Any], None]:

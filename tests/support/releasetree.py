@@ -35,10 +35,10 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from devdirs import allows_device_nodes
-from runtimes import CACHE
+from .devdirs import allows_device_nodes
+from .runtimes import CACHE
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 #: The runtimes of each release line, installed into the tree (recommends off).  trixie's
 #: docker.io no longer depends on its client: docker-cli is named explicitly there.  The

@@ -18,7 +18,7 @@ from typing import Optional
 import pytest
 
 ST_NODEV = 4  # os.ST_NODEV
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def allows_device_nodes(path: Path) -> bool:

@@ -1,5 +1,5 @@
 """The runtime matrix: the host's own release line and the other Debian release's (in a
-tree, tests/releasetree.py), each driven live by the tests as users run it.
+tree, tests/support/releasetree.py), each driven live by the tests as users run it.
 
 ``Place`` is where a runtime runs: the host itself (in a private mount namespace, so the
 mounts a daemon makes go away with it) or the release tree (pivot_root).  ``Dockerd``
@@ -25,12 +25,12 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence
 import pytest
 import yaml
 
-import devdirs
-import fakehost
-import releasetree
-from runtimes import cached_rootfs_tar, past_exit_code_race, podman_config, private_etc_cdi, unique
+from . import devdirs
+from . import fakehost
+from . import releasetree
+from .runtimes import cached_rootfs_tar, past_exit_code_race, podman_config, private_etc_cdi, unique
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 XPU_CDI = str(BIN / "xpu-cdi")
 HOOK = str(BIN / "xpu-cdi-hook")
@@ -310,7 +310,7 @@ class CriContainerd:
     PAUSE = "localhost/xpu-cdi-pause:latest"
 
     def __init__(self, place: Place, base: Path, config: str, env: Sequence[str] = ()) -> None:
-        from runtimes import oci_image_archive, private_containerd_config
+        from .runtimes import oci_image_archive, private_containerd_config
 
         self.place, self.base = place, base
         base.mkdir(parents=True, exist_ok=True)

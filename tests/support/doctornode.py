@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from click.testing import CliRunner
 
-import fakehost
+from . import fakehost
 from xpu_cdi.cli import main
 
 Results = List[Dict[str, str]]
