@@ -241,15 +241,21 @@ def past_exit_code_race(podman: Callable[[Sequence[str]], subprocess.CompletedPr
 
 class Podman:
     """podman with a private store, the settings this machine needs and a private CDI
-    spec dir, ``cdi_dir``, that it sees as /etc/cdi."""
+    spec dir, ``cdi_dir``, that it sees as /etc/cdi; with ``private_cdi=False`` it reads
+    the CDI dirs of the mount namespace it runs in, as a user's podman does (the demo)."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, private_cdi: bool = True) -> None:
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
+        self.private_cdi = private_cdi
         self.cdi_dir = base / "cdi"
         self.cdi_dir.mkdir(exist_ok=True)
         self.env = dict(os.environ, **podman_config(base))
-        self.run_cmd(["import", "-q", str(cached_rootfs_tar()), IMAGE], check=True)
+        try:
+            self.run_cmd(["import", "-q", str(cached_rootfs_tar()), IMAGE], check=True)
+        except BaseException:  # nobody else holds the object to close it
+            self.close()
+            raise
 
     def run_cmd(self, args: Sequence[str], check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
         r = past_exit_code_race(lambda a: self._podman(a, timeout), args)
@@ -257,8 +263,12 @@ class Podman:
             raise subprocess.CalledProcessError(r.returncode, ["podman", *args], r.stdout, r.stderr)
         return r
 
+    def command(self, args: Sequence[str]) -> List[str]:
+        cmd = ["podman", *args]
+        return private_etc_cdi(self.cdi_dir, self.base, cmd) if self.private_cdi else cmd
+
     def _podman(self, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
-        return subprocess.run(private_etc_cdi(self.cdi_dir, self.base, ["podman", *args]), env=self.env,
+        return subprocess.run(self.command(args), env=self.env,
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
     def run(self, podman_args: Sequence[str], command: Sequence[str]) -> subprocess.CompletedProcess:
@@ -267,8 +277,7 @@ class Podman:
     def close(self) -> None:
         self.run_cmd(["rm", "-af"])
         self.run_cmd(["rmi", "-af"])
-        subprocess.run(private_etc_cdi(self.cdi_dir, self.base, ["podman", "system", "reset", "-f"]),
-                       env=self.env, capture_output=True)
+        subprocess.run(self.command(["system", "reset", "-f"]), env=self.env, capture_output=True)
         # a run podman lost track of (its exit-code race) leaves runc's state behind
         listed = subprocess.run(["runc", "list", "-f", "json"], capture_output=True, text=True)
         for c in json.loads(listed.stdout or "null") or []:
