@@ -21,6 +21,9 @@ deps:
 	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-click python3-yaml python3-jsonschema \
 	  python3-pyudev python3-cffi-backend python3-tomlkit
 	@sh scripts/install-runtime-matrix-deps.sh
+	@# go mod download fetches the upstream protos and CDI schema the contract tests read
+	@# (tests/support/upstream.py); Go's own tarball in /usr/local/go serves as well
+	@command -v go >/dev/null || test -x /usr/local/go/bin/go || sh scripts/install-deps.sh golang-go
 
 $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/*.py) \
   $(shell find src/xpu_cdi/_native/hotpath -name '*.[ch]')

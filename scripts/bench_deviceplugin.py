@@ -1,9 +1,9 @@
 """The device plugin's figures for `make bench` (scripts/bench.py calls :func:`run`).
 
 ``xpu-cdi device-plugin`` runs as its own process on a fake 8-card node,
-against the fake kubelet of the tests (stubs compiled from
-``../shared/reference/kubelet``; without it these rows are left out, saying
-why), on each Python stack that is installed (PyPI's grpcio/protobuf in the
+against the fake kubelet of the tests (stubs compiled from the upstream
+k8s.io/kubelet module, tests/support/kubeproto.py; where it cannot be had these
+rows are left out, saying why), on each Python stack that is installed (PyPI's grpcio/protobuf in the
 venv, Debian's python3-grpcio/python3-protobuf):
 
 * Allocate latency, client side: one card per call, >= 200 calls on one

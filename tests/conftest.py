@@ -14,10 +14,9 @@ from support import devdirs
 from support import fakehost
 
 # the fixtures of the helper package (tests/support, importable through pyproject's pythonpath)
-pytest_plugins = ["support.runtimes", "support.hookkit", "support.matrix"]
+pytest_plugins = ["support.runtimes", "support.hookkit", "support.matrix", "support.upstream"]
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 IS_ROOT = os.geteuid() == 0
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
 from support import upstream_schema
 from xpu_cdi.cdi import validate
+from xpu_cdi.cdi.version import parse as parse_version
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "schemas"
 
@@ -35,8 +36,13 @@ def test_cases_exist() -> None:
     assert len(list((DATA / "bad").glob("*.json"))) >= 8
 
 
-@pytest.mark.parametrize("version", ["v0.6.0", "v1.1.0"])
-def test_upstream_good_testdata_passes_upstream_and_ours(version: str) -> None:
+# the CDI module's versions that carry schema/ (see tests/support/gomod/go.mod): v0.6.0 is
+# the schema of specs up to cdiVersion 0.6.0, None go.mod's v0.8.1 (up to 0.8.0)
+SCHEMAS = pytest.mark.parametrize("version", [upstream_schema.OLDEST, None], ids=["cdi-v0.6.0", "cdi-go.mod"])
+
+
+@SCHEMAS
+def test_upstream_good_testdata_passes_upstream_and_ours(version: Optional[str]) -> None:
     """The upstream good examples pass our strict schema too (we are stricter, not different)."""
     check = upstream_schema.validator(version)
     for path in upstream_schema.testdata(version, "good"):
@@ -46,8 +52,8 @@ def test_upstream_good_testdata_passes_upstream_and_ours(version: str) -> None:
         assert problems == [], (path, problems)
 
 
-@pytest.mark.parametrize("version", ["v0.6.0", "v1.1.0"])
-def test_upstream_bad_testdata_fails_ours(version: str) -> None:
+@SCHEMAS
+def test_upstream_bad_testdata_fails_ours(version: Optional[str]) -> None:
     """The upstream bad examples fail our checks as well (an empty file fails to parse)."""
     for path in upstream_schema.testdata(version, "bad"):
         try:
@@ -58,10 +64,28 @@ def test_upstream_bad_testdata_fails_ours(version: str) -> None:
 
 
 def test_our_good_cases_pass_upstream() -> None:
-    """What we call good, the upstream schema accepts."""
-    check = upstream_schema.validator()
+    """What we call good, the newest upstream schema to be had accepts, and the 0.6.0 one
+    too where the case is at a version that schema describes."""
+    newest, oldest = upstream_schema.validator(), upstream_schema.validator(upstream_schema.OLDEST)
     for path in sorted((DATA / "good").glob("*.json")):
-        check(json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        newest(data)
+        if parse_version(data["cdiVersion"]) <= (0, 6, 0):
+            oldest(data)
+
+
+def test_the_two_schemas_differ_where_the_format_did() -> None:
+    """Both schemas are really read, and they are not the same: additionalGids came with 0.7.0,
+    so the v0.8.1 schema checks its items (uint32) and the v0.6.0 one, which predates it, lets
+    anything through (upstream schemas refuse no unknown field; ours does)."""
+    import jsonschema
+
+    spec = {"cdiVersion": "0.7.0", "kind": "example.com/acc",
+            "devices": [{"name": "a", "containerEdits": {"additionalGids": ["not a gid"]}}]}
+    upstream_schema.validator(upstream_schema.OLDEST)(spec)
+    with pytest.raises(jsonschema.ValidationError, match="not a gid"):
+        upstream_schema.validator()(spec)
+    assert validate.problems(spec) != []
 
 
 def test_problems_on_non_object() -> None:

@@ -2,7 +2,7 @@
 
 The table in ``xpu_cdi.deviceplugin.api`` is the wire contract: it is
 compared field by field with stubs compiled from the upstream
-``api.proto`` (skipped, saying why, where ../shared is absent), and bytes
+``api.proto`` (tests/support/kubeproto.py), and bytes
 written by either side are read by the other.
 """
 

@@ -3,7 +3,7 @@
 Every test runs the daemon on both Python stacks (``stack``: the venv's PyPI
 grpcio/protobuf, and Debian's python3-grpcio/python3-protobuf); the fake
 kubelet is the test process itself, with stubs compiled from
-``../shared/reference/kubelet`` (skipped, saying why, where that is absent).
+the upstream proto (tests/support/kubeproto.py).
 """
 
 from __future__ import annotations

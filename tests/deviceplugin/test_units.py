@@ -1,6 +1,6 @@
 """The device plugin's parts without kubelet: settings, inventory, health, allocation answers.
 
-These need neither ../shared nor a second process.
+These need neither the upstream protos nor a second process.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """doctor's device-plugin checks (the "0 cards" chain) and the env-selection setting.
 
 The registered case runs the real ``xpu-cdi device-plugin`` against the fake
-kubelet of tests/deviceplugin (stubs from the upstream proto; skipped, saying
-why, where ../shared is absent).
+kubelet of tests/deviceplugin (stubs from the upstream proto, tests/support/kubeproto.py).
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ class TestGolden:
         spec = build(host, name)
         assert validate.problems(spec) == []
         upstream_schema.validator()(spec)
+        upstream_schema.validator(upstream_schema.OLDEST)(spec)  # 0.5.0: older runtimes' schema too
         got = normalised(spec, host_root)
         path = GOLDEN / golden
         if os.environ.get("XPU_CDI_UPDATE_GOLDEN"):
@@ -68,10 +69,14 @@ class TestShape:
         assert list(spec) == ["cdiVersion", "kind", "devices", "containerEdits"]
 
     def test_validates_against_upstream_schema(self, xpu_host: fakehost.FakeHost) -> None:
-        """Every variant also passes the upstream CDI schema."""
-        check = upstream_schema.validator()
+        """Every variant also passes the upstream CDI schemas (the newest to be had, and the
+        0.6.0 one: every variant is at 0.5.0)."""
+        checks = (upstream_schema.validator(), upstream_schema.validator(upstream_schema.OLDEST))
         for kw in ({}, {"name_strategies": ("index", "pci")}, {"all_device": False}, {"ld_env": True}):
-            check(build(xpu_host, "kunlunxin", **kw))
+            spec = build(xpu_host, "kunlunxin", **kw)
+            assert spec["cdiVersion"] == "0.5.0"
+            for check in checks:
+                check(spec)
 
     def test_all_device_has_every_card(self, xpu_host: fakehost.FakeHost) -> None:
         """'all' carries every card node; control nodes stay at spec level."""

@@ -1,8 +1,7 @@
 """A small CRI client that drives a container runtime the way kubelet does: a pod sandbox,
 containers created in it from a ContainerConfig (env, annotations, ``CDI_devices``), started,
 waited for, their CRI log read back, everything removed.  The message classes and stubs
-are compiled from the upstream proto (tests/support/kubeproto.py; skipped, saying why, where
-``../shared`` is absent).
+are compiled from the upstream proto (tests/support/kubeproto.py).
 """
 
 from __future__ import annotations
@@ -61,7 +60,9 @@ class CRI:
         config = pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0), image=pb.ImageSpec(image=image),
             command=list(command), log_path=f"{name}.log",
-            envs=[pb.KeyValue(key=k, value=v) for k, v in (env or {}).items()],
+            # bytes since CRI v0.37 (env values need not be UTF-8); on the wire the same as the
+            # string of older protos, so containerd 1.7 reads it unchanged
+            envs=[pb.KeyValue(key=k, value=v.encode()) for k, v in (env or {}).items()],
             annotations=dict(annotations or {}), CDI_devices=[pb.CDIDevice(name=d) for d in cdi_devices],
             linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
                 namespace_options=pb.NamespaceOption(network=ns.network, pid=ns.pid, ipc=ns.ipc))))
