@@ -1,12 +1,13 @@
 """The package's import graph has no circles: layers depend one way
 (tooling -> generate/cdi -> model/errors).  Built from the source with
 ``ast`` (every import statement, also those inside functions, and the
-lazily registered commands of ``cli.LAZY_COMMANDS``), so a circle hidden
+commands ``cli.COMMANDS`` loads by name), so a circle hidden
 behind a function-level import or ``importlib`` fails here too."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -46,7 +47,7 @@ def imports_of(name: str, path: Path, known: Set[str]) -> Set[str]:
 def graph() -> Dict[str, Set[str]]:
     mods = modules()
     edges = {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
-    edges["xpu_cdi.cli"] |= {module for module, _attr, _build in cli.LAZY_COMMANDS.values()}
+    edges["xpu_cdi.cli"] |= {module for module, _builder in cli.COMMANDS.values()}
     return edges
 
 
@@ -80,7 +81,7 @@ def cycle(edges: Dict[str, Set[str]]) -> List[str]:
 def test_graph_is_read_from_the_source() -> None:
     """The graph sees function-level and lazy imports (else the test below proves nothing)."""
     edges = graph()
-    assert "xpu_cdi.doctor.command" in edges["xpu_cdi.cli"]  # lazy, through LAZY_COMMANDS
+    assert "xpu_cdi.doctor.command" in edges["xpu_cdi.cli"]  # lazy, through COMMANDS
     assert "xpu_cdi.clikit" in edges["xpu_cdi.doctor.command"]
 
 
@@ -95,7 +96,18 @@ def test_no_import_circles() -> None:
 
 
 def test_lazy_imports_only_in_cli() -> None:
-    """``importlib`` hides edges from readers: only cli's table of lazy commands may use it."""
+    """``importlib`` hides edges from readers: only cli's table of commands may use it."""
     users = sorted(name for name, path in modules().items()
                    if "import_module(" in path.read_text() and name != "xpu_cdi.cli")
     assert users == []
+
+
+def test_every_command_lives_in_its_subsystem() -> None:
+    """cli is only the table: each command is built by a module of the subsystem it serves
+    (a ``command.py``, or binaries for ``hook``), and cli imports none of them directly."""
+    mods = modules()
+    for name, (module, builder) in cli.COMMANDS.items():
+        assert module in mods, (name, module)
+        assert module.endswith(".command") or module == "xpu_cdi.binaries", (name, module)
+        assert callable(getattr(importlib.import_module(module), builder)), (name, builder)
+    assert graph()["xpu_cdi.cli"] - {m for m, _b in cli.COMMANDS.values()} == {"xpu_cdi.clikit"}

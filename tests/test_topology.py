@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from support import fakehost
-from xpu_cdi import allocate, topology
+from xpu_cdi import topology
+from xpu_cdi.topology import allocate
 from xpu_cdi.cdi import validate
 from xpu_cdi.cli import main
 from xpu_cdi.errors import SelectionError

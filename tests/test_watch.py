@@ -1,4 +1,4 @@
-"""``xpu-cdi watch`` and its refresh step (:mod:`xpu_cdi.refresh`): event
+"""``xpu-cdi watch`` and its refresh step (:mod:`xpu_cdi.watch.refresh`): event
 matching, the refresh, debouncing, and the loop fed by a fake monitor (the
 seam: anything with pyudev's ``Monitor.poll``) and by real kernel uevents.
 
@@ -23,7 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from support import fakehost
-from xpu_cdi import cli, refresh, watch
+from xpu_cdi import cli, clikit, watch
+from xpu_cdi.watch import refresh
 from xpu_cdi.generate import edits, profile, spec
 from xpu_cdi.model import CardRule, Profile
 
@@ -59,9 +60,9 @@ class FakeMonitor:
 
 def target(host: fakehost.FakeHost, spec_dir: Path, fmt: str = "json", manifest: Optional[Path] = None,
            select: Any = None) -> refresh.Target:
-    roots = cli.roots_of(*(str(host.root),) * 3)
+    roots = clikit.roots_of(*(str(host.root),) * 3)
     return refresh.Target(
-        plan=functools.partial(cli.plan, (), NO_ADMIN, roots),
+        plan=functools.partial(clikit.plan, (), NO_ADMIN, roots),
         select=select or functools.partial(profile.select, None, NO_ADMIN),
         spec_dir=str(spec_dir), fmt=fmt,
         options=spec.SpecOptions(edit=edits.EditOptions(hook_path=HOOK)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any, List, Tuple
 
 from .errors import InstallError
 
@@ -38,7 +39,7 @@ def installed(name: str) -> str:
     return scripts_path(name)
 
 
-def exec_binary(name: str, args: "list[str]") -> None:
+def exec_binary(name: str, args: List[str]) -> None:
     """Replace this process by the installed binary *name* with *args*
     (its exit code is then the command's).
 
@@ -51,3 +52,17 @@ def exec_binary(name: str, args: "list[str]") -> None:
     except OSError as err:
         raise InstallError(f"cannot run {path!r}: {err.strerror or err}: reinstall xpu-cdi "
                            f"(`make install`, or the distribution package)") from None
+
+
+def hook_command() -> Any:
+    """``xpu-cdi hook ...``, which execs the installed hook (``cli`` builds it on first use)."""
+    import click
+
+    @click.command("hook", add_help_option=False,
+                   context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def hook(args: Tuple[str, ...]) -> None:
+        """Run the OCI hook (execs the compiled xpu-cdi-hook): prestart, update-ldcache, create-symlinks."""
+        exec_binary("xpu-cdi-hook", list(args))
+
+    return hook

@@ -1,23 +1,25 @@
 """What every ``xpu-cdi`` command shares: errors as one line and an exit
-code, the root options (--profile, --profiles-dir, the three host roots)
-and the first two steps of the generate flow.
+code, the root options (--profile, --profiles-dir, the three host roots),
+the spec options of generate and watch, and the first two steps of the
+generate flow.
 
-Commands that live with their subsystem (doctor, topology, watch, system,
-device-plugin) import this module, never ``cli``: ``cli`` imports them
-(on first use), so the dependency goes one way.
+Each subsystem's ``command.py`` imports this module, never ``cli``: ``cli``
+imports them (on first use), so the dependency goes one way.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import click
 
 from . import binaries, errors
 from .generate import discover as _discover
+from .generate import edits as _edits
 from .generate import profile as _profile
+from .generate import spec as _spec
 from .model import Discovery
 
 # click uses 2 for usage errors; every other XpuCdiError not listed is 1.
@@ -70,6 +72,35 @@ def subcommand(name: str, f: Any, options: Tuple[Any, ...]) -> click.Command:
     for opt in reversed(options):
         f = opt(f)
     return click.command(name)(root_options(f))
+
+
+# the flags generate and watch share: how the spec they write is built
+SPEC_OPTIONS = (
+    click.option("--device-name-strategy", "strategies", multiple=True, type=click.Choice(_spec.STRATEGIES),
+                 help="How devices are named: 'index' (0, 1, ...; default) and/or 'pci' (0000:3b:00.0). "
+                      "Repeatable."),
+    click.option("--no-all-device", is_flag=True, help="Do not add the 'all' device."),
+    click.option("--hook-path", default=None, help="Absolute path of xpu-cdi-hook written into spec hooks."),
+    click.option("--ld-library-path-env", is_flag=True,
+                 help="Set LD_LIBRARY_PATH instead of adding the update-ldcache hook (replaces the image's own "
+                      "value)."),
+)
+
+
+def spec_options(strategies: Sequence[str], no_all_device: bool, hook_path: Optional[str],
+                 ld_library_path_env: bool, vendor: Optional[str] = None,
+                 device_class: Optional[str] = None) -> _spec.SpecOptions:
+    """The SpecOptions of SPEC_OPTIONS' flags (and generate's --vendor, --class).
+
+    Raises:
+        SpecError: a relative --hook-path (runtimes exec hooks by absolute path).
+    """
+    hook = hook_path or default_hook_path()
+    if not os.path.isabs(hook):
+        raise errors.SpecError(f"--hook-path {hook!r} must be absolute: runtimes do not search PATH for hooks")
+    return _spec.SpecOptions(edit=_edits.EditOptions(hook_path=hook, ld_library_path_env=ld_library_path_env),
+                             name_strategies=tuple(strategies) or ("index",), all_device=not no_all_device,
+                             vendor=vendor, device_class=device_class)
 
 
 def roots_of(dev_root: str, driver_root: str, sysfs_root: str) -> _discover.Roots:

@@ -44,6 +44,10 @@ class RuntimeConfigError(XpuCdiError):
         super().__init__(message)
 
 
+class HostSetupError(XpuCdiError):
+    """A change to the host itself (the ``/dev/char`` links) cannot be made."""
+
+
 class InstallError(XpuCdiError):
     """A compiled part of the installation is missing or cannot be loaded."""
 

@@ -231,6 +231,20 @@ class TestCreateDevCharSymlinks:
         assert r.exit_code == 0 and "241:0 -> ../davinci0" in r.output
         assert os.readlink(stale) == "../davinci0"
 
+    def test_a_link_that_cannot_be_made_stops_there(self, node: Node) -> None:
+        """"created" is said of a link only once it is made; the one that cannot be (a directory
+        in its place) is one line and exit 1, not a spec error's 5, and nothing after it is tried."""
+        node.host = fakehost.kunpeng_npu_server(node.root, cards=3, dev_char_links=False)
+        (node.root / "dev/char/241:1/in-the-way").mkdir(parents=True)
+        r = CliRunner().invoke(main, ["system", "create-dev-char-symlinks", *node.roots])
+        assert r.exit_code == 1, r.output
+        assert "created " in r.output and "241:0 -> ../davinci0" in r.output
+        assert "241:1 -> " not in r.output and "241:2" not in r.output
+        assert f"xpu-cdi: cannot create '{node.root}/dev/char/241:1': Is a directory" in r.output
+        assert os.readlink(node.root / "dev/char/241:0") == "../davinci0"
+        assert not (node.root / "dev/char/241:2").exists()
+        assert [p.name for p in (node.root / "dev/char").iterdir() if "tmp" in p.name] == []
+
     def test_no_cards_is_not_an_error(self, node: Node) -> None:
         """The refresh service runs the command on every host: without cards it says so and exits 0."""
         r = CliRunner().invoke(main, ["system", "create-dev-char-symlinks", *node.roots])

@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from support import fakehost
-from xpu_cdi.cli import PROFILE_FAILED, main
+from xpu_cdi.cli import main
+from xpu_cdi.clikit import PROFILE_FAILED
 
 pytestmark = pytest.mark.privileged
 HOOK = "/usr/bin/xpu-cdi-hook"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from .. import allocate as _allocate
+from ..topology import allocate as _allocate
 from ..errors import SelectionError
 from . import response
 from .devices import Card

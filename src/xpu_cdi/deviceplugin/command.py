@@ -1,4 +1,4 @@
-"""The ``xpu-cdi device-plugin`` click command (built on first use, see ``cli.LAZY_COMMANDS``).
+"""The ``xpu-cdi device-plugin`` click command (built on first use, see ``cli.COMMANDS``).
 
 ``--probe`` (the DaemonSet's readiness probe) reads the status file only and
 never imports gRPC.

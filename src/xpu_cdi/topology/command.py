@@ -9,9 +9,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from . import topology as _topology
-from .clikit import PROFILE_FAILED, plan, roots_of, subcommand
-from .errors import SelectionError
+from .. import topology as _topology
+from ..clikit import PROFILE_FAILED, plan, roots_of, subcommand
+from ..errors import SelectionError
 
 
 def parse_available(text: str) -> List[str]:

@@ -16,11 +16,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence
 
-from . import atomic
-from .errors import DiscoveryError, SpecError
-from .generate import check as _check
-from .generate import spec as _spec
-from .model import Discovery, Profile
+from .. import atomic
+from ..errors import DiscoveryError, SpecError
+from ..generate import check as _check
+from ..generate import spec as _spec
+from ..model import Discovery, Profile
 
 Log = Callable[[str], None]
 

@@ -13,7 +13,7 @@ import itertools
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .errors import SelectionError
+from ..errors import SelectionError
 
 # Exact search is used while the number of candidate sets stays this small
 # (every 16-card server); beyond it a greedy fill gives the same answer on

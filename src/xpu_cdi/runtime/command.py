@@ -70,3 +70,8 @@ def configure(runtime_kind: str, config: Optional[str], drop_in: Optional[str], 
         if runtime_kind in ("containerd", "crio"):
             click.echo(f"Kubernetes: a RuntimeClass with handler: {runtime_name} (deploy/runtimeclass.yaml) "
                        f"selects it")
+
+
+def command() -> click.Group:
+    """The ``runtime`` click group (``cli`` loads it on first use)."""
+    return runtime

@@ -9,7 +9,7 @@ and the files often do not exist yet when the watch starts).
 
 Events only mark a refresh as pending; the refresh runs once things have
 been quiet for ``debounce`` seconds (a driver load sends one event per node),
-so a burst costs one run.  A run (:mod:`xpu_cdi.refresh`) goes through the
+so a burst costs one run.  A run (:mod:`.refresh`) goes through the
 same pipeline as ``generate`` and writes a spec only when its bytes differ
 from the file on disk, so runtimes watching the spec directory see no
 churn.  ``--once`` is a single run: the systemd refresh unit and the
@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import SpecError, XpuCdiError
-from .generate import spec as _spec
-from .model import Profile
-from .refresh import Log, Target, refresh
+from ..errors import XpuCdiError
+from ..model import Profile
+from . import refresh as _refresh  # not its function: xpu_cdi.watch.refresh stays the module
+from .refresh import Log, Target
 
 # A kernel or DKMS module install rewrites this (relative to --driver-root;
 # %v is the running kernel).  The vendors' own version files are profile
@@ -168,7 +166,7 @@ class Watcher:
         reasons, self.reasons, self.first, self.last = self.reasons, [], None, None
         why = f" [{', '.join(reasons)}]" if reasons else ""
         try:
-            changes = refresh(self.target, lambda line: self.log(line + why))  # each change says its cause
+            changes = _refresh.refresh(self.target, lambda line: self.log(line + why))  # each change says its cause
             self.matchers = Matchers.of(self.target.select(), self.modules)  # profiles.d may have changed
         except XpuCdiError as err:
             self.log(f"refresh failed ({', '.join(reasons) or 'start'}): {err}")
@@ -226,81 +224,3 @@ def open_source(kind: str, log: Log) -> Any:
         log(f"cannot listen to {kind} uevents ({err}): watching files only")
         return None
     return monitor
-
-
-def _stderr_log(message: str) -> None:
-    print(f"xpu-cdi watch: {message}", file=sys.stderr, flush=True)
-
-
-def command() -> Any:
-    """The click command (``cli`` builds it on first use)."""
-    import functools
-
-    import click
-
-    from . import clikit
-    from .generate import edits as _edits
-    from .generate import profile as _profile
-
-    @click.command("watch")
-    @clikit.root_options
-    @click.option("--spec-dir", default="/etc/cdi", show_default=True, help="Directory the specs are kept in.")
-    @click.option("--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True)
-    @click.option("--device-name-strategy", "strategies", multiple=True, type=click.Choice(_spec.STRATEGIES),
-                  help="As for generate (repeatable).")
-    @click.option("--no-all-device", is_flag=True, help="As for generate.")
-    @click.option("--hook-path", default=None, help="As for generate.")
-    @click.option("--ld-library-path-env", is_flag=True, help="As for generate.")
-    @click.option("--once", is_flag=True, help="One refresh, then exit (for the systemd unit and package scripts).")
-    @click.option("--manifest", metavar="FILE", help="Record the files written here (the package removes them).")
-    @click.option("--source", type=click.Choice(["auto", "udev", "kernel", "none"]), default="auto",
-                  show_default=True, help="uevents after udev rules ran, raw kernel ones, or none (files only).")
-    @click.option("--debounce", type=float, default=2.0, show_default=True, help="Quiet seconds before a refresh.")
-    @click.option("--poll-interval", type=float, default=5.0, show_default=True,
-                  help="Seconds between checks of the watched files.")
-    @click.option("--watch-file", "extra_files", multiple=True, metavar="PATH",
-                  help="Another file whose change means a driver update (under --driver-root; %v = kernel release).")
-    @click.option("--module", "modules", multiple=True, metavar="NAME",
-                  help="Another kernel module whose (re)load triggers a refresh, besides the profiles' "
-                       "`modules` (when neither names any: every module).")
-    def watch(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
-              sysfs_root: str, spec_dir: str, fmt: str, strategies: Tuple[str, ...], no_all_device: bool,
-              hook_path: Optional[str], ld_library_path_env: bool, once: bool, manifest: Optional[str],
-              source: str, debounce: float, poll_interval: float, extra_files: Tuple[str, ...],
-              modules: Tuple[str, ...]) -> None:
-        """Regenerate the specs when cards or the driver change.
-
-        Listens to uevents (cards added or removed, the driver module
-        loaded or unloaded, PCI devices of the profiles' vendors bound or
-        unbound) and polls driver version files and the profile
-        directories; after DEBOUNCE quiet seconds it runs the generate
-        pipeline and rewrites a spec only when its content changed. Specs
-        of kinds whose cards are all gone are removed. One log line per change.
-        """
-        hook = hook_path or clikit.default_hook_path()
-        if not os.path.isabs(hook):
-            raise SpecError(f"--hook-path {hook!r} must be absolute: runtimes do not search PATH for hooks")
-        roots = clikit.roots_of(dev_root, driver_root, sysfs_root)
-        opts = _spec.SpecOptions(edit=_edits.EditOptions(hook_path=hook, ld_library_path_env=ld_library_path_env),
-                                 name_strategies=strategies or ("index",), all_device=not no_all_device)
-        target = Target(plan=functools.partial(clikit.plan, profiles, profiles_dir, roots),
-                        select=functools.partial(_profile.select, list(profiles) or None, profiles_dir),
-                        spec_dir=os.path.abspath(spec_dir), fmt=fmt, options=opts, manifest=manifest)
-        if once:
-            refresh(target, _stderr_log)
-            return
-        from .generate.discover import host_path
-
-        files = [host_path(roots.driver, expand(f)) for f in watch_files(target.select(), extra_files)]
-        files += [d for d in profiles_dir]
-        watcher = Watcher(target, files, _stderr_log, modules, debounce=debounce, poll_interval=poll_interval)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: watcher.stop.set())
-        signal.signal(signal.SIGHUP, lambda *_: watcher.trigger("SIGHUP"))
-        mon = open_source(source, _stderr_log)
-        _stderr_log(f"watching {spec_dir} ({'no uevents' if mon is None else 'uevents'}, "
-                    f"{len(files)} files every {poll_interval:g}s)")
-        watcher.loop(mon)
-        _stderr_log(f"stopped after {watcher.runs} run(s)")
-
-    return watch

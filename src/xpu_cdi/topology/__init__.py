@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .allocate import distance, preferred
-from .generate.discover import host_path
-from .model import HostView
+from ..generate.discover import host_path
+from ..model import HostView
 
 __all__ = ["TopoCard", "cards", "compress", "degraded", "device_annotations", "distance", "groups", "labels",
            "label_value_problem", "link_info", "pci_chain", "port_type", "preferred", "spec_options",
@@ -265,7 +265,7 @@ def spec_options(view: HostView, opts: Any, sysfs_root: str) -> Any:
     What ``generate --with-topology`` builds with; the annotations raise the
     spec's cdiVersion to 0.6.0.
     """
-    from .generate import spec as _spec  # the spec builder is only needed here
+    from ..generate import spec as _spec  # the spec builder is only needed here
 
     names = {c.index: _spec.card_names(c, opts.name_strategies) for c in view.cards}
     return dataclasses.replace(opts, annotations=device_annotations(cards(view, sysfs_root), names))

@@ -1,0 +1,60 @@
+"""``xpu-cdi list`` and ``xpu-cdi validate``: the spec directories as runtimes read them,
+and spec files against our strict schema and the CDI library's rules."""
+
+from __future__ import annotations
+
+import sys
+from typing import Tuple
+
+import click
+
+from . import registry
+
+
+@click.command("list")
+@click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
+              help="Spec directory, lowest priority first (repeatable).")
+def list_devices(spec_dirs: Tuple[str, ...]) -> None:
+    """Print the qualified CDI devices the spec directories define."""
+    reg = registry.load(spec_dirs)
+    for problem in reg.problems:
+        click.echo(f"xpu-cdi: warning: {problem}", err=True)
+    for name in sorted(reg.devices):
+        click.echo(name)
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def validate(files: Tuple[str, ...]) -> None:
+    """Check spec files against our strict schema and the CDI library's rules."""
+    from . import validate as cdi_validate  # jsonschema: only this command pays for it
+
+    bad = 0
+    for path in files:
+        try:
+            spec = cdi_validate.load_file(path)
+        except OSError as err:
+            click.echo(f"{path}: cannot read: {err.strerror}")
+            bad += 1
+            continue
+        except Exception as err:  # noqa: BLE001 - json/yaml parse errors of any kind
+            click.echo(f"{path}: cannot parse: {' '.join(str(err).split())}")
+            bad += 1
+            continue
+        found = cdi_validate.problems(spec)
+        for p in found:
+            click.echo(f"{path}: {p}")
+        if not found:
+            click.echo(f"{path}: ok ({spec['kind']}, cdiVersion {spec['cdiVersion']}, "
+                       f"{len(spec['devices'])} devices)")
+        bad += bool(found)
+    if bad:
+        sys.exit(1)
+
+
+def list_command() -> click.Command:
+    return list_devices
+
+
+def validate_command() -> click.Command:
+    return validate
