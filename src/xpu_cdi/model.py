@@ -6,8 +6,13 @@ pulls in ``inspect``, which costs milliseconds on every container start).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
+
+# a PCI function as sysfs names it (domain:bus:device.function), and as the pci naming
+# strategy names devices
+PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,9 @@ class NodeInfo:
 
 @dataclass(frozen=True)
 class DeviceNode:
-    """A host device node and where it appears in the container."""
+    """A host device node and the path it has in the container: the host's path less the
+    dev root, unless the profile names another (310B's davinci_manager_docker is
+    /dev/davinci_manager inside)."""
 
     container_path: str
     host: NodeInfo
@@ -150,13 +157,14 @@ class Card:
 
     index: int
     nodes: Tuple[DeviceNode, ...]
-    pci: Optional[str] = None
+    pci: Optional[str] = None  # PCI_ADDRESS
     numa_node: Optional[int] = None
 
 
 @dataclass(frozen=True)
 class Mount:
-    """A read-only bind mount: host path -> container path."""
+    """A read-only bind mount of a driver path: where it is on the host (under the driver
+    root) -> where the profile puts it in the container (by default the same path)."""
 
     host_path: str
     container_path: str

@@ -13,12 +13,12 @@ from ..errors import SelectionError
 
 # \Z, not $: Python's $ also matches before a trailing newline, Go's (the
 # reference library's) does not, so "0\n" must be refused as it is there
-VENDOR_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
-CLASS_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
+VENDOR_CLASS_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")  # both halves of a kind
 NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?\Z")
 ANNOTATION_PREFIX = "cdi.k8s.io/"
-_ANNOTATION_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
-MAX_ANNOTATION_NAME = 63
+# Kubernetes' rule for an annotation key's name part and for a label value (the API server's)
+K8S_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
+MAX_K8S_NAME = 63
 
 
 def kind_problem(kind: str) -> str:
@@ -26,10 +26,9 @@ def kind_problem(kind: str) -> str:
     vendor, sep, cls = kind.partition("/")
     if not sep:
         return f"kind {_short(kind)} must be 'vendor/class'"
-    if not VENDOR_RE.match(vendor):
-        return f"vendor {_short(vendor)} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
-    if not CLASS_RE.match(cls):
-        return f"class {_short(cls)} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
+    for what, part in (("vendor", vendor), ("class", cls)):
+        if not VENDOR_CLASS_RE.match(part):
+            return f"{what} {_short(part)} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
     return ""
 
 
@@ -68,17 +67,20 @@ def qualified(kind: str, name: str) -> str:
     return device
 
 
+def k8s_name_problem(what: str, value: str) -> str:
+    """Why *value* breaks Kubernetes' name rule (K8S_NAME_RE), worded about *what*, or ``""``."""
+    if len(value) > MAX_K8S_NAME:
+        return f"{what} is longer than {MAX_K8S_NAME} characters"
+    if not K8S_NAME_RE.match(value):
+        return f"{what} must start and end with a letter or digit and use only [A-Za-z0-9_.-]"
+    return ""
+
+
 def annotation_key_problem(key: str) -> str:
     """Why *key* is not a valid ``cdi.k8s.io/`` annotation key, or ``""``."""
     if not key.startswith(ANNOTATION_PREFIX):
         return f"annotation key {_short(key)} must start with {ANNOTATION_PREFIX!r}"
-    rest = key[len(ANNOTATION_PREFIX):]
-    if len(rest) > MAX_ANNOTATION_NAME:
-        return f"annotation key {_short(key)}: the part after the prefix is longer than {MAX_ANNOTATION_NAME} characters"
-    if not _ANNOTATION_NAME_RE.match(rest):
-        return (f"annotation key {_short(key)}: the part after the prefix must start and end with a letter or "
-                f"digit and use only [A-Za-z0-9_.-]")
-    return ""
+    return k8s_name_problem(f"annotation key {_short(key)}: the part after the prefix", key[len(ANNOTATION_PREFIX):])
 
 
 # What the binaries strip around a name (lib/strings.c): str.strip() would also take

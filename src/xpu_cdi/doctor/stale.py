@@ -10,7 +10,6 @@ options is only called stale when the host changed under it.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Any, Dict, List
 
@@ -18,13 +17,12 @@ from ..errors import XpuCdiError
 from ..generate import check as _check
 from ..generate import edits as _edits
 from ..generate import spec as _spec
-from ..model import HostView
+from ..model import PCI_ADDRESS, HostView
 from ..topology import ANNOTATION_PREFIX
 from .context import Context
 from .result import Result, fail, ok, warn
 from .specs import ours
 
-_PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
 
 def _hooks(spec: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -37,7 +35,7 @@ def infer_options(spec: Dict[str, Any], view: HostView) -> _spec.SpecOptions:
     names = [str(d.get("name")) for d in spec.get("devices") or [] if isinstance(d, dict)]
     strategies: List[str] = []
     for name in names:
-        strategy = "pci" if _PCI.match(name) else "index" if name.isdigit() else ""
+        strategy = "pci" if PCI_ADDRESS.match(name) else "index" if name.isdigit() else ""
         if strategy and strategy not in strategies:
             strategies.append(strategy)
     ours_hook = [h for h in _hooks(spec) if (h.get("args") or [""])[0] == "xpu-cdi-hook"]

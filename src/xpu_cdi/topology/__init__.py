@@ -12,19 +12,18 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .allocate import distance, preferred
+from ..cdi import names as cdi_names
 from ..generate.discover import host_path
-from ..model import HostView
+from ..model import PCI_ADDRESS, HostView
 
 __all__ = ["TopoCard", "cards", "compress", "degraded", "device_annotations", "distance", "groups", "labels",
            "label_value_problem", "link_info", "pci_chain", "port_type", "preferred", "spec_options",
            "upstream_switch"]
 
-_PCI = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 # PCI Express capability, "Device/Port Type" field (PCIe base spec 7.5.3.2)
 PCIE_CAP_ID = 0x10
 ROOT_PORT, UPSTREAM_PORT, DOWNSTREAM_PORT = 0x4, 0x5, 0x6
@@ -68,7 +67,7 @@ def pci_chain(sysfs_root: str, pci: str) -> List[str]:
     if not os.path.exists(link):
         return []
     parts = os.path.realpath(link).split(os.sep)
-    return [p for p in parts if _PCI.match(p)]
+    return [p for p in parts if PCI_ADDRESS.match(p)]
 
 
 def port_type(sysfs_root: str, pci: str) -> Optional[int]:
@@ -172,8 +171,6 @@ def groups(topo: Sequence[TopoCard]) -> List[List[TopoCard]]:
 
 
 ANNOTATION_PREFIX = "xpu-cdi.io/"
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-MAX_LABEL_VALUE = 63
 
 
 def device_annotations(topo: Sequence[TopoCard], names: Mapping[int, Sequence[str]]) -> Dict[str, Dict[str, str]]:
@@ -211,13 +208,8 @@ def compress(names: Sequence[str]) -> str:
 
 
 def label_value_problem(value: str) -> str:
-    """Why *value* is not a valid Kubernetes label value, or ``""``."""
-    if len(value) > MAX_LABEL_VALUE:
-        return f"label value {value!r} is longer than {MAX_LABEL_VALUE} characters"
-    if not _LABEL_VALUE.match(value):
-        return (f"label value {value!r} must start and end with a letter or digit and use only "
-                f"[A-Za-z0-9_.-]")
-    return ""
+    """Why *value* is not a valid Kubernetes label value (empty, or the name rule), or ``""``."""
+    return cdi_names.k8s_name_problem(f"label value {value!r}", value) if value else ""
 
 
 def labels(topo: Sequence[TopoCard]) -> Tuple[Dict[str, str], List[str]]:
