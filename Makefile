@@ -35,8 +35,7 @@ $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi
 	# runtimes exec: copied (not linked into the source tree, which `make clean`
 	# empties) beside xpu-cdi, where `generate --hook-path` and `runtime configure`
 	# look first; `install` replaces the file, so a container start running the old
-	# copy is not disturbed.  The rm drops the Python launchers older releases wrote.
-	rm -f $(BIN)/xpu-cdi-hook.py $(BIN)/xpu-container-runtime.py
+	# copy is not disturbed.
 	install -m 0755 src/xpu_cdi/_native/bin/xpu-cdi-hook src/xpu_cdi/_native/bin/xpu-container-runtime $(BIN)/
 	touch $@
 

@@ -65,11 +65,3 @@ class TestAnnotations:
         assert names.devices_from_annotations({"cdi.k8s.io/p": " kunlunxin.com/xpu=1\t"}) == ["kunlunxin.com/xpu=1"]
         with pytest.raises(SelectionError):
             names.devices_from_annotations({"cdi.k8s.io/p": "kunlunxin.com/xpu=1\x1c"})
-
-    def test_annotation_for_device_plugins(self) -> None:
-        """Device plugins get a valid key/value pair back."""
-        key, value = names.annotation_for("xpu-plugin", "0-1", ["kunlunxin.com/xpu=0", "kunlunxin.com/xpu=1"])
-        assert key == "cdi.k8s.io/xpu-plugin_0-1" and value == "kunlunxin.com/xpu=0,kunlunxin.com/xpu=1"
-        assert names.devices_from_annotations({key: value}) == ["kunlunxin.com/xpu=0", "kunlunxin.com/xpu=1"]
-        with pytest.raises(SelectionError, match="longer than 63"):
-            names.annotation_for("p" * 70, "x", ["kunlunxin.com/xpu=0"])

@@ -208,20 +208,6 @@ class TestOciHooks:
         assert status(res, "oci-hooks") == "ok"
         assert sorted(os.listdir(ready.tmp / "alone")) == ["xpu-cdi-hook"]
 
-    def test_copy_from_an_older_release_fails(self, ready: Node) -> None:
-        """A hook copy with the Python launcher an older release wrote beside it: fail, naming both."""
-        from support.hookkit import copy_binary
-
-        (ready.tmp / "old").mkdir()
-        hook = copy_binary("xpu-cdi-hook", ready.tmp / "old")
-        fakehost.write(ready.tmp / "old" / "xpu-cdi-hook.py",
-                       "#!/usr/bin/python3 -IS\nfrom xpu_cdi.hook.main import main\n")
-        fakehost.write(ready.hooks_dir / "xpu-cdi.json", json.dumps(
-            {"version": "1.0.0", "hook": {"path": str(hook)}, "when": {"always": True}, "stages": ["prestart"]}))
-        _code, res = ready.doctor()
-        r = worst(res, "oci-hooks")
-        assert r["status"] == "fail" and f"{str(hook)!r}, a copy from an older release (the Python launcher " \
-            f"'{hook}.py' beside it runs modules this release removed" in r["found"], r
 
     def test_missing_hook_binary_fails(self, ready: Node) -> None:
         """A hooks.d file whose hook is gone breaks matching containers: fail."""

@@ -11,6 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from xpu_cdi.cdi import names
+from xpu_cdi.deviceplugin import response
 from xpu_cdi.errors import SelectionError
 
 LETTERS = set(string.ascii_letters)
@@ -89,12 +90,13 @@ class TestAnnotations:
             assert len(got) == len(set(got))
 
     @FUZZ
-    @given(plugin=parts, device_id=parts, devs=st.lists(devices, max_size=3))
-    def test_annotation_for_round_trips(self, plugin: str, device_id: str, devs: list) -> None:
-        """What annotation_for returns is read back by parse_annotation_value as the same devices."""
-        got = ours(names.annotation_for, plugin, device_id, devs)
+    @given(plugin=parts, allocation=parts, ids=st.lists(parts, max_size=3))
+    def test_a_plugins_annotation_round_trips(self, plugin: str, allocation: str, ids: list) -> None:
+        """What a device plugin's annotation() returns is read back by parse_annotation_value as
+        the same devices (or it is refused with a SelectionError)."""
+        got = ours(response.annotation, plugin, "kunlunxin.com/xpu", ids, allocation)
         if isinstance(got, tuple):
-            assert names.parse_annotation_value(*got) == devs
+            assert names.parse_annotation_value(*got) == [f"kunlunxin.com/xpu={i}" for i in ids]
 
     def test_huge_value_is_linear_and_short_in_messages(self) -> None:
         """An annotation naming 200,000 devices parses quickly; an error about it stays short."""

@@ -7,7 +7,7 @@ Kept free of heavy imports: the hook and the wrapper runtime parse
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, List, Tuple
 
 from ..errors import SelectionError
 
@@ -126,26 +126,3 @@ def devices_from_annotations(annotations: Dict[str, str]) -> List[str]:
             for d in parse_annotation_value(key, str(annotations[key])):
                 out[d] = None
     return list(out)
-
-
-def annotation_for(plugin: str, device_id: str, devices: Iterable[str]) -> Tuple[str, str]:
-    """The ``(key, value)`` a device plugin returns to name CDI devices.
-
-    Args:
-        plugin: the plugin's name (e.g. ``xpu-device-plugin``).
-        device_id: a unique id for this allocation (e.g. the device ids joined).
-        devices: fully qualified CDI device names.
-
-    Raises:
-        SelectionError: the key would be invalid or a device name is malformed.
-    """
-    key = f"{ANNOTATION_PREFIX}{plugin}_{device_id}"
-    problem = annotation_key_problem(key)
-    if problem:
-        raise SelectionError(problem)
-    devs = list(devices)
-    for d in devs:
-        parse_qualified(d)
-    if not devs:
-        raise SelectionError(f"annotation {_short(key)}: no devices given")
-    return key, ",".join(devs)

@@ -52,18 +52,7 @@ def binary_problem(binary: str) -> str:
         return f"{binary!r} does not exist"
     if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
         return f"{binary!r} is not an executable file"
-    return stale_copy_problem(binary)
-
-
-def stale_copy_problem(binary: str) -> str:
-    """Why *binary* is a copy of our hook or wrapper from an older release, or ``""``: those were
-    installed as a pair with a Python launcher ``<real path>.py`` beside them, which they ran for
-    the inputs they did not answer, and which imports modules this release no longer has."""
-    real = os.path.realpath(binary)
-    if os.path.basename(real) not in ("xpu-cdi-hook", "xpu-container-runtime") or not os.path.isfile(real + ".py"):
-        return ""
-    return (f"{binary!r}, a copy from an older release (the Python launcher {real + '.py'!r} beside it runs "
-            f"modules this release removed; copy the installed {os.path.basename(real)} over it and delete the .py)")
+    return ""
 
 
 def read_containerd(path: str, release: Optional[Version]) -> RuntimeConfig:
