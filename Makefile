@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all deps install test demo bench fuzz fuzz-native check-schemas clean deb rpm
+.PHONY: all deps install lint test demo bench fuzz fuzz-native check-schemas clean deb rpm
 FUZZ_SECONDS ?= 60
 
 all: install
@@ -41,9 +41,12 @@ $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi
 
 install: $(STAMP)
 
+lint: install
+	$(BIN)/ruff check src tests scripts fuzz setup.py
+
 # The package test installs the .deb system-wide (hooks.d file included) for a
 # few seconds: it runs alone, after the parallel suite.
-test: install
+test: install lint
 	$(BIN)/python -m pytest -n 2 --ignore=tests/packaging/test_packages.py $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q tests/packaging/test_packages.py
 

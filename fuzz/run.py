@@ -12,7 +12,6 @@ is saved as ``<dir>/<harness>/crash-*`` and reproduces with
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile

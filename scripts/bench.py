@@ -430,7 +430,8 @@ def report(s: Dict[str, List[float]]) -> Rows:
     if "hook/true" in s:
         rows += [
             ("hook CPU, 8 cards", f"{ms(s['cpu:hook/inject8']) - ms(s['cpu:hook/true']):.1f} ms",
-             "user+sys of the runc run's process tree, minus with /bin/true: less sensitive to machine load than wall time"),
+             "user+sys of the runc run's process tree, minus with /bin/true: less sensitive to machine load "
+             "than wall time"),
             ("hook CPU, nothing asked", f"{ms(s['cpu:hook/noop']) - ms(s['cpu:hook/true']):.1f} ms", ""),
         ]
     if "wrapper/runc" in s:
@@ -454,7 +455,8 @@ def report(s: Dict[str, List[float]]) -> Rows:
              f"under /run on real hosts): no runc noise; nothing asked "
              f"{ms(s['wrapper-direct/fast0']) - ms(s['wrapper-direct/true']):.2f} ms; "
              f"target <= {WRAPPER_TARGET_MS} ms: {'met' if alone <= WRAPPER_TARGET_MS else 'NOT met'}"),
-            ("  the same, bundle on this disk", f"{ms(s['wrapper-direct/disk-fast8']) - ms(s['wrapper-direct/disk-true']):.2f} ms",
+            ("  the same, bundle on this disk",
+             f"{ms(s['wrapper-direct/disk-fast8']) - ms(s['wrapper-direct/disk-true']):.2f} ms",
              "the atomic write's temp file created and renamed on ext4"),
         ]
     return rows

@@ -50,7 +50,8 @@ def plot(s: Dict[str, List[float]], sizes: Sequence[int], path: Path, title: str
     left.grid(alpha=0.3)
     left.legend()
     pairs = [("hook 8 cards", "hook/inject8", "hook/true"), ("hook, nothing asked", "hook/noop", "hook/true"),
-             ("wrapper 8 cards", "wrapper/fast8", "wrapper/runc8"), ("wrapper, nothing", "wrapper/fast0", "wrapper/runc")]
+             ("wrapper 8 cards", "wrapper/fast8", "wrapper/runc8"),
+             ("wrapper, nothing", "wrapper/fast0", "wrapper/runc")]
     present = [(label, _paired(s, a, b)) for label, a, b in pairs if a in s and b in s]
     if present:
         right.violinplot([d for _, d in present], showmedians=True)

@@ -509,7 +509,8 @@ def test_hook_malformed_states_and_configs(san: Path, tmp_path: Path, generated:
                          {"id": "c", "bundle": "/" + "x" * 10_000}]
     # pids no process has (over pid_max): an injection asked for defers before touching anything
     variants = [{"pid": -1}, {"pid": 2**40}, {"pid": 1.5}, {"pid": True}, {"pid": 1}, {"pid": NO_PID},
-                {"pid": NO_PID, "annotations": {"cdi.k8s.io/a": "kunlunxin.com/xpu=2"}}, {"root": "/x", "annotations": 7}]
+                {"pid": NO_PID, "annotations": {"cdi.k8s.io/a": "kunlunxin.com/xpu=2"}},
+                {"root": "/x", "annotations": 7}]
     for s in states:
         hook_run(san, s if isinstance(s, bytes) else json.dumps(s).encode(), env=env)
     for config in configs:
@@ -517,7 +518,8 @@ def test_hook_malformed_states_and_configs(san: Path, tmp_path: Path, generated:
         for extra in ({"pid": 0}, variants[len(list(tmp_path.iterdir())) % len(variants)]):
             hook_run(san, json.dumps({"id": "c", "bundle": str(b), **extra}).encode(), env=env)
     ok = json.dumps({"id": "c", "bundle": str(bundle_with(tmp_path, {"root": {"path": "r"}})), "pid": 0}).encode()
-    for args in ([], ["prestart", "--log"], ["--log=", "prestart"], ["prestart", "x"], ["--spec-dir="] * 70 + ["prestart"],
+    for args in ([], ["prestart", "--log"], ["--log=", "prestart"], ["prestart", "x"],
+                 ["--spec-dir="] * 70 + ["prestart"],
                  ["--spec-dir", "/nonexistent", "--spec-dir=/proc/self/fd", "prestart"], ["update-ldcache"],
                  ["prestart", "--log", str(tmp_path)], ["\u00e9" * 1000]):
         hook_run(san, ok, *args, env=env)

@@ -45,7 +45,8 @@ def kubelet(node: Node) -> Iterator[kubeletkit.FakeKubelet]:
 
 
 @pytest.fixture
-def plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet, tmp_path: Path) -> Iterator[kubeletkit.PluginProcess]:
+def plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+           tmp_path: Path) -> Iterator[kubeletkit.PluginProcess]:
     p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "plugin.log")
     yield p
     p.stop()

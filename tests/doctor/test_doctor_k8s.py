@@ -45,7 +45,8 @@ class TestRuntimeClass:
         fakehost.write(path, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n")
         _code, res = ready.doctor("--runtimeclass", str(path))
         r = worst(res, "runtimeclass")
-        assert r["status"] == "fail" and "holds no RuntimeClass" in r["found"] and "kubectl get runtimeclass" in r["fix"]
+        assert r["status"] == "fail" and "holds no RuntimeClass" in r["found"]
+        assert "kubectl get runtimeclass" in r["fix"]
 
     def test_multi_document_and_list(self, ready: Node) -> None:
         """Every RuntimeClass of a multi-document file (and of a List) is checked."""

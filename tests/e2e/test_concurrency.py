@@ -19,6 +19,7 @@ from typing import Iterator, List, Tuple
 import pytest
 
 from support import runtimes
+from support.runtimes import ENXIO
 from support.hookkit import HookHost, container_output, host_mounts
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
@@ -26,7 +27,6 @@ pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 BIN = Path(sys.executable).parent
 CONTAINERS = 50
 PARALLEL = 8  # two cores: more only queues in the kernel
-ENXIO = "No such device or address"
 # one line per node: "ok N" when present and allowed by the cgroup, "denied N" when present but not allowed
 PROBE = ("for i in 0 1 2 3 4 5 6 7; do [ -e /dev/xpu$i ] || continue; "
          "if (echo x > /dev/xpu$i) 2>&1 | grep -q '" + ENXIO + "'; then echo ok $i; else echo denied $i; fi; done; "

@@ -24,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
 import dpnode  # noqa: E402
 from support import fakehost  # noqa: E402
 import kubeletkit  # noqa: E402
-from support.runtimes import Podman  # noqa: E402
-from test_podman_cdi import ENXIO, cdi_dir, install_spec  # noqa: E402,F401 - fixture
+from support.runtimes import ENXIO, Podman, install_spec  # noqa: E402
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 

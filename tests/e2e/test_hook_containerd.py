@@ -4,7 +4,6 @@ spec with the hook, run by `ctr run --config` on a private containerd."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from support import runtimes
+from support.runtimes import CARDS, ENXIO
 from support.hookkit import HookHost, container_output, node_line, probe
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 
 XPU_NODES = ["/dev/xpu0", "/dev/xpu1", "/dev/xpu2", "/dev/xpu3", "/dev/xpuctrl"]
-ENXIO = "No such device or address"
 
 
 def run(bundle: "runtimes.Bundle", runtime: str, v2: bool = False):  # type: ignore[no-untyped-def]
@@ -53,9 +53,6 @@ def test_env_selection_injects_cards_1_3(xpu: HookHost, runtime: str, v2: bool) 
     assert f"cgroup v{2 if v2 else 1}" in log
     if v2:
         assert "1 device program(s) replaced" in log
-
-
-CARDS = "ls /dev | grep '^xpu[0-9]' | tr '\\n' ' '; echo; for n in /dev/xpu[0-9]*; do [ -e $n ] && (echo x > $n) 2>&1; done; true"
 
 
 @pytest.mark.parametrize("env, cards", [

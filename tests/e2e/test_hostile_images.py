@@ -15,11 +15,11 @@ from typing import Callable, Optional
 import pytest
 
 from support import runtimes
+from support.runtimes import ENXIO
 from support.hookkit import HookHost, container_output, host_mounts, tree
 
 pytestmark = [pytest.mark.runtime, pytest.mark.privileged]
 
-ENXIO = "No such device or address"
 SHOW = ("stat -c '%n %F %t:%T' /dev/xpu1 /dev/xpuctrl 2>&1; (echo x > /dev/xpu1) 2>&1; "
         "cat /usr/local/xpu/version 2>&1; touch /usr/local/xpu/probe 2>&1; touch /probe 2>&1; true")
 

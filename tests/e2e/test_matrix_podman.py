@@ -8,7 +8,6 @@ mount hidden in its mount namespace).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import pytest

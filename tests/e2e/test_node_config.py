@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
-from support import fakehost
 from support import runtimes
+from support.runtimes import ENXIO
 from support.hookkit import HookHost, container_output
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent
 WRAPPER = BIN / "xpu-container-runtime"
-ENXIO = "No such device or address"
 EACCES = "Permission denied"
 OWNER = 1000  # the fake HwHiAiUser: uid and gid of the host nodes
 ALL_CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",

@@ -9,39 +9,17 @@ under a kind unique to the test.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 
 import pytest
 
 from support import fakehost
-from support.runtimes import Podman
+from support.runtimes import ENXIO, Podman, install_spec
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 XPU_CDI = str(Path(sys.executable).parent / "xpu-cdi")
-ENXIO = "No such device or address"
-
-
-@pytest.fixture
-def cdi_dir(podman: Podman) -> Path:
-    """The spec dir this test's podman sees as /etc/cdi (runtimes.Podman: a private mount
-    namespace per podman command); nothing is written to the machine's /etc/cdi."""
-    return podman.cdi_dir
-
-
-def install_spec(host: fakehost.FakeHost, profile: str, cdi_dir: Path, *extra: str) -> str:
-    """Generate into the podman's spec dir under a kind unique to the test; return the kind."""
-    vendor = f"t{uuid.uuid4().hex[:10]}.example.com"
-    out = cdi_dir / f"{vendor}.json"
-    r = subprocess.run([XPU_CDI, "generate", "--profile", profile, "--profiles-dir", "/nonexistent",
-                        *host.cli_roots, "--vendor", vendor, "--output", str(out), *extra],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    cls = "xpu" if profile == "kunlunxin" else "npu"
-    return f"{vendor}/{cls}"
 
 
 SCRIPT_XPU = ("ls -ln /dev/xpu* ; env | grep ^LD_LIBRARY_PATH= ; "

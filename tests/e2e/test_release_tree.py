@@ -3,7 +3,6 @@ with pivot_root, holding that release's runtimes, starting nothing by itself."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 

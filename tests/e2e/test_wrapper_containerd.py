@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from support.runtimes import IMAGE, Containerd, unique
+from support.runtimes import ENXIO, IMAGE, Containerd, unique
 
 from support import fakehost
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent
 WRAPPER = str(BIN / "xpu-container-runtime")
-ENXIO = "No such device or address"
 CHECK = ("ls -l /dev/; (echo x > /dev/xpu2) 2>&1; (echo x > /dev/xpuctrl) 2>&1; echo LD=$LD_LIBRARY_PATH; "
          "ls /usr/local/xpu/lib64; grep ' /usr/local/xpu ' /proc/mounts; true")
 

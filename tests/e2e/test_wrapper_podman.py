@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from support.runtimes import Bundle, Podman, require, run_runc
+from support.runtimes import ENXIO, Bundle, Podman, require, run_runc
 
 from support import fakehost
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent
 WRAPPER = str(BIN / "xpu-container-runtime")
-ENXIO = "No such device or address"
 
 
 @pytest.fixture

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Iterator, List
 
 import pytest
-from support.runtimes import Bundle, require, run_runc, unique
+from support.runtimes import CARDS, ENXIO, Bundle, require, run_runc, unique
 
 from support import fakehost
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 BIN = Path(sys.executable).parent
 WRAPPER = str(BIN / "xpu-container-runtime")
-ENXIO = "No such device or address"
 CHECK = ("ls -l /dev/; (echo x > /dev/xpu2) 2>&1; (echo x > /dev/xpuctrl) 2>&1; echo LD=$LD_LIBRARY_PATH; "
          "cat /usr/local/xpu/version; ls /usr/local/xpu/lib64; (touch /usr/local/xpu/new) 2>&1; env; true")
 
@@ -63,9 +62,6 @@ def assert_card2(out: str) -> None:
     assert "version:5.0.21" in out and "libxpuml.so.1" in out
     assert "Read-only file system" in out
     assert "XPU_CDI_" not in out, "nothing of the wrapper's own environment reaches the container"
-
-
-CARDS = "ls /dev | grep '^xpu[0-9]' | tr '\\n' ' '; echo; for n in /dev/xpu[0-9]*; do [ -e $n ] && (echo x > $n) 2>&1; done; true"
 
 
 @pytest.mark.parametrize("env, cards", [

@@ -34,7 +34,8 @@ class TestLoad:
     @example(entries=[("a.json", b"[" * 5000)])
     @example(entries=[("b.yaml", b"- " * 3000 + b"x")])
     @example(entries=[("b.yaml", BILLION_LAUGHS)])
-    @example(entries=[("b.yaml", b"cdiVersion: 0.5.0\nkind: a.com/b\ndevices: &d [{name: a, containerEdits: {env: *d}}]")])
+    @example(entries=[("b.yaml", b"cdiVersion: 0.5.0\nkind: a.com/b\n"
+                                 b"devices: &d [{name: a, containerEdits: {env: *d}}]")])
     @example(entries=[("a.json", b'{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[{"name":"x",'
                                  b'"containerEdits":{"deviceNodes":[{"path":[1]}],"hooks":5}}]}')])
     def test_any_files_load(self, entries: List[Tuple[str, bytes]]) -> None:

@@ -44,7 +44,8 @@ class TestLoadFile:
     @example(data=BILLION_LAUGHS, ext=".yaml")
     @example(data=b"&a [*a]", ext=".yaml")
     def test_any_file(self, data: bytes, ext: str) -> None:
-        """A spec file parses, or fails with a parse error the CLI turns into one line; then validates in bounded time."""
+        """A spec file parses, or fails with a parse error the CLI turns into one line; then validates in
+        bounded time."""
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "spec" + ext)
             with open(path, "wb") as f:

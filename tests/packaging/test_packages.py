@@ -52,7 +52,8 @@ HOOK_CONFIGS = {"xpu-cdi.json"}  # oci-hooks.d, rendered at build time for the p
 
 # Where the package (or its scripts) may leave traces; listed before and
 # after, they must be the same.
-WATCHED_DIRS = ["/usr/bin", "/usr/libexec", "/usr/lib/systemd/system", "/usr/lib/udev/rules.d", "/usr/lib/python3/dist-packages",
+WATCHED_DIRS = ["/usr/bin", "/usr/libexec", "/usr/lib/systemd/system", "/usr/lib/udev/rules.d",
+                "/usr/lib/python3/dist-packages",
                 "/usr/share/containers/oci/hooks.d", "/usr/share/doc", "/usr/share/man/man1", "/etc/cdi",
                 "/etc/systemd/system", "/var/lib/systemd", "/var/lib/xpu-cdi", "/etc/xpu-cdi"]
 
@@ -192,7 +193,7 @@ def check_hook_under_runc(base: Path) -> None:
     host = fakehost.kunlunxin(base / "host", cards=8)
     try:
         cdi = base / "cdi"
-        res = run(["/usr/bin/xpu-cdi", "generate", *host.cli_roots, "--spec-dir", str(cdi)])
+        run(["/usr/bin/xpu-cdi", "generate", *host.cli_roots, "--spec-dir", str(cdi)])
         assert '"path": "/usr/bin/xpu-cdi-hook"' in (cdi / "kunlunxin.com-xpu.json").read_text()
         run(["/usr/bin/xpu-cdi", "validate", str(cdi / "kunlunxin.com-xpu.json")])
         bundle = runtimes.Bundle(base)

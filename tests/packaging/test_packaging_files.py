@@ -117,7 +117,8 @@ class TestBinaries:
                 assert f"{name}.py" not in text
 
     def test_every_binary_placed_and_the_rest_refused(self) -> None:
-        """Both packages move each binary setup.py builds to the bin dir and rmdir the emptied _native/bin: a new target must be packaged on purpose."""
+        """Both packages move each binary setup.py builds to the bin dir and rmdir the emptied
+        _native/bin: a new target must be packaged on purpose."""
         rules = (DEBIAN / "rules").read_text()
         spec = SPEC.read_text()
         built = set(os.listdir(REPO / "src/xpu_cdi/_native/bin"))  # what setup.py's build_ext made

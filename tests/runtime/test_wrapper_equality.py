@@ -115,9 +115,10 @@ def test_nodes_replace_by_path_in_one_pass(tmp_path: Path) -> None:
                                     {"path": "/dev/keep2", "type": "c", "major": 1, "minor": 8}],
                         "resources": {"devices": [{"minor": 7, "access": "rw", "type": "c", "major": 1,
                                                    "allow": True}]}}}
-    got = run_wrapper(tmp_path, [{"name": "0", "containerEdits": {"deviceNodes": [node("/dev/a", 3), node("/dev/ctl", 5)]}},
-                                 {"name": "1", "containerEdits": {"deviceNodes": [node("/dev/b", 7), node("/dev/ctl", 5)]}}],
-                      config)
+    devices = [{"name": "0", "containerEdits": {"deviceNodes": [node("/dev/a", 3), node("/dev/ctl", 5)]}},
+               {"name": "1", "containerEdits": {"deviceNodes": [node("/dev/b", 7), node("/dev/ctl", 5)]}}]
+    got = run_wrapper(tmp_path, devices, config)
     assert [(d["path"], d["major"], d["minor"]) for d in got["linux"]["devices"]] == [
         ("/dev/keep", 1, 9), ("/dev/keep2", 1, 8), ("/dev/a", 1, 3), ("/dev/ctl", 1, 5), ("/dev/b", 1, 7)]
-    assert [(r["minor"], r["access"]) for r in got["linux"]["resources"]["devices"]] == [(7, "rw"), (3, "rw"), (5, "rw")]
+    rules = got["linux"]["resources"]["devices"]
+    assert [(r["minor"], r["access"]) for r in rules] == [(7, "rw"), (3, "rw"), (5, "rw")]

@@ -28,14 +28,13 @@ import yaml
 from . import devdirs
 from . import fakehost
 from . import releasetree
-from .runtimes import cached_rootfs_tar, past_exit_code_race, podman_config, private_etc_cdi, unique
+from .runtimes import ENXIO, cached_rootfs_tar, past_exit_code_race, podman_config, private_etc_cdi, unique
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 XPU_CDI = str(BIN / "xpu-cdi")
 HOOK = str(BIN / "xpu-cdi-hook")
 WRAPPER = str(BIN / "xpu-container-runtime")
-ENXIO = "No such device or address"
 IMAGE = "localhost/xpu-cdi-busybox:latest"
 CARDS = 8
 DRIVER = "/usr/local/xpu"

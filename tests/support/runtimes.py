@@ -17,6 +17,7 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -29,6 +30,12 @@ import pytest
 BUSYBOX = "/bin/busybox"
 CACHE = Path(os.environ.get("XPU_CDI_TEST_CACHE", "/var/tmp/xpu-cdi-test-cache"))
 IMAGE = "localhost/xpu-cdi-busybox:latest"
+# what writing to a fake node (no driver behind it) gives when the cgroup allows the device;
+# EPERM ("Operation not permitted") when it denies it
+ENXIO = "No such device or address"
+# a container's card nodes on one line, then what writing to each gives (ENXIO: allowed)
+CARDS = ("ls /dev | grep '^xpu[0-9]' | tr '\\n' ' '; echo; "
+         "for n in /dev/xpu[0-9]*; do [ -e $n ] && (echo x > $n) 2>&1; done; true")
 
 
 def have(tool: str) -> bool:
@@ -300,6 +307,25 @@ def podman() -> Iterator[Podman]:
         yield p
     finally:
         p.close()
+
+
+@pytest.fixture
+def cdi_dir(podman: Podman) -> Path:
+    """The spec dir this test's podman sees as /etc/cdi (a private mount namespace per podman
+    command); nothing is written to the machine's /etc/cdi."""
+    return podman.cdi_dir
+
+
+def install_spec(host: Any, profile: str, cdi_dir: Path, *extra: str) -> str:
+    """``xpu-cdi generate`` for the fake *host* into *cdi_dir* under a kind unique to the test
+    (so that parallel tests never share one); the kind."""
+    vendor = f"t{uuid.uuid4().hex[:10]}.example.com"
+    xpu_cdi = str(Path(sys.executable).parent / "xpu-cdi")
+    r = subprocess.run([xpu_cdi, "generate", "--profile", profile, "--profiles-dir", "/nonexistent",
+                        *host.cli_roots, "--vendor", vendor, "--output", str(cdi_dir / f"{vendor}.json"), *extra],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return f"{vendor}/{'xpu' if profile == 'kunlunxin' else 'npu'}"
 
 
 def oci_image_archive(name: str = IMAGE, cmd: Sequence[str] = ("sh",)) -> Path:

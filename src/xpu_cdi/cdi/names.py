@@ -28,7 +28,8 @@ def kind_problem(kind: str) -> str:
         return f"kind {_short(kind)} must be 'vendor/class'"
     for what, part in (("vendor", vendor), ("class", cls)):
         if not VENDOR_CLASS_RE.match(part):
-            return f"{what} {_short(part)} must start with a letter, end with a letter or digit, and use only [A-Za-z0-9_.-]"
+            return (f"{what} {_short(part)} must start with a letter, end with a letter or digit, and use only "
+                    f"[A-Za-z0-9_.-]")
     return ""
 
 

@@ -76,7 +76,8 @@ def check_runtimeclass(ctx: Context) -> List[Result]:
                                                 f"this node's runtime defines only {have}: pods using it fail "
                                                 f"with 'no runtime for \"{handler}\" is configured' or never "
                                                 f"get the cards",
-                                f"set handler: {target} in the RuntimeClass (it must equal the handler name in the runtime config), or "
+                                f"set handler: {target} in the RuntimeClass (it must equal the handler name in "
+                                f"the runtime config), or "
                                 f"`xpu-cdi runtime configure --runtime-name {handler}`"))
             else:
                 out.append(ok("runtimeclass", f"RuntimeClass {name!r} -> handler {handler!r}, defined by "

@@ -10,7 +10,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 from ..cdi import version as _version
 from ..errors import XpuCdiError
 from ..runtime import release as _release
-from ..runtime.release import parse as parse_release  # noqa: F401 - part of this module's API
+from ..runtime.release import parse as parse_release
 from .context import RUNTIMES, Context, Version
 from .result import Result, ok, warn
 
