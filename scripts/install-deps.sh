@@ -4,7 +4,7 @@
 # apt-get runs only when something is missing, so repeated `make` is fast.
 set -eu
 # gcc brings libasan8 and libubsan1 (libgcc-12-dev depends on them): the
-# sanitized build of tests/native/test_fast_sanitized.py needs nothing more.
+# sanitized build of tests/c/test_sanitized.py needs nothing more.
 # The compiled hook and wrapper parse with yajl and libyaml (pkg-config finds
 # them); clang (with libFuzzer's runtime) builds the parsers' fuzzers
 # (fuzz/native/, a short run in the suite); strace shows that a container start

@@ -1,8 +1,8 @@
 """Atomic file replacement: readers see the old file or the new one, never half.
 
-Used for CDI specs (runtimes read them concurrently), runtime configs and
-the wrapper's ``config.json``.  Standard library only: the wrapper imports
-it on every container start.
+Used for CDI specs and their hook indexes (runtimes and the hook read them
+concurrently), runtime configs, the watch manifest and the device plugin's
+status file.  (The compiled wrapper writes ``config.json`` the same way, in C.)
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ def write_atomic(path: str, data: bytes, mode: int = 0o644, durable: bool = True
 
     Args:
         durable: fsync the file and the directory, and remove temp files an
-            earlier, killed writer left.  The wrapper's ``config.json`` passes
-            False: the bundle does not outlive a crash of the node, its only
-            reader (the runtime exec'd next) comes after us, and the two fsyncs
-            cost ~10 ms per container.
+            earlier, killed writer left.  False for files rewritten often whose
+            loss in a crash costs nothing (the device plugin's status file,
+            which the daemon writes again when it starts).
 
     Raises:
         OSError: the directory is not writable, the disk is full, ...

@@ -1,7 +1,5 @@
 """Frozen data of the generate flow: profiles (what a vendor needs) and what
-discovery found on a host.  The hook and the wrapper work on plain dicts
-read from JSON instead, so that they never import this module (dataclasses
-pulls in ``inspect``, which costs milliseconds on every container start).
+discovery found on a host.
 """
 
 from __future__ import annotations
