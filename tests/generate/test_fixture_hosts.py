@@ -145,7 +145,7 @@ class TestEachVendor:
         assert all("/dev/dri/card0" not in p for p in paths.values())
 
     def test_mthreads_with_by_path_dir(self, host_root: Path, spec_dir: Path) -> None:
-        """Moore Threads: udev's /dev/dri/by-path directory no longer fails generate; each mtgpu.N gets the
+        """Moore Threads: udev's /dev/dri/by-path directory does not fail generate; each mtgpu.N gets the
         DRI pair of its PCI function."""
         fakehost.mthreads_host(host_root, cards=2)
         assert (host_root / "dev/dri/by-path").is_dir()

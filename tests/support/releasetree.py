@@ -40,12 +40,11 @@ from .runtimes import CACHE
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: The runtimes of each release line, installed into the tree (recommends off).  trixie's
-#: docker.io no longer depends on its client: docker-cli is named explicitly there.  The
-#: libraries are what the host's Python and the project's binaries (bound in) link with.
 #: What building the binaries takes (tests/c/test_build_other_release.py: the C must build
 #: with either release's compiler and headers, whichever the host runs).
 BUILD = ["gcc", "libc6-dev", "libyajl-dev", "libyaml-dev"]
+#: Each release line's runtimes (recommends off: trixie's docker.io needs docker-cli named) and
+#: the libraries the host's Python and our binaries, bound in, link with.
 PACKAGES: Dict[str, List[str]] = {
     "bookworm": ["runc", "crun", "podman", "containerd", "docker.io", "busybox-static",
                  "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libyajl2", "libyaml-0-2", "procps", *BUILD],

@@ -188,12 +188,9 @@ def run_runc(bundle: Bundle, runtime: str = "runc", timeout: float = 60,
 
 PODMAN_EXIT_CODE_RACE = "from DB: no such exit code"
 
-#: Run a command in a private mount namespace whose /etc/cdi is $1: podman reads CDI specs
-#: from /etc/cdi (and /var/run/cdi) only.  podman 4.3 has no setting for it, and podman
-#: 5.4 ignores containers.conf's cdi_spec_dirs (containers/podman#25691: "unresolvable CDI
-#: devices" with the spec in the configured dir).  The test's dir is bound over /etc/cdi
-#: where that exists, else on an overlay of /etc whose upper layer ($2, $3 its workdir)
-#: is the test's, so the machine's (or a release tree's) /etc never changes.
+#: A command in a private mount namespace whose /etc/cdi is $1 (podman reads only /etc/cdi and
+#: /var/run/cdi: 4.3 has no setting, 5.4 ignores cdi_spec_dirs, containers/podman#25691); with
+#: no /etc/cdi, on an overlay of /etc ($2 upper, $3 work dir), so /etc itself never changes.
 PRIVATE_ETC_CDI = r"""
 set -e
 spec=$1 upper=$2 work=$3; shift 3
