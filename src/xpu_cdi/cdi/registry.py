@@ -24,7 +24,7 @@ from ..errors import SpecError
 from . import yamlload
 
 DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")
-INDEX_SUFFIX = ".xpu-cdi"
+INDEX_SUFFIX = ".xpu-cdi"  # the hook index beside a spec: CDI readers take only *.json and *.yaml
 MAX_SPEC_BYTES = 16 << 20  # a spec of 4096 cards is ~2 MiB; anything near this is not ours
 MAX_FILES = 4096
 

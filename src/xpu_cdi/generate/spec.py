@@ -10,12 +10,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import atomic
 from ..cdi import names, version
+from ..cdi.registry import INDEX_SUFFIX
 from ..errors import SpecError
 from ..model import Card, HostView
 from . import edits as _edits
 
 STRATEGIES = ("index", "pci")
-INDEX_SUFFIX = ".xpu-cdi"  # CDI readers ignore it: only *.json and *.yaml are specs
 INDEX_FORMAT = 1
 
 
