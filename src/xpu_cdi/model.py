@@ -61,8 +61,8 @@ class MountRule:
     """A driver file or directory to bind read-only into containers."""
 
     path: str
-    container_path: Optional[str] = None
-    required: bool = False
+    container_path: Optional[str] = None  # default: the same path
+    required: bool = False  # absent: generate fails, where an optional one is a note
 
 
 @dataclass(frozen=True)
@@ -153,10 +153,10 @@ class DeviceNode:
 class Card:
     """One accelerator card found on the host."""
 
-    index: int
-    nodes: Tuple[DeviceNode, ...]
-    pci: Optional[str] = None  # PCI_ADDRESS
-    numa_node: Optional[int] = None
+    index: int  # read from the node's name (CardRule.index_regex, less index_base)
+    nodes: Tuple[DeviceNode, ...]  # its own node first, then its companions
+    pci: Optional[str] = None  # PCI_ADDRESS; None: sysfs shows no PCI function behind its node
+    numa_node: Optional[int] = None  # None: sysfs does not say (-1 there)
 
 
 @dataclass(frozen=True)
