@@ -103,6 +103,7 @@ class Exporter:
         self.refreshed = 0.0  # monotonic time of the last finished pass
         self.said: Dict[str, str] = {}  # source -> the last state logged (log changes only)
         self.sources_roots = sources.Roots(settings.driver_root, settings.sysfs_root, settings.proc)
+        self.bound = ""  # the address the server listens on, once it does
 
     # -- one pass ------------------------------------------------------------------------------------------
 
@@ -193,7 +194,7 @@ class Exporter:
         return snap
 
     def write_status(self, snap: metrics.Snapshot) -> None:
-        doc = {"pid": os.getpid(), "pid_namespace": pid_namespace(), "listen": self.s.listen,
+        doc = {"pid": os.getpid(), "pid_namespace": pid_namespace(), "listen": self.bound or self.s.listen,
                "interval": self.s.interval, "updated": time.time(), "cards": len(snap.cards),
                "sources": {r.source: {"up": r.up, "why": r.why} for r in snap.sources}}
         try:
@@ -276,13 +277,14 @@ class Exporter:
             self.log(f"cannot listen on {self.s.listen}: {err.strerror or err} (another process holds the port? "
                      f"pass --listen)")
             return 1
+        host, port = srv.server_address[:2]
+        self.bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
         signal.signal(signal.SIGINT, lambda *_: self.stop.set())
         self.refresh()  # the first scrape already has the cards
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True,
                          name="http").start()
-        addr = srv.server_address
-        self.log(f"serving /metrics on [{addr[0]}]:{addr[1]}, refreshing every {self.s.interval:g}s")
+        self.log(f"serving /metrics on [{host}]:{port}, refreshing every {self.s.interval:g}s")
         next_pass = time.monotonic() + self.s.interval
         while not self.stop.wait(max(0.0, next_pass - time.monotonic())):
             self.refresh()
