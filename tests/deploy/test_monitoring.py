@@ -219,8 +219,9 @@ def test_each_alert_fires_on_its_case_only(promtool: str, tmp_path: Path) -> Non
             at(35, "XpuCdiCardStuck", [alert("XpuCdiCardStuck", "2", "idle", summary="kunlunxin.com/xpu card 2 on n1 "
                                              "holds memory but has computed nothing for 30 minutes",
                                              severity="warning")]),
-            at(20, "XpuCdiCardAllocatedIdle", []),
-            at(59, "XpuCdiCardAllocatedIdle", [alert("XpuCdiCardAllocatedIdle", "2", "idle", summary="ml/idle holds "
+            at(25, "XpuCdiCardStuck", []),
+            at(25, "XpuCdiCardAllocatedIdle", []),
+            at(35, "XpuCdiCardAllocatedIdle", [alert("XpuCdiCardAllocatedIdle", "2", "idle", summary="ml/idle holds "
                                                      "kunlunxin.com/xpu card 2 on n1 but has not used it for 30 "
                                                      "minutes", severity="info")]),
         ],
