@@ -17,8 +17,8 @@ deps:
 	@# libFuzzer's runtime for fuzz/native: Debian 12's clang-14 pulls it in, Debian 13's
 	@# clang-19 only recommends it; the package is named after clang's major version
 	@sh scripts/install-deps.sh libclang-rt-$$(clang -dumpversion | cut -d. -f1)-dev
-	@# the device plugin's tests also run it on Debian's own grpcio/protobuf (what the .deb runs on)
-	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-click python3-yaml python3-jsonschema \
+	@# the device plugin's and the exporter's tests also run them on Debian's own libraries (what the .deb runs on)
+	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-prometheus-client python3-click python3-yaml python3-jsonschema \
 	  python3-pyudev python3-cffi-backend python3-tomlkit
 	@sh scripts/install-runtime-matrix-deps.sh
 	@# go mod download fetches the upstream protos and CDI schema the contract tests read

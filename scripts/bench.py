@@ -20,6 +20,7 @@ differences below are fair:
   (`create` with /bin/true as the real runtime, minus /bin/true run
   directly; the bundle on a tmpfs as under /run on real hosts, and on this
   machine's disk);
+* exporter (scripts/bench_exporter.py, after the device plugin): scrape p99, RSS, CPU.
 * device plugin (scripts/bench_deviceplugin.py, after the rounds): Allocate
   latency, resident memory, re-registration after a kubelet restart, time to
   report a vanished card Unhealthy, on each installed grpcio/protobuf stack.
@@ -507,6 +508,10 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 import bench_deviceplugin
 
                 dp_rows, dp_samples = bench_deviceplugin.run(work)
+                import bench_exporter
+
+                ex_rows, ex_samples = bench_exporter.run(work)
+                dp_rows, dp_samples = dp_rows + ex_rows, dict(dp_samples, exporter=ex_samples)
         finally:
             for mount in MOUNTS:
                 subprocess.run(["umount", str(mount)], check=False)

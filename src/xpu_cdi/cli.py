@@ -25,6 +25,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "doctor": ("xpu_cdi.doctor.command", "command"),
     "system": ("xpu_cdi.system.command", "command"),
     "device-plugin": ("xpu_cdi.deviceplugin.command", "command"),
+    "exporter": ("xpu_cdi.exporter.command", "command"),
 }
 
 

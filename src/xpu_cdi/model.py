@@ -85,6 +85,53 @@ class Selection:
     uuids_from: Optional[str] = None  # who puts chip UUIDs in the variable: such tokens are refused, naming it
 
 
+# The exporter's per-card readings: unit name -> factor to the metric's base unit
+# (bytes, ratio, degrees Celsius, watts), and the unit a tool's number has by default
+READING_UNITS = {
+    "memory_used": {"bytes": 1.0, "KiB": 1024.0, "MiB": 1048576.0, "GiB": 1073741824.0},
+    "memory_total": {"bytes": 1.0, "KiB": 1024.0, "MiB": 1048576.0, "GiB": 1073741824.0},
+    "utilization": {"ratio": 1.0, "percent": 0.01},
+    "temperature": {"celsius": 1.0, "millicelsius": 0.001},
+    "power": {"watts": 1.0, "milliwatts": 0.001, "microwatts": 0.000001},
+}
+DEFAULT_TOOL_UNITS = {"memory_used": "MiB", "memory_total": "MiB", "utilization": "percent",
+                      "temperature": "celsius", "power": "watts"}
+IDENTITY_FIELDS = ("index", "pci", "uuid", "model")  # what a tool record may say about its card
+
+
+@dataclass(frozen=True)
+class MetricFile:
+    """A per-card sysfs/procfs file holding one reading (``{index}``, ``{pci}`` in the path; may glob)."""
+
+    reading: str  # a key of READING_UNITS
+    path: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class MetricSource:
+    """Where the exporter reads a kind's per-card readings: files, or one tool run for all cards.
+
+    A tool's output is cut into one record per card by ``regex`` (every
+    match is a record; named groups are the fields) or by ``columns``
+    (every line matching ``line``, split on ``separator``; field -> column).
+    ``card`` names the field that says which card a record is.
+    """
+
+    name: str
+    files: Tuple[MetricFile, ...] = ()
+    argv: Tuple[str, ...] = ()  # argv[0] absolute, looked up under the driver root
+    env: Tuple[str, ...] = ()  # the tool's whole environment beside a fixed PATH and LC_ALL=C
+    timeout: float = 5.0
+    max_output: int = 1 << 20
+    card: str = "index"  # "index" or "pci"
+    regex: str = ""
+    columns: Tuple[Tuple[str, int], ...] = ()
+    line: str = ""
+    separator: str = ""  # a regex; "" = runs of whitespace
+    units: Tuple[Tuple[str, str], ...] = ()  # field -> unit of the tool's numbers
+
+
 @dataclass(frozen=True)
 class Profile:
     """A vendor profile: everything xpu-cdi knows about one device kind."""
@@ -119,6 +166,7 @@ class Profile:
     # why sysfs cannot place this kind's cards on the PCIe tree (the driver
     # registers them without a parent): topology is then "unknown", never guessed
     topology_unknown: str = ""
+    metrics: Tuple[MetricSource, ...] = ()  # the exporter's reading sources
 
     @property
     def kind(self) -> str:

@@ -240,7 +240,7 @@ class TestKustomization:
         out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         kinds = sorted(d["kind"] for d in yaml.safe_load_all(out.stdout) if d)
-        assert kinds == ["ConfigMap", "DaemonSet", "RuntimeClass"]
+        assert kinds == ["ConfigMap", "DaemonSet", "DaemonSet", "RuntimeClass", "Service"]
 
 
 class TestContainerfile:

@@ -45,6 +45,7 @@ class Options:
     plugin_dir: str = "/var/lib/kubelet/device-plugins"  # kubelet's; doctor/plugin.py
     plugin_status_file: str = "/run/xpu-cdi/device-plugin.json"  # what `xpu-cdi device-plugin` writes
     node_config: str = "/etc/xpu-cdi/config.yaml"  # nodeconfig.DEFAULT_PATH
+    exporter_status_file: str = "/run/xpu-cdi/exporter.json"  # what `xpu-cdi exporter` writes
 
 
 @dataclass

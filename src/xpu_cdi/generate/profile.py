@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 import re
 from importlib import resources
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
 from .. import schema_files
 from ..cdi import yamlload
 from ..errors import ProfileError
-from ..model import CardRule, Companion, MountRule, NodeRule, Profile, Selection, Symlink
+from ..model import (DEFAULT_TOOL_UNITS, IDENTITY_FIELDS, READING_UNITS, CardRule, Companion, MetricFile,
+                     MetricSource, MountRule, NodeRule, Profile, Selection, Symlink)
 
 DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
 SCHEMA = "profile.schema.json"
@@ -84,6 +85,8 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
         health_running=tuple(v.upper() for v in (data.get("health_state") or {}).get("running", ())),
         driver_owned_nodes=bool(data.get("driver_owned_nodes", False)),
         topology_unknown=data.get("topology_unknown", ""),
+        metrics=tuple(_metric_source(m, f"profile {source!r}: metrics[{i}]")
+                      for i, m in enumerate(data.get("metrics", []))),
     )
 
 
@@ -94,6 +97,48 @@ def _check_index_regex(pattern: str, where: str) -> None:
         raise ProfileError(f"{where}: invalid regex {pattern!r}: {err}") from err
     if rx.groups < 1:
         raise ProfileError(f"{where}: regex {pattern!r} needs a group that captures the index")
+
+
+def _metric_source(entry: Dict[str, Any], where: str) -> MetricSource:
+    """One ``metrics:`` entry (the schema has checked its shape); the regexes must compile and
+    name only known fields, the card field must be among them, units must fit their reading."""
+    for reading, spec in (entry.get("files") or {}).items():
+        if spec["unit"] not in READING_UNITS[reading]:
+            raise ProfileError(f"{where}.files.{reading}: unit {spec['unit']!r} is not one of "
+                               f"{', '.join(READING_UNITS[reading])}")
+    for reading, unit in (entry.get("units") or {}).items():
+        if unit not in READING_UNITS[reading]:
+            raise ProfileError(f"{where}.units.{reading}: {unit!r} is not one of {', '.join(READING_UNITS[reading])}")
+    known = set(IDENTITY_FIELDS) | set(READING_UNITS)
+    fields: Tuple[str, ...] = ()
+    for key in ("regex", "line", "separator"):
+        if key in entry:
+            try:
+                rx = re.compile(entry[key])
+            except re.error as err:
+                raise ProfileError(f"{where}.{key}: invalid regex {entry[key]!r}: {err}") from err
+            if key == "regex":
+                fields = tuple(g.partition("__")[0] for g in rx.groupindex)  # index__chip: a second index group
+                unknown = sorted(set(fields) - known)
+                if unknown:
+                    raise ProfileError(f"{where}.regex: unknown group name(s) {', '.join(unknown)}: use "
+                                       f"{', '.join(sorted(known))}")
+    fields = fields or tuple(entry.get("columns") or ())
+    card = entry.get("card", "index")
+    if "tool" in entry and card not in fields:
+        raise ProfileError(f"{where}: the records never say which card they are: add a {card!r} "
+                           f"{'group to the regex' if 'regex' in entry else 'column'} (or change `card`)")
+    tool = entry.get("tool") or {}
+    units = dict(DEFAULT_TOOL_UNITS, **(entry.get("units") or {}))
+    return MetricSource(
+        name=entry["name"],
+        files=tuple(MetricFile(r, f["path"], f["unit"]) for r, f in (entry.get("files") or {}).items()),
+        argv=tuple(tool.get("argv", ())), env=tuple(tool.get("env", ())),
+        timeout=float(tool.get("timeout", 5.0)), max_output=int(tool.get("max_output", 1 << 20)),
+        card=card, regex=entry.get("regex", ""),
+        columns=tuple((k, int(v)) for k, v in (entry.get("columns") or {}).items()),
+        line=entry.get("line", ""), separator=entry.get("separator", ""),
+        units=tuple(sorted(units.items())) if tool else ())
 
 
 def _node_rule(entry: Any) -> NodeRule:

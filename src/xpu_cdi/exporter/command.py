@@ -1,0 +1,72 @@
+"""The ``xpu-cdi exporter`` click command (built on first use, see ``cli.LAZY_COMMANDS``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional, Tuple
+
+import click
+
+from ..cdi import registry
+from ..clikit import subcommand
+from ..errors import ConfigError
+
+
+def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
+             sysfs_root: str, listen: str, interval: float, pod_resources_socket: str, spec_dirs: Tuple[str, ...],
+             proc_root: Optional[str], status_file: str, once: bool) -> None:
+    """Per-card metrics for Prometheus: every card the CDI specs define, its
+    health, memory, utilisation, temperature and power, and the pod holding it.
+
+    Readings come from the sources each profile's `metrics:` section names
+    (the vendor's tool, run once per --interval for all cards, or per-card
+    files); the holders from kubelet's PodResources API. Serves /metrics
+    (Prometheus text, or OpenMetrics when the scraper asks) and /healthz.
+    SIGTERM exits 0.
+    """
+    try:
+        from .daemon import Exporter, Settings, parse_listen
+    except ImportError as err:
+        raise ConfigError(f"the exporter needs prometheus_client, grpcio and protobuf ({err}): pip install "
+                          f"'xpu-cdi' (they are dependencies) or apt install python3-prometheus-client "
+                          f"python3-grpcio python3-protobuf") from None
+    try:
+        parse_listen(listen)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    settings = Settings(listen=listen, interval=interval, pod_resources_socket=os.path.abspath(pod_resources_socket),
+                        spec_dirs=tuple(os.path.abspath(d) for d in spec_dirs), dev_root=os.path.abspath(dev_root),
+                        driver_root=os.path.abspath(driver_root), sysfs_root=os.path.abspath(sysfs_root),
+                        proc_root=os.path.abspath(proc_root) if proc_root else None, profiles=profiles,
+                        profiles_dir=profiles_dir, status_file=os.path.abspath(status_file))
+    exp = Exporter(settings)
+    if once:  # one refresh, the scrape on stdout: what Prometheus would read now
+        exp.refresh()
+        body, _headers = exp.render("", "")
+        sys.stdout.buffer.write(body)
+        return
+    sys.exit(exp.run())
+
+
+OPTIONS = (
+    click.option("--listen", default=":28470", show_default=True, metavar="ADDR:PORT",
+                 help="Where /metrics is served (':PORT' = every address). 28470 is outside the Prometheus "
+                      "exporters' allocated 9100-9999 range and clear of dcgm-exporter, node-exporter and "
+                      "npu-exporter."),
+    click.option("--interval", type=click.FloatRange(1, 3600), default=10.0, show_default=True,
+                 help="Seconds between refreshes: one run of each vendor tool for all cards, kubelet asked once."),
+    click.option("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock", show_default=True,
+                 help="kubelet's PodResources API socket (<kubelet root>/pod-resources/kubelet.sock)."),
+    click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
+                 help="CDI spec directory, lowest priority first (repeatable), as for `list`."),
+    click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
+    click.option("--status-file", default="/run/xpu-cdi/exporter.json", show_default=True,
+                 help="Where the exporter writes its sources' state (read by doctor)."),
+    click.option("--once", is_flag=True, help="Refresh once, print the scrape on stdout and exit."),
+)
+
+
+def command() -> click.Command:
+    """Built by ``clikit.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
+    return subcommand("exporter", exporter, OPTIONS)

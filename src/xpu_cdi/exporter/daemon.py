@@ -1,0 +1,301 @@
+"""``xpu-cdi exporter``: the refresh loop and the HTTP server.
+
+Every ``interval`` seconds one refresh pass:
+
+1. re-reads the CDI specs when a file changed (a few stats decide), as the
+   device plugin does (:func:`xpu_cdi.deviceplugin.devices.load`);
+2. judges every card by the device plugin's health rule;
+3. runs every reading source of every kind once, all at the same time, each
+   bounded by its own timeout (one tool run per interval for all cards);
+4. asks kubelet's PodResources API who holds which card;
+5. swaps in the new snapshot whole and writes the status file doctor reads.
+
+Scrapes are answered from the last snapshot by the HTTP server's threads,
+so a scrape costs formatting only, and a hung tool delays nothing but its
+own source (which then reads as down).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.exposition import choose_encoder
+
+from .. import atomic
+from ..cdi import registry as cdi_registry
+from ..deviceplugin import devices, health
+from ..deviceplugin.status import pid_namespace
+from ..generate import profile as _profile
+from . import holders, metrics, sources
+from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
+
+Log = Callable[[str], None]
+DEFAULT_PORT = 28470
+DEFAULT_STATUS_FILE = "/run/xpu-cdi/exporter.json"
+
+
+def stderr_log(message: str) -> None:
+    print(f"xpu-cdi exporter: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen: str = f":{DEFAULT_PORT}"
+    interval: float = 10.0
+    pod_resources_socket: str = DEFAULT_SOCKET
+    spec_dirs: Tuple[str, ...] = cdi_registry.DEFAULT_DIRS
+    dev_root: str = "/"
+    driver_root: str = "/"
+    sysfs_root: str = "/"
+    proc_root: Optional[str] = None
+    profiles: Tuple[str, ...] = ()
+    profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
+    status_file: str = DEFAULT_STATUS_FILE
+
+    @property
+    def proc(self) -> str:
+        return self.proc_root or self.sysfs_root
+
+
+def parse_listen(listen: str) -> Tuple[str, int]:
+    """``ADDR:PORT`` (``:PORT`` = every address, ``[::1]:PORT`` for IPv6) -> ``(host, port)``.
+
+    Raises:
+        ValueError: not that shape, or a port outside 1-65535.
+    """
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:  # 0: any free port (tests)
+        raise ValueError(f"--listen {listen!r} is not ADDR:PORT (e.g. :{DEFAULT_PORT}, 127.0.0.1:{DEFAULT_PORT}, "
+                         f"[::]:{DEFAULT_PORT})")
+    return host.strip("[]"), int(port)
+
+
+class Exporter:
+    """The exporter's state: profiles, the cards the specs define, the last snapshot."""
+
+    def __init__(self, settings: Settings, log: Log = stderr_log) -> None:
+        self.s = settings
+        self.log = log
+        self.profiles = {p.name: p for p in _profile.select(list(settings.profiles) or None, settings.profiles_dir)}
+        self.ours = {p.kind: p.name for p in self.profiles.values()}
+        self.kinds: Dict[str, devices.KindSet] = {}
+        self.sig: Optional[Tuple[Any, ...]] = None
+        self.identity: Dict[Tuple[str, str], Dict[str, str]] = {}  # what sources told, kept while the card lives
+        self.collector = metrics.SnapshotCollector()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        ProcessCollector(registry=self.registry)
+        self.client: Optional[Client] = None
+        self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="source")
+        self.stop = threading.Event()
+        self.refreshed = 0.0  # monotonic time of the last finished pass
+        self.said: Dict[str, str] = {}  # source -> the last state logged (log changes only)
+        self.sources_roots = sources.Roots(settings.driver_root, settings.sysfs_root, settings.proc)
+        self.bound = ""  # the address the server listens on, once it does
+
+    # -- one pass ------------------------------------------------------------------------------------------
+
+    def refresh_specs(self) -> None:
+        sig = devices.signature(self.s.spec_dirs)
+        if sig == self.sig:
+            return
+        kinds, problems = devices.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
+        for p in problems:
+            self.say(f"spec:{p}", f"warning: {p}")
+        for kind, ks in kinds.items():
+            old = self.kinds.get(kind)
+            if old is None or list(old.cards) != list(ks.cards):
+                self.log(f"{kind}: {len(ks.cards)} card(s): {', '.join(ks.cards)}")
+        for kind in set(self.kinds) - set(kinds):
+            self.log(f"{kind}: no spec defines its cards any more")
+        self.sig, self.kinds = sig, kinds
+        live = {(k, c) for k, ks in kinds.items() for c in ks.cards}
+        self.identity = {key: v for key, v in self.identity.items() if key in live}
+
+    def say(self, key: str, message: str) -> None:
+        if self.said.get(key) != message:
+            self.said[key] = message
+            self.log(message)
+
+    def _pod_resources(self) -> Tuple[sources.Result, Optional[Listing]]:
+        start = time.monotonic()
+        path = self.s.pod_resources_socket
+        if not os.path.exists(path):
+            return sources.Result(metrics.POD_RESOURCES, up=False,
+                                  why=f"no kubelet pod-resources socket at {path} (not a Kubernetes node, or kubelet "
+                                      f"uses another root: pass --pod-resources-socket)"), None
+        try:
+            if self.client is None:
+                self.client = Client(path, timeout=min(2.0, self.s.interval))
+            listing = self.client.fetch()
+        except PodResourcesError as err:
+            return sources.Result(metrics.POD_RESOURCES, up=False, why=str(err),
+                                  duration=time.monotonic() - start), None
+        return sources.Result(metrics.POD_RESOURCES, up=True, duration=time.monotonic() - start), listing
+
+    def refresh(self) -> metrics.Snapshot:
+        """One pass (see the module doc); the new snapshot is also what scrapes see from now on."""
+        self.refresh_specs()
+        jobs = []
+        for kind, ks in sorted(self.kinds.items()):
+            prof = self.profiles.get(ks.profile or "")
+            if prof is None:
+                continue
+            cards = list(ks.cards.values())
+            for src in prof.metrics:
+                jobs.append(self.pool.submit(sources.read, f"{prof.name}/{src.name}", src, kind, cards,
+                                             self.sources_roots))
+        pod_job = self.pool.submit(self._pod_resources)
+        states = []
+        for kind, ks in sorted(self.kinds.items()):
+            prof = self.profiles.get(ks.profile or "")
+            for card in ks.cards.values():
+                why = health.problem(card, ks.shared, prof, self.s.sysfs_root, self.s.proc)
+                states.append(metrics.CardState(kind, card.id, healthy=not why, pci=card.pci or ""))
+        results: List[sources.Result] = [j.result() for j in jobs]
+        pod_result, listing = pod_job.result()
+        by_key = {(c.kind, c.card): c for c in states}
+        for r in results:
+            for key, values in r.readings.items():
+                if key in by_key:
+                    by_key[key].readings.update(values)
+            for key, ident in r.identity.items():
+                self.identity.setdefault(key, {}).update(ident)
+        for key, c in by_key.items():
+            ident = self.identity.get(key, {})
+            c.uuid, c.model = ident.get("uuid", ""), ident.get("model", "")
+            c.pci = c.pci or ident.get("pci", "")
+        if listing is not None:
+            cards = {kind: ks.cards for kind, ks in self.kinds.items()}
+            aliases = {kind: self.profiles[ks.profile].selection.alias_prefixes
+                       for kind, ks in self.kinds.items() if ks.profile in self.profiles}
+            for key, holder in holders.assign(cards, aliases, listing).items():
+                if key in by_key:
+                    by_key[key].holder = holder
+        results.append(pod_result)
+        for r in results:
+            self.say(f"source:{r.source}", f"source {r.source}: " + ("up" if r.up else f"down: {r.why}"))
+        snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results)
+        self.collector.snapshot = snap
+        self.refreshed = time.monotonic()
+        self.write_status(snap)
+        return snap
+
+    def write_status(self, snap: metrics.Snapshot) -> None:
+        doc = {"pid": os.getpid(), "pid_namespace": pid_namespace(), "listen": self.bound or self.s.listen,
+               "interval": self.s.interval, "updated": time.time(), "cards": len(snap.cards),
+               "sources": {r.source: {"up": r.up, "why": r.why} for r in snap.sources}}
+        try:
+            os.makedirs(os.path.dirname(self.s.status_file) or ".", mode=0o755, exist_ok=True)
+            atomic.write_atomic(self.s.status_file, json.dumps(doc, sort_keys=True).encode() + b"\n",
+                                durable=False)
+        except OSError as err:
+            self.say("status", f"cannot write the status file {self.s.status_file}: {err.strerror or err}")
+
+    # -- serving -------------------------------------------------------------------------------------------
+
+    def fresh(self) -> bool:
+        """The last pass is recent: at most three intervals (and a tool timeout) old."""
+        return self.refreshed > 0 and time.monotonic() - self.refreshed < 3 * self.s.interval + 60
+
+    def render(self, accept: str, accept_encoding: str) -> Tuple[bytes, Dict[str, str]]:
+        encoder, content_type = choose_encoder(accept)
+        body = encoder(self.registry)
+        headers = {"Content-Type": content_type}
+        if "gzip" in accept_encoding:
+            body = gzip.compress(body, compresslevel=1)
+            headers["Content-Encoding"] = "gzip"
+        return body, headers
+
+    def server(self) -> ThreadingHTTPServer:
+        host, port = parse_listen(self.s.listen)
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "xpu-cdi-exporter"
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body, headers = exporter.render(self.headers.get("Accept", ""),
+                                                    self.headers.get("Accept-Encoding", ""))
+                    self.reply(200, body, headers)
+                elif path == "/healthz":
+                    ok = exporter.fresh()
+                    self.reply(200 if ok else 503, b"ok\n" if ok else b"no refresh for three intervals\n")
+                elif path == "/":
+                    self.reply(200, b"xpu-cdi exporter: metrics at /metrics, liveness at /healthz\n")
+                else:
+                    self.reply(404, b"not found: try /metrics\n")
+
+            def reply(self, code: int, body: bytes, headers: Optional[Dict[str, str]] = None) -> None:
+                self.send_response(code)
+                for k, v in (headers or {"Content-Type": "text/plain; charset=utf-8"}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - scrapes are not logged
+                pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        class DualStack(Server):
+            address_family = socket.AF_INET6
+
+            def server_bind(self) -> None:
+                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                super().server_bind()
+
+        if host:
+            return Server((host, port), Handler)
+        try:  # every address: IPv6 and IPv4 on one socket where the host has IPv6
+            return DualStack(("::", port), Handler)
+        except OSError:
+            return Server(("0.0.0.0", port), Handler)
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; 0 then."""
+        try:
+            srv = self.server()
+        except OSError as err:
+            self.log(f"cannot listen on {self.s.listen}: {err.strerror or err} (another process holds the port? "
+                     f"pass --listen)")
+            return 1
+        host, port = srv.server_address[:2]
+        self.bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        self.refresh()  # the first scrape already has the cards
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True,
+                         name="http").start()
+        self.log(f"serving /metrics on [{host}]:{port}, refreshing every {self.s.interval:g}s")
+        next_pass = time.monotonic() + self.s.interval
+        while not self.stop.wait(max(0.0, next_pass - time.monotonic())):
+            self.refresh()
+            next_pass = max(next_pass + self.s.interval, time.monotonic() + 0.1 * self.s.interval)
+        srv.shutdown()
+        srv.server_close()
+        self.pool.shutdown(wait=False)
+        if self.client is not None:
+            self.client.close()
+        try:
+            os.unlink(self.s.status_file)
+        except OSError:
+            pass
+        return 0

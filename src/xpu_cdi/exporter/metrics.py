@@ -1,0 +1,100 @@
+"""The metric names, and the snapshot they are built from at each scrape.
+
+One set of names for every vendor (docs/monitoring.md lists them); each
+per-card series carries the same labels: ``kind``, ``card`` (the CDI device
+name), ``uuid``, ``pci_bus_id``, ``model`` where known, and ``namespace``,
+``pod``, ``container`` while a container holds the card (an empty label is
+no label to Prometheus).  A scrape only formats the snapshot the refresh
+loop last made: it never runs a tool or reads a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .podresources import Holder
+from .sources import Result
+
+CARD_LABELS = ["kind", "card", "uuid", "pci_bus_id", "model", "namespace", "pod", "container"]
+
+# reading -> (metric name, unit, help)
+READINGS = {
+    "memory_used": ("xpu_cdi_card_memory_used_bytes", "bytes", "Device memory in use, in bytes."),
+    "memory_total": ("xpu_cdi_card_memory_total_bytes", "bytes", "Device memory the card has, in bytes."),
+    "utilization": ("xpu_cdi_card_utilization_ratio", "ratio",
+                    "Share of time the card's compute units were busy, 0 to 1 (the vendor's utilisation)."),
+    "temperature": ("xpu_cdi_card_temperature_celsius", "celsius", "The card's temperature in degrees Celsius."),
+    "power": ("xpu_cdi_card_power_watts", "watts", "The card's power draw in watts."),
+}
+HEALTHY = "xpu_cdi_card_healthy"
+ALLOCATED = "xpu_cdi_card_allocated"
+SOURCE_UP = "xpu_cdi_exporter_source_up"
+SOURCE_DURATION = "xpu_cdi_exporter_source_duration_seconds"
+POD_RESOURCES = "pod-resources"  # the source name of kubelet's PodResources API
+
+
+@dataclass
+class CardState:
+    """One card as the last refresh saw it."""
+
+    kind: str
+    card: str
+    healthy: bool
+    uuid: str = ""
+    pci: str = ""
+    model: str = ""
+    holder: Optional[Holder] = None
+    readings: Dict[str, float] = field(default_factory=dict)
+
+    def labels(self) -> List[str]:
+        h = self.holder
+        return [self.kind, self.card, self.uuid, self.pci, self.model,
+                h.namespace if h else "", h.pod if h else "", h.container if h else ""]
+
+
+@dataclass
+class Snapshot:
+    cards: List[CardState] = field(default_factory=list)
+    allocation_known: bool = False  # kubelet answered: allocated is 0 or 1, else absent
+    sources: List[Result] = field(default_factory=list)
+
+
+class SnapshotCollector(Collector):
+    """A prometheus_client collector over whatever snapshot :attr:`snapshot` holds now."""
+
+    def __init__(self) -> None:
+        self.snapshot = Snapshot()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snap = self.snapshot  # one reference: the refresh loop swaps it whole
+        healthy = GaugeMetricFamily(HEALTHY, "1 when the card passes the device plugin's health rule (its nodes "
+                                             "as the spec says, its PCI function present, the driver's state "
+                                             "running), else 0.", labels=CARD_LABELS)
+        allocated = GaugeMetricFamily(ALLOCATED, "1 while kubelet has the card assigned to a container (device "
+                                                 "plugin or DRA claim), else 0; absent when kubelet's PodResources "
+                                                 "API does not answer.", labels=CARD_LABELS)
+        readings = {r: GaugeMetricFamily(name, doc, labels=CARD_LABELS, unit=unit)
+                    for r, (name, unit, doc) in READINGS.items()}
+        for c in snap.cards:
+            labels = c.labels()
+            healthy.add_metric(labels, 1.0 if c.healthy else 0.0)
+            if snap.allocation_known:
+                allocated.add_metric(labels, 1.0 if c.holder else 0.0)
+            for reading, value in c.readings.items():
+                readings[reading].add_metric(labels, value)
+        up = GaugeMetricFamily(SOURCE_UP, "1 when the source answered in the last refresh (a vendor tool, a "
+                                          "card's files, kubelet's PodResources API), else 0.", labels=["source"])
+        took = GaugeMetricFamily(SOURCE_DURATION, "How long the source took in the last refresh, in seconds.",
+                                 labels=["source"], unit="seconds")
+        for r in snap.sources:
+            up.add_metric([r.source], 1.0 if r.up else 0.0)
+            took.add_metric([r.source], round(r.duration, 6))
+        yield healthy
+        yield allocated
+        yield from readings.values()
+        yield up
+        yield took

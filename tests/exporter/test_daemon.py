@@ -1,0 +1,131 @@
+"""The exporter as its own process over HTTP: one tool run per interval whatever the scrape rate,
+a scrape answered at once while a tool hangs, /healthz, SIGTERM; on PyPI's and Debian's libraries."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from support.exporternode import ExporterProcess, Node
+
+REPO = Path(__file__).resolve().parents[2]
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def get(url: str, accept: str = "") -> "tuple[int, dict, bytes]":
+    req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+def samples(body: bytes) -> dict:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(body.decode()) for s in f.samples}
+
+
+@pytest.fixture(params=["pypi", "debian"])
+def python(request: pytest.FixtureRequest) -> "tuple[str, dict]":
+    env = dict(os.environ)
+    if request.param == "pypi":
+        return sys.executable, env
+    env["PYTHONPATH"] = str(REPO / "src")
+    import subprocess
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import prometheus_client, grpc, google.protobuf, click, yaml"],
+                           capture_output=True, text=True, env=env)
+    if probe.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Debian's python3-prometheus-client etc. are missing for {SYSTEM_PYTHON}: `make install` "
+                        f"installs them ({probe.stderr.strip()[-200:]})")
+        pytest.skip("Debian's python3-prometheus-client (or grpcio, protobuf, click, yaml) are not installed: "
+                    "`make install` installs them")
+    return SYSTEM_PYTHON, env
+
+
+def test_one_tool_run_per_interval_however_often_it_is_scraped(node: Node, tmp_path: Path,
+                                                               python: "tuple[str, dict]") -> None:
+    exe, env = python
+    p = ExporterProcess(node.args("--interval", "2"), tmp_path / "exporter.log", python=exe, env=env)
+    try:
+        start = time.monotonic()
+        for _ in range(40):  # 40 scrapes in about 3 s
+            code, headers, body = get(p.url())
+            assert code == 200 and headers["Content-Type"].startswith("text/plain")
+            time.sleep(0.07)
+        elapsed = time.monotonic() - start
+        s = samples(body)
+        assert s[("xpu_cdi_card_temperature_celsius",
+                  (("card", "3"), ("container", ""), ("kind", "kunlunxin.com/xpu"), ("model", ""),
+                   ("namespace", ""), ("pci_bus_id", node.host.pci[3]), ("pod", ""), ("uuid", "")))] == 48
+        runs = node.runs("xpu-smi")
+        assert 1 <= runs <= 1 + int(elapsed / 2) + 1, (runs, elapsed)
+        code, _h, ok = get(p.url("/healthz"))
+        assert (code, ok) == (200, b"ok\n")
+        code, headers, om = get(p.url(), accept="application/openmetrics-text; version=1.0.0")
+        assert headers["Content-Type"].startswith("application/openmetrics-text") and om.endswith(b"# EOF\n")
+        assert get(p.url("/nothing"))[0] == 404
+    finally:
+        assert p.stop() == 0
+    assert not node.status.exists()  # removed on SIGTERM
+
+
+def test_a_scrape_is_answered_while_a_tool_hangs(node: Node, tmp_path: Path) -> None:
+    """The refresh is stuck in xpu-smi for its whole 5 s timeout; scrapes meanwhile answer at once
+    from the last snapshot, and after the timeout the source reads as down."""
+    p = ExporterProcess(node.args("--interval", "1"), tmp_path / "exporter.log")
+    try:
+        node.set_tool("xpu-smi", mode="hang", data="xpu-smi-m.txt")
+        time.sleep(1.5)  # the next pass has started and hangs in the tool
+        slowest = 0.0
+        for _ in range(10):
+            t = time.monotonic()
+            code, _h, body = get(p.url())
+            slowest = max(slowest, time.monotonic() - t)
+            assert code == 200
+            time.sleep(0.1)
+        assert slowest < 1.0, slowest
+        deadline = time.monotonic() + 20
+        up = 1.0
+        while time.monotonic() < deadline:
+            up = samples(get(p.url())[2])[("xpu_cdi_exporter_source_up", (("source", "kunlunxin/xpu-smi"),))]
+            if up == 0:
+                break
+            time.sleep(0.2)
+        assert up == 0
+        s = samples(get(p.url())[2])
+        assert s[("xpu_cdi_exporter_source_up", (("source", "ascend/npu-smi"),))] == 1
+    finally:
+        assert p.stop() == 0
+
+
+def test_a_taken_port_is_one_line_and_exit_1(node: Node, tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    try:
+        port = s.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "xpu_cdi.cli", "exporter", "--listen", f"127.0.0.1:{port}",
+                              *node.args()], capture_output=True, text=True, timeout=60)
+        assert res.returncode == 1
+        assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in res.stderr
+    finally:
+        s.close()
+
+
+def test_bad_listen_is_refused(node: Node) -> None:
+    from click.testing import CliRunner
+    from xpu_cdi.cli import main
+
+    res = CliRunner().invoke(main, ["exporter", "--listen", "localhost", *node.args()])
+    assert res.exit_code != 0 and "is not ADDR:PORT" in res.output
