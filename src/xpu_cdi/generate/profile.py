@@ -18,7 +18,7 @@ import yaml
 from .. import schema_files
 from ..cdi import yamlload
 from ..errors import ProfileError
-from ..model import CardRule, Companion, MountRule, NodeRule, Profile, Selection, Symlink
+from ..model import CardModel, CardRule, Companion, MountRule, NodeRule, Profile, Selection, Symlink
 
 DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
 SCHEMA = "profile.schema.json"
@@ -84,6 +84,10 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
         health_running=tuple(v.upper() for v in (data.get("health_state") or {}).get("running", ())),
         driver_owned_nodes=bool(data.get("driver_owned_nodes", False)),
         topology_unknown=data.get("topology_unknown", ""),
+        models=tuple(CardModel(dev.lower(), m["name"], m.get("memory", ""))
+                     for dev, m in ((data.get("dra") or {}).get("models") or {}).items()),
+        driver_version_file=(data.get("dra") or {}).get("driver_version_file", ""),
+        uuid_file=(data.get("dra") or {}).get("uuid_file", ""),
     )
 
 
