@@ -189,6 +189,7 @@ LAZY_COMMANDS = {
     "doctor": ("xpu_cdi.doctor.command", "command", True),
     "system": ("xpu_cdi.devchar", "command", True),
     "device-plugin": ("xpu_cdi.deviceplugin.command", "command", True),
+    "dra-driver": ("xpu_cdi.dra.command", "command", True),
 }
 
 

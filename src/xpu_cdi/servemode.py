@@ -101,6 +101,24 @@ def release(kind: str, way: str, run_dir: str = RUN_DIR) -> None:
         os.close(fd)
 
 
+def release_last(kind: str, way: str, run_dir: str = RUN_DIR) -> bool:
+    """Stop holding *kind*; True when no other daemon of *way* holds it (the last one out withdraws
+    what the way published: during a rolling update the new pod keeps the node's slices)."""
+    path = f"{_base(run_dir, kind)}.{way}.lock"
+    release(kind, way, run_dir)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def serving(run_dir: str, kind: str, way: str) -> bool:
     """Whether some daemon of *way* serves *kind* now (for doctor)."""
     return held_by_other(run_dir, kind, DRA if way == DEVICE_PLUGIN else DEVICE_PLUGIN)
