@@ -94,6 +94,15 @@ def claim(kind: str, way: str, cfg: nodeconfig.NodeConfig, run_dir: str = RUN_DI
         os.close(guard)
 
 
+def claim_for(kind: str, way: str, node_config: str, run_dir: str = RUN_DIR) -> str:
+    """:func:`claim` with the node config read from *node_config* (an unreadable one refuses, saying why)."""
+    try:
+        cfg = nodeconfig.read(node_config)
+    except ConfigError as err:
+        return f"{kind}: not served: {err}"
+    return claim(kind, way, cfg, run_dir)
+
+
 def release(kind: str, way: str, run_dir: str = RUN_DIR) -> None:
     """Stop holding *kind* (the daemon stopped serving it)."""
     fd: Optional[int] = _HELD.pop(f"{_base(run_dir, kind)}.{way}.lock", None)

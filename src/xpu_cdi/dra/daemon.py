@@ -433,6 +433,9 @@ class Daemon:
         if self.kube is None:
             self.kube = Kube(self.s.kubeconfig)
         self.ino = inotify.open_inotify()
+        if self.kube.insecure:
+            self.log(f"warning: the API server's certificate is not verified (insecure-skip-tls-verify in "
+                     f"{self.s.kubeconfig or 'the kubeconfig'})")
         self.log(f"starting on node {self.s.node_name}: specs in {', '.join(self.s.spec_dirs)}, kubelet plugins in "
                  f"{self.s.plugins_dir}, registration in {self.s.registry_dir}, API server {self.kube.host}")
         while not self.stop.is_set():

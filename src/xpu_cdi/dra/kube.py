@@ -71,6 +71,9 @@ class Kube:
         import urllib3
 
         self._urllib3 = urllib3
+        self.insecure = not cfg.verify_ssl
+        if self.insecure:  # said once by the daemon, not a warning per request
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
     def _headers(self, content_type: str = "application/json") -> Dict[str, str]:
         hook = self.cfg.refresh_api_key_hook  # in-cluster: re-reads a rotated token
