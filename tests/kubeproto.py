@@ -34,7 +34,7 @@ _OUT = None  # one output dir per process, on sys.path
 def _package_of(relpath: str) -> str:
     """``deviceplugin/v1beta1/api.proto`` -> ``kubeproto_deviceplugin_v1beta1``: a
     unique importable package per proto (every upstream file is named api.proto)."""
-    return "kubeproto_" + "_".join(Path(relpath).parent.parts)
+    return "kubeproto_" + "_".join(Path(relpath).parent.parts).replace("-", "_")  # dra-health/: an identifier
 
 
 def stubs(relpath: str) -> Tuple[ModuleType, ModuleType]:

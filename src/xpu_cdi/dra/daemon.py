@@ -164,6 +164,12 @@ class KindDriver:
                 if not results:
                     continue
                 meta = claim["metadata"]
+                held = cp.devices_in_use()
+                taken = [r["device"] for r in results if (self.pool, r["device"]) in held and not r.get("adminAccess")]
+                if taken:
+                    self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} names "
+                             f"{', '.join(taken)}, which another claim holds: not taken back")
+                    continue
                 entries = [{"requests": [str(r.get("request", "")).split("/")[0]], "pool": self.pool,
                             "device": r["device"],
                             "cdi": [devices[r["device"]].cdi] if r["device"] in devices else []} for r in results]
