@@ -22,7 +22,9 @@ differences below are fair:
   machine's disk);
 * device plugin (scripts/bench_deviceplugin.py, after the rounds): Allocate
   latency, resident memory, re-registration after a kubelet restart, time to
-  report a vanished card Unhealthy, on each installed grpcio/protobuf stack.
+  report a vanished card Unhealthy, on each installed grpcio/protobuf stack;
+* DRA driver (scripts/bench_dra.py): NodePrepareResources p99, resident
+  memory, start -> slices published, against a real API server.
 
 Prints a table; writes ``bench-out/bench.json`` (every sample and the
 machine), ``bench-out/performance.md`` (the README's Performance section)
@@ -505,6 +507,11 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 import bench_deviceplugin
 
                 dp_rows, dp_samples = bench_deviceplugin.run(work)
+                import bench_dra  # an API server through XPU_CDI_BENCH_KUBECONFIG, else skipped saying so
+
+                dra_rows, dra_samples = bench_dra.run(work)
+                dp_rows += dra_rows
+                dp_samples["dra"] = dra_samples
         finally:
             for mount in MOUNTS:
                 subprocess.run(["umount", str(mount)], check=False)
