@@ -19,7 +19,7 @@ deps:
 	@sh scripts/install-deps.sh libclang-rt-$$(clang -dumpversion | cut -d. -f1)-dev
 	@# the device plugin's tests also run it on Debian's own grpcio/protobuf (what the .deb runs on)
 	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-click python3-yaml python3-jsonschema \
-	  python3-pyudev python3-cffi-backend python3-tomlkit
+	  python3-pyudev python3-cffi-backend python3-tomlkit python3-kubernetes
 	@sh scripts/install-runtime-matrix-deps.sh
 
 $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/*.py) \
