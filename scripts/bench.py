@@ -23,7 +23,9 @@ differences below are fair:
 * exporter (scripts/bench_exporter.py, after the device plugin): scrape p99, RSS, CPU.
 * device plugin (scripts/bench_deviceplugin.py, after the rounds): Allocate
   latency, resident memory, re-registration after a kubelet restart, time to
-  report a vanished card Unhealthy, on each installed grpcio/protobuf stack.
+  report a vanished card Unhealthy, on each installed grpcio/protobuf stack;
+* DRA driver (scripts/bench_dra.py): NodePrepareResources p99, resident
+  memory, start -> slices published, against a real API server.
 
 Prints a table; writes ``bench-out/bench.json`` (every sample and the
 machine), ``bench-out/performance.md`` (the README's Performance section)
@@ -512,6 +514,11 @@ def main(argv: "Sequence[str] | None" = None) -> int:
 
                 ex_rows, ex_samples = bench_exporter.run(work)
                 dp_rows, dp_samples = dp_rows + ex_rows, dict(dp_samples, exporter=ex_samples)
+                import bench_dra  # an API server through XPU_CDI_BENCH_KUBECONFIG, else skipped saying so
+
+                dra_rows, dra_samples = bench_dra.run(work)
+                dp_rows += dra_rows
+                dp_samples["dra"] = dra_samples
         finally:
             for mount in MOUNTS:
                 subprocess.run(["umount", str(mount)], check=False)

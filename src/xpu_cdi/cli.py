@@ -26,6 +26,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "system": ("xpu_cdi.system.command", "command"),
     "device-plugin": ("xpu_cdi.deviceplugin.command", "command"),
     "exporter": ("xpu_cdi.exporter.command", "command"),
+    "dra-driver": ("xpu_cdi.dra.command", "command"),
 }
 
 

@@ -133,6 +133,15 @@ class MetricSource:
 
 
 @dataclass(frozen=True)
+class CardModel:
+    """What a PCI device id of the profile's vendor is: its model name and, where known, its memory."""
+
+    pci_device: str  # "0x3684"
+    name: str
+    memory: str = ""  # a Kubernetes quantity ("96Gi"), "" when unknown
+
+
+@dataclass(frozen=True)
 class Profile:
     """A vendor profile: everything xpu-cdi knows about one device kind."""
 
@@ -167,6 +176,11 @@ class Profile:
     # registers them without a parent): topology is then "unknown", never guessed
     topology_unknown: str = ""
     metrics: Tuple[MetricSource, ...] = ()  # the exporter's reading sources
+    # what the DRA driver publishes beyond topology: models by PCI device id, the
+    # driver's version file (its first x.y.z), a per-card UUID file ({index}/{pci})
+    models: Tuple[CardModel, ...] = ()
+    driver_version_file: str = ""
+    uuid_file: str = ""
 
     @property
     def kind(self) -> str:

@@ -12,6 +12,15 @@ One setting so far, read by the hook and the wrapper (in C) and here, for
     ``cdi.k8s.io/`` annotations and CDI devices still select, and
     privileged containers (all capabilities) still may.
 
+``kubernetes-allocation`` (``device-plugin`` or ``dra``, or a mapping of CDI
+    kind to one of them; default: unset)
+    Which way Kubernetes gets this node's cards of a kind: the device plugin
+    (``xpu-cdi device-plugin``) or the DRA driver (``xpu-cdi dra-driver``).
+    A daemon never serves a kind the file gives to the other; unset, the
+    first to start serves it and the other refuses it while the first runs
+    (:mod:`xpu_cdi.servemode`).  Two ways for one kind would let two pods
+    get the same card.
+
 An absent file means the defaults; a file that is not a YAML mapping, or a
 setting of the wrong type, is a :class:`~xpu_cdi.errors.ConfigError` (the
 hook and the wrapper fail closed on it).
@@ -20,13 +29,15 @@ hook and the wrapper fail closed on it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from .errors import ConfigError
 
 DEFAULT_PATH = "/etc/xpu-cdi/config.yaml"
 ACCEPT_ENV = "accept-env-selection-when-unprivileged"
-DEFAULTS: Dict[str, Any] = {ACCEPT_ENV: True}
+ALLOCATION = "kubernetes-allocation"
+WAYS = ("device-plugin", "dra")
+DEFAULTS: Dict[str, Any] = {ACCEPT_ENV: True, ALLOCATION: None}
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class NodeConfig:
     path: str
     exists: bool
     accept_env_selection_when_unprivileged: bool = True
+    allocation: Tuple[Tuple[str, str], ...] = ()  # (kind or "*", way)
     unknown: Tuple[str, ...] = field(default_factory=tuple)  # keys this version does not know
 
 
@@ -77,4 +89,29 @@ def read(path: str = DEFAULT_PATH) -> NodeConfig:
     if not isinstance(accept, bool):
         raise ConfigError(f"node config {path!r}: {ACCEPT_ENV} must be true or false, not {accept!r}")
     unknown = tuple(sorted(str(k) for k in data if k not in DEFAULTS))
-    return NodeConfig(path, True, accept, unknown)
+    return NodeConfig(path, True, accept, _allocation(path, data.get(ALLOCATION)), unknown)
+
+
+def _allocation(path: str, value: Any) -> Tuple[Tuple[str, str], ...]:
+    bad = ConfigError(f"node config {path!r}: {ALLOCATION} must be {' or '.join(WAYS)}, or a mapping of CDI kind "
+                      f"to one of them (kunlunxin.com/xpu: dra)")
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        if value not in WAYS:
+            raise bad
+        return (("*", value),)
+    if not isinstance(value, dict):
+        raise bad
+    out = []
+    for kind, way in value.items():
+        if not isinstance(kind, str) or kind.count("/") != 1 or way not in WAYS:
+            raise bad
+        out.append((kind, way))
+    return tuple(out)
+
+
+def way_for(cfg: NodeConfig, kind: str) -> Optional[str]:
+    """The way the node config gives *kind* to (``device-plugin`` / ``dra``), or None when it does not say."""
+    named = dict(cfg.allocation)
+    return named.get(kind, named.get("*"))

@@ -52,10 +52,16 @@ class Settings:
     health_interval: float = 1.0
     removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
     uevents: str = "auto"
+    node_config: str = "/etc/xpu-cdi/config.yaml"  # kubernetes-allocation: which way serves each kind
 
     @property
     def proc(self) -> str:
         return self.proc_root or self.sysfs_root
+
+    @property
+    def run_dir(self) -> str:
+        """The status file's directory (the host's /run/xpu-cdi): also where the one-way-per-kind locks are."""
+        return os.path.dirname(self.status_file)
 
     def resource(self, kind: str) -> str:
         """The resource name advertised for *kind* (default: the kind itself)."""
@@ -147,7 +153,7 @@ KEYS = {
     "resource-name": ("resource_names", parse_resource_names), "device-list-strategy": ("strategies", _strategies),
     "status-file": ("status_file", _str), "health-interval": ("health_interval", _float),
     "removal-grace": ("removal_grace", _seconds),
-    "uevents": ("uevents", _uevents),
+    "uevents": ("uevents", _uevents), "node-config": ("node_config", _str),
 }
 
 

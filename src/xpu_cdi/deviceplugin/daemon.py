@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .. import atomic
+from .. import atomic, servemode
 from ..errors import XpuCdiError
 from ..generate import profile as _profile
 from ..generate.discover import Roots
@@ -214,6 +214,10 @@ class Daemon:
                 self.say_once("resource:" + kind, f"{kind}: not served: {problem}: give it one with "
                                                   f"--resource-name {kind}=<domain>/<name>")
                 continue
+            refused = servemode.claim_for(kind, servemode.DEVICE_PLUGIN, self.s.node_config, self.s.run_dir)
+            if refused:  # the DRA driver serves it: one way per kind
+                self.say_once("way:" + kind + refused, refused)
+                continue
             plugin = KindPlugin(kind, self.s.resource(kind), self.s.plugin_dir, self.s.strategies, self.log,
                                 self.before_request)
             try:
@@ -231,6 +235,7 @@ class Daemon:
             plugin.drain()
             plugin.shutdown()
             remove_socket(plugin.socket)
+            servemode.release(kind, servemode.DEVICE_PLUGIN, self.s.run_dir)
             with self.lock:
                 del self.plugins[kind]
         self.apply_health()

@@ -5,7 +5,7 @@
 (``resource_name`` + ``device_ids``) and the DRA claims (``dynamic_resources``:
 the CDI device names each claim resolved to) they hold;
 ``GetAllocatableResources`` gives the devices kubelet knows per resource.
-The messages are built from the table below by :mod:`xpu_cdi.protodesc` (as
+The messages are built from the table below by :mod:`xpu_cdi.protobuild` (as
 the device-plugin API is); it holds the fields the exporter reads, with the
 numbers and types of ``k8s.io/kubelet/pkg/apis/podresources/v1/api.proto``
 (tests compare them with the upstream file).  Fields left out (CPU ids,
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
-from .. import protodesc
-from ..protodesc import MANY, ONE, STRING
+from .. import protobuild
+from ..protobuild import MANY, ONE, STRING
 
 PACKAGE = "v1"
 SERVICE = "PodResourcesLister"
@@ -44,9 +44,7 @@ SERVICES = {SERVICE: [("List", "ListPodResourcesRequest", "ListPodResourcesRespo
                       ("GetAllocatableResources", "AllocatableResourcesRequest", "AllocatableResourcesResponse",
                        False)]}
 
-_CLASSES = protodesc.message_classes(
-    protodesc.file_descriptor("xpu_cdi/exporter/podresources_v1.proto", PACKAGE, MESSAGES, SERVICES),
-    list(MESSAGES))
+_CLASSES = protobuild.build(PACKAGE, MESSAGES, SERVICES)
 
 
 def message(name: str) -> Any:

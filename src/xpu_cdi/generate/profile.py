@@ -18,8 +18,8 @@ import yaml
 from .. import schema_files
 from ..cdi import yamlload
 from ..errors import ProfileError
-from ..model import (DEFAULT_TOOL_UNITS, IDENTITY_FIELDS, READING_UNITS, CardRule, Companion, MetricFile,
-                     MetricSource, MountRule, NodeRule, Profile, Selection, Symlink)
+from ..model import (DEFAULT_TOOL_UNITS, IDENTITY_FIELDS, READING_UNITS, CardModel, CardRule, Companion,
+                     MetricFile, MetricSource, MountRule, NodeRule, Profile, Selection, Symlink)
 
 DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
 SCHEMA = "profile.schema.json"
@@ -87,6 +87,10 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
         topology_unknown=data.get("topology_unknown", ""),
         metrics=tuple(_metric_source(m, f"profile {source!r}: metrics[{i}]")
                       for i, m in enumerate(data.get("metrics", []))),
+        models=tuple(CardModel(dev.lower(), m["name"], m.get("memory", ""))
+                     for dev, m in ((data.get("dra") or {}).get("models") or {}).items()),
+        driver_version_file=(data.get("dra") or {}).get("driver_version_file", ""),
+        uuid_file=(data.get("dra") or {}).get("uuid_file", ""),
     )
 
 

@@ -21,7 +21,7 @@ from ..generate.discover import host_path
 from ..model import PCI_ADDRESS, HostView
 
 __all__ = ["TopoCard", "cards", "compress", "degraded", "device_annotations", "distance", "groups", "labels",
-           "label_value_problem", "link_info", "pci_chain", "port_type", "preferred", "spec_options",
+           "label_value_problem", "link_info", "pci_chain", "pcie_root", "port_type", "preferred", "spec_options",
            "upstream_switch"]
 
 # PCI Express capability, "Device/Port Type" field (PCIe base spec 7.5.3.2)
@@ -68,6 +68,21 @@ def pci_chain(sysfs_root: str, pci: str) -> List[str]:
         return []
     parts = os.path.realpath(link).split(os.sep)
     return [p for p in parts if PCI_ADDRESS.match(p)]
+
+
+def pcie_root(sysfs_root: str, pci: str) -> Optional[str]:
+    """The PCIe root complex above *pci* as sysfs names it (``pci0000:00``), or None.
+
+    The first directory below ``/sys/devices`` on the device's real path: the
+    value of Kubernetes' standard ``resource.kubernetes.io/pcieRoot`` attribute.
+    """
+    link = host_path(sysfs_root, f"/sys/bus/pci/devices/{pci}")
+    devices = os.path.realpath(host_path(sysfs_root, "/sys/devices"))
+    real = os.path.realpath(link)
+    if not os.path.exists(link) or not real.startswith(devices + os.sep):
+        return None
+    top = real[len(devices) + 1:].split(os.sep)[0]
+    return top if top.startswith("pci") else None
 
 
 def port_type(sysfs_root: str, pci: str) -> Optional[int]:

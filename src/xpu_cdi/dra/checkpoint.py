@@ -1,0 +1,138 @@
+"""The prepared claims, kept across driver restarts.
+
+``NodeUnprepareResources`` gets only a claim's uid, namespace and name, and
+a restarted driver must not hand a card that a running pod holds to a
+second claim: what was prepared is written down here.  The file
+(``<plugin dir>/checkpoint.json``) is
+
+* written atomically (temp file, fsync, rename, fsync of the directory),
+  with a SHA-256 of its claims so a damaged file is told from a valid one;
+* keyed to the boot (``/proc/sys/kernel/random/boot_id``): after a reboot no
+  container of before is running, and the claims still in use are prepared
+  again as kubelet asks (a stale file never blocks a card);
+* never a reason to stop: a corrupt or unreadable file is one log line and
+  an Event, and the driver starts empty (kubelet prepares again what runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from .. import atomic
+
+NAME = "checkpoint.json"
+VERSION = 1
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+MAX_BYTES = 16 << 20
+
+
+@dataclass
+class Prepared:
+    """One prepared claim: what NodePrepareResources answered."""
+
+    namespace: str
+    name: str
+    devices: List[Dict[str, Any]]  # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"namespace": self.namespace, "name": self.name, "devices": self.devices}
+
+
+@dataclass
+class Checkpoint:
+    """The claims prepared on this boot, by claim uid."""
+
+    boot_id: str
+    claims: Dict[str, Prepared] = field(default_factory=dict)
+
+    def devices_in_use(self, exclude: str = "") -> Dict[Tuple[str, str], str]:
+        """``(pool, device)`` -> uid of the claim holding it, other than *exclude*."""
+        out: Dict[Tuple[str, str], str] = {}
+        for uid, claim in self.claims.items():
+            if uid != exclude:
+                for d in claim.devices:
+                    out[(d["pool"], d["device"])] = uid
+        return out
+
+
+def boot_id(path: str = BOOT_ID) -> str:
+    """This boot's id (a fresh UUID per boot), or "" where the kernel has none."""
+    try:
+        with open(path) as f:
+            return f.read(64).strip()
+    except OSError:
+        return ""
+
+
+def _digest(claims: Dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(claims, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def dumps(cp: Checkpoint) -> bytes:
+    claims = {uid: c.to_json() for uid, c in sorted(cp.claims.items())}
+    doc = {"version": VERSION, "bootId": cp.boot_id, "claims": claims, "sha256": _digest(claims)}
+    return json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n"
+
+
+def save(path: str, cp: Checkpoint) -> None:
+    """Write *cp* to *path* atomically and durably."""
+    atomic.write_atomic(path, dumps(cp), mode=0o600)
+
+
+def _parse(raw: bytes) -> Dict[str, Prepared]:
+    """The claims of a checkpoint file. Raises ValueError naming what is wrong."""
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or doc.get("version") != VERSION:
+        raise ValueError(f"not a version-{VERSION} checkpoint")
+    claims = doc.get("claims")
+    if not isinstance(claims, dict) or doc.get("sha256") != _digest(claims):
+        raise ValueError("its checksum does not match its content")
+    out = {}
+    for uid, c in claims.items():
+        if not (isinstance(c, dict) and isinstance(c.get("devices"), list)
+                and all(isinstance(d, dict) and {"pool", "device", "cdi"} <= set(d) for d in c["devices"])):
+            raise ValueError(f"claim {uid} is malformed")
+        out[uid] = Prepared(str(c.get("namespace", "")), str(c.get("name", "")), c["devices"])
+    return out
+
+
+def load(path: str, current_boot: str) -> Tuple[Checkpoint, Optional[str], bool]:
+    """The checkpoint at *path* for this boot.
+
+    Returns:
+        ``(checkpoint, note, corrupt)``: an empty checkpoint with a note when
+        the file is absent (no note), from an earlier boot, or unreadable
+        (*corrupt* True: the caller also raises an Event).
+    """
+    atomic.remove_stale_temps(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        return Checkpoint(current_boot), None, False
+    except OSError as err:
+        return Checkpoint(current_boot), f"checkpoint {path} is unreadable ({err.strerror}): starting empty", True
+    try:
+        if len(raw) > MAX_BYTES:
+            raise ValueError(f"it is over {MAX_BYTES >> 20} MiB")
+        claims = _parse(raw)
+        written_on = json.loads(raw).get("bootId", "")
+    except ValueError as err:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return (Checkpoint(current_boot),
+                f"checkpoint {path} is corrupt ({' '.join(str(err).split())}): starting empty; kubelet prepares "
+                f"the running pods' claims again", True)
+    if written_on != current_boot:
+        return (Checkpoint(current_boot),
+                f"checkpoint {path} is from an earlier boot (boot id {written_on or '?'}, now "
+                f"{current_boot or '?'}): its {len(claims)} claim(s) discarded, prepared again as kubelet asks",
+                False)
+    return Checkpoint(current_boot, claims), None, False
+
+
+def path_in(plugin_data_dir: str) -> str:
+    """The checkpoint's path in the driver's plugin data directory."""
+    return os.path.join(plugin_data_dir, NAME)

@@ -1,0 +1,69 @@
+"""From a ResourceClaim read from the API server to what NodePrepareResources answers.
+
+Pure functions: the claim as JSON, this driver's name and pool, the cards
+the specs define now and who holds which card, in; the devices to answer
+with (CDI names of the static specs, ``kunlunxin.com/xpu=3``), or one line
+saying why not, out.  Never a per-claim spec file: after a reboot
+``/var/run/cdi`` is empty, and a claim must not point at a spec that is gone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Tuple
+
+from .slices import DeviceInfo
+
+
+class ClaimError(Exception):
+    """Why one claim cannot be prepared (reported to kubelet in that claim's ``error``)."""
+
+
+def check_claim(claim: Mapping[str, Any], uid: str) -> None:
+    """Refuse a claim that is not the one kubelet means (replaced: another uid) or not allocated."""
+    meta = claim.get("metadata") or {}
+    where = f"{meta.get('namespace', '?')}/{meta.get('name', '?')}"
+    if meta.get("uid") != uid:
+        raise ClaimError(f"claim {where} was replaced: its uid is now {meta.get('uid')}, kubelet asked for {uid}")
+    if not (claim.get("status") or {}).get("allocation"):
+        raise ClaimError(f"claim {where} is not allocated")
+
+
+def our_results(claim: Mapping[str, Any], driver: str) -> List[Mapping[str, Any]]:
+    """The allocation results of *claim* that name *driver*."""
+    devices = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
+    return [r for r in devices.get("results") or [] if r.get("driver") == driver]
+
+
+def prepare(claim: Mapping[str, Any], driver: str, pool: str, devices: Mapping[str, DeviceInfo],
+            in_use: Mapping[Tuple[str, str], str]) -> List[Dict[str, Any]]:
+    """The devices to hand out for *claim*, one entry per card (its requests merged).
+
+    Args:
+        claim: the ResourceClaim (checked with :func:`check_claim` first).
+        driver: this driver's name; results of other drivers are theirs.
+        pool: this node's pool name.
+        devices: slice device name -> the card, as the specs define them now.
+        in_use: ``(pool, device)`` -> uid of another claim prepared with it.
+
+    Raises:
+        ClaimError: a result on another pool, a card this node no longer
+            has, or a card another claim holds (admin access excepted).
+    """
+    uid = (claim.get("metadata") or {}).get("uid", "")
+    merged: Dict[str, Dict[str, Any]] = {}
+    for r in our_results(claim, driver):
+        name, request = str(r.get("device", "")), str(r.get("request", "")).split("/")[0]
+        if r.get("pool") != pool:
+            raise ClaimError(f"device {name} was allocated from pool {r.get('pool')!r}, but this node's pool is "
+                             f"{pool!r}: the claim belongs to another node")
+        card = devices.get(name)
+        if card is None:
+            raise ClaimError(f"device {name} is not on this node any more (no CDI spec defines it: run "
+                             f"`xpu-cdi generate`); the claim must be allocated again")
+        holder = in_use.get((pool, name))
+        if holder and holder != uid and not r.get("adminAccess"):
+            raise ClaimError(f"device {name} is prepared for claim {holder}, still in use: refusing to share it")
+        entry = merged.setdefault(name, {"requests": [], "pool": pool, "device": name, "cdi": [card.cdi]})
+        if request and request not in entry["requests"]:
+            entry["requests"].append(request)
+    return list(merged.values())

@@ -1,0 +1,113 @@
+"""The ``xpu-cdi dra-driver`` click command (built on first use, see ``cli.LAZY_COMMANDS``).
+
+``--probe`` (the DaemonSet's readiness probe) reads the status file only:
+no gRPC, no Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import sys
+from typing import Optional, Tuple
+
+import click
+
+from ..clikit import subcommand
+from ..errors import ConfigError
+from . import config
+
+
+def probe(settings: config.Settings) -> Tuple[bool, str]:
+    """Ready when a running driver has registered and published every kind it serves."""
+    try:
+        with open(settings.status_file, "rb") as f:
+            doc = json.loads(f.read(1 << 20))
+    except (OSError, ValueError) as err:
+        return False, f"no readable status file {settings.status_file} ({err})"
+    kinds = doc.get("kinds") or {}
+    if not kinds:
+        return False, "serving no kind yet (no spec defines cards, or every kind was refused: see the log)"
+    for kind, k in sorted(kinds.items()):
+        if not k.get("registered"):
+            return False, f"{kind}: not registered with kubelet {k.get('registration_error') or '(yet)'}"
+        if not k.get("published"):
+            return False, f"{kind}: slices not published: {k.get('publish_error') or '(yet)'}"
+    return True, ", ".join(f"{kind}: {len(k.get('devices') or {})} device(s)" for kind, k in sorted(kinds.items()))
+
+
+def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
+               sysfs_root: str, node_name: Optional[str], kubeconfig: Optional[str], registry_dir: str,
+               plugins_dir: str, run_dir: str, pod_uid: Optional[str], spec_dirs: Tuple[str, ...],
+               proc_root: Optional[str], driver_names: Tuple[str, ...], node_config: str, health_interval: float,
+               no_health_service: bool, probe_only: bool) -> None:
+    """The DRA driver (resource.k8s.io/v1): publish the cards our CDI specs
+    define as ResourceSlices of this node, one driver per CDI kind, and
+    prepare the claims kubelet hands it with the specs' CDI device names.
+
+    Serves kubelet's DRAPlugin (v1, v1beta1) and DRAResourceHealth, registers
+    through the plugin watcher, taints unhealthy cards, keeps a boot-keyed
+    checkpoint of prepared claims. SIGTERM unregisters, withdraws the slices
+    and exits 0.
+    """
+    uid = pod_uid if pod_uid is not None else os.environ.get("POD_UID", "")
+    settings = config.Settings(
+        node_name=config.node_name(node_name), kubeconfig=kubeconfig, registry_dir=os.path.abspath(registry_dir),
+        plugins_dir=os.path.abspath(plugins_dir), run_dir=os.path.abspath(run_dir), pod_uid=uid,
+        spec_dirs=tuple(os.path.abspath(d) for d in spec_dirs), dev_root=os.path.abspath(dev_root),
+        driver_root=os.path.abspath(driver_root), sysfs_root=os.path.abspath(sysfs_root),
+        proc_root=os.path.abspath(proc_root) if proc_root else None, profiles=tuple(profiles),
+        profiles_dir=tuple(profiles_dir), driver_names=config.parse_driver_names(driver_names),
+        node_config=node_config, health_interval=health_interval, health_service=not no_health_service)
+    config.check(settings)
+    if probe_only:
+        if not uid:  # without a pod uid the file is named after the pid: any running driver's will do
+            found = sorted(glob.glob(os.path.join(settings.run_dir, "dra-driver-*.json")))
+            if found:
+                settings = dataclasses.replace(settings, pod_uid=os.path.basename(found[-1])[len("dra-driver-"):-5])
+        ok, why = probe(settings)
+        click.echo(("ready: " if ok else "not ready: ") + why, err=not ok)
+        sys.exit(0 if ok else 1)
+    try:
+        from .daemon import Daemon
+    except ImportError as err:
+        raise ConfigError(f"the DRA driver needs grpcio, protobuf and the Kubernetes client ({err}): pip install "
+                          f"'xpu-cdi', or apt install python3-grpcio python3-protobuf python3-kubernetes") from None
+    sys.exit(Daemon(settings).run())
+
+
+OPTIONS = (
+    click.option("--node-name", default=None, help="kubelet's node name (default: $NODE_NAME, else the host name)."),
+    click.option("--kubeconfig", default=None, metavar="FILE",
+                 help="Talk to the API server as this kubeconfig says (default: the pod's service account, "
+                      "else $KUBECONFIG or ~/.kube/config)."),
+    click.option("--registry-dir", default=config.REGISTRY_DIR, show_default=True,
+                 help="kubelet's plugin watcher directory (registration sockets)."),
+    click.option("--plugins-dir", default=config.PLUGINS_DIR, show_default=True,
+                 help="Where each driver's directory is made (its DRA socket and checkpoint.json)."),
+    click.option("--run-dir", default=config.RUN_DIR, show_default=True,
+                 help="The host's /run/xpu-cdi: status file, and the locks that keep one way per kind."),
+    click.option("--pod-uid", default=None,
+                 help="This pod's uid (default: $POD_UID): names the sockets, so the two pods of a rolling "
+                      "update both serve."),
+    click.option("--spec-dir", "spec_dirs", multiple=True, default=("/etc/cdi", "/var/run/cdi"), show_default=True,
+                 help="CDI spec directory, lowest priority first (repeatable)."),
+    click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
+    click.option("--driver-name", "driver_names", multiple=True, metavar="KIND=NAME",
+                 help="Driver name of a CDI kind (repeatable; default: the CDI vendor, kunlunxin.com)."),
+    click.option("--node-config", default="/etc/xpu-cdi/config.yaml", show_default=True,
+                 help="The node config (kubernetes-allocation: which way serves each kind)."),
+    click.option("--health-interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True,
+                 help="Seconds between health polls (inotify triggers checks at once)."),
+    click.option("--no-health-service", is_flag=True,
+                 help="Do not offer kubelet the DRAResourceHealth stream (taints still mark unhealthy cards)."),
+    click.option("--probe", "probe_only", is_flag=True,
+                 help="Exit 0 if a running driver has registered and published every kind it serves, else 1."),
+)
+
+
+def command() -> click.Command:
+    """Built by ``clikit.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
+    return subcommand("dra-driver", dra_driver, OPTIONS)

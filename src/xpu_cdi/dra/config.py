@@ -1,0 +1,96 @@
+"""The DRA driver's settings: flags, with the pod's downward-API environment as defaults."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Sequence, Tuple
+
+from ..cdi import registry
+from ..errors import ConfigError
+from ..generate import profile as _profile
+
+KUBELET_DIR = "/var/lib/kubelet"
+REGISTRY_DIR = f"{KUBELET_DIR}/plugins_registry"  # kubelet's plugin watcher
+PLUGINS_DIR = f"{KUBELET_DIR}/plugins"  # <driver>/dra-<pod uid>.sock, checkpoint.json
+RUN_DIR = "/run/xpu-cdi"
+# a driver name is a DNS subdomain of at most 63 characters (ResourceSlice validation)
+_DRIVER = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NODE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    node_name: str
+    kubeconfig: Optional[str] = None
+    registry_dir: str = REGISTRY_DIR
+    plugins_dir: str = PLUGINS_DIR
+    run_dir: str = RUN_DIR
+    pod_uid: str = ""
+    spec_dirs: Tuple[str, ...] = registry.DEFAULT_DIRS
+    dev_root: str = "/"
+    driver_root: str = "/"
+    sysfs_root: str = "/"
+    proc_root: Optional[str] = None
+    profiles: Tuple[str, ...] = ()
+    profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
+    driver_names: Dict[str, str] = field(default_factory=dict)  # CDI kind -> driver name
+    node_config: str = "/etc/xpu-cdi/config.yaml"
+    health_interval: float = 1.0
+    health_service: bool = True
+    boot_id_file: str = "/proc/sys/kernel/random/boot_id"
+
+    @property
+    def proc(self) -> str:
+        return self.proc_root or self.sysfs_root
+
+    def driver(self, kind: str) -> str:
+        """The driver name of *kind*: the CDI vendor unless set (``kunlunxin.com``)."""
+        return self.driver_names.get(kind, kind.partition("/")[0])
+
+    def plugin_dir(self, driver: str) -> str:
+        return os.path.join(self.plugins_dir, driver)
+
+    @property
+    def status_file(self) -> str:
+        return os.path.join(self.run_dir, f"dra-driver-{self.pod_uid or os.getpid()}.json")
+
+
+def driver_problem(name: str) -> str:
+    """Why *name* cannot be a DRA driver name, or ``""``."""
+    if not _DRIVER.match(name):
+        return f"driver name {name!r} is not a lowercase DNS subdomain of at most 63 characters"
+    return ""
+
+
+def parse_driver_names(values: Sequence[str]) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for item in values:
+        for part in item.split(","):
+            kind, sep, name = part.strip().partition("=")
+            if not sep or kind.count("/") != 1:
+                raise ConfigError(f"--driver-name {part!r}: write KIND=NAME (kunlunxin.com/xpu=xpu.kunlunxin.com)")
+            problem = driver_problem(name)
+            if problem:
+                raise ConfigError(f"--driver-name {part!r}: {problem}")
+            out[kind] = name
+    return out
+
+
+def node_name(given: Optional[str]) -> str:
+    """--node-name, else $NODE_NAME (the DaemonSet's downward API), else the host name as kubelet defaults to it."""
+    name = given or os.environ.get("NODE_NAME") or socket.gethostname().lower()
+    if not _NODE.match(name):
+        raise ConfigError(f"node name {name!r} is not a DNS subdomain: give kubelet's node name with --node-name "
+                          f"(or NODE_NAME from the downward API, spec.nodeName)")
+    return name
+
+
+def check(s: Settings) -> None:
+    for name in ("registry_dir", "plugins_dir", "run_dir"):
+        if not os.path.isabs(getattr(s, name)):
+            raise ConfigError(f"--{name.replace('_', '-')} {getattr(s, name)!r} must be absolute")
+    if s.pod_uid and not re.match(r"^[A-Za-z0-9-]{1,64}$", s.pod_uid):
+        raise ConfigError(f"--pod-uid {s.pod_uid!r} is not a pod uid")

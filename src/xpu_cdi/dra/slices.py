@@ -1,0 +1,226 @@
+"""What the driver publishes: the node's cards as ``resource.k8s.io/v1`` ResourceSlices.
+
+One pool per node (named after it), a device per card named as in the CDI
+spec (a DNS label: ``3``; a name that is not one, ``0000:3b:00.0``, becomes
+``0000-3b-00-0``), with the attributes users select on:
+
+============================================  =========  ===========================
+attribute                                     type       from
+============================================  =========  ===========================
+``index``                                     int        the card's index
+``uuid``                                      string     the profile's ``dra.uuid_file``
+``model``                                     string     ``dra.models`` by PCI device id, else the profile name
+``driverVersion``                             version    ``dra.driver_version_file`` (first x.y.z)
+``resource.kubernetes.io/pciBusID``           string     the card's PCI function
+``resource.kubernetes.io/pcieRoot``           string     its root complex (``pci0000:00``)
+``pcieSwitch``                                string     the upstream port of its PCIe switch
+``numaNode``, ``resource.kubernetes.io/numaNode``  int   its NUMA node (only a node the host has)
+============================================  =========  ===========================
+
+and capacity ``memory`` where the profile knows it.  An unhealthy card keeps
+its place with a ``NoSchedule`` taint ``<driver>/unhealthy``: pods running on
+it keep running, new claims get other cards.
+
+Everything here but :func:`describe` is pure: inventory in, objects out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from .. import topology
+from ..generate.discover import host_path
+from ..model import Profile
+
+API_VERSION = "resource.k8s.io/v1"
+MAX_DEVICES = 128  # ResourceSliceMaxDevices
+MAX_DEVICES_TAINTED = 64  # ResourceSliceMaxDevicesWithAdvancedFeatures: any device with taints
+STANDARD = "resource.kubernetes.io/"
+TAINT_EFFECT = "NoSchedule"
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[.-]([0-9A-Za-z]+))?")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One card as the slice shows it, and the CDI name prepare answers with."""
+
+    name: str  # the device name in the slice (a DNS label)
+    cdi: str  # qualified CDI device name, kunlunxin.com/xpu=3
+    index: Optional[int] = None
+    uuid: str = ""
+    model: str = ""
+    driver_version: str = ""
+    pci: Optional[str] = None
+    pcie_root: Optional[str] = None
+    switch: Optional[str] = None
+    numa: Optional[int] = None
+    memory: str = ""
+
+
+def device_name(cdi_name: str) -> str:
+    """The slice's device name for a CDI device name: itself when a DNS label, else a label made of it."""
+    if _LABEL.match(cdi_name):
+        return cdi_name
+    label = re.sub(r"[^a-z0-9]+", "-", cdi_name.lower()).strip("-")
+    return label if _LABEL.match(label) else "dev-" + hashlib.sha256(cdi_name.encode()).hexdigest()[:16]
+
+
+def semver(text: str) -> str:
+    """The first version in *text* as semver (``24.1.rc2`` -> ``24.1.0-rc2``, ``5.0.21.13`` -> ``5.0.21+13``), or ""."""
+    m = _VERSION.search(text)
+    if not m:
+        return ""
+    major, minor, patch, extra = (str(int(m.group(1))), str(int(m.group(2))),
+                                  str(int(m.group(3))) if m.group(3) else "0", m.group(4))
+    out = f"{major}.{minor}.{patch}"
+    if extra:
+        out += ("+" if extra.isdigit() else "-") + extra
+    return out if len(out) <= 64 else ""
+
+
+def _read(path: str, limit: int = 256) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read(limit).strip()
+    except OSError:
+        return ""
+
+
+def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: str, driver_root: str,
+             driver_version: str = "") -> DeviceInfo:
+    """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.deviceplugin.devices` (reads sysfs and driver files)."""
+    model, memory, uuid = "", "", ""
+    if card.pci:
+        pci_device = _read(host_path(sysfs_root, f"/sys/bus/pci/devices/{card.pci}/device"), 16).lower()
+        for m in (profile.models if profile else ()):
+            if m.pci_device == pci_device:
+                model, memory = m.name, m.memory
+    if profile is not None and profile.uuid_file and (card.index is not None or card.pci):
+        path = profile.uuid_file.format(index=card.index, pci=card.pci)
+        root = proc_root if path.startswith("/proc/") else sysfs_root if path.startswith("/sys/") else driver_root
+        uuid = (_read(host_path(root, path), 128).splitlines() or [""])[0].strip()
+    return DeviceInfo(name=device_name(card.id), cdi=f"{card.kind}={card.id}", index=card.index,
+                      uuid=uuid[:64], model=model or (profile.name if profile else ""),
+                      driver_version=driver_version, pci=card.pci,
+                      pcie_root=topology.pcie_root(sysfs_root, card.pci) if card.pci else None,
+                      switch=card.switch, numa=card.numa, memory=memory)
+
+
+def read_driver_version(profile: Optional[Profile], proc_root: str, driver_root: str) -> str:
+    """The driver's version from the profile's ``dra.driver_version_file``, as semver, or ""."""
+    if profile is None or not profile.driver_version_file:
+        return ""
+    path = profile.driver_version_file
+    return semver(_read(host_path(proc_root if path.startswith("/proc/") else driver_root, path)))
+
+
+def attributes(info: DeviceInfo) -> Dict[str, Dict[str, Any]]:
+    """The device's attributes (``{name: {type: value}}``), only those known."""
+    out: Dict[str, Dict[str, Any]] = {}
+    if info.index is not None:
+        out["index"] = {"int": info.index}
+    if info.uuid:
+        out["uuid"] = {"string": info.uuid}
+    if info.model:
+        out["model"] = {"string": info.model[:64]}
+    if info.driver_version:
+        out["driverVersion"] = {"version": info.driver_version}
+    if info.pci:
+        out[STANDARD + "pciBusID"] = {"string": info.pci.lower()}
+    if info.pcie_root:
+        out[STANDARD + "pcieRoot"] = {"string": info.pcie_root}
+    if info.switch:
+        out["pcieSwitch"] = {"string": info.switch.lower()}
+    if info.numa is not None:
+        out["numaNode"] = {"int": info.numa}
+        out[STANDARD + "numaNode"] = {"int": info.numa}
+    return out
+
+
+def taint_key(driver: str) -> str:
+    """The key of the taint an unhealthy card carries: ``kunlunxin.com/unhealthy``."""
+    return f"{driver}/unhealthy"
+
+
+def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "") -> Dict[str, Any]:
+    """The ``spec.devices[]`` entry of one card."""
+    dev: Dict[str, Any] = {"name": info.name, "attributes": attributes(info)}
+    if info.memory:
+        dev["capacity"] = {"memory": {"value": info.memory}}
+    if unhealthy:
+        dev["taints"] = [{"key": taint_key(driver), "effect": TAINT_EFFECT}]
+    return dev
+
+
+def slice_name(node: str, driver: str, number: int) -> str:
+    """``<node>-<driver>-<n>``: stable, so an update is a replace, never a delete and create."""
+    return f"{node}-{driver}-{number}"
+
+
+def build(driver: str, node: str, devices: Sequence[DeviceInfo], unhealthy: Mapping[str, str], generation: int,
+          node_uid: str = "") -> List[Dict[str, Any]]:
+    """The ResourceSlices of the node's pool at *generation*: at most 128 devices each (64 when any is tainted).
+
+    A node without cards publishes one slice with no devices: the pool then
+    says "this node has none", and a claim is not left waiting for slices.
+    """
+    entries = [device_entry(d, driver, unhealthy.get(d.name, "")) for d in devices]
+    limit = MAX_DEVICES_TAINTED if any("taints" in e for e in entries) else MAX_DEVICES
+    chunks = [entries[i:i + limit] for i in range(0, len(entries), limit)] or [[]]
+    out = []
+    for number, chunk in enumerate(chunks):
+        meta: Dict[str, Any] = {"name": slice_name(node, driver, number)}
+        if node_uid:  # the node's deletion takes its slices with it
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
+                                        "controller": True}]
+        out.append({"apiVersion": API_VERSION, "kind": "ResourceSlice", "metadata": meta,
+                    "spec": {"driver": driver, "nodeName": node,
+                             "pool": {"name": node, "generation": generation, "resourceSliceCount": len(chunks)},
+                             "devices": chunk}})
+    return out
+
+
+def _normal(dev: Mapping[str, Any]) -> Dict[str, Any]:
+    """A device entry without what the API server adds (a taint's timeAdded) or leaves out (empty fields)."""
+    out = {k: v for k, v in dev.items() if v not in (None, {}, [])}
+    if out.get("taints"):
+        out["taints"] = [{k: v for k, v in t.items() if k != "timeAdded"} for t in out["taints"]]
+    return out
+
+
+def content(devices: Sequence[DeviceInfo], driver: str, unhealthy: Mapping[str, str]) -> str:
+    """What the pool says, generation aside: equal strings mean nothing to republish."""
+    return json.dumps([_normal(device_entry(d, driver, unhealthy.get(d.name, ""))) for d in devices],
+                      sort_keys=True)
+
+
+def published_content(slices: Sequence[Mapping[str, Any]]) -> str:
+    """:func:`content` of slices read back from the API server (fields it adds dropped)."""
+    devices: List[Dict[str, Any]] = []
+    for s in sorted(slices, key=lambda s: _number(s["metadata"].get("name", ""))):
+        devices += [_normal(dev) for dev in s.get("spec", {}).get("devices") or []]
+    return json.dumps(devices, sort_keys=True)
+
+
+def _number(name: str) -> int:
+    tail = name.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else 1 << 30
+
+
+def by_name(devices: Sequence[DeviceInfo]) -> Dict[str, DeviceInfo]:
+    """Slice device name -> device; a second card whose name maps to the same label gets a ``-<n>`` suffix."""
+    out: Dict[str, DeviceInfo] = {}
+    for d in devices:
+        name, n = d.name, 1
+        while name in out:
+            n += 1
+            name = f"{d.name[:60]}-{n}"
+        out[name] = d if name == d.name else dataclasses.replace(d, name=name)
+    return out
+

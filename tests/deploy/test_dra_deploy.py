@@ -1,0 +1,78 @@
+"""deploy/dra/: the DRA driver's manifests, field by field against the API's models, and
+consistent with the package (a DeviceClass per shipped kind, commands the CLI accepts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+import yaml
+
+from test_deploy import api_problems, cli_accepts
+from xpu_cdi.generate import profile as _profile
+
+DRA = Path(__file__).resolve().parents[2] / "deploy" / "dra"
+MODELS = {"DaemonSet": "V1DaemonSet", "ServiceAccount": "V1ServiceAccount", "ClusterRole": "V1ClusterRole",
+          "ClusterRoleBinding": "V1ClusterRoleBinding", "ConfigMap": "V1ConfigMap",
+          "ValidatingAdmissionPolicy": "V1ValidatingAdmissionPolicy",
+          "ValidatingAdmissionPolicyBinding": "V1ValidatingAdmissionPolicyBinding", "DeviceClass": "V1DeviceClass"}
+
+
+def docs() -> List[Dict[str, Any]]:
+    out = []
+    for name in yaml.safe_load((DRA / "kustomization.yaml").read_text())["resources"]:
+        out += [d for d in yaml.safe_load_all((DRA / name).read_text()) if d]
+    return out
+
+
+def one(kind: str) -> Dict[str, Any]:
+    (d,) = [d for d in docs() if d["kind"] == kind]
+    return d
+
+
+@pytest.mark.parametrize("doc", docs(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_every_field_is_an_api_field(doc: Dict[str, Any]) -> None:
+    assert api_problems(doc, MODELS[doc["kind"]]) == []
+
+
+def test_a_device_class_per_shipped_kind() -> None:
+    classes = {d["spec"]["extendedResourceName"]: d for d in docs() if d["kind"] == "DeviceClass"}
+    kinds = {p.kind: p for p in _profile.load_all().values()}
+    assert set(classes) == set(kinds)
+    for kind, d in classes.items():
+        vendor, cls = kind.split("/")
+        assert d["metadata"]["name"] == f"{cls}.{vendor}"
+        assert d["spec"]["selectors"] == [{"cel": {"expression": f'device.driver == "{vendor}"'}}]
+
+
+def test_daemonset_rolls_with_surge_and_runs_the_driver() -> None:
+    ds = one("DaemonSet")
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    spec = ds["spec"]["template"]["spec"]
+    (c,) = [c for c in spec["containers"] if c["name"] == "dra-driver"]
+    assert c["command"] == ["/usr/bin/xpu-cdi"]
+    cli_accepts(c["args"])
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
+    assert env == {"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"}
+    writable = {m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly")}
+    assert writable == {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/run/xpu-cdi"}
+    assert spec["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]
+    cfg = yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])
+    assert cfg["kubernetes-allocation"] == "dra"
+
+
+def test_rbac_is_what_the_driver_calls() -> None:
+    rules = {(g, r): set(rule["verbs"]) for rule in one("ClusterRole")["rules"] for g in rule["apiGroups"]
+             for r in rule["resources"]}
+    assert rules[("resource.k8s.io", "resourceslices")] >= {"list", "watch", "create", "update", "delete"}
+    assert rules[("resource.k8s.io", "resourceclaims")] == {"get", "list"}
+    assert rules[("", "nodes")] == {"get"} and "create" in rules[("", "events")]
+    assert not any(r.startswith("resourceclaims/") for _g, r in rules)  # no status writes
+
+
+def test_admission_policy_binds_the_node_to_the_slice() -> None:
+    vap = one("ValidatingAdmissionPolicy")
+    assert one("ValidatingAdmissionPolicyBinding")["spec"]["policyName"] == vap["metadata"]["name"]
+    assert "authentication.kubernetes.io/node-name" in vap["spec"]["variables"][0]["expression"]
+    assert "system:serviceaccount:kube-system:xpu-cdi-dra-driver" in vap["spec"]["matchConditions"][0]["expression"]

@@ -1,0 +1,71 @@
+"""The checkpoint: atomic round trip, the boot key, and a damaged file never stopping the driver."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xpu_cdi.dra import checkpoint as cp
+
+DEVICES = [{"requests": ["xpus"], "pool": "n1", "device": "3", "cdi": ["kunlunxin.com/xpu=3"]}]
+
+
+def saved(tmp_path: Path, boot: str = "boot-1") -> Path:
+    path = tmp_path / cp.NAME
+    cp.save(str(path), cp.Checkpoint(boot, {"uid-1": cp.Prepared("ns", "c", list(DEVICES))}))
+    return path
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    path = saved(tmp_path)
+    got, note, corrupt = cp.load(str(path), "boot-1")
+    assert (note, corrupt) == (None, False)
+    assert got.claims["uid-1"].devices == DEVICES and got.devices_in_use() == {("n1", "3"): "uid-1"}
+    assert got.devices_in_use(exclude="uid-1") == {}
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_absent_is_empty_and_quiet(tmp_path: Path) -> None:
+    got, note, corrupt = cp.load(str(tmp_path / cp.NAME), "b")
+    assert (got.claims, note, corrupt) == ({}, None, False)
+
+
+def test_earlier_boot_is_discarded(tmp_path: Path) -> None:
+    got, note, corrupt = cp.load(str(saved(tmp_path, "old-boot")), "new-boot")
+    assert got.claims == {} and not corrupt
+    assert "earlier boot" in note and "old-boot" in note and "1 claim" in note
+
+
+@pytest.mark.parametrize("damage", [
+    lambda raw: raw[: len(raw) // 2],  # torn
+    lambda raw: raw.replace(b'"3"', b'"4"'),  # edited: checksum
+    lambda raw: b"\x00\xff" * 10,  # garbage
+    lambda raw: json.dumps({"version": 99}).encode(),
+])
+def test_corrupt_is_one_note_never_an_exception(tmp_path: Path, damage) -> None:
+    path = saved(tmp_path)
+    path.write_bytes(damage(path.read_bytes()))
+    got, note, corrupt = cp.load(str(path), "boot-1")
+    assert got.claims == {} and corrupt and "corrupt" in note and "\n" not in note
+
+
+def test_stale_temp_of_a_killed_writer_removed(tmp_path: Path) -> None:
+    import subprocess
+
+    from xpu_cdi import atomic
+
+    path = saved(tmp_path)
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()  # exited
+    temp = Path(atomic.temp_name(str(path)).replace(f".{__import__('os').getpid()}.", f".{dead}."))
+    temp.write_text("half")
+    cp.load(str(path), "boot-1")
+    assert not temp.exists()
+
+
+def test_boot_id_reads_the_kernel_file(tmp_path: Path) -> None:
+    f = tmp_path / "boot_id"
+    f.write_text("abc-123\n")
+    assert cp.boot_id(str(f)) == "abc-123" and cp.boot_id(str(tmp_path / "none")) == ""
+    assert len(cp.boot_id()) == 36  # this kernel's
