@@ -305,39 +305,47 @@ def oci_image_archive(name: str = IMAGE, cmd: Sequence[str] = ("sh",)) -> Path:
     tar = CACHE / f"busybox-oci{key}.tar"
     with open(CACHE / ".lock-oci", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if tar.exists():
-            return tar
-        layer = cached_rootfs_tar().read_bytes()
-        blobs: Dict[str, bytes] = {}
-
-        def blob(data: bytes) -> Dict[str, Any]:
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            blobs[digest] = data
-            return {"digest": digest, "size": len(data)}
-
-        layer_desc = blob(layer)
-        config = json.dumps({"architecture": "amd64", "os": "linux",
-                             "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": list(cmd)},
-                             "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]}}).encode()
-        manifest = json.dumps({
-            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(config)},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}]}).encode()
-        index = json.dumps({"schemaVersion": 2, "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
-            "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "latest"}}]})
-        tmp = Path(str(tar) + ".tmp")
-        with tarfile.open(tmp, "w") as t:
-            def add(name: str, data: bytes) -> None:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                t.addfile(info, io.BytesIO(data))
-            add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-            add("index.json", index.encode())
-            for digest, data in blobs.items():
-                add("blobs/sha256/" + digest.split(":", 1)[1], data)
-        os.rename(tmp, tar)
+        if not tar.exists():
+            write_oci_archive(tar, name, cached_rootfs_tar().read_bytes(),
+                              {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": list(cmd)})
     return tar
+
+
+def write_oci_archive(tar: Path, name: str, layer: bytes, config: Dict[str, Any]) -> None:
+    """Write *tar*: an OCI image archive (oci-layout, index.json, blobs) of one image named
+    *name* whose one layer is the tar *layer* and whose config's ``config`` is *config*;
+    written beside and renamed, so a reader never sees half of it."""
+    import hashlib
+
+    blobs: Dict[str, bytes] = {}
+
+    def blob(data: bytes) -> Dict[str, Any]:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return {"digest": digest, "size": len(data)}
+
+    layer_desc = blob(layer)
+    image_config = json.dumps({"architecture": "amd64", "os": "linux", "config": config,
+                               "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]}}).encode()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(image_config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}]}).encode()
+    index = json.dumps({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
+        "annotations": {"io.containerd.image.name": name,
+                        "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1]}}]})
+    tmp = Path(str(tar) + ".tmp")
+    with tarfile.open(tmp, "w") as t:
+        def add(member: str, data: bytes) -> None:
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+        add("index.json", index.encode())
+        for digest, data in blobs.items():
+            add("blobs/sha256/" + digest.split(":", 1)[1], data)
+    os.rename(tmp, tar)
 
 
 def private_containerd_config(text: str, base: Path, address: str) -> str:
