@@ -1,0 +1,83 @@
+"""The one-node cluster of the Kubernetes tests, once per pytest session.
+
+Every test here is in one xdist group (``k8s-cluster``): under ``make test``'s ``-n 2 --dist
+loadgroup`` they all run on one worker, in one session there, so the cluster starts once; the
+other worker never starts one.  (Without ``--dist loadgroup`` each worker that gets one of these
+tests starts its own cluster: slower, still correct, the clusters share nothing.)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import builds  # noqa: E402
+import nodekit  # noqa: E402
+from cluster import Cluster  # noqa: E402
+
+GROUP = "k8s-cluster"
+#: What the cluster runs beside the binaries it builds (Debian packages scripts/install-deps.sh installs).
+TOOLS = ("openssl", "nsenter", "unshare", "ip", "runc", "iptables", "gcc", "mount")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(HERE):
+            item.add_marker(pytest.mark.xdist_group(GROUP))
+
+
+def unavailable(message: str) -> None:
+    """Skip saying *message*, or fail with it under CI=true (where nothing may skip)."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def start(kubelet: str = "kubernetes") -> Cluster:
+    if os.geteuid() != 0:
+        unavailable("the cluster tests need root (namespaces, cgroups, mounts)")
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        pytest.fail(f"missing {', '.join(missing)}: run `make deps` (scripts/install-deps.sh)")
+    if not any(Path(d, "loopback").exists() for d in nodekit.CNI_BIN_DIRS):
+        pytest.fail("no CNI loopback plugin: run `make deps` (installs containernetworking-plugins)")
+    try:
+        for c in ("kubernetes", "containerd", "etcd", kubelet):
+            builds.check_go(builds.COMPONENTS[c])
+    except builds.Unavailable as err:
+        unavailable(str(err))
+    c = Cluster(kubelet=kubelet, configure_containerd=nodekit.runtime_configure)
+    c.containerd_env["XPU_CDI_SPEC_DIRS"] = str(c.cdi_dir)  # what the wrapper (the xpu handler) reads
+    return c.start()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """The session's cluster: control plane and kubelet of the pinned release, containerd 2.x
+    configured by `xpu-cdi runtime configure` (CDI on, reading ``cluster.cdi_dir``; the ``xpu``
+    handler runs the wrapper)."""
+    c = start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="session")
+def compat_cluster() -> Iterator[Cluster]:
+    """A second cluster whose node runs the older kubelet (builds.py's ``kubelet-compat``) against
+    the pinned control plane; started when first asked for."""
+    c = start("kubelet-compat")
+    try:
+        yield c
+    finally:
+        c.stop()
+
