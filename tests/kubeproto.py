@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import pytest
 
@@ -37,18 +37,20 @@ def _package_of(relpath: str) -> str:
     return "kubeproto_" + "_".join(Path(relpath).parent.parts)
 
 
-def stubs(relpath: str) -> Tuple[ModuleType, ModuleType]:
+def stubs(relpath: str, source: Optional[Path] = None) -> Tuple[ModuleType, ModuleType]:
     """The ``(api_pb2, api_pb2_grpc)`` modules of one reference proto.
 
     Args:
         relpath: the proto's path below ``../shared/reference/kubelet``.
+        source: the proto file to compile instead (e.g. from the k8s.io/kubelet Go module
+            tests/k8s/builds.py downloads); *relpath* still names the package.
 
     Skips the calling test when the reference or ``grpc_tools`` is absent.
     """
     global _OUT
     if relpath in _CACHE:
         return _CACHE[relpath]
-    src = KUBELET_REFERENCE / relpath
+    src = source if source is not None else KUBELET_REFERENCE / relpath
     if not src.is_file():
         pytest.skip(f"kubelet reference proto not available at {src} "
                     "(../shared is absent outside the dev/CI setup)")

@@ -214,6 +214,17 @@ def ensure(name: str) -> Path:
     return dest
 
 
+def module_dir(name: str, module: str) -> Path:
+    """Where the Go module cache holds *module* at the version component *name*'s go.mod resolves
+    (e.g. ``k8s.io/kubelet``, whose protos define kubelet's gRPC APIs), downloaded if needed."""
+    go = check_go(COMPONENTS[name])
+    r = subprocess.run([go, "mod", "download", "-json", module], cwd=COMPONENTS[name].dir, capture_output=True,
+                       text=True, env=go_env())
+    if r.returncode != 0:
+        raise RuntimeError(f"go mod download {module} in {COMPONENTS[name].dir}: {(r.stdout + r.stderr).strip()}")
+    return Path(json.loads(r.stdout)["Dir"])
+
+
 def build_seconds(name: str) -> Optional[float]:
     """How long the cached build of *name* took (from its stamp), None when unknown."""
     stamp_file = COMPONENTS[name].bin_dir().parent / "stamp"

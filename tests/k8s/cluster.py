@@ -262,7 +262,9 @@ class Cluster:
         return json.loads(self.kubectl("get", "--raw", path).stdout)
 
     def apply(self, *objects: Dict[str, Any], server_side: bool = True) -> None:
-        text = "\n---\n".join(yaml.safe_dump(o) for o in objects)
+        # JSON, not YAML: PyYAML leaves strings such as "y" unquoted, which kubectl reads as booleans
+        text = json.dumps(objects[0] if len(objects) == 1 else {"apiVersion": "v1", "kind": "List",
+                                                                 "items": list(objects)})
         self.kubectl("apply", *(["--server-side"] if server_side else []), "-f", "-", input=text)
 
     def delete(self, kind: str, *names: str, namespace: str = "default", wait: bool = True) -> None:
@@ -322,8 +324,9 @@ class Cluster:
     def logs(self, pod: str, container: str = "", namespace: str = "default") -> str:
         return self.kubectl("logs", pod, "-n", namespace, *(["-c", container] if container else [])).stdout
 
-    def wait_node(self, condition: Callable[[Dict[str, Any]], bool], timeout: float, message: str) -> Dict[str, Any]:
-        return self.wait(lambda: (lambda n: n if condition(n) else None)(self.node()), timeout, message)
+    def wait_node(self, condition: Callable[[Dict[str, Any]], bool], timeout: float, message: str,
+                  interval: float = 0.2) -> Dict[str, Any]:
+        return self.wait(lambda: (lambda n: n if condition(n) else None)(self.node()), timeout, message, interval)
 
     def wait_allocatable(self, resource: str, count: int, timeout: float = 30) -> float:
         """Seconds until the node's allocatable *resource* is *count* (its capacity too when count > 0)."""
@@ -609,9 +612,10 @@ class Cluster:
 
     # -- tear-down -------------------------------------------------------------------------------------
 
-    def stop(self) -> None:
+    def stop(self, keep_logs: Optional[Path] = None) -> None:
         """Stop every daemon, then kill what is left in the cluster's cgroups (shims, pods), remove
-        the cgroups and the session's directory.  Safe after a failed or partial start."""
+        the cgroups and the session's directory (its logs copied to *keep_logs* first, when given).
+        Safe after a failed or partial start."""
         for name in ("kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "containerd", "etcd"):
             if name in self.daemons:
                 self.daemons[name].stop(timeout=15)
@@ -625,6 +629,8 @@ class Cluster:
                 d.proc.kill()
                 d.proc.wait()
         remove_cgroup_trees(self.cgroup_name)
+        if keep_logs is not None and self.log_dir.is_dir():
+            shutil.copytree(self.log_dir, keep_logs, dirs_exist_ok=True)
         shutil.rmtree(self.base, ignore_errors=True)
 
 

@@ -60,24 +60,24 @@ def start(kubelet: str = "kubernetes") -> Cluster:
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """The session's cluster: control plane and kubelet of the pinned release, containerd 2.x
     configured by `xpu-cdi runtime configure` (CDI on, reading ``cluster.cdi_dir``; the ``xpu``
-    handler runs the wrapper)."""
+    handler runs the wrapper).  Its daemons' logs are kept in pytest's temp dir (``cluster-logs*``)."""
     c = start()
     try:
         yield c
     finally:
-        c.stop()
+        c.stop(keep_logs=tmp_path_factory.mktemp("cluster-logs"))
 
 
 @pytest.fixture(scope="session")
-def compat_cluster() -> Iterator[Cluster]:
+def compat_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A second cluster whose node runs the older kubelet (builds.py's ``kubelet-compat``) against
     the pinned control plane; started when first asked for."""
     c = start("kubelet-compat")
     try:
         yield c
     finally:
-        c.stop()
+        c.stop(keep_logs=tmp_path_factory.mktemp("compat-cluster-logs"))
 

@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "deviceplugin"))
 
+import builds  # noqa: E402
 import fakehost  # noqa: E402
 import kubeletkit  # noqa: E402 - the device plugin's process runner (tests/deviceplugin)
 import matrix  # noqa: E402
@@ -97,7 +98,7 @@ class DevicePlugin:
                 "--status-file", str(self.status), "--uevents", "none", "--health-interval", "0.5", *self.extra]
 
     def start(self) -> None:
-        self.proc = kubeletkit.PluginProcess("pypi", self.args(), self.log)
+        self.proc = kubeletkit.PluginProcess("pypi", self.args(), self.log)  # the log starts afresh
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -105,11 +106,32 @@ class DevicePlugin:
             self.proc = None
 
     def restart(self) -> None:
+        """Stop and start again; then wait_served."""
         self.stop()
         self.start()
+        self.wait_served()
+
+    def wait_served(self, registrations: int = 1, timeout: float = 60) -> None:
+        """Until the plugin has been registered *registrations* times (this process), kubelet holds
+        every card healthy (PodResources' allocatable: what admission checks) and the node's
+        status says so (what the scheduler reads).  A node status from before a restart can still
+        show the cards while kubelet has none: only all three together mean a pod will be admitted."""
+        want = sorted(map(str, self.cards.host.cards), key=lambda i: (len(i), i))
+        self.cluster.wait(lambda: self.registrations() >= registrations, timeout, "the plugin registered")
+        podres = PodResources(self.cluster)
+        try:
+            self.cluster.wait(lambda: podres.allocatable(self.cards.kind) == want, timeout,
+                              f"kubelet holding {len(want)} healthy {self.cards.kind}")
+        finally:
+            podres.close()
+        self.cluster.wait_allocatable(self.cards.kind, len(want), timeout)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def registrations(self) -> int:
+        """How often the plugin has said kubelet took its registration."""
+        return self.text().count(": registered ")
 
 
 # ------------------------------------------------------------------------------ pods
@@ -167,7 +189,10 @@ class PodResources:
 
         import kubeproto
 
-        self.pb2, pb2_grpc = kubeproto.stubs("podresources/v1/api.proto")
+        # the proto of the kubelet release the cluster runs, from its k8s.io/kubelet module
+        kubelet = builds.module_dir(cluster.kubelet_component, "k8s.io/kubelet")
+        self.pb2, pb2_grpc = kubeproto.stubs("podresources/v1/api.proto",
+                                             kubelet / "pkg/apis/podresources/v1/api.proto")
         self.channel = grpc.insecure_channel(f"unix://{cluster.pod_resources_socket}")
         self.stub = pb2_grpc.PodResourcesListerStub(self.channel)
 
