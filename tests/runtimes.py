@@ -355,15 +355,24 @@ def private_containerd_config(text: str, base: Path, address: str) -> str:
 
     doc = tomlkit.parse(text)
     doc["root"], doc["state"] = str(base / "root"), str(base / "state")
-    doc.setdefault("grpc", tomlkit.table())["address"] = address
-    doc.setdefault("ttrpc", tomlkit.table())["address"] = address + ".ttrpc"
     plugins = doc.setdefault("plugins", tomlkit.table())
-    opt = "opt" if doc.get("version", 1) == 1 else "io.containerd.internal.v1.opt"
+    version = doc.get("version", 1)
+    if version >= 4:  # containerd 2.3+: the servers are plugins with their own settings
+        plugins.setdefault("io.containerd.server.v1.grpc", tomlkit.table())["address"] = address
+        plugins.setdefault("io.containerd.server.v1.ttrpc", tomlkit.table())["address"] = address + ".ttrpc"
+    else:
+        doc.setdefault("grpc", tomlkit.table())["address"] = address
+        doc.setdefault("ttrpc", tomlkit.table())["address"] = address + ".ttrpc"
+    opt = "opt" if version == 1 else "io.containerd.internal.v1.opt"
     plugins.setdefault(opt, tomlkit.table())["path"] = str(base / "opt")
-    cri = plugins.get("cri" if opt == "opt" else "io.containerd.grpc.v1.cri")
+    cri = plugins.get({1: "cri", 2: "io.containerd.grpc.v1.cri"}.get(version, "io.containerd.cri.v1.runtime"))
     if cri is not None:  # the CRI plugin creates and watches its CNI conf dir
         cni = cri.setdefault("cni", tomlkit.table())
-        cni["conf_dir"], cni["bin_dir"] = str(base / "cni" / "net.d"), str(base / "cni" / "bin")
+        cni["conf_dir"] = str(base / "cni" / "net.d")
+        if version >= 3:  # 2.x: a list
+            cni["bin_dirs"] = [str(base / "cni" / "bin")]
+        else:
+            cni["bin_dir"] = str(base / "cni" / "bin")
     return tomlkit.dumps(doc)
 
 
@@ -463,6 +472,12 @@ class Containerd:
             targets = [t for t in (line.split()[1] for line in f) if (t + "/").startswith(f"{self.base}/")]
         for target in reversed(targets):
             subprocess.run(["umount", "-l", target], capture_output=True)
+        # the runc shim keeps runc's state in /run/containerd/runc/<namespace> whatever the
+        # config says: runc removes each container's dir there, not the namespace's (empty now)
+        try:
+            os.rmdir(f"/run/containerd/runc/{self.namespace}")
+        except OSError:
+            pass
         # runc removes each container's cgroup but not the one named after the
         # namespace above them (/sys/fs/cgroup/<controller>/<namespace>): remove those
         for parent in Path("/sys/fs/cgroup").glob(f"*/{self.namespace}"):

@@ -49,11 +49,8 @@ def start(kubelet: str = "kubernetes") -> Cluster:
         pytest.fail(f"missing {', '.join(missing)}: run `make deps` (scripts/install-deps.sh)")
     if not any(Path(d, "loopback").exists() for d in nodekit.CNI_BIN_DIRS):
         pytest.fail("no CNI loopback plugin: run `make deps` (installs containernetworking-plugins)")
-    try:
-        for c in ("kubernetes", "containerd", "etcd", kubelet):
-            builds.check_go(builds.COMPONENTS[c])
-    except builds.Unavailable as err:
-        unavailable(str(err))
+    for c in ("kubernetes", "containerd", "etcd", kubelet):
+        builds.ensure_or_skip(c)
     c = Cluster(kubelet=kubelet, configure_containerd=nodekit.runtime_configure)
     c.containerd_env["XPU_CDI_SPEC_DIRS"] = str(c.cdi_dir)  # what the wrapper (the xpu handler) reads
     return c.start()
