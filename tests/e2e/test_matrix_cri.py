@@ -73,7 +73,7 @@ class BuiltPlace(matrix.Place):
 
     def daemon_argv(self, cmd: Sequence[str]) -> List[str]:
         return ["unshare", "-m", "--propagation", "private", "sh", "-c",
-                'mount -t tmpfs -o mode=0755 tmpfs /run && exec "$@"', "private-run",
+                'mount -n -t tmpfs -o mode=0755 tmpfs /run && exec "$@"', "private-run",
                 "env", f"PATH={self.path}", *cmd]
 
 

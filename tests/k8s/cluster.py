@@ -79,7 +79,8 @@ HOLDER = r"""
 set -e
 ip link set lo up
 ip addr add "$NODE_IP/32" dev lo
-mount -t tmpfs -o mode=0755 tmpfs /run
+# -n: libmount would otherwise lock and write /run/mount/utab on the machine's /run first
+mount -n -t tmpfs -o mode=0755 tmpfs /run
 for d in /etc /var/lib /var/log; do
   n=$(echo "$d" | tr / _)
   mkdir -p "$OVERLAYS/$n/upper" "$OVERLAYS/$n/work"

@@ -8,6 +8,7 @@ tests starts its own cluster: slower, still correct, the clusters share nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -26,6 +27,11 @@ from cluster import Cluster  # noqa: E402
 GROUP = "k8s-cluster"
 #: What the cluster runs beside the binaries it builds (Debian packages scripts/install-deps.sh installs).
 TOOLS = ("openssl", "nsenter", "unshare", "ip", "runc", "iptables", "gcc", "mount")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers the marker; a run without it (-p no:xdist) must accept it too
+    config.addinivalue_line("markers", "xdist_group(name): run in one xdist worker with the group's other tests")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
@@ -51,9 +57,12 @@ def start(kubelet: str = "kubernetes") -> Cluster:
         pytest.fail("no CNI loopback plugin: run `make deps` (installs containernetworking-plugins)")
     for c in ("kubernetes", "containerd", "etcd", kubelet):
         builds.ensure_or_skip(c)
-    c = Cluster(kubelet=kubelet, configure_containerd=nodekit.runtime_configure)
-    c.containerd_env["XPU_CDI_SPEC_DIRS"] = str(c.cdi_dir)  # what the wrapper (the xpu handler) reads
-    return c.start()
+    c = nodekit.xpu_cluster(kubelet).start()
+    record = os.environ.get("XPU_CDI_K8S_RECORD")  # tests/test_leaves_no_traces.py: which cluster ran
+    if record:
+        with open(record, "a") as f:
+            f.write(json.dumps({"base": str(c.base), "cgroup": c.cgroup_name}) + "\n")
+    return c
 
 
 @pytest.fixture(scope="session")

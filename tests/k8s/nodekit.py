@@ -37,6 +37,14 @@ def runtime_configure(cluster: Cluster) -> None:
         raise RuntimeError(f"xpu-cdi runtime configure: {r.stdout}{r.stderr}")
 
 
+def xpu_cluster(kubelet: str = "kubernetes") -> Cluster:
+    """The cluster as our users' nodes run it (not started): containerd configured by
+    runtime_configure, the wrapper (the ``xpu`` handler) reading the node's spec dir."""
+    c = Cluster(kubelet=kubelet, configure_containerd=runtime_configure)
+    c.containerd_env["XPU_CDI_SPEC_DIRS"] = str(c.cdi_dir)
+    return c
+
+
 # ------------------------------------------------------------------------------ cards
 
 
