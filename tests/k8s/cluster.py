@@ -18,6 +18,18 @@ open by a ``sleep`` (the *holder*) and entered with ``nsenter``:
   alone (``protectKernelDefaults`` only turns the write into a refusal to start): the node's
   namespace shows it the values it wants, as files bound over the three or so that differ on
   this machine, and the machine's stay as they are.
+- paths: kubelet's ``--root-dir`` is the session's :attr:`Cluster.root_dir`, seen at the same
+  path from the machine (so the device plugin, a DRA driver or a PodResources client run outside
+  the node use kubelet's own paths), except the device-plugin directory, which kubelet fixes at
+  ``/var/lib/kubelet/device-plugins``: the node sees :attr:`Cluster.plugin_dir` bound there.
+
+**The API** (what later work builds on): :meth:`Cluster.kubectl` / :meth:`get` / :meth:`apply`
+with the admin kubeconfig, :meth:`wait`, :meth:`wait_pod_phase`, :meth:`wait_node`,
+:meth:`wait_allocatable`; :attr:`node_name`, :attr:`root_dir`, :attr:`plugin_dir`,
+:attr:`plugins_registry_dir`, :attr:`plugins_dir`, :attr:`pod_resources_socket`;
+:attr:`containerd_socket`, :attr:`containerd_config`, :meth:`ctr`, :meth:`import_image`;
+:meth:`stop_kubelet`, :meth:`start_kubelet`, :meth:`restart_kubelet`; :meth:`on_node`,
+:meth:`run_on_node`, :meth:`write_node_file` for what must run or be written as the node sees it.
 
 **cgroups.**  kubelet's ``cgroupRoot`` is a cgroup of the cluster's own in every v1 hierarchy
 (``/xpu-cdi-k8s-<id>``: pods go below its ``kubepods``); the daemons are in its ``daemons`` child
@@ -27,10 +39,12 @@ there, stopped, and the cgroups removed.
 **What the machine lacks** is said in kubelet's config file (:meth:`Cluster.kubelet_config`):
 cgroup v1 (``failCgroupV1: false``, the cgroupfs driver), no systemd, no swap, no network.
 
-The API is reached with the admin kubeconfig through the cluster's own kubectl, run in the
-node's network namespace (:meth:`Cluster.kubectl`).  Feature gates are given at start to
-every component (:class:`Cluster` ``feature_gates``); in 1.37 DRADeviceTaints,
-DRAExtendedResource (GA) and ResourceHealthStatus (beta) are on by default.
+The API server is reached through the cluster's own kubectl, run in the node's network
+namespace.  Feature gates are given at start to every component (:class:`Cluster`
+``feature_gates``, ``kubelet_feature_gates`` for kubelet alone); in 1.37.2 DRADeviceTaints
+(GA), DRAExtendedResource (GA, locked on) and ResourceHealthStatus (beta) are on by default; in
+1.34 the three are alpha, off (there is no gate named DRAResourceHealth: ResourceHealthStatus
+covers device plugins and DRA).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Dict, Iterator, Optional
 
 import pytest
 
@@ -47,7 +47,7 @@ def unavailable(message: str) -> None:
     pytest.skip(message)
 
 
-def start(kubelet: str = "kubernetes") -> Cluster:
+def start(kubelet: str = "kubernetes", feature_gates: Optional[Dict[str, bool]] = None) -> Cluster:
     if os.geteuid() != 0:
         unavailable("the cluster tests need root (namespaces, cgroups, mounts)")
     missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -57,7 +57,7 @@ def start(kubelet: str = "kubernetes") -> Cluster:
         pytest.fail("no CNI loopback plugin: run `make deps` (installs containernetworking-plugins)")
     for c in ("kubernetes", "containerd", "etcd", kubelet):
         builds.ensure_or_skip(c)
-    c = nodekit.xpu_cluster(kubelet).start()
+    c = nodekit.xpu_cluster(kubelet, feature_gates).start()
     record = os.environ.get("XPU_CDI_K8S_RECORD")  # tests/test_leaves_no_traces.py: which cluster ran
     if record:
         with open(record, "a") as f:
@@ -70,7 +70,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """The session's cluster: control plane and kubelet of the pinned release, containerd 2.x
     configured by `xpu-cdi runtime configure` (CDI on, reading ``cluster.cdi_dir``; the ``xpu``
     handler runs the wrapper).  Its daemons' logs are kept in pytest's temp dir (``cluster-logs*``)."""
-    c = start()
+    c = start(feature_gates=nodekit.FEATURE_GATES)
     try:
         yield c
     finally:

@@ -4,8 +4,10 @@ machine's own network, sysctls or paths."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
@@ -47,6 +49,23 @@ def test_busybox_pod_runs(cluster: Cluster) -> None:
         assert out.splitlines()[0] == "default", out
     finally:
         nodekit.wait_gone(cluster, name)
+
+
+def enabled_gates(metrics: str) -> Dict[str, bool]:
+    """``kubernetes_feature_enabled{name="X",stage="..."} 1`` lines of a component's /metrics."""
+    return {m.group(1): m.group(2) == "1" for m in
+            re.finditer(r'^kubernetes_feature_enabled\{name="(\w+)"[^}]*\} (\d)', metrics, re.M)}
+
+
+def test_feature_gates(cluster: Cluster) -> None:
+    """The gates the session's cluster sets are on in the API server and in kubelet (their
+    /metrics say so), and DRA's resource.k8s.io/v1 is served."""
+    api = enabled_gates(cluster.kubectl("get", "--raw", "/metrics").stdout)
+    node = enabled_gates(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{cluster.node_name}/proxy/metrics").stdout)
+    for gate, on in nodekit.FEATURE_GATES.items():
+        assert api.get(gate) is on and node.get(gate) is on, (gate, api.get(gate), node.get(gate))
+    resources = {r["name"] for r in cluster.get_raw("/apis/resource.k8s.io/v1")["resources"]}
+    assert {"resourceclaims", "resourceslices", "deviceclasses"} <= resources, resources
 
 
 def test_machine_untouched(cluster: Cluster) -> None:
