@@ -230,8 +230,8 @@ class PodResources:
 
 
 def wait_gone(cluster: Cluster, *pods: str, timeout: float = 120) -> None:
-    for p in pods:
-        cluster.delete("pod", p)
+    """Delete *pods* (all at once) and wait until the API server has none of them."""
+    cluster.delete("pod", *pods)
     cluster.wait(lambda: not any(cluster.kubectl("get", "pod", p, check=False).returncode == 0 for p in pods),
                  timeout, f"pods {pods} gone")
 
