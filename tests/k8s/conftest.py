@@ -2,7 +2,9 @@
 
 Every test here is in one xdist group (``k8s-cluster``): under ``make test``'s ``-n 2 --dist
 loadgroup`` they all run on one worker, in one session there, so the cluster starts once; the
-other worker never starts one.  (Without ``--dist loadgroup`` each worker that gets one of these
+other worker never starts one.  The group is made by tests/conftest.py's scheduler (from the
+path: xdist 3.8's own marks group nothing under pytest 9.2); the marks are set here too, for an
+xdist that reads them again.  (Without ``--dist loadgroup`` each worker that gets one of these
 tests starts its own cluster: slower, still correct, the clusters share nothing.)
 """
 
@@ -34,6 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run in one xdist worker with the group's other tests")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marker to group the items
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     for item in items:
         if Path(str(item.fspath)).is_relative_to(HERE):
