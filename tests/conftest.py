@@ -36,6 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
 XDIST_GROUPS = {"tests/k8s/": "k8s-cluster"}
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown where xdist is off (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
     """--dist loadgroup with the groups of XDIST_GROUPS read from the test's path: xdist 3.8 groups
     by a suffix it writes into each nodeid at collection, which pytest 9.2 no longer lets it

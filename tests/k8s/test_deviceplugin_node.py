@@ -250,6 +250,23 @@ def test_same_kubelet_not_registered_twice(node: Cluster, plugin: DevicePlugin) 
     plugin.restart()  # registers with the kubelet it never confused
 
 
+def test_stale_socket_event_ignored(node: Cluster, plugin: DevicePlugin) -> None:
+    """Our socket reported gone while it is there (moved away and back: what a deletion the floor
+    check has already answered looks like when inotify reports it late): the plugin neither
+    serves again nor registers again.  Serving again removes the socket, which reported itself
+    as deleted, and so on: a storm of re-registrations with the same kubelet, each a chance of
+    kubelet's "already connected" (test_same_kubelet_not_registered_twice)."""
+    (sock,) = [p for p in node.plugin_dir.iterdir() if p.name.startswith("xpu-cdi-") and p.is_socket()]
+    before, text = plugin.registrations(), plugin.text()
+    aside = sock.with_name(sock.name + ".aside")
+    sock.rename(aside)
+    aside.rename(sock)
+    time.sleep(2)
+    after = plugin.text()[len(text):]
+    assert plugin.registrations() == before and "serving again" not in after, after
+    assert node.allocatable(XPU) == 8
+
+
 def test_plugin_restart_no_double_allocation(node: Cluster, plugin: DevicePlugin, podres: PodResources,
                                             pods: List[str]) -> None:
     """The plugin restarted while two pods hold 4 cards: the next pod gets the 4 others, and a

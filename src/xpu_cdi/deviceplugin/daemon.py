@@ -239,7 +239,9 @@ class Daemon:
         created, deleted = registration.restart_events(
             events, self.s.plugin_dir, {os.path.basename(p.socket) for p in self.plugins.values()})
         for plugin in self.plugins.values():
-            if os.path.basename(plugin.socket) in deleted:
+            # only while it is still gone: the floor check may have served again already, and
+            # serving again removes the socket there, which would report itself, round after round
+            if os.path.basename(plugin.socket) in deleted and not os.path.exists(plugin.socket):
                 self.log(f"{plugin.kind}: socket {plugin.socket} was deleted (kubelet restarted?): serving again")
                 self.reserve(plugin)
         if created:
