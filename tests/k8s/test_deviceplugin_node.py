@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Dict, Iterator, List
@@ -234,6 +236,20 @@ def test_kubelet_restart(node: Cluster, plugin: DevicePlugin, podres: PodResourc
     assert not set(fresh) & set(held), (held, fresh)
 
 
+def moved_and_back(plugin: DevicePlugin, path: Path) -> None:
+    """*path* renamed away and back while the plugin is stopped (SIGSTOP), so that it finds both
+    inotify events at once, with *path* there again, as it finds an event that came late."""
+    assert plugin.proc is not None
+    pid = plugin.proc.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        aside = path.with_name(path.name + ".aside")
+        path.rename(aside)
+        aside.rename(path)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def test_same_kubelet_not_registered_twice(node: Cluster, plugin: DevicePlugin) -> None:
     """kubelet.sock seen "created" again while the same kubelet runs (here: moved away and back, as
     a floor check and a late inotify event both report one restart): the plugin does not register
@@ -242,9 +258,7 @@ def test_same_kubelet_not_registered_twice(node: Cluster, plugin: DevicePlugin) 
     already connected") and a plugin restart leaves the node with no working plugin."""
     sock = node.plugin_dir / "kubelet.sock"
     before = plugin.registrations()
-    aside = node.plugin_dir / "kubelet.sock.aside"
-    sock.rename(aside)
-    aside.rename(sock)
+    moved_and_back(plugin, sock)
     time.sleep(2)  # the plugin's loop has seen the move (inotify) and run its floor check meanwhile
     assert plugin.registrations() == before and "already connected" not in plugin.text(), plugin.text()
     plugin.restart()  # registers with the kubelet it never confused
@@ -258,9 +272,7 @@ def test_stale_socket_event_ignored(node: Cluster, plugin: DevicePlugin) -> None
     kubelet's "already connected" (test_same_kubelet_not_registered_twice)."""
     (sock,) = [p for p in node.plugin_dir.iterdir() if p.name.startswith("xpu-cdi-") and p.is_socket()]
     before, text = plugin.registrations(), plugin.text()
-    aside = sock.with_name(sock.name + ".aside")
-    sock.rename(aside)
-    aside.rename(sock)
+    moved_and_back(plugin, sock)
     time.sleep(2)
     after = plugin.text()[len(text):]
     assert plugin.registrations() == before and "serving again" not in after, after
