@@ -190,6 +190,7 @@ class Cluster:
         self.daemons: Dict[str, Daemon] = {}
         self.bins: Dict[str, Path] = {}
         self.timings: Dict[str, float] = {}
+        self.stop_first: List[Callable[[], None]] = []  # what tests run against the node (on_stop)
 
     # -- where things are ------------------------------------------------------------------------------
 
@@ -627,10 +628,21 @@ class Cluster:
 
     # -- tear-down -------------------------------------------------------------------------------------
 
+    def on_stop(self, stop: Callable[[], None]) -> None:
+        """Have :meth:`stop` call *stop* first (a process a test runs against the node, e.g. a device
+        plugin: it must not outlive the cluster when the test that started it failed to stop it)."""
+        self.stop_first.append(stop)
+
     def stop(self, keep_logs: Optional[Path] = None) -> None:
         """Stop every daemon, then kill what is left in the cluster's cgroups (shims, pods), remove
         the cgroups and the session's directory (its logs copied to *keep_logs* first, when given).
         Safe after a failed or partial start."""
+        for stop in reversed(self.stop_first):
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - the cluster itself must still go
+                pass
+        self.stop_first.clear()
         for name in ("kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "containerd", "etcd"):
             if name in self.daemons:
                 self.daemons[name].stop(timeout=15)

@@ -102,6 +102,7 @@ class DevicePlugin:
         self.log = log_dir / f"dp-{uuid.uuid4().hex[:6]}.log"
         self.extra = list(extra)
         self.proc: Optional[kubeletkit.PluginProcess] = None
+        cluster.on_stop(self.stop)
         self.start()
 
     def args(self) -> List[str]:

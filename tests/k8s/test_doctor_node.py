@@ -34,9 +34,11 @@ def cards(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 @pytest.fixture(scope="module")
 def plugin(cluster: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevicePlugin]:
     p = DevicePlugin(cluster, cards, tmp_path_factory.mktemp("dp"))
-    p.wait_served()
-    yield p
-    p.stop()
+    try:
+        p.wait_served()
+        yield p
+    finally:
+        p.stop()
 
 
 def doctor(cluster: Cluster, cards: Cards, plugin: DevicePlugin) -> Dict[str, Dict[str, str]]:
