@@ -45,9 +45,11 @@ lint: install
 	$(BIN)/ruff check src tests scripts fuzz setup.py
 
 # The package test installs the .deb system-wide (hooks.d file included) for a
-# few seconds: it runs alone, after the parallel suite.
+# few seconds: it runs alone, after the parallel suite.  --dist loadgroup: the tests
+# on the one-node Kubernetes cluster (tests/k8s/, one xdist group) share one worker
+# and so one cluster.
 test: install lint
-	$(BIN)/python -m pytest -n 2 --ignore=tests/packaging/test_packages.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --ignore=tests/packaging/test_packages.py $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q tests/packaging/test_packages.py
 
 deb:

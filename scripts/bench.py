@@ -26,6 +26,8 @@ differences below are fair:
   report a vanished card Unhealthy, on each installed grpcio/protobuf stack;
 * DRA driver (scripts/bench_dra.py): NodePrepareResources p99, resident
   memory, start -> slices published, against a real API server.
+* Kubernetes (scripts/bench_k8s.py, last): pod created -> container running on
+  the real one-node cluster of tests/k8s, 8 cards vs none, interleaved.
 
 Prints a table; writes ``bench-out/bench.json`` (every sample and the
 machine), ``bench-out/performance.md`` (the README's Performance section)
@@ -519,16 +521,20 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 dra_rows, dra_samples = bench_dra.run(work)
                 dp_rows += dra_rows
                 dp_samples["dra"] = dra_samples
+            import bench_k8s
+
+            k8s_rows, k8s_samples = bench_k8s.run(work, args.seed)
         finally:
             for mount in MOUNTS:
                 subprocess.run(["umount", str(mount)], check=False)
             fakehost.remove_tree(work)
     machine["load_after"] = bench_machine.load()
-    rows = report(samples) + dp_rows
+    rows = report(samples) + dp_rows + k8s_rows
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine, "rounds": args.rounds, "seed": args.seed,
-                                                "samples_s": samples, "deviceplugin": dp_samples}, indent=1))
+                                                "samples_s": samples, "deviceplugin": dp_samples,
+                                                "k8s_s": k8s_samples}, indent=1))
     (out / "performance.md").write_text(markdown(rows, machine, args.rounds))
     print(f"\nxpu-cdi bench on {machine['summary']}\n(load average {machine['load_before']} before, "
           f"{machine['load_after']} after)\n{table(rows)}")

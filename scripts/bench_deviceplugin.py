@@ -24,7 +24,6 @@ from typing import Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # support: the test helpers
-sys.path.insert(0, str(REPO / "tests" / "deviceplugin"))
 
 from support import fakehost  # noqa: E402
 
@@ -47,7 +46,7 @@ def _rss_mib(pid: int) -> float:
 
 def measure(stack: str, work: Path, calls: int = 300, restarts: int = 20, vanishes: int = 10) -> Dict[str, List[float]]:
     """Samples (seconds, MiB) of one stack."""
-    import kubeletkit
+    from support import kubeletkit
     from click.testing import CliRunner
 
     from xpu_cdi.cli import main
@@ -126,7 +125,7 @@ def rows_of(stack: str, s: Dict[str, List[float]]) -> Rows:
 
 def run(work: Path) -> Tuple[Rows, Dict[str, Dict[str, List[float]]]]:
     """Rows and samples for every installed stack; ``([], {})`` with a note where nothing can run."""
-    import kubeletkit
+    from support import kubeletkit
     import pytest
 
     rows: Rows = []

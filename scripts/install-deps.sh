@@ -10,8 +10,10 @@ set -eu
 # (fuzz/native/, a short run in the suite); strace shows that a container start
 # execs no interpreter.  systemd brings systemd-analyze,
 # which checks the shipped units (not as init: nothing here needs it running;
-# a minimal Debian 13 install has no systemd package at all).
-PKGS="${*:-gcc pkg-config libyajl-dev libyaml-dev clang python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables systemd strace}"
+# a minimal Debian 13 install has no systemd package at all).  The one-node Kubernetes
+# cluster of tests/k8s/ (built from Go modules) needs openssl (its certificates), iproute2
+# (the node's loopback network) and containernetworking-plugins (its loopback-only CNI).
+PKGS="${*:-gcc pkg-config libyajl-dev libyaml-dev clang python3-dev python3-venv runc crun podman containerd busybox-static uidmap iptables systemd strace openssl iproute2 containernetworking-plugins}"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

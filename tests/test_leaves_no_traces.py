@@ -2,10 +2,17 @@
 ones that build random trees, links included) leaves the machine's /, /etc and /tmp
 top levels exactly as they were.  The run gets a fresh tmpfs on /tmp in a private
 mount namespace, so that what other processes of the machine do in /tmp meanwhile
-cannot blur the picture; / and /etc are the machine's own."""
+cannot blur the picture; / and /etc are the machine's own.
+
+The one-node Kubernetes cluster (tests/k8s) is checked the same way, started and stopped
+by a run of its own tests with a fresh /run too: nothing is left in /, /etc, /tmp, /run
+(/run/containerd, /run/nri), the paths kubelet, containerd and CNI write when not told
+otherwise (/var/lib/kubelet, /etc/kubernetes, /var/log/containers, /var/lib/cni, ...), and
+no process, mount, cgroup, iptables rule or kernel tunable of it remains."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -27,11 +34,15 @@ mount -t tmpfs -o mode=1777 tmpfs /tmp
 for p in $KEEP; do
   case "$p" in /tmp/*) mkdir -p "$p"; mount --bind "/mnt${p#/tmp}" "$p" ;; esac
 done
+[ -z "$FRESH_RUN" ] || mount -t tmpfs -o mode=0755 tmpfs /run
 ls -A / > "$OUT/root.before"; ls -A /etc > "$OUT/etc.before"; ls -A /tmp > "$OUT/tmp.before"
+ls -A /run > "$OUT/run.before"
 set +e
 "$@" > "$OUT/pytest.log" 2>&1
 echo $? > "$OUT/rc"
 ls -A / > "$OUT/root.after"; ls -A /etc > "$OUT/etc.after"; ls -A /tmp > "$OUT/tmp.after"
+ls -A /run > "$OUT/run.after"
+cat /proc/self/mounts > "$OUT/mounts.after"
 """
 
 
@@ -44,22 +55,71 @@ def hypothesis_tests() -> list:
     return out
 
 
-def test_hypothesis_tests_leave_no_traces(tmp_path: Path) -> None:
-    tests = hypothesis_tests()
-    assert len(tests) >= 5, tests
+def inner_run(tmp_path: Path, tests: list, fresh_run: bool = False, **env: str) -> Path:
+    """*tests* run by a pytest of their own in RUN's namespace; the dir of the listings it wrote."""
     out = tmp_path / "out"
     out.mkdir()
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
            "--basetemp", str(tmp_path / "inner"), *tests]
     keep = " ".join(sorted({str(tmp_path), str(REPO), sys.prefix}, key=len))  # parents bound first
     r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", RUN, "run", *cmd],
-                       cwd=REPO, env=dict(os.environ, OUT=str(out), KEEP=keep), capture_output=True, text=True,
-                       timeout=1200)
+                       cwd=REPO, env=dict(os.environ, OUT=str(out), KEEP=keep, FRESH_RUN="1" if fresh_run else "",
+                                          **env),
+                       capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr
     log = (out / "pytest.log").read_text()
     assert (out / "rc").read_text().strip() == "0", log[-3000:]
-    for name in ("root", "etc", "tmp"):
+    return out
+
+
+def assert_same_listings(out: Path, names: tuple = ("root", "etc", "tmp")) -> None:
+    for name in names:
         before = set((out / f"{name}.before").read_text().split())
         after = set((out / f"{name}.after").read_text().split())
         assert after == before, f"/{'' if name == 'root' else name}: new {sorted(after - before)}, " \
                                 f"gone {sorted(before - after)}"
+
+
+def test_hypothesis_tests_leave_no_traces(tmp_path: Path) -> None:
+    tests = hypothesis_tests()
+    assert len(tests) >= 5, tests
+    assert_same_listings(inner_run(tmp_path, tests))
+
+
+def firewall() -> list:
+    rules = []
+    for table in ("filter", "nat", "mangle"):
+        r = subprocess.run(["iptables", "-t", table, "-S"], capture_output=True, text=True)
+        rules += [f"{table}: {line}" for line in r.stdout.splitlines()]
+    return rules
+
+
+@pytest.mark.runtime
+def test_cluster_leaves_no_traces(tmp_path: Path) -> None:
+    """A cluster started, used (tests/k8s/test_cluster.py) and stopped by a run of its own."""
+    from support.k8s import builds
+    from support.k8s import cluster
+
+    for c in ("kubernetes", "containerd", "etcd"):
+        builds.ensure_or_skip(c)
+    tunables = {p: Path("/proc/sys", p).read_text() for p in cluster.KUBELET_TUNABLES}
+    paths, rules = cluster.host_paths_snapshot(), firewall()
+    record = tmp_path / "clusters.jsonl"
+    out = inner_run(tmp_path, [str(REPO / "tests/k8s/test_cluster.py")], fresh_run=True,
+                    XPU_CDI_K8S_RECORD=str(record))
+    assert_same_listings(out, ("root", "etc", "tmp", "run"))
+    (started,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert not Path(started["base"]).exists(), started
+    assert not [m for m in (out / "mounts.after").read_text().splitlines() if started["base"] in m]
+    with open("/proc/self/mounts") as f:
+        assert not [m for m in f if started["base"] in m]
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/{started['cgroup']}")), started
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert started["base"].encode() not in cmdline, (pid, cmdline)
+    assert cluster.host_paths_snapshot() == paths
+    assert firewall() == rules
+    assert {p: Path("/proc/sys", p).read_text() for p in cluster.KUBELET_TUNABLES} == tunables

@@ -53,7 +53,7 @@ def test_a_module_that_does_not_match_go_sum_fails(tmp_path: Path, monkeypatch: 
 
 def test_without_go_the_skip_names_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(upstream, "GO_TARBALL", str(tmp_path / "go"))
+    monkeypatch.setattr(upstream, "GO_PLACES", (str(tmp_path / "go"),))
     with pytest.raises(pytest.skip.Exception, match=r"upstream reference unavailable: .*apt install golang-go"):
         upstream.go()
 

@@ -4,17 +4,15 @@ kubelet directory, the daemon on either Python stack, and a fake kubelet."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 
-from support import fakehost  # noqa: E402
-import kubeletkit  # noqa: E402
-from dpnode import Node, numa_nodes, short_dir  # noqa: E402
+from support import fakehost
+from support import kubeletkit
+from support.dpnode import Node, numa_nodes, short_dir
 
 
 @pytest.fixture

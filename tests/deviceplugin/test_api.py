@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import kubeletkit
+from support import kubeletkit
 
 from xpu_cdi.deviceplugin import api
 

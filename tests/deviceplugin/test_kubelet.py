@@ -20,10 +20,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-import dpnode
+from support import dpnode
 from support import fakehost
-import kubeletkit
-from dpnode import Node
+from support import kubeletkit
+from support.dpnode import Node
 
 pytestmark = pytest.mark.privileged  # mknod of the fake cards
 

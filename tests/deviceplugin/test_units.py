@@ -12,7 +12,7 @@ from typing import Dict
 import pytest
 
 from support import fakehost
-from dpnode import Node, numa_nodes
+from support.dpnode import Node, numa_nodes
 
 from xpu_cdi.deviceplugin import allocation, config, devices, health, registration, status
 from xpu_cdi.deviceplugin.devices import Card, NodeRef

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Iterator, List
@@ -17,9 +16,8 @@ import pytest
 
 from support.doctornode import Node, checks, worst
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
-import dpnode  # noqa: E402
-import kubeletkit  # noqa: E402
+from support import dpnode
+from support import kubeletkit
 
 pytestmark = pytest.mark.privileged  # mknod of the fake cards
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from support import kubeproto
 from xpu_cdi.dra import api
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "deviceplugin"))
 
 
 def _shape(desc: object) -> dict:
@@ -71,7 +69,7 @@ def test_bytes_cross_both_ways() -> None:
 def test_messages_build_on_the_stack(stack: str) -> None:
     """The tables load on each stack's protobuf (enum and proto3 optional included), and the
     Kubernetes client the driver talks to the API server with imports there."""
-    import kubeletkit
+    from support import kubeletkit
 
     python, env = kubeletkit.stack_python(stack)
     code = ("from xpu_cdi.dra import api, kube; import kubernetes.config; "

@@ -13,18 +13,16 @@ is in test_matrix_cri.py (test_device_plugin_allocate_through_cri).
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import Iterator, List
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
 
-import dpnode  # noqa: E402
-from support import fakehost  # noqa: E402
-import kubeletkit  # noqa: E402
-from support.runtimes import ENXIO, Podman, install_spec  # noqa: E402
+from support import dpnode
+from support import fakehost
+from support import kubeletkit
+from support.runtimes import ENXIO, Podman, install_spec
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 

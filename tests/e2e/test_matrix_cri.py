@@ -1,11 +1,14 @@
-"""containerd 1.7's CRI driven as kubelet drives it (tests/support/cri.py over the CRI socket):
+"""containerd's CRI driven as kubelet drives it (tests/support/cri.py over the CRI socket), two rows:
+containerd 1.7 (Debian 13's) and containerd 2.x (built from its Go module by tests/support/k8s/builds.py,
+run on the host in a private mount namespace with its own /run):
 a host-network pod sandbox from a locally built pause image, containers that ask for
 cards the ways Kubernetes passes them — ``CDI_devices`` (what kubelet sends for a device
 plugin's ``cdi_devices``), the ``cdi.k8s.io/`` annotation, both at once, nothing, the
 device plugin's selection variable — through the ``xpu`` handler that
 ``xpu-cdi runtime configure --runtime containerd --enable-cdi`` wrote, picked with
 ``runtime_handler`` as a RuntimeClass does.  containerd 1.7 is Debian 13's: the host's
-on a Debian 13 machine, the trixie tree's on a Debian 12 one.
+on a Debian 13 machine, the trixie tree's on a Debian 12 one.  containerd 2.x writes config
+version 4 (2.3+): its CRI tables are ``io.containerd.cri.v1.runtime`` and ``...images``.
 
 Settings this kind of machine needs (docs/runtime-integration.md): no CNI for
 host-network pods; ``restrict_oom_score_adj = true`` where CAP_SYS_RESOURCE is missing;
@@ -15,11 +18,11 @@ the pause image local (``sandbox_image``), no registry.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 import pytest
 import tomlkit
@@ -28,9 +31,11 @@ from support import matrix
 from support.cri import CRI
 from support.matrix import Cards, CriContainerd, check_cards
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deviceplugin"))
-import dpnode  # noqa: E402 - the device plugin's fake kubelet (tests/deviceplugin)
-import kubeletkit  # noqa: E402
+from support import dpnode
+from support import kubeletkit
+
+from support.k8s import builds
+from xpu_cdi.runtime import containerd as containerd_config  # noqa: E402
 
 grpc = pytest.importorskip("grpc", reason="grpcio (the test extra) is not installed")
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
@@ -49,6 +54,31 @@ def place_with_cdi_containerd(request: pytest.FixtureRequest, base: Path) -> Tup
     return tree, version
 
 
+class BuiltPlace(matrix.Place):
+    """The host with the containerd builds.py built first on PATH; its daemon in a private mount
+    namespace whose /run is a tmpfs (the runc shim keeps runc's state in /run/containerd/runc
+    whatever the config says: none of it reaches the machine's /run)."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin = bin_dir
+        self.path = f"{bin_dir}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+        self.release = matrix.Place.release
+        self.name = f"host, containerd {builds.COMPONENTS['containerd'].version()} built from its module"
+
+    def argv(self, cmd: Sequence[str], cgroups: str = "") -> List[str]:
+        return super().argv(["env", f"PATH={self.path}", *cmd], cgroups=cgroups)
+
+    def daemon_argv(self, cmd: Sequence[str]) -> List[str]:
+        return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                'mount -n -t tmpfs -o mode=0755 tmpfs /run && exec "$@"', "private-run",
+                "env", f"PATH={self.path}", *cmd]
+
+
+def built_containerd() -> Tuple[matrix.Place, tuple]:
+    place = BuiltPlace(builds.ensure_or_skip("containerd"))
+    return place, matrix.release_of(matrix.version_line(place, ["containerd", "--version"]))
+
+
 def cri_config(place: matrix.Place, base: Path, cards: Cards) -> str:
     """containerd's own default config, then `runtime configure --enable-cdi`, then this
     machine's settings."""
@@ -61,7 +91,9 @@ def cri_config(place: matrix.Place, base: Path, cards: Cards) -> str:
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     doc = tomlkit.parse(cfg.read_text())
-    cri = doc["plugins"]["io.containerd.grpc.v1.cri"]
+    cri = doc
+    for key in containerd_config.cri_keys(doc):
+        cri = cri[key]
     assert cri["enable_cdi"] is True and list(cri["cdi_spec_dirs"]) == [str(cards.spec_dir), str(base / "versions")]
     # the hook route as docs/hook.md registers it for containerd: a handler whose base
     # runtime spec (the shipped file, with this checkout's paths) has the prestart hook
@@ -73,7 +105,10 @@ def cri_config(place: matrix.Place, base: Path, cards: Cards) -> str:
     (base / "base-spec.json").write_text(json.dumps(spec))
     runtimes = cri["containerd"]["runtimes"]
     runtimes["xpu-hook"] = {"runtime_type": "io.containerd.runc.v2", "base_runtime_spec": str(base / "base-spec.json")}
-    cri["sandbox_image"] = CriContainerd.PAUSE
+    if containerd_config.version(doc) >= 3:  # 2.x: the images' own plugin pins the sandbox image
+        doc["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] = CriContainerd.PAUSE
+    else:
+        cri["sandbox_image"] = CriContainerd.PAUSE
     if not matrix.has_cap_sys_resource():
         cri["restrict_oom_score_adj"] = True
     return tomlkit.dumps(doc)
@@ -88,11 +123,18 @@ class Pods:
         return self.cri.run_container(pod, config, matrix.IMAGE, ["sh", "-c", matrix.SCRIPT], **kw)
 
 
-@pytest.fixture(scope="module")
+ROWS = {"containerd-1.7": (1, 7), "containerd-2": (2, 0)}
+
+
+@pytest.fixture(scope="module", params=sorted(ROWS))
 def pods(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
     base = tmp_path_factory.mktemp("cri")
+    if request.param == "containerd-2":
+        place, version = built_containerd()
+    else:
+        place, version = place_with_cdi_containerd(request, base)
+    assert version[:2] >= ROWS[request.param], version
     cards = Cards(base / "cards")
-    place, version = place_with_cdi_containerd(request, base)
     config = cri_config(place, base, cards)
     ctrd = CriContainerd(place, base / "containerd", config, env=[f"XPU_CDI_SPEC_DIRS={cards.spec_dir}"])
     logs = base / "logs"
@@ -106,10 +148,10 @@ def pods(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         cards.close()
 
 
-def test_runtime_is_containerd_1_7(pods: Pods) -> None:
+def test_runtime_version(pods: Pods) -> None:
+    """The CRI endpoint is the containerd of the row (the one `containerd --version` names)."""
     v = pods.cri.version()
     assert v.runtime_name == "containerd" and matrix.release_of(v.runtime_version) == pods.version
-    assert pods.version[:2] >= (1, 7)
 
 
 def test_cdi_devices(pods: Pods) -> None:
@@ -123,7 +165,7 @@ def test_cdi_devices_default_handler(pods: Pods) -> None:
 
 
 def test_annotation(pods: Pods) -> None:
-    """A device plugin's cdi.k8s.io/ annotation (containerd 1.7 reads it when CDI is on)."""
+    """A device plugin's cdi.k8s.io/ annotation (containerd 1.7 and 2.x read it when CDI is on)."""
     check_cards(pods.run(annotations={"cdi.k8s.io/xpu-cdi-test": "kunlunxin.com/xpu=5"}), [5])
 
 

@@ -20,12 +20,14 @@ from xpu_cdi.runtime import containerd
 DATA = Path(__file__).resolve().parent.parent / "data" / "runtime-configs"
 WRAPPER = "/opt/xpu-cdi/bin/xpu-container-runtime"
 CRI = {1: ["plugins", "cri"], 2: ["plugins", "io.containerd.grpc.v1.cri"],
-       3: ["plugins", "io.containerd.cri.v1.runtime"]}
+       3: ["plugins", "io.containerd.cri.v1.runtime"], 4: ["plugins", "io.containerd.cri.v1.runtime"]}
 # file -> (version, the runc options a copied handler must keep)
 FIXTURES = {
     "containerd-1.6-default.toml": (2, {"SystemdCgroup": False, "NoPivotRoot": False}),
     "containerd-1.7-k8s.toml": (2, {"SystemdCgroup": True}),
     "containerd-2.x-default.toml": (3, {"SystemdCgroup": False, "CriuWorkPath": ""}),
+    # containerd 2.3 moved to version 4 (only the server tables moved): the CRI tables are version 3's
+    "containerd-2.4-default.toml": (4, {"SystemdCgroup": False, "CriuWorkPath": ""}),
     "containerd-custom.toml": (2, {"SystemdCgroup": True}),
     "containerd-v1.toml": (1, {"SystemdCgroup": True}),
     "containerd-debian.toml": (2, {}),
@@ -242,6 +244,7 @@ class TestReaders:
     @pytest.mark.parametrize("name, version, cdi, default", [
         ("containerd-1.6-default.toml", 2, False, "runc"),
         ("containerd-2.x-default.toml", 3, True, "runc"),
+        ("containerd-2.4-default.toml", 4, True, "runc"),
         ("containerd-custom.toml", 2, False, "kata"),
         ("containerd-v1.toml", 1, False, "runc"),
     ])

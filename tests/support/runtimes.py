@@ -337,39 +337,47 @@ def oci_image_archive(name: str = IMAGE, cmd: Sequence[str] = ("sh",)) -> Path:
     tar = CACHE / f"busybox-oci{key}.tar"
     with open(CACHE / ".lock-oci", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if tar.exists():
-            return tar
-        layer = cached_rootfs_tar().read_bytes()
-        blobs: Dict[str, bytes] = {}
-
-        def blob(data: bytes) -> Dict[str, Any]:
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
-            blobs[digest] = data
-            return {"digest": digest, "size": len(data)}
-
-        layer_desc = blob(layer)
-        config = json.dumps({"architecture": "amd64", "os": "linux",
-                             "config": {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": list(cmd)},
-                             "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]}}).encode()
-        manifest = json.dumps({
-            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(config)},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}]}).encode()
-        index = json.dumps({"schemaVersion": 2, "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
-            "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "latest"}}]})
-        tmp = Path(str(tar) + ".tmp")
-        with tarfile.open(tmp, "w") as t:
-            def add(name: str, data: bytes) -> None:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                t.addfile(info, io.BytesIO(data))
-            add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-            add("index.json", index.encode())
-            for digest, data in blobs.items():
-                add("blobs/sha256/" + digest.split(":", 1)[1], data)
-        os.rename(tmp, tar)
+        if not tar.exists():
+            write_oci_archive(tar, name, cached_rootfs_tar().read_bytes(),
+                              {"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": list(cmd)})
     return tar
+
+
+def write_oci_archive(tar: Path, name: str, layer: bytes, config: Dict[str, Any]) -> None:
+    """Write *tar*: an OCI image archive (oci-layout, index.json, blobs) of one image named
+    *name* whose one layer is the tar *layer* and whose config's ``config`` is *config*;
+    written beside and renamed, so a reader never sees half of it."""
+    import hashlib
+
+    blobs: Dict[str, bytes] = {}
+
+    def blob(data: bytes) -> Dict[str, Any]:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return {"digest": digest, "size": len(data)}
+
+    layer_desc = blob(layer)
+    image_config = json.dumps({"architecture": "amd64", "os": "linux", "config": config,
+                               "rootfs": {"type": "layers", "diff_ids": [layer_desc["digest"]]}}).encode()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(image_config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_desc}]}).encode()
+    index = json.dumps({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
+        "annotations": {"io.containerd.image.name": name,
+                        "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1]}}]})
+    tmp = Path(str(tar) + ".tmp")
+    with tarfile.open(tmp, "w") as t:
+        def add(member: str, data: bytes) -> None:
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        add("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+        add("index.json", index.encode())
+        for digest, data in blobs.items():
+            add("blobs/sha256/" + digest.split(":", 1)[1], data)
+    os.rename(tmp, tar)
 
 
 def private_containerd_config(text: str, base: Path, address: str) -> str:
@@ -379,15 +387,24 @@ def private_containerd_config(text: str, base: Path, address: str) -> str:
 
     doc = tomlkit.parse(text)
     doc["root"], doc["state"] = str(base / "root"), str(base / "state")
-    doc.setdefault("grpc", tomlkit.table())["address"] = address
-    doc.setdefault("ttrpc", tomlkit.table())["address"] = address + ".ttrpc"
     plugins = doc.setdefault("plugins", tomlkit.table())
-    opt = "opt" if doc.get("version", 1) == 1 else "io.containerd.internal.v1.opt"
+    version = doc.get("version", 1)
+    if version >= 4:  # containerd 2.3+: the servers are plugins with their own settings
+        plugins.setdefault("io.containerd.server.v1.grpc", tomlkit.table())["address"] = address
+        plugins.setdefault("io.containerd.server.v1.ttrpc", tomlkit.table())["address"] = address + ".ttrpc"
+    else:
+        doc.setdefault("grpc", tomlkit.table())["address"] = address
+        doc.setdefault("ttrpc", tomlkit.table())["address"] = address + ".ttrpc"
+    opt = "opt" if version == 1 else "io.containerd.internal.v1.opt"
     plugins.setdefault(opt, tomlkit.table())["path"] = str(base / "opt")
-    cri = plugins.get("cri" if opt == "opt" else "io.containerd.grpc.v1.cri")
+    cri = plugins.get({1: "cri", 2: "io.containerd.grpc.v1.cri"}.get(version, "io.containerd.cri.v1.runtime"))
     if cri is not None:  # the CRI plugin creates and watches its CNI conf dir
         cni = cri.setdefault("cni", tomlkit.table())
-        cni["conf_dir"], cni["bin_dir"] = str(base / "cni" / "net.d"), str(base / "cni" / "bin")
+        cni["conf_dir"] = str(base / "cni" / "net.d")
+        if version >= 3:  # 2.x: a list
+            cni["bin_dirs"] = [str(base / "cni" / "bin")]
+        else:
+            cni["bin_dir"] = str(base / "cni" / "bin")
     return tomlkit.dumps(doc)
 
 
@@ -487,6 +504,12 @@ class Containerd:
             targets = [t for t in (line.split()[1] for line in f) if (t + "/").startswith(f"{self.base}/")]
         for target in reversed(targets):
             subprocess.run(["umount", "-l", target], capture_output=True)
+        # the runc shim keeps runc's state in /run/containerd/runc/<namespace> whatever the
+        # config says: runc removes each container's dir there, not the namespace's (empty now)
+        try:
+            os.rmdir(f"/run/containerd/runc/{self.namespace}")
+        except OSError:
+            pass
         # runc removes each container's cgroup but not the one named after the
         # namespace above them (/sys/fs/cgroup/<controller>/<namespace>): remove those
         for parent in Path("/sys/fs/cgroup").glob(f"*/{self.namespace}"):

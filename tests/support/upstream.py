@@ -25,7 +25,8 @@ from .runtimes import CACHE
 GOMOD = Path(__file__).resolve().parent / "gomod"
 GOMODCACHE = CACHE / "go" / "mod"
 GOCACHE = CACHE / "go" / "build"
-GO_TARBALL = "/usr/local/go/bin/go"
+#: where Go's own tarball and Debian's golang-go put the go command when it is not on PATH
+GO_PLACES = ("/usr/local/go/bin/go", "/usr/lib/go/bin/go")
 UNAVAILABLE = "upstream reference unavailable"  # the mark of these skips in a report
 _DIRS: Dict[str, Path] = {}
 
@@ -47,9 +48,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.longrepr = f"CI=true, so this fails instead of skipping: {reason}"
 
 
+def go_binary() -> Optional[str]:
+    """The go command: on PATH, else where Go's tarball or Debian installs it; None without one."""
+    return shutil.which("go") or next((p for p in GO_PLACES if os.access(p, os.X_OK)), None)
+
+
 def go() -> str:
-    """The go command: on PATH, else where Go's own tarball installs it."""
-    found = shutil.which("go") or (GO_TARBALL if os.access(GO_TARBALL, os.X_OK) else None)
+    """The go command, or a skip saying what to install."""
+    found = go_binary()
     if found is None:
         unavailable("no Go toolchain to fetch it with (apt install golang-go)")
     return found

@@ -244,13 +244,26 @@ class Daemon:
         created, deleted = registration.restart_events(
             events, self.s.plugin_dir, {os.path.basename(p.socket) for p in self.plugins.values()})
         for plugin in self.plugins.values():
-            if os.path.basename(plugin.socket) in deleted:
+            # only while it is still gone: the floor check may have served again already, and
+            # serving again removes the socket there, which would report itself, round after round
+            if os.path.basename(plugin.socket) in deleted and not os.path.exists(plugin.socket):
                 self.log(f"{plugin.kind}: socket {plugin.socket} was deleted (kubelet restarted?): serving again")
                 self.reserve(plugin)
         if created:
             self.log("kubelet.sock was created anew (kubelet restarted): registering again")
-            for plugin in self.plugins.values():
-                plugin.registered, plugin.attempts, plugin.next_attempt = False, 0, 0.0
+            self.register_again()
+
+    def register_again(self) -> None:
+        """kubelet.sock is a new one: register again every plugin this kubelet has not taken yet.
+        Never twice with one kubelet (the floor check may have seen the new socket before inotify
+        said so): kubelet 1.37 refuses a Register for an endpoint it has connected ("device plugin
+        already connected") and, refusing it, drops the connected one too, so that it refuses every
+        later registration of that socket and never notices the plugin go."""
+        kid = registration.kubelet_socket(self.s.plugin_dir)
+        for plugin in self.plugins.values():
+            if plugin.registered and kid is not None and plugin.registered_with == kid:
+                continue
+            plugin.registered, plugin.attempts, plugin.next_attempt = False, 0, 0.0
 
     def reserve(self, plugin: KindPlugin) -> None:
         try:
@@ -264,8 +277,7 @@ class Daemon:
         kid = registration.kubelet_socket(self.s.plugin_dir)
         if kid != self.kubelet_id:
             if kid is not None and self.kubelet_id is not None:
-                for plugin in self.plugins.values():
-                    plugin.registered, plugin.attempts, plugin.next_attempt = False, 0, 0.0
+                self.register_again()
             self.kubelet_id = kid
         for plugin in self.plugins.values():
             if plugin.server is not None and not os.path.exists(plugin.socket):
@@ -278,7 +290,8 @@ class Daemon:
         for plugin in self.plugins.values():
             if plugin.registered or plugin.server is None or now < plugin.next_attempt:
                 continue
-            if registration.kubelet_socket(self.s.plugin_dir) is None:
+            kid = registration.kubelet_socket(self.s.plugin_dir)
+            if kid is None:
                 self.say_once("nokubelet:" + repr(self.kubelet_id),
                               f"waiting for kubelet: {kubelet} does not exist (is kubelet running, and is "
                               f"--plugin-dir its device-plugins directory?)")
@@ -286,6 +299,7 @@ class Daemon:
             err = registration.register(self.s.plugin_dir, os.path.basename(plugin.socket), plugin.resource)
             if not err:
                 plugin.registered, plugin.error, plugin.attempts = True, "", 0
+                plugin.registered_with = kid
                 self.logged = {k for k in self.logged if not k.startswith("nokubelet:")}
                 self.log(f"{plugin.kind}: registered {plugin.resource} with kubelet ({len(plugin.cards)} device(s), "
                          f"endpoint {os.path.basename(plugin.socket)})")

@@ -15,7 +15,7 @@ import stat
 import threading
 import time
 from concurrent import futures
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import grpc
 
@@ -61,6 +61,7 @@ class KindPlugin:
         self.pool: Optional[futures.ThreadPoolExecutor] = None  # grpc does not stop the pool it is given
         # registration state, kept by the daemon
         self.registered = False
+        self.registered_with: Optional[Tuple[int, int]] = None  # the kubelet.sock (dev, inode) that took it
         self.error = ""
         self.attempts = 0
         self.next_attempt = 0.0

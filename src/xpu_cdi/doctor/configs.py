@@ -56,13 +56,13 @@ def binary_problem(binary: str) -> str:
 
 
 def read_containerd(path: str, release: Optional[Version]) -> RuntimeConfig:
-    """containerd's config.toml (config version 1, 2 or 3) and its ``imports``."""
+    """containerd's config.toml (config version 1 to 4) and its ``imports``."""
     cfg = RuntimeConfig("containerd", path, os.path.exists(path))
     data, cfg.error = tomlconf.tolerant(path, lambda: containerd.load_merged(path))
     if data is None:
         return cfg
     cfg.cdi_table = f"[plugins.{json.dumps(containerd.cri_keys(data)[1])}]"
-    if release is None or has_cdi("containerd", release):  # unknown: assume CDI, as a version 3 file means 2.x
+    if release is None or has_cdi("containerd", release):  # unknown: assume CDI, as a version 3 or 4 file means 2.x
         cfg.cdi = containerd.cdi_enabled(data, release)
     cfg.spec_dirs = containerd.cdi_spec_dirs(data)
     found = containerd.handlers(data)

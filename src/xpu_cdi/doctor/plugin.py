@@ -66,9 +66,10 @@ def check_plugin(ctx: Context) -> List[Result]:
         out.append(ok("plugin-kubelet", f"{kubelet} is present (kubelet runs its device manager)"))
     else:
         out.append(fail("plugin-kubelet", f"{kubelet} is missing: no device plugin can register, the node "
-                                          f"shows 0 cards",
-                        "start kubelet; if it uses another root dir, pass --plugin-dir <root>/device-plugins here "
-                        "and to the plugin"))
+                                          f"shows 0 cards", "start kubelet (its device-plugin directory is "
+                                                            "/var/lib/kubelet/device-plugins whatever its --root-dir; "
+                                                            "where that is mounted elsewhere, pass --plugin-dir here "
+                                                            "and to the plugin)"))
     doc, why = _status.read(ctx.opts.plugin_status_file)
     others = [s for s in _sockets(pdir) if not s.startswith("xpu-cdi-")]
     if doc is None or not _status.alive(doc):

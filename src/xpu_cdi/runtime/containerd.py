@@ -8,7 +8,8 @@ version  containerd        CRI runtime settings (CDI, handlers)
 =======  ================  ==========================================
 1        1.x (deprecated)  ``[plugins.cri]``
 2        1.x               ``[plugins."io.containerd.grpc.v1.cri"]``
-3        2.x               ``[plugins."io.containerd.cri.v1.runtime"]``
+3        2.0 - 2.2         ``[plugins."io.containerd.cri.v1.runtime"]``
+4        2.3 and later     the same (version 4 moved only the server settings, ``[grpc]``...)
 =======  ================  ==========================================
 
 ``enable_cdi`` exists from 1.7 (off by default) and is on by default in 2.x;
@@ -32,7 +33,8 @@ from . import tomlconf
 from .tomlconf import get, load  # noqa: F401 - load is part of the reader API
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
-CRI_PLUGIN = {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+CRI_PLUGIN = {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime",
+              4: "io.containerd.cri.v1.runtime"}
 RUNC_SHIM = "io.containerd.runc.v2"
 ANNOTATIONS = "cdi.k8s.io/*"
 DEFAULT_SPEC_DIRS = list(registry.DEFAULT_DIRS)  # the runtime's default: CDI's own
@@ -70,12 +72,12 @@ def cdi_enabled(doc: Any, release: Optional[Tuple[int, ...]] = None) -> bool:
         doc: the parsed config.
         release: the installed containerd release, when known: its default
             decides (on from 2.0, which also migrates version 2 files);
-            without it the file's version does (only 2.x reads version 3).
+            without it the file's version does (only 2.x reads version 3 or 4).
     """
     value = get(doc, cri_keys(doc) + ["enable_cdi"])
     if value is not None:
         return bool(value)
-    return release >= CDI_ON_BY_DEFAULT if release is not None else version(doc) == 3
+    return release >= CDI_ON_BY_DEFAULT if release is not None else version(doc) >= 3
 
 
 def cdi_spec_dirs(doc: Any) -> List[str]:
@@ -219,7 +221,7 @@ def drop_in_doc(main: Any, name: str, wrapper: str, enable_cdi: bool, set_as_def
                 spec_dirs: List[str], new_version: int) -> Any:
     """The drop-in document for *main*'s version.
 
-    containerd 2.x (version 3) merges imported tables key by key, so the
+    containerd 2.x (version 3 or 4) merges imported tables key by key, so the
     drop-in holds only our settings; 1.x replaces a plugin's whole table with
     the imported one, so there the drop-in starts from a copy of *main*'s
     CRI table.

@@ -1,0 +1,219 @@
+"""The Kubernetes figure of `make bench` (scripts/bench.py calls :func:`run`).
+
+On the one-node cluster of tests/k8s (kubelet, scheduler, API server and containerd 2.x built
+from their pinned modules; `xpu-cdi device-plugin` serving 8 fake cards), pods of the same busybox
+image and command are created one at a time, interleaved in a shuffled order each round: one
+asking for all 8 cards (the plugin's Allocate, kubelet's CDI names, containerd's CDI injection
+of 8 cards with the spec's update-ldcache hook) and one asking for none.  Each is timed from its
+creation (the API server's ADDED event on a watch) to its container running (containerd's CRI
+``started_at``, nanoseconds): kubelet posts the Running phase only on its next PLEG relist, a
+second later, for both alike.  The difference of the medians is what our part of the chain
+adds; target <= 50 ms.  Where it goes is split with the CRI's own timestamps: pod created ->
+sandbox created (scheduling, admission with the plugin's Allocate, volumes, the pause
+container), sandbox -> container created (kubelet's container config with the CDI names,
+containerd's CDI refresh and injection), created -> started (runc: the device nodes, their
+cgroup rules, the driver mounts, the spec's update-ldcache hook).
+
+Without Go (or not root) the rows are left out, saying why.  ``BENCH_K8S_PODS`` sets the pods
+per variant (default 24).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # support: the test helpers
+
+from support.k8s import builds  # noqa: E402
+from support.k8s import nodekit  # noqa: E402
+
+TARGET_MS = 50.0
+Rows = List[Tuple[str, str, str]]
+VARIANTS = {"8 cards": 8, "no cards": 0}
+
+
+class Watch:
+    """``kubectl get pods --watch`` on the cluster: the wall time each pod was first seen."""
+
+    def __init__(self, cluster: "nodekit.Cluster") -> None:
+        self.seen: Dict[str, int] = {}
+        self.cond = threading.Condition()
+        argv = cluster.on_node([str(cluster.kubectl_bin), "--kubeconfig", str(cluster.kubeconfig),
+                                f"--cache-dir={cluster.base / 'kubectl-cache'}", "get", "pods", "--watch",
+                                "--output-watch-events", "-o", "json"], mount=False)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        decoder, buf = json.JSONDecoder(), ""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            now = time.time_ns()
+            buf += line
+            while buf.strip():
+                try:
+                    event, end = decoder.raw_decode(buf.lstrip())
+                except ValueError:
+                    break
+                buf = buf.lstrip()[end:]
+                name = event.get("object", {}).get("metadata", {}).get("name", "")
+                with self.cond:
+                    if event.get("type") == "ADDED" and name not in self.seen:
+                        self.seen[name] = now
+                        self.cond.notify_all()
+
+    def added(self, name: str, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while name not in self.seen:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(f"the watch never saw pod {name}")
+                self.cond.wait(left)
+            return self.seen[name]
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+class CriStatus:
+    """containerd's CRI (the socket kubelet uses): when a pod's container started, in nanoseconds."""
+
+    def __init__(self, cluster: "nodekit.Cluster") -> None:
+        import grpc
+
+        from support import kubeproto
+
+        self.pb2, pb2_grpc = kubeproto.stubs("cri/runtime/v1/api.proto")
+        self.channel = grpc.insecure_channel(f"unix://{cluster.containerd_socket}")
+        self.runtime = pb2_grpc.RuntimeServiceStub(self.channel)
+
+    def started_at(self, pod: str) -> Optional[int]:
+        stamps = self.stamps(pod)
+        return stamps[2] if stamps else None
+
+    def stamps(self, pod: str) -> Optional[Tuple[int, int, int]]:
+        """(sandbox created, container created, container started) of *pod*, ns; None until started."""
+        pb = self.pb2
+        label = {"io.kubernetes.pod.name": pod}
+        flt = pb.ContainerFilter(label_selector=label)
+        for c in self.runtime.ListContainers(pb.ListContainersRequest(filter=flt), timeout=10).containers:
+            status = self.runtime.ContainerStatus(pb.ContainerStatusRequest(container_id=c.id), timeout=10).status
+            if status.started_at:
+                sandboxes = self.runtime.ListPodSandbox(pb.ListPodSandboxRequest(
+                    filter=pb.PodSandboxFilter(id=c.pod_sandbox_id)), timeout=10).items
+                return int(sandboxes[0].created_at), int(status.created_at), int(status.started_at)
+        return None
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+#: The spans of one pod start, from its timestamps (pod added, sandbox created, container created, started).
+SPANS = ("total", "to sandbox", "sandbox to container created", "created to started")
+
+
+def one_pod(cluster: "nodekit.Cluster", watch: Watch, cri: CriStatus, cards: int) -> Dict[str, float]:
+    """Seconds of each of SPANS for one pod; the pod is gone afterwards."""
+    name = nodekit.unique("bench")
+    command = ["sh", "-c", 'trap "exit 0" TERM; sleep 2147483647 & wait']
+    cluster.apply(nodekit.pod(name, command, {nodekit.XPU: cards} if cards else None))
+    try:
+        added = watch.added(name)
+        sandbox, created, started = cluster.wait(lambda: cri.stamps(name), 120, f"pod {name}'s container running",
+                                                 interval=0.05)
+        return dict(zip(SPANS, ((started - added) / 1e9, (sandbox - added) / 1e9, (created - sandbox) / 1e9,
+                                (started - created) / 1e9)))
+    finally:
+        nodekit.wait_gone(cluster, name)
+
+
+def p95(values: List[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def measure(work: Path, pods: int, seed: int) -> Dict[str, Dict[str, List[float]]]:
+    cluster = nodekit.xpu_cluster().start()
+    cards: Optional[nodekit.Cards] = None
+    dp: Optional[nodekit.DevicePlugin] = None
+    watch: Optional[Watch] = None
+    cri: Optional[CriStatus] = None
+    try:
+        cards = nodekit.Cards(cluster, work / "k8s-cards")
+        dp = nodekit.DevicePlugin(cluster, cards, work)
+        dp.wait_served()
+        watch, cri = Watch(cluster), CriStatus(cluster)
+        one_pod(cluster, watch, cri, 8)  # warm-up: the image's snapshot, the spec in containerd's CDI cache
+        one_pod(cluster, watch, cri, 0)
+        rng = random.Random(seed)
+        out: Dict[str, Dict[str, List[float]]] = {v: {s: [] for s in SPANS} for v in VARIANTS}
+        for _ in range(pods):
+            order = list(VARIANTS)
+            rng.shuffle(order)
+            for v in order:
+                for span, value in one_pod(cluster, watch, cri, VARIANTS[v]).items():
+                    out[v][span].append(value)
+        return out
+    finally:
+        if watch is not None:
+            watch.close()
+        if cri is not None:
+            cri.close()
+        if dp is not None:
+            dp.stop()
+        if cards is not None:
+            cards.close()
+        cluster.stop()
+
+
+def run(work: Path, seed: int = 0) -> Tuple[Rows, Dict[str, Dict[str, List[float]]]]:
+    """The rows and samples (seconds) of the Kubernetes figure; ``([], {})``, saying why, where it cannot run."""
+    if os.geteuid() != 0:
+        print("bench: Kubernetes pod start skipped: needs root", file=sys.stderr)
+        return [], {}
+    try:
+        for c in ("kubernetes", "containerd", "etcd"):
+            builds.check_go(builds.COMPONENTS[c])
+    except builds.Unavailable as err:
+        print(f"bench: Kubernetes pod start skipped: {err}", file=sys.stderr)
+        return [], {}
+    pods = int(os.environ.get("BENCH_K8S_PODS", "24"))
+    samples = measure(work, pods, seed)
+
+    def med(variant: str, span: str) -> float:
+        return statistics.median(samples[variant][span]) * 1e3
+
+    added = med("8 cards", "total") - med("no cards", "total")
+    versions = (f"kubelet {builds.COMPONENTS['kubernetes'].version()}, "
+                f"containerd {builds.COMPONENTS['containerd'].version()}")
+    verdict = "met" if added <= TARGET_MS else "missed"
+    rows: Rows = [
+        (f"Kubernetes: pod created -> container running, {name}", f"{med(name, 'total'):.0f} ms",
+         f"p95 {p95(v['total']) * 1e3:.0f} ms over {len(v['total'])} pods, interleaved ({versions})")
+        for name, v in samples.items()]
+    rows.append(("**Kubernetes: added by 8 cards** (Allocate + CDI injection)", f"**{added:.0f} ms**",
+                 f"median with 8 cards minus median with none; target <= {TARGET_MS:.0f} ms: **{verdict}**"))
+    rows.append(("Kubernetes: added by 8 cards, per span", " / ".join(
+        f"{med('8 cards', s) - med('no cards', s):+.0f}" for s in SPANS[1:]) + " ms",
+        "differences of the medians: " + ", ".join(SPANS[1:]) + " (CRI timestamps)"))
+    return rows, samples
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="xpu-cdi-bench-k8s-", dir="/var/tmp") as tmp:
+        for row in run(Path(tmp), int(time.time()))[0]:
+            print(" | ".join(row))

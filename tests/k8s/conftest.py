@@ -1,0 +1,89 @@
+"""The one-node cluster of the Kubernetes tests, once per pytest session.
+
+Every test here is in one xdist group (``k8s-cluster``): under ``make test``'s ``-n 2 --dist
+loadgroup`` they all run on one worker, in one session there, so the cluster starts once; the
+other worker never starts one.  The group is made by tests/conftest.py's scheduler (from the
+path: xdist 3.8's own marks group nothing under pytest 9.2); the marks are set here too, for an
+xdist that reads them again.  (Without ``--dist loadgroup`` each worker that gets one of these
+tests starts its own cluster: slower, still correct, the clusters share nothing.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Dict, Iterator, Optional
+
+import pytest
+from support.k8s import builds
+from support.k8s import nodekit
+from support.k8s.cluster import Cluster
+
+HERE = Path(__file__).resolve().parent
+
+GROUP = "k8s-cluster"
+#: What the cluster runs beside the binaries it builds (Debian packages scripts/install-deps.sh installs).
+TOOLS = ("openssl", "nsenter", "unshare", "ip", "runc", "iptables", "gcc", "mount")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers the marker; a run without it (-p no:xdist) must accept it too
+    config.addinivalue_line("markers", "xdist_group(name): run in one xdist worker with the group's other tests")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marker to group the items
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(HERE):
+            item.add_marker(pytest.mark.xdist_group(GROUP))
+
+
+def unavailable(message: str) -> None:
+    """Skip saying *message*, or fail with it under CI=true (where nothing may skip)."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def start(kubelet: str = "kubernetes", feature_gates: Optional[Dict[str, bool]] = None) -> Cluster:
+    if os.geteuid() != 0:
+        unavailable("the cluster tests need root (namespaces, cgroups, mounts)")
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        pytest.fail(f"missing {', '.join(missing)}: run `make deps` (scripts/install-deps.sh)")
+    if not any(Path(d, "loopback").exists() for d in nodekit.CNI_BIN_DIRS):
+        pytest.fail("no CNI loopback plugin: run `make deps` (installs containernetworking-plugins)")
+    for c in ("kubernetes", "containerd", "etcd", kubelet):
+        builds.ensure_or_skip(c)
+    c = nodekit.xpu_cluster(kubelet, feature_gates).start()
+    record = os.environ.get("XPU_CDI_K8S_RECORD")  # tests/test_leaves_no_traces.py: which cluster ran
+    if record:
+        with open(record, "a") as f:
+            f.write(json.dumps({"base": str(c.base), "cgroup": c.cgroup_name}) + "\n")
+    return c
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The session's cluster: control plane and kubelet of the pinned release, containerd 2.x
+    configured by `xpu-cdi runtime configure` (CDI on, reading ``cluster.cdi_dir``; the ``xpu``
+    handler runs the wrapper).  Its daemons' logs are kept in pytest's temp dir (``cluster-logs*``)."""
+    c = start(feature_gates=nodekit.FEATURE_GATES)
+    try:
+        yield c
+    finally:
+        c.stop(keep_logs=tmp_path_factory.mktemp("cluster-logs"))
+
+
+@pytest.fixture(scope="session")
+def compat_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A second cluster whose node runs the older kubelet (builds.py's ``kubelet-compat``) against
+    the pinned control plane; started when first asked for."""
+    c = start("kubelet-compat")
+    try:
+        yield c
+    finally:
+        c.stop(keep_logs=tmp_path_factory.mktemp("compat-cluster-logs"))
+

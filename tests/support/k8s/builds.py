@@ -1,0 +1,276 @@
+"""The upstream Go programs the one-node cluster runs, built from pinned module releases.
+
+Each component is a small Go module of the suite's own, ``tests/support/k8s/go/<name>/`` (go.mod,
+go.sum, tools.go), whose requirements pin the upstream release: ``k8s.io/kubernetes`` (with
+every ``k8s.io/<staging>`` module replaced by the matching ``v0.<minor>.<patch>``),
+``github.com/containerd/containerd/v2``, ``go.etcd.io/etcd/server/v3``.  :func:`ensure`
+builds one into the test cache, ``<cache>/k8s/<name>-<version>/bin/``, once per pin: a
+stamp there holds the hash of the module files, the build command and the Go release, and
+a different stamp rebuilds.  The build runs under a file lock, so two pytest workers or two
+checkouts wanting it at once build it once.
+
+To move a pin::
+
+    cd tests && ../.venv/bin/python -m support.k8s.builds pin kubernetes v1.37.3  # or kubelet-compat, containerd, etcd
+
+rewrites that module's go.mod/go.sum (``go get`` + ``go mod tidy``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from support import upstream
+from support.runtimes import CACHE
+
+HERE = Path(__file__).resolve().parent
+GO_DIR = HERE / "go"
+
+BUILDS = CACHE / "k8s"
+#: What every component is built with: paths out of the binaries, no symbol tables.
+BUILD_FLAGS = ["-trimpath"]
+LDFLAGS = ["-s", "-w"]
+
+
+class Unavailable(Exception):
+    """Go is missing or older than a pin needs: the message says what to install."""
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str                       # the directory under tests/support/k8s/go/
+    module: str                     # the upstream module its go.mod pins
+    packages: Tuple[Tuple[str, str], ...]  # (package, binary name)
+    env: Tuple[Tuple[str, str], ...] = ()
+    tags: Tuple[str, ...] = ()
+    staging: bool = False           # k8s.io/kubernetes: replace the staging modules, stamp the version
+    extra: Dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def dir(self) -> Path:
+        return GO_DIR / self.name
+
+    def version(self) -> str:
+        m = re.search(rf"^\s*(?:require\s+)?{re.escape(self.module)}\s+(v\S+)", (self.dir / "go.mod").read_text(),
+                      re.M)
+        if not m:
+            raise RuntimeError(f"{self.dir / 'go.mod'} does not require {self.module}")
+        return m.group(1)
+
+    def go_needed(self) -> Tuple[int, ...]:
+        """The Go release the module needs: the highest ``go`` line of its go.mod and the pinned module's."""
+        lines = [(self.dir / "go.mod").read_text()]
+        pinned = upstream.GOMODCACHE / "cache" / "download" / self.module.lower() / "@v" / f"{self.version()}.mod"
+        if pinned.is_file():
+            lines.append(pinned.read_text())
+        found = [parse_go(m) for t in lines for m in re.findall(r"^go\s+(\S+)", t, re.M)]
+        return max(found) if found else (1, 0)
+
+    def bin_dir(self) -> Path:
+        short = self.name.split("-")[0]
+        return BUILDS / f"{short}-{self.version()}" / "bin"
+
+
+def parse_go(text: str) -> Tuple[int, ...]:
+    """``go1.26.8`` or ``1.26.0`` -> (1, 26, 8)."""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    return tuple(int(x or 0) for x in m.groups()) if m else (0,)
+
+
+COMPONENTS: Dict[str, Component] = {c.name: c for c in [
+    Component("kubernetes", "k8s.io/kubernetes", tuple((f"k8s.io/kubernetes/cmd/{b}", b) for b in (
+        "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")), staging=True),
+    # the oldest release with DRA v1, whose kubelet the device-plugin tests also run against the
+    # newer control plane (kubelet may be three minors older than the API server)
+    Component("kubelet-compat", "k8s.io/kubernetes", (("k8s.io/kubernetes/cmd/kubelet", "kubelet"),), staging=True),
+    # static, as containerd's releases build them; no btrfs snapshotter (it needs cgo and libbtrfs)
+    Component("containerd", "github.com/containerd/containerd/v2", tuple(
+        (f"github.com/containerd/containerd/v2/cmd/{b}", b) for b in ("containerd", "containerd-shim-runc-v2", "ctr")),
+        env=(("CGO_ENABLED", "0"),)),
+    Component("etcd", "go.etcd.io/etcd/server/v3", (("go.etcd.io/etcd/server/v3", "etcd"),),
+              env=(("CGO_ENABLED", "0"),)),
+]}
+
+
+def go_version(go: str) -> Tuple[int, ...]:
+    r = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, env=go_env())
+    return parse_go(r.stdout) if r.returncode == 0 else (0,)
+
+
+def go_env() -> Dict[str, str]:
+    """The suite's Go environment (support.upstream: the test cache's module and build caches)."""
+    return upstream.go_env()
+
+
+def check_go(component: Component) -> str:
+    """The go binary to build *component* with; Unavailable saying what to install when there is none fit."""
+    need = ".".join(map(str, component.go_needed()))
+    go = upstream.go_binary()
+    what = f"{component.module} {component.version()}"
+    if go is None:
+        raise Unavailable(f"Go >= {need} is needed to build {what} for the Kubernetes tests: "
+                          "none found (install it from https://go.dev/dl/ into /usr/local/go, or put `go` on PATH)")
+    have = go_version(go)
+    if have < component.go_needed():
+        raise Unavailable(f"Go >= {need} is needed to build {what} for the Kubernetes tests: {go} is "
+                          f"{'.'.join(map(str, have))} (install a newer one from https://go.dev/dl/)")
+    return go
+
+
+def version_ldflags(component: Component) -> List[str]:
+    """What Kubernetes' hack/lib/version.sh stamps into its binaries (kubelet reports it in the Node's
+    nodeInfo, kubectl and the components print it); the build date is the release's, from the proxy."""
+    if not component.staging:
+        return []
+    v = component.version()
+    major, minor = re.match(r"v(\d+)\.(\d+)", v).groups()  # type: ignore[union-attr]
+    info = upstream.GOMODCACHE / "cache" / "download" / "k8s.io" / "kubernetes" / "@v" / f"{v}.info"
+    date = json.loads(info.read_text()).get("Time", "") if info.is_file() else ""
+    values = {"gitVersion": v, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean"}
+    if date:
+        values["buildDate"] = date
+    return [f"-X k8s.io/{pkg}/version.{k}={val}" for pkg in ("component-base", "client-go/pkg")
+            for k, val in values.items()]
+
+
+def build_commands(component: Component, out: Path) -> List[List[str]]:
+    """The ``go build`` commands (one per binary name the default would get wrong, else one for all)."""
+    base = ["build", *BUILD_FLAGS, "-ldflags", " ".join([*LDFLAGS, *version_ldflags(component)])]
+    if component.tags:
+        base += ["-tags", ",".join(component.tags)]
+    named = [(p, b) for p, b in component.packages if p.rsplit("/", 1)[-1] != b]
+    together = [p for p, b in component.packages if (p, b) not in named]
+    cmds = [[*base, "-o", f"{out}/", *together]] if together else []
+    cmds += [[*base, "-o", str(out / b), p] for p, b in named]
+    return cmds
+
+
+def stamp(component: Component, go: str) -> str:
+    h = hashlib.sha256()
+    for f in ("go.mod", "go.sum", "tools.go"):
+        h.update((component.dir / f).read_bytes())
+    h.update(json.dumps([build_commands(component, Path("OUT")), sorted(component.env),
+                         list(go_version(go))]).encode())
+    return h.hexdigest()
+
+
+def log(msg: str) -> None:
+    print(f"[k8s builds] {msg}", file=sys.stderr, flush=True)
+
+
+def ensure(name: str) -> Path:
+    """The bin dir of component *name*, built when its stamp is absent or differs."""
+    component = COMPONENTS[name]
+    go = check_go(component)
+    dest = component.bin_dir()
+    want = stamp(component, go)
+    stamp_file = dest.parent / "stamp"
+    if stamp_file.is_file() and stamp_file.read_text().split("\n")[0] == want:
+        return dest
+    BUILDS.mkdir(parents=True, exist_ok=True)
+    with open(BUILDS / f".lock-{component.name}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp_file.is_file() and stamp_file.read_text().split("\n")[0] == want:
+            return dest  # another worker or checkout built it while we waited
+        tmp = dest.parent / f"bin.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        env = dict(go_env(), **dict(component.env))
+        logf = dest.parent / "build.log"
+        t0 = time.monotonic()
+        log(f"building {component.module} {component.version()} into {dest} (cold: minutes; log {logf})")
+        with open(logf, "w") as out:
+            for cmd in build_commands(component, tmp):
+                out.write("$ go " + " ".join(cmd) + "\n")
+                out.flush()
+                # nice: the machine's cores are shared with the rest of the suite
+                r = subprocess.run(["nice", "-n", "10", go, *cmd], cwd=component.dir, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                if r.returncode != 0:
+                    tail = logf.read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"building {component.module} {component.version()} failed "
+                                       f"(`go {' '.join(cmd)}` in {component.dir}, exit {r.returncode}):\n{tail}")
+        took = time.monotonic() - t0
+        shutil.rmtree(dest, ignore_errors=True)
+        os.rename(tmp, dest)
+        stamp_file.write_text(f"{want}\nbuilt in {took:.0f} s with {go} {'.'.join(map(str, go_version(go)))}\n")
+        log(f"built {component.module} {component.version()} in {took:.0f} s")
+    return dest
+
+
+def ensure_or_skip(name: str) -> Path:
+    """:func:`ensure`, but where Go is missing or too old the calling test skips saying what to
+    install -- fails under CI=true, where nothing may skip."""
+    import pytest
+
+    try:
+        check_go(COMPONENTS[name])
+    except Unavailable as err:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(err))
+        pytest.skip(str(err))
+    return ensure(name)
+
+
+def build_seconds(name: str) -> Optional[float]:
+    """How long the cached build of *name* took (from its stamp), None when unknown."""
+    stamp_file = COMPONENTS[name].bin_dir().parent / "stamp"
+    m = re.search(r"built in (\d+) s", stamp_file.read_text()) if stamp_file.is_file() else None
+    return float(m.group(1)) if m else None
+
+
+# ------------------------------------------------------------------------------ moving a pin
+
+
+def staging_replaces(version: str) -> List[str]:
+    """``k8s.io/<staging> => k8s.io/<staging> v0.<minor>.<patch>`` for each staging module
+    k8s.io/kubernetes *version*'s own go.mod replaces with ``./staging/src/k8s.io/...``."""
+    go = upstream.go_binary() or "go"
+    r = subprocess.run([go, "mod", "download", "-json", f"k8s.io/kubernetes@{version}"], capture_output=True,
+                       text=True, env=go_env())
+    if r.returncode != 0:
+        raise RuntimeError(f"go mod download k8s.io/kubernetes@{version}: {r.stderr.strip()}")
+    text = Path(json.loads(r.stdout)["GoMod"]).read_text()
+    mods = sorted(set(re.findall(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", text, re.M)))
+    staged = "v0." + version.split(".", 1)[1]
+    return [f"{m} => {m} {staged}" for m in mods]
+
+
+def pin(name: str, version: str) -> None:
+    """Rewrite component *name*'s go.mod/go.sum to require its module at *version*."""
+    component = COMPONENTS[name]
+    go = upstream.go_binary() or "go"
+    gomod = component.dir / "go.mod"
+    text = re.sub(r"(?ms)^replace\s*\(.*?^\)\n?|^replace .*\n", "", gomod.read_text())
+    if component.staging:
+        text += "\nreplace (\n" + "".join(f"\t{r}\n" for r in staging_replaces(version)) + ")\n"
+    gomod.write_text(text)
+    for cmd in (["get", f"{component.module}@{version}"], ["mod", "tidy"]):  # these rewrite go.mod and go.sum
+        subprocess.run([go, *cmd], cwd=component.dir, env=dict(go_env(), GOFLAGS="-modcacherw"), check=True)
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) == 3 and argv[0] == "pin":
+        pin(argv[1], argv[2])
+        return 0
+    if len(argv) >= 1 and argv[0] == "build":
+        for name in argv[1:] or COMPONENTS:
+            print(ensure(name))
+        return 0
+    print(f"usage: {sys.argv[0]} pin <{'|'.join(COMPONENTS)}> <version> | build [component...]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
