@@ -33,12 +33,11 @@ from .. import atomic
 from ..errors import XpuCdiError
 from ..generate import profile as _profile
 from ..generate.discover import Roots
+from ..log import Log
 from . import devices, health, inotify, registration, stale
 from . import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin, remove_socket
-
-Log = Callable[[str], None]
 
 
 def stderr_log(message: str) -> None:

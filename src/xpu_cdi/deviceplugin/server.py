@@ -19,10 +19,10 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import grpc
 
+from ..log import Log
 from . import allocation, api
 from .devices import Card
 
-Log = Callable[[str], None]
 MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 
 
