@@ -277,7 +277,8 @@ class Daemon:
                               f"waiting for kubelet: {kubelet} does not exist (is kubelet running, and is "
                               f"--plugin-dir its device-plugins directory?)")
                 continue
-            err = registration.register(self.s.plugin_dir, os.path.basename(plugin.socket), plugin.resource)
+            err = registration.register(self.s.plugin_dir, os.path.basename(plugin.socket), plugin.resource,
+                                        plugin.options())
             if not err:
                 plugin.registered, plugin.error, plugin.attempts = True, "", 0
                 self.logged = {k for k in self.logged if not k.startswith("nokubelet:")}

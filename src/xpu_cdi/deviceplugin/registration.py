@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Iterable, Optional, Set, Tuple
+from typing import Any, Iterable, Optional, Set, Tuple
 
 import grpc
 
@@ -33,18 +33,13 @@ CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1), ("grpc.initial_reconne
                    ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000))
 
 
-def register(plugin_dir: str, endpoint: str, resource: str, timeout: float = REGISTER_TIMEOUT) -> str:
+def register(plugin_dir: str, endpoint: str, resource: str, options: Any, timeout: float = REGISTER_TIMEOUT) -> str:
     """One ``Register`` call to ``<plugin_dir>/kubelet.sock``; ``""`` on success, else kubelet's error."""
     target = "unix:" + os.path.join(plugin_dir, api.KUBELET_SOCKET)
-    request = api.RegisterRequest(version=api.VERSION, endpoint=endpoint, resource_name=resource,
-                                  options=api.DevicePluginOptions(pre_start_required=False,
-                                                                  get_preferred_allocation_available=True))
+    request = api.RegisterRequest(version=api.VERSION, endpoint=endpoint, resource_name=resource, options=options)
     channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
     try:
-        call = channel.unary_unary(api.method_path("Registration", "Register"),
-                                   request_serializer=api.RegisterRequest.SerializeToString,
-                                   response_deserializer=api.Empty.FromString)
-        call(request, timeout=timeout, wait_for_ready=False)
+        api.call(channel, "Registration", "Register")(request, timeout=timeout, wait_for_ready=False)
         return ""
     except grpc.RpcError as err:
         code = err.code() if hasattr(err, "code") else None

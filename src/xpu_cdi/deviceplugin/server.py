@@ -95,8 +95,13 @@ class KindPlugin:
 
     # -- RPCs ----------------------------------------------------------------------------------------------
 
-    def get_options(self, request: Any, context: Any) -> Any:
+    @staticmethod
+    def options() -> Any:
+        """What the plugin offers kubelet: in ``Register`` and from ``GetDevicePluginOptions``."""
         return api.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+    def get_options(self, request: Any, context: Any) -> Any:
+        return self.options()
 
     def list_and_watch(self, request: Any, context: Any) -> Any:
         stream = id(context)
@@ -159,22 +164,6 @@ class KindPlugin:
     def pre_start(self, request: Any, context: Any) -> Any:
         return api.PreStartContainerResponse()
 
-    def _handler(self) -> Any:
-        def unary(fn: Any, req: str, resp: str) -> Any:
-            return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=api.message(req).FromString,
-                                                       response_serializer=api.message(resp).SerializeToString)
-
-        return grpc.method_handlers_generic_handler(api.DEVICE_PLUGIN, {
-            "GetDevicePluginOptions": unary(self.get_options, "Empty", "DevicePluginOptions"),
-            "ListAndWatch": grpc.unary_stream_rpc_method_handler(
-                self.list_and_watch, request_deserializer=api.Empty.FromString,
-                response_serializer=api.ListAndWatchResponse.SerializeToString),
-            "GetPreferredAllocation": unary(self.get_preferred, "PreferredAllocationRequest",
-                                            "PreferredAllocationResponse"),
-            "Allocate": unary(self.allocate, "AllocateRequest", "AllocateResponse"),
-            "PreStartContainer": unary(self.pre_start, "PreStartContainerRequest", "PreStartContainerResponse"),
-        })
-
     # -- serving -------------------------------------------------------------------------------------------
 
     def serve(self) -> None:
@@ -189,7 +178,10 @@ class KindPlugin:
         # ListAndWatch holds a worker per stream: kubelet opens one, a restart briefly two
         self.pool = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp-" + self.kind)
         server = grpc.server(self.pool)
-        server.add_generic_rpc_handlers((self._handler(),))
+        server.add_generic_rpc_handlers((api.handler("DevicePlugin", {
+            "GetDevicePluginOptions": self.get_options, "ListAndWatch": self.list_and_watch,
+            "GetPreferredAllocation": self.get_preferred, "Allocate": self.allocate,
+            "PreStartContainer": self.pre_start}),))
         try:
             port = server.add_insecure_port("unix:" + self.socket)
         except RuntimeError:  # newer grpcio raises where older ones return 0
