@@ -49,3 +49,4 @@ def plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet, tmp_path: Pa
     p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "plugin.log")
     yield p
     p.stop()
+    print(f"the plugin's log:\n{p.text()}")  # pytest shows it when the test failed

@@ -1,27 +1,27 @@
-"""Registering with kubelet, and noticing when kubelet forgot us.
+"""The ``Register`` call to kubelet, its backoff, and what identifies a socket.
 
 Order matters: the plugin serves on its socket first and registers after,
-because kubelet dials the plugin back while (or right after) handling
-``Register`` and gives up after 10 s; registering first is the classic
-"context deadline exceeded".  A failed attempt is retried with backoff
-(0.1 s doubling to 10 s), and the log quotes kubelet's own error.
-
-kubelet, when it restarts, deletes every socket in its directory and
-creates ``kubelet.sock`` anew; until a plugin registers again, pods asking
-for its resource fail admission (``UnexpectedAdmissionError``).  The daemon
-sees both events through inotify (:mod:`.inotify`) and re-registers at once;
-:func:`restart_events` says which of them an event batch holds.
+because kubelet dials the plugin back while handling ``Register`` and gives
+up after 10 s; registering first is the classic "context deadline
+exceeded".  And the connection to kubelet comes before the last look at our
+socket: a starting kubelet deletes every socket in its directory before it
+listens, so once we are connected to a kubelet its clean-up is behind us,
+and a socket of ours that is there then is one it will find.  Checked the
+other way round, a kubelet starting in between deletes the socket we just
+checked and then waits its 10 s for it.  When to register (once per
+kubelet, whatever woke us) is :mod:`.restart`'s.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from typing import Any, Iterable, Optional, Set, Tuple
+import threading
+from typing import Any, Callable, List, Optional, Tuple
 
 import grpc
 
-from . import api, inotify
+from . import api
 
 BACKOFF_FIRST, BACKOFF_MAX = 0.1, 10.0
 REGISTER_TIMEOUT = 5.0
@@ -32,13 +32,42 @@ REGISTER_TIMEOUT = 5.0
 CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1), ("grpc.initial_reconnect_backoff_ms", 100),
                    ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000))
 
+# A socket file, not a name: (st_dev, st_ino, st_ctime_ns).  kubelet deletes
+# and re-creates sockets under the same names, and ext4 hands the freed inode
+# number to the new file; the creation time tells them apart (to a tick of
+# the kernel's file clock, a few ms before Linux 6.13: far less than a
+# kubelet takes to restart).
+Identity = Tuple[int, int, int]
 
-def register(plugin_dir: str, endpoint: str, resource: str, options: Any, timeout: float = REGISTER_TIMEOUT) -> str:
-    """One ``Register`` call to ``<plugin_dir>/kubelet.sock``; ``""`` on success, else kubelet's error."""
-    target = "unix:" + os.path.join(plugin_dir, api.KUBELET_SOCKET)
-    request = api.RegisterRequest(version=api.VERSION, endpoint=endpoint, resource_name=resource, options=options)
-    channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+
+def socket_identity(path: str) -> Optional[Identity]:
+    """The identity of the socket at *path*, or None when there is none (or another kind of file)."""
     try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
+
+
+def kubelet_socket(plugin_dir: str) -> str:
+    return os.path.join(plugin_dir, api.KUBELET_SOCKET)
+
+
+def register(plugin_dir: str, endpoint: str, resource: str, options: Any,
+             connected: Callable[[], bool] = lambda: True, timeout: float = REGISTER_TIMEOUT) -> str:
+    """One ``Register`` call to ``<plugin_dir>/kubelet.sock``; ``""`` on success, else kubelet's error.
+
+    *connected* runs once the connection to kubelet is up, before the request
+    is sent (the module docstring says why); False: nothing is sent.
+    """
+    request = api.RegisterRequest(version=api.VERSION, endpoint=endpoint, resource_name=resource, options=options)
+    channel = grpc.insecure_channel("unix:" + kubelet_socket(plugin_dir), options=CHANNEL_OPTIONS)
+    try:
+        err = _connect(channel, timeout)
+        if err:
+            return err
+        if not connected():
+            return "not sent: our socket could not be served"
         api.call(channel, "Registration", "Register")(request, timeout=timeout, wait_for_ready=False)
         return ""
     except grpc.RpcError as err:
@@ -49,28 +78,28 @@ def register(plugin_dir: str, endpoint: str, resource: str, options: Any, timeou
         channel.close()
 
 
+def _connect(channel: Any, timeout: float) -> str:
+    """Wait until *channel* is connected (``""``), or has failed to connect once (a dead kubelet.sock)."""
+    states: List[Any] = []
+    settled = threading.Event()
+
+    def seen(state: Any) -> None:
+        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                     grpc.ChannelConnectivity.SHUTDOWN):
+            states.append(state)
+            settled.set()
+
+    channel.subscribe(seen, try_to_connect=True)
+    try:
+        if not settled.wait(timeout):
+            return f"DEADLINE_EXCEEDED: no connection to kubelet.sock within {timeout:g}s"
+    finally:
+        channel.unsubscribe(seen)
+    if states[0] != grpc.ChannelConnectivity.READY:
+        return "UNAVAILABLE: nothing accepts connections on kubelet.sock (kubelet not running?)"
+    return ""
+
+
 def backoff(attempts: int) -> float:
     """Seconds before retry number *attempts* (1-based)."""
     return min(BACKOFF_MAX, BACKOFF_FIRST * (2 ** max(0, attempts - 1)))
-
-
-def kubelet_socket(plugin_dir: str) -> Optional[Tuple[int, int]]:
-    """``(device, inode)`` of kubelet.sock when it is a socket, else None."""
-    try:
-        st = os.lstat(os.path.join(plugin_dir, api.KUBELET_SOCKET))
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino) if stat.S_ISSOCK(st.st_mode) else None
-
-
-def restart_events(events: Iterable[inotify.Event], plugin_dir: str, sockets: Set[str]) -> Tuple[bool, Set[str]]:
-    """``(kubelet.sock created, our socket names deleted)`` among inotify *events*."""
-    created, deleted = False, set()
-    for directory, name, mask in events:
-        if os.path.normpath(directory) != os.path.normpath(plugin_dir):
-            continue
-        if name == api.KUBELET_SOCKET and mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
-            created = True
-        if name in sockets and mask & (inotify.IN_DELETE | inotify.IN_MOVED_FROM):
-            deleted.add(name)
-    return created, deleted
