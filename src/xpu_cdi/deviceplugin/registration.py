@@ -75,7 +75,9 @@ def register(plugin_dir: str, endpoint: str, resource: str, options: Any,
         details = err.details() if hasattr(err, "details") else str(err)
         return f"{getattr(code, 'name', code)}: {details}"
     finally:
-        channel.close()
+        # closing waits for gRPC's connectivity poll (up to 0.2 s) once the connection failed or was cut:
+        # not on the loop's time, a kubelet that is back meanwhile is registered with at once
+        threading.Thread(target=channel.close, name="close-kubelet-channel", daemon=True).start()
 
 
 def _connect(channel: Any, timeout: float) -> str:
