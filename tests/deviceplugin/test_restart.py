@@ -29,6 +29,7 @@ class Plugin:
         self.bound: Optional[registration.Identity] = None
         self.serves = 0
         self.refuse_serve = ""
+        self.vanish = 0  # the next serves whose socket a cleaning kubelet deletes as soon as it is made
 
     def options(self) -> str:
         return "options"
@@ -42,6 +43,9 @@ class Plugin:
             Path(self.socket).unlink()
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.socket)
+        if self.vanish:
+            self.vanish -= 1
+            Path(self.socket).unlink()
         self.bound = socket_identity(self.socket)
         self.serves += 1
 
@@ -237,6 +241,15 @@ def test_serve_failure_is_retried(world: Any) -> None:
     assert world.step() == UNSERVED  # not yet
     world.clock.now += 0.1
     assert world.step() == REGISTERED
+
+
+def test_socket_deleted_as_soon_as_made(world: Any) -> None:
+    """A kubelet cleaning its directory deletes the socket we just bound: not taken for ours (its identity
+    could not be read), served again on the next pass, which is due at once."""
+    world.plugin.vanish = 1
+    assert world.step() == UNSERVED and world.reg.due() == 0.0 and not world.kubelet.calls
+    assert world.step() == REGISTERED and world.plugin.serves == 2
+    assert world.plugin.bound is not None and world.kubelet.endpoint_at_call == world.plugin.bound
 
 
 def test_socket_identity_tells_recreated_sockets_apart(tmp_path: Path) -> None:

@@ -186,8 +186,9 @@ class Registrar:
                          f"(attempt {self.serve_failures}; retrying in {delay:.1f}s)")
             return False
         self.serve_failures, self.serve_at = 0, 0.0
-        if self.plugin.bound is None:
-            return False  # deleted as soon as made (a kubelet cleaning its directory): the next step serves again
+        if self.plugin.bound is None:  # deleted as soon as made (a kubelet cleaning its directory)
+            self.state = UNSERVED  # due at once: the next pass serves again
+            return False
         self.log(f"{self.plugin.kind}: " + ("our socket is gone (kubelet restarted?): serving again on "
                                             if self.served else f"serving {self.plugin.resource} on ")
                  + self.plugin.socket)
