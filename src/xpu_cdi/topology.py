@@ -278,4 +278,3 @@ def like_spec(spec: Dict[str, Any], view: HostView, opts: Any, sysfs_root: str) 
                for k in (d.get("annotations") or {})):
         return opts
     return spec_options(view, opts, sysfs_root)
-

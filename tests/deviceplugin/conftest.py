@@ -29,7 +29,6 @@ def node(tmp_path: Path, host_root: Path) -> Iterator[Node]:
     shutil.rmtree(plugin_dir, ignore_errors=True)
 
 
-
 @pytest.fixture(params=["pypi", "debian"])
 def stack(request: pytest.FixtureRequest) -> str:
     """Which grpcio/protobuf the daemon runs on: the venv's (PyPI) or Debian's."""
@@ -45,7 +44,8 @@ def kubelet(node: Node) -> Iterator[kubeletkit.FakeKubelet]:
 
 
 @pytest.fixture
-def plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet, tmp_path: Path) -> Iterator[kubeletkit.PluginProcess]:
+def plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+           tmp_path: Path) -> Iterator[kubeletkit.PluginProcess]:
     p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "plugin.log")
     yield p
     p.stop()

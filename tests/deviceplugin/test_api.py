@@ -28,7 +28,8 @@ def _shape(desc: object) -> dict:
         target = None
         if sub is not None:
             target = ("map", _shape(sub)) if sub.GetOptions().map_entry else sub.name
-        repeated = f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED  # protobuf 7 dropped label
+        # protobuf 7 dropped label
+        repeated = f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED
         out[f.name] = (f.number, f.type, repeated, target)
     return out
 

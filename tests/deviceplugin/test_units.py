@@ -129,7 +129,8 @@ class TestAllocation:
 
     def test_check_names_every_bad_id(self) -> None:
         cards = cards8()
-        with pytest.raises(allocation.AllocationError, match=r"unknown device ID\(s\) '8', 'x'.*device '1' is Unhealthy: gone"):
+        with pytest.raises(allocation.AllocationError,
+                           match=r"unknown device ID\(s\) '8', 'x'.*device '1' is Unhealthy: gone"):
             allocation.check(KIND, cards, {"1": "gone"}, ["1", "8", "x"])
         allocation.check(KIND, cards, {"1": "gone"}, ["0", "2"])
 

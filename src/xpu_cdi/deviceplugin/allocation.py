@@ -22,6 +22,7 @@ from ..errors import SelectionError
 from . import response
 from .devices import Card
 
+
 class AllocationError(SelectionError):
     """kubelet asked for IDs that cannot be given (unknown, unhealthy)."""
 

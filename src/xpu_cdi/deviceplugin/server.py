@@ -252,4 +252,3 @@ class KindPlugin:
                     "devices": list(self.cards),
                     "unhealthy": dict(self.unhealthy),
                     "numa": {c.id: c.numa for c in self.cards.values() if c.numa is not None}}
-
