@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import grpc
 
@@ -31,6 +30,8 @@ REGISTER_TIMEOUT = 5.0
 # second or more after kubelet is back.
 CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1), ("grpc.initial_reconnect_backoff_ms", 100),
                    ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000))
+
+NO_SUCH_METHOD = api.method_path("Registration", "XpuCdiNoSuchMethod")  # see _connect
 
 # A socket file, not a name: (st_dev, st_ino, st_ctime_ns).  kubelet deletes
 # and re-creates sockets under the same names, and ext4 hands the freed inode
@@ -75,30 +76,24 @@ def register(plugin_dir: str, endpoint: str, resource: str, options: Any,
         details = err.details() if hasattr(err, "details") else str(err)
         return f"{getattr(code, 'name', code)}: {details}"
     finally:
-        # closing waits for gRPC's connectivity poll (up to 0.2 s) once the connection failed or was cut:
-        # not on the loop's time, a kubelet that is back meanwhile is registered with at once
-        threading.Thread(target=channel.close, name="close-kubelet-channel", daemon=True).start()
+        channel.close()
 
 
 def _connect(channel: Any, timeout: float) -> str:
-    """Wait until *channel* is connected (``""``), or has failed to connect once (a dead kubelet.sock)."""
-    states: List[Any] = []
-    settled = threading.Event()
+    """Connect *channel*: ``""`` once kubelet has answered on it, else why not (a dead kubelet.sock).
 
-    def seen(state: Any) -> None:
-        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
-                     grpc.ChannelConnectivity.SHUTDOWN):
-            states.append(state)
-            settled.set()
-
-    channel.subscribe(seen, try_to_connect=True)
+    The proof is a call to a method kubelet does not have: its ``UNIMPLEMENTED``
+    comes back over the connection, and kubelet does nothing.  (gRPC's
+    connectivity callbacks are polled: a connection that is up and cut again
+    between two polls is never reported, and an idle channel stays idle.)
+    """
+    probe = channel.unary_unary(NO_SUCH_METHOD, request_serializer=api.Empty.SerializeToString,
+                                response_deserializer=api.Empty.FromString)
     try:
-        if not settled.wait(timeout):
-            return f"DEADLINE_EXCEEDED: no connection to kubelet.sock within {timeout:g}s"
-    finally:
-        channel.unsubscribe(seen)
-    if states[0] != grpc.ChannelConnectivity.READY:
-        return "UNAVAILABLE: nothing accepts connections on kubelet.sock (kubelet not running?)"
+        probe(api.Empty(), timeout=timeout, wait_for_ready=False)
+    except grpc.RpcError as err:
+        if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+            return f"{err.code().name}: {err.details()}"
     return ""
 
 
