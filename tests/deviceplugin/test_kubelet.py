@@ -221,9 +221,14 @@ class TestRestart:
 
     def test_stream_ended_by_kubelet(self, node: Node, kubelet: kubeletkit.FakeKubelet,
                                      plugin: kubeletkit.PluginProcess) -> None:
-        """kubelet drops our endpoint (its ListAndWatch stream ends) and stays: registered again, once."""
+        """kubelet drops our endpoint (its ListAndWatch stream ends) and stays: registered again, once; also
+        after the stream has sent later lists (a card Unhealthy, then Healthy again)."""
         kubelet.wait_registered()
-        kubelet.wait_for(lambda: kubelet.latest(), message="a device list")
+        kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy")
+        node.host.path("/dev/xpu3").unlink()
+        kubelet.wait_for(lambda: unhealthy(kubelet, "3"), timeout=5, message="card 3 Unhealthy")
+        fakehost.mknod(node.host.path("/dev/xpu3"), fakehost.XPU_MAJOR, 3)
+        kubelet.wait_for(lambda: healthy(kubelet, "3"), timeout=5, message="card 3 Healthy again")
         kubelet.drop("kunlunxin.com/xpu")
         kubelet.wait_registered(2, timeout=3)
         kubelet.assert_no_registration(2.0)

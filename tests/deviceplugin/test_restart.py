@@ -243,6 +243,61 @@ def test_serve_failure_is_retried(world: Any) -> None:
     assert world.step() == REGISTERED
 
 
+class Context:
+    """The gRPC servicer context of one ListAndWatch: add_callback says whether the RPC is still on."""
+
+    def __init__(self, alive: bool) -> None:
+        self.alive, self.callbacks = alive, []
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        if self.alive:
+            self.callbacks.append(callback)
+        return self.alive
+
+    def end(self) -> None:  # kubelet closed the stream
+        for callback in self.callbacks:
+            callback()
+
+
+def kind_plugin(tmp_path: Path) -> Any:
+    from xpu_cdi.deviceplugin.server import KindPlugin
+
+    return KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(tmp_path), ("cdi-cri",), lambda _line: None)
+
+
+def test_late_stream_of_a_dead_kubelet_is_nobodys(tmp_path: Path) -> None:
+    """A ListAndWatch whose RPC was over before its handler ran (a dead kubelet's, picked up after our next
+    Register began) is not tagged as that Register's stream, so its end is nothing."""
+    p = kind_plugin(tmp_path)
+    p.registrar.epoch = 2  # a Register in flight
+    stream = p.list_and_watch(None, Context(alive=False))
+    assert next(stream, None) is None  # nothing sent, the handler is done
+    assert p.registrar.stream_opened() == 2  # the tag is still free for kubelet's own stream
+
+
+def test_stream_end_counts_after_later_lists(tmp_path: Path) -> None:
+    """The registration's stream ends after it sent a later list (a health change): the end still counts;
+    a stream of a server we stopped does not."""
+    from xpu_cdi.deviceplugin.devices import Card
+
+    p = kind_plugin(tmp_path)
+    p.registrar.epoch = 1
+    ctx = Context(alive=True)
+    stream = p.list_and_watch(None, ctx)
+    assert len(next(stream).devices) == 0
+    p.update({"0": Card(id="0", kind="kunlunxin.com/xpu", nodes=(), index=0)}, {}, None)
+    assert len(next(stream).devices) == 1
+    ctx.end()
+    assert list(stream) == [] and p.registrar.lost
+    p.registrar.lost, p.registrar.epoch = False, 2
+    ctx = Context(alive=True)
+    stream = p.list_and_watch(None, ctx)
+    next(stream)
+    p.serving_gen += 1  # we served on a new socket: this stream's server was stopped by us
+    ctx.end()
+    assert list(stream) == [] and not p.registrar.lost
+
+
 def test_socket_deleted_as_soon_as_made(world: Any) -> None:
     """A kubelet cleaning its directory deletes the socket we just bound: not taken for ours (its identity
     could not be read), served again on the next pass, which is due at once."""

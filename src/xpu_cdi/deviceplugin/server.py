@@ -122,20 +122,22 @@ class KindPlugin:
         return api.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
     def get_options(self, request: Any, context: Any) -> Any:
+        self.registrar.dialed_back()
         return self.options()
 
     def list_and_watch(self, request: Any, context: Any) -> Any:
         stream = id(context)
         sent = -1
         woken = threading.Event()
-        tag, gen = self.registrar.stream_opened(), self.serving_gen
 
         def wake() -> None:
             woken.set()
             with self.cond:
                 self.cond.notify_all()
 
-        context.add_callback(wake)  # kubelet went away: end the stream
+        if not context.add_callback(wake):  # kubelet went away: end the stream
+            return  # it went before this handler ran (a dead kubelet's stream, run late): nobody's stream
+        tag, serving = self.registrar.stream_opened(), self.serving_gen
         try:
             while not woken.is_set():
                 with self.cond:
@@ -152,7 +154,7 @@ class KindPlugin:
         finally:
             with self.cond:
                 self.sent.pop(stream, None)
-                ours = self.stopping or gen != self.serving_gen
+                ours = self.stopping or serving != self.serving_gen
             if not ours:
                 self.registrar.stream_ended(tag)
 
