@@ -57,7 +57,8 @@ class Kubelet:
         self.path = directory / "kubelet.sock"
         self.calls: List[Any] = []
         self.refuse = ""
-        self.on_connect: Callable[[], None] = lambda: None  # what happens as the plugin connects
+        self.on_connect: Callable[[], None] = lambda: None  # what happens as the plugin first connects
+        self.dial_back: Callable[[], None] = lambda: None  # the plugin's GetDevicePluginOptions
         self.during_call: Callable[[], None] = lambda: None  # what happens while Register is in flight
         self.endpoint_at_call: Optional[registration.Identity] = None  # the socket kubelet would dial back
         self.sock: Optional[socket.socket] = None
@@ -74,11 +75,17 @@ class Kubelet:
         return socket_identity(str(self.path))
 
     def register(self, plugin_dir: str, endpoint: str, resource: str, options: Any,
-                 connected: Callable[[], bool]) -> str:
+                 ours: Callable[[], bool], serve: Callable[[], bool]) -> str:
         self.on_connect()
-        if not connected():
+        for _ in range(3):  # as registration.register: connected, our socket checked, served again if need be
+            if ours():
+                break
+            if not serve():
+                return "not sent"
+        else:
             return "not sent"
         self.calls.append((endpoint, resource, options))
+        self.dial_back()
         self.endpoint_at_call = socket_identity(str(self.path.parent / endpoint))
         self.during_call()
         return self.refuse
@@ -102,6 +109,7 @@ def world(tmp_path: Path) -> Iterator[Any]:
         wakes: List[int] = []
         reg = Registrar(plugin, str(tmp_path), logs.append, lambda: World.wakes.append(1),
                         register=kubelet.register, clock=clock)
+        kubelet.dial_back = reg.dialed_back
 
         @classmethod
         def step(cls) -> str:
@@ -241,6 +249,29 @@ def test_serve_failure_is_retried(world: Any) -> None:
     assert world.step() == UNSERVED  # not yet
     world.clock.now += 0.1
     assert world.step() == REGISTERED
+
+
+def test_kubelet_restarting_while_we_serve_again(world: Any) -> None:
+    """Connected to a new kubelet, our socket gone: while we serve again (it takes a while), that kubelet
+    dies and another one deletes the sockets and listens. The plugin serves again, and registers with the
+    kubelet that dials it back: recorded as that one's, so the next step does not register again."""
+    world.step()
+    restarts = []
+
+    def serve_and_restart() -> None:
+        Plugin.serve(world.plugin)
+        if not restarts:
+            restarts.append(1)
+            Path(world.plugin.socket).unlink()
+            world.kubelet.restart()
+
+    world.plugin.serve = serve_and_restart
+    world.kubelet.on_connect = lambda: Path(world.plugin.socket).unlink()
+    world.kubelet.restart()
+    assert world.step() == REGISTERED
+    assert world.plugin.serves == 3 and world.kubelet.endpoint_at_call == world.plugin.bound
+    world.kubelet.on_connect = lambda: None
+    assert world.step() == REGISTERED and len(world.kubelet.calls) == 2
 
 
 class Context:

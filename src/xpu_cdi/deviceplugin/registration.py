@@ -54,21 +54,28 @@ def kubelet_socket(plugin_dir: str) -> str:
     return os.path.join(plugin_dir, api.KUBELET_SOCKET)
 
 
-def register(plugin_dir: str, endpoint: str, resource: str, options: Any,
-             connected: Callable[[], bool] = lambda: True, timeout: float = REGISTER_TIMEOUT) -> str:
+def register(plugin_dir: str, endpoint: str, resource: str, options: Any, ours: Callable[[], bool] = lambda: True,
+             serve: Callable[[], bool] = lambda: True, timeout: float = REGISTER_TIMEOUT) -> str:
     """One ``Register`` call to ``<plugin_dir>/kubelet.sock``; ``""`` on success, else kubelet's error.
 
-    *connected* runs once the connection to kubelet is up, before the request
-    is sent (the module docstring says why); False: nothing is sent.
+    Once connected, *ours()* says whether our socket is still the one we serve
+    (the module docstring says why then); if not, *serve()* serves a new one
+    and the connection is made again: serving takes a while, and the kubelet
+    we were connected to may be gone by then.
     """
     request = api.RegisterRequest(version=api.VERSION, endpoint=endpoint, resource_name=resource, options=options)
     channel = grpc.insecure_channel("unix:" + kubelet_socket(plugin_dir), options=CHANNEL_OPTIONS)
     try:
-        err = _connect(channel, timeout)
-        if err:
-            return err
-        if not connected():
-            return "not sent: our socket could not be served"
+        for _round in range(3):
+            err = _connect(channel, timeout)
+            if err:
+                return err
+            if ours():
+                break
+            if not serve():
+                return "not sent: our socket could not be served"
+        else:
+            return "not sent: our socket was deleted three times while we connected"
         api.call(channel, "Registration", "Register")(request, timeout=timeout, wait_for_ready=False)
         return ""
     except grpc.RpcError as err:

@@ -31,11 +31,17 @@ per plugin, and the step reads the state from what is there now:
     goes (:mod:`.registration` says why).  What arrives during the call is
     looked at by the next step, which finds ``REGISTERED``.
 
+The registration is recorded for the ``kubelet.sock`` that is there when
+kubelet dials us back during the call (``GetDevicePluginOptions``: that
+kubelet is alive and handling our ``Register``), not for the one we saw
+before: a kubelet can restart while we connect.
+
 Sockets are told apart by inode and creation time, not by name
 (:func:`.registration.socket_identity`).  Only the first stream opened after
 a ``Register`` is its stream: kubelet closes the previous connection when a
 plugin registers again, and that stream's end is the result of registering,
-never a reason to.
+never a reason to; nor is a stream whose RPC was over before its handler ran
+(a dead kubelet's, run late).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..log import Log
 from . import registration
@@ -64,6 +70,8 @@ class Registrar:
         self.lock = threading.Lock()  # stream ends are reported from gRPC threads
         self.state = UNSERVED
         self.epoch = 0  # Register attempts made; the stream opened after one is tagged with it
+        self.pending = False  # a Register is in flight
+        self.dialed: Optional[Identity] = None  # kubelet.sock when kubelet dialed us back during it
         self.stream_epoch = -1  # the epoch whose stream is open (or ended)
         self.holds: Optional[Tuple[Identity, Identity]] = None  # (kubelet.sock, our socket) of the registration
         self.since = 0.0  # when that registration succeeded
@@ -78,7 +86,12 @@ class Registrar:
         self.registrations = 0
         self.why = ""  # what the next registration answers, for its log line
 
-    # -- from the plugin's ListAndWatch (gRPC threads) -----------------------------------------------------
+    # -- from the plugin's RPCs (gRPC threads) -------------------------------------------------------------
+
+    def dialed_back(self) -> None:
+        """GetDevicePluginOptions: during our Register, that is kubelet dialing us back."""
+        if self.pending:  # read without the lock: set and cleared by the loop around the call
+            self.dialed = registration.socket_identity(registration.kubelet_socket(self.plugin_dir))
 
     def stream_opened(self) -> Optional[int]:
         """A tag for the stream kubelet opens after our ``Register``; None for any further stream."""
@@ -133,15 +146,12 @@ class Registrar:
                 return self.state
             self.state = DUE
             self.epoch += 1
-            self.holds, self.lost = None, False
-        reached: List[Optional[Identity]] = [kubelet]
-
-        def connected() -> bool:  # the kubelet we reached has cleaned its directory: look at our socket now
-            reached[0] = registration.socket_identity(registration.kubelet_socket(self.plugin_dir))
-            return self.serving() or self.serve()
-
-        err = self.register(self.plugin_dir, os.path.basename(self.plugin.socket), self.plugin.resource,
-                            self.plugin.options(), connected)
+            self.holds, self.lost, self.dialed, self.pending = None, False, None, True
+        try:
+            err = self.register(self.plugin_dir, os.path.basename(self.plugin.socket), self.plugin.resource,
+                                self.plugin.options(), self.serving, self.serve)
+        finally:
+            self.pending = False
         with self.lock:
             if err:
                 self.failures += 1
@@ -150,7 +160,8 @@ class Registrar:
                 self.retry_at = self.clock() + delay
                 self.state, attempts = BACKOFF, self.failures
             else:
-                self.holds, self.since, self.error = (reached[0], self.plugin.bound), self.clock(), ""
+                got = self.dialed or registration.socket_identity(registration.kubelet_socket(self.plugin_dir))
+                self.holds, self.since, self.error = (got, self.plugin.bound), self.clock(), ""
                 self.registrations += 1
                 self.state = BACKOFF if self.lost else REGISTERED
             why, self.why = self.why, ""
