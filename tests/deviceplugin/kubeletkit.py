@@ -282,7 +282,12 @@ class FakeKubelet:
 
 
 class PluginProcess:
-    """``xpu-cdi device-plugin`` in its own process; stopped (SIGTERM, then SIGKILL) on :meth:`stop`."""
+    """``xpu-cdi device-plugin`` in its own process; stopped (SIGTERM, then SIGKILL) on :meth:`stop`.
+
+    Its log lines are kept with the time they were read (``time.monotonic()``,
+    the clock of :meth:`FakeKubelet.history`), so that a failure shows the two
+    side by side.
+    """
 
     def __init__(self, stack: str, args: List[str], log: Path) -> None:
         python, env = stack_python(stack)
@@ -290,7 +295,20 @@ class PluginProcess:
         self.out = open(log, "wb")
         self.proc = subprocess.Popen([python, "-c", "import sys; from xpu_cdi.cli import main; "
                                                     "sys.argv[0] = 'xpu-cdi'; main()", "device-plugin", *args],
-                                     stdout=self.out, stderr=subprocess.STDOUT, env=env)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        self.reader = threading.Thread(target=self._read, name="plugin-log", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.out.write(f"{time.monotonic():.3f} ".encode() + line)
+            self.out.flush()
+
+    def _closed(self) -> None:
+        self.reader.join(10)  # the pipe ends with the process
+        if not self.out.closed:
+            self.out.close()
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -308,7 +326,7 @@ class PluginProcess:
         try:
             return self.proc.wait(timeout)
         finally:
-            self.out.close()
+            self._closed()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -318,5 +336,4 @@ class PluginProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if not self.out.closed:
-            self.out.close()
+        self._closed()

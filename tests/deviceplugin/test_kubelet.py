@@ -206,7 +206,7 @@ class TestRestart:
             if reg.at - t0 > 1.0:
                 late.append((kubelet.instance, round(reg.at - t0, 3)))
         kubelet.assert_no_registration(2.0)
-        assert not late, late
+        assert not late, f"(kubelet, seconds) registered later than 1 s: {late}; kubelet saw:\n{kubelet.history()}"
         assert kubelet.count() == 51 and all(kubelet.count(i) == 1 for i in range(1, 52)), kubelet.history()
 
     def test_own_socket_deleted(self, node: Node, kubelet: kubeletkit.FakeKubelet,
