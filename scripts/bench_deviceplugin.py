@@ -1,16 +1,18 @@
 """The device plugin's figures for `make bench` (scripts/bench.py calls :func:`run`).
 
 ``xpu-cdi device-plugin`` runs as its own process on a fake 8-card node,
-against the fake kubelet of the tests (stubs compiled from the upstream
-k8s.io/kubelet module, tests/support/kubeproto.py; where it cannot be had these
-rows are left out, saying why), on each Python stack that is installed (PyPI's grpcio/protobuf in the
-venv, Debian's python3-grpcio/python3-protobuf):
+against the stand-in kubelet of the tests (``kubeletkit.FakeKubelet``, stubs
+from the upstream k8s.io/kubelet module, tests/support/kubeproto.py; where they cannot be had these rows are left out,
+saying why), on each Python stack that is installed (PyPI's grpcio/protobuf
+in the venv, Debian's python3-grpcio/python3-protobuf):
 
 * Allocate latency, client side: one card per call, >= 200 calls on one
   channel (as kubelet keeps one), median and p99;
 * resident memory (VmRSS) of the daemon once it has registered and settled;
-* kubelet restart: every socket wiped, a new kubelet.sock -> the plugin's
-  Register arriving (median and worst of the rounds);
+* kubelet restart: the stand-in dies and starts again (every socket wiped,
+  a new kubelet.sock) -> the plugin's Register arriving (median and worst of
+  the rounds), and the registrations per restart, counted after a quiet
+  second (1: no restart handled twice, no storm);
 * a card's node unlinked -> the ListAndWatch update marking it Unhealthy.
 """
 
@@ -27,7 +29,8 @@ sys.path.insert(0, str(REPO / "tests"))  # support: the test helpers
 
 from support import fakehost  # noqa: E402
 
-TARGETS = {"allocate_p99_ms": 5.0, "rss_mib": 60.0, "reregister_s": 1.0, "unhealthy_s": 2.0}
+TARGETS = {"allocate_p99_ms": 5.0, "rss_mib": 60.0, "reregister_s": 1.0, "unhealthy_s": 2.0,
+           "registrations_per_restart": 1.0}
 Rows = List[Tuple[str, str, str]]
 
 
@@ -64,7 +67,8 @@ def measure(stack: str, work: Path, calls: int = 300, restarts: int = 20, vanish
     proc = kubeletkit.PluginProcess(stack, [*host.cli_roots, "--plugin-dir", str(plugin_dir), "--spec-dir",
                                             str(spec_dir), "--status-file", str(work / f"st-{stack}.json"),
                                             "--uevents", "none"], work / f"plugin-{stack}.log")
-    out: Dict[str, List[float]] = {"allocate_s": [], "rss_mib": [], "reregister_s": [], "unhealthy_s": []}
+    out: Dict[str, List[float]] = {"allocate_s": [], "rss_mib": [], "reregister_s": [], "unhealthy_s": [],
+                                   "registrations_per_restart": []}
     try:
         kubelet.wait_registered()
         kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
@@ -78,13 +82,13 @@ def measure(stack: str, work: Path, calls: int = 300, restarts: int = 20, vanish
             stub.Allocate(req, timeout=5)
             if i >= 20:  # the first calls open the channel
                 out["allocate_s"].append(time.perf_counter() - t)
+        before = kubelet.count()
         for _ in range(restarts):
-            kubelet.stop(wipe=True)
-            t0 = time.monotonic()
-            kubelet.start()
-            before = len(kubelet.requests)
-            kubelet.wait_registered(before + 1, timeout=10)
-            out["reregister_s"].append(kubelet.registered_at[-1] - t0)
+            t0 = kubelet.restart()
+            reg = kubelet.wait_registered_with(kubelet.instance, timeout=10)
+            out["reregister_s"].append(reg.at - t0)
+        time.sleep(1.0)  # a quiet second: a late second registration, or a storm, counts too
+        out["registrations_per_restart"].append((kubelet.count() - before) / restarts)
         for i in range(vanishes):
             card = str(i % 8)
             node = host.path(f"/dev/xpu{card}")
@@ -105,7 +109,7 @@ def measure(stack: str, work: Path, calls: int = 300, restarts: int = 20, vanish
 def rows_of(stack: str, s: Dict[str, List[float]]) -> Rows:
     a = [v * 1e3 for v in s["allocate_s"]]
     p99, med = _p99(a), statistics.median(a)
-    rr, uh = s["reregister_s"], s["unhealthy_s"]
+    rr, uh, per = s["reregister_s"], s["unhealthy_s"], s["registrations_per_restart"][0]
 
     def met(value: float, key: str) -> str:
         return "met" if value <= TARGETS[key] else "**missed**"
@@ -117,7 +121,8 @@ def rows_of(stack: str, s: Dict[str, List[float]]) -> Rows:
          f"VmRSS after registering 8 cards; target <= 60 MiB: {met(s['rss_mib'][0], 'rss_mib')}"),
         (f"device plugin ({stack}): kubelet restart -> registered", f"{statistics.median(rr) * 1e3:.0f} ms",
          f"worst {max(rr) * 1e3:.0f} ms over {len(rr)} restarts (sockets wiped, new kubelet.sock); "
-         f"target <= 1 s: {met(max(rr), 'reregister_s')}"),
+         f"target <= 1 s: {met(max(rr), 'reregister_s')}; {per:.2f} registrations per restart "
+         f"(target 1: {'met' if per == TARGETS['registrations_per_restart'] else '**missed**'})"),
         (f"device plugin ({stack}): node vanished -> Unhealthy", f"{statistics.median(uh) * 1e3:.0f} ms",
          f"worst {max(uh) * 1e3:.0f} ms over {len(uh)} cards; target <= 2 s: {met(max(uh), 'unhealthy_s')}"),
     ]

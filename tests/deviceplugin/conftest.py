@@ -27,7 +27,6 @@ def node(tmp_path: Path, host_root: Path) -> Iterator[Node]:
     shutil.rmtree(plugin_dir, ignore_errors=True)
 
 
-
 @pytest.fixture(params=["pypi", "debian"])
 def stack(request: pytest.FixtureRequest) -> str:
     """Which grpcio/protobuf the daemon runs on: the venv's (PyPI) or Debian's."""
@@ -48,3 +47,4 @@ def plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
     p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "plugin.log")
     yield p
     p.stop()
+    print(f"the plugin's log:\n{p.text()}")  # pytest shows it when the test failed

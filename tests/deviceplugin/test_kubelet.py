@@ -141,28 +141,99 @@ class TestHealth:
 
 
 class TestRestart:
+    """kubelet restarts as its device manager does (kubeletkit): one registration per kubelet, then quiet.
+
+    Each registration is counted per kubelet instance; a quiet window fails at the first registration
+    that arrives in it (a storm is hundreds a second)."""
+
     def test_kubelet_restart_reregisters_within_a_second(self, node: Node, kubelet: kubeletkit.FakeKubelet,
                                                          plugin: kubeletkit.PluginProcess) -> None:
-        """kubelet exits, wipes every socket and comes back with a new kubelet.sock: registered again
-        within 1 s, on a socket that serves (the new kubelet dials it back)."""
+        """kubelet dies, a new one wipes every socket and creates kubelet.sock: registered again within 1 s,
+        from a socket that served when Register arrived, and the list comes on the new stream."""
         kubelet.wait_registered()
         for _round in range(2):
-            kubelet.stop(wipe=True)
-            t0 = time.monotonic()
-            kubelet.start()
-            before = len(kubelet.requests)
-            kubelet.wait_registered(before + 1, timeout=5)
-            assert kubelet.registered_at[-1] - t0 <= 1.0, plugin.text()
-            assert (node.plugin_dir / SOCKET).is_socket()
-        kubelet.wait_for(lambda: sorted(kubelet.latest()) == ALL, message="the list on the new stream")
+            t0 = kubelet.restart()
+            reg = kubelet.wait_registered_with(kubelet.instance, timeout=5)
+            assert reg.at - t0 <= 1.0, plugin.text()
+            assert reg.served and (node.plugin_dir / SOCKET).is_socket(), plugin.text()
+            kubelet.wait_for(lambda: kubelet.lists and kubelet.lists[-1][0] > reg.at
+                             and sorted(kubelet.latest()) == ALL, message="the list on the new stream")
+
+    def test_one_restart_one_registration(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                          plugin: kubeletkit.PluginProcess) -> None:
+        """The restart's three signs (stream ended, our socket deleted, kubelet.sock created) give one
+        registration, not one each."""
+        kubelet.wait_registered()
+        kubelet.restart()
+        kubelet.wait_registered_with(2, timeout=5)
+        kubelet.assert_no_registration(2.0)
+        assert (kubelet.count(1), kubelet.count(2)) == (1, 1), kubelet.history()
+
+    @pytest.mark.parametrize("gap", [0.1, 1.0])
+    def test_two_restarts_then_quiet(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                     plugin: kubeletkit.PluginProcess, gap: float) -> None:
+        """Two restarts *gap* apart (a crash loop, an upgrade restarting twice): one registration with each
+        kubelet, then none for 5 s."""
+        kubelet.wait_registered()
+        t0 = kubelet.restart()
+        kubelet.wait_registered_with(2, timeout=1)
+        time.sleep(max(0.0, t0 + gap - time.monotonic()))  # the schedule of the restarts, not a wait on the plugin
+        kubelet.restart()
+        kubelet.wait_registered_with(3, timeout=1)
+        kubelet.assert_no_registration(5.0)
+        assert [kubelet.count(i) for i in (1, 2, 3)] == [1, 1, 1], kubelet.history()
+
+    def test_restart_while_registering(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                       plugin: kubeletkit.PluginProcess) -> None:
+        """Back-to-back restarts, the second while the plugin may be registering with the first: at most one
+        registration per kubelet, exactly one with the last, then none for 5 s."""
+        kubelet.wait_registered()
+        kubelet.restart()
+        kubelet.restart()
+        kubelet.wait_registered_with(3, timeout=1)
+        kubelet.assert_no_registration(5.0)
+        assert kubelet.count(2) <= 1 and kubelet.count(3) == 1, kubelet.history()
+
+    def test_fifty_restarts(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                            plugin: kubeletkit.PluginProcess) -> None:
+        """50 restarts in a row: each re-registered within 1 s of its kubelet.sock; as many registrations
+        as restarts."""
+        kubelet.wait_registered()
+        late = []
+        for _ in range(50):
+            t0 = kubelet.restart()
+            reg = kubelet.wait_registered_with(kubelet.instance, timeout=5)
+            if reg.at - t0 > 1.0:
+                late.append((kubelet.instance, round(reg.at - t0, 3)))
+        kubelet.assert_no_registration(2.0)
+        assert not late, f"(kubelet, seconds) registered later than 1 s: {late}; kubelet saw:\n{kubelet.history()}"
+        assert kubelet.count() == 51 and all(kubelet.count(i) == 1 for i in range(1, 52)), kubelet.history()
 
     def test_own_socket_deleted(self, node: Node, kubelet: kubeletkit.FakeKubelet,
                                 plugin: kubeletkit.PluginProcess) -> None:
-        """Our socket removed (kubelet.sock kept): served again and registered again."""
+        """Our socket removed (kubelet.sock kept): served again and registered again, once."""
         kubelet.wait_registered()
         (node.plugin_dir / SOCKET).unlink()
         kubelet.wait_registered(2, timeout=3)
         assert (node.plugin_dir / SOCKET).is_socket()
+        kubelet.assert_no_registration(2.0)
+        assert kubelet.count() == 2, kubelet.history()
+
+    def test_stream_ended_by_kubelet(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                     plugin: kubeletkit.PluginProcess) -> None:
+        """kubelet drops our endpoint (its ListAndWatch stream ends) and stays: registered again, once; also
+        after the stream has sent later lists (a card Unhealthy, then Healthy again)."""
+        kubelet.wait_registered()
+        kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy")
+        node.host.path("/dev/xpu3").unlink()
+        kubelet.wait_for(lambda: unhealthy(kubelet, "3"), timeout=5, message="card 3 Unhealthy")
+        fakehost.mknod(node.host.path("/dev/xpu3"), fakehost.XPU_MAJOR, 3)
+        kubelet.wait_for(lambda: healthy(kubelet, "3"), timeout=5, message="card 3 Healthy again")
+        kubelet.drop("kunlunxin.com/xpu")
+        kubelet.wait_registered(2, timeout=3)
+        kubelet.assert_no_registration(2.0)
+        assert kubelet.count() == 2, kubelet.history()
+        assert "kubelet ended the ListAndWatch stream of our registration" in plugin.text()
 
 
 class TestAllocation:

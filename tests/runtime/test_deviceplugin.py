@@ -75,15 +75,24 @@ class TestEnvAndResponse:
         with pytest.raises(SelectionError):
             deviceplugin.selection_env(var, ids)
 
-    @pytest.mark.parametrize("mode, field", [("cdi", "cdi_devices"), ("annotation", "annotations"), ("env", "envs")])
-    def test_allocate_response(self, mode: str, field: str) -> None:
-        """Each mode fills its own field of ContainerAllocateResponse."""
-        assert list(deviceplugin.allocate_response(KIND, ["1"], mode=mode)) == [field]
+    @pytest.mark.parametrize("strategy, field", [("cdi-cri", "cdi_devices"), ("cdi-annotations", "annotations"),
+                                                 ("envvar", "envs")])
+    def test_allocate_response(self, strategy: str, field: str) -> None:
+        """Each strategy (the names `xpu-cdi device-plugin --device-list-strategy` takes) fills its own field
+        of ContainerAllocateResponse."""
+        assert list(deviceplugin.allocate_response(KIND, ["1"], strategy)) == [field]
 
-    def test_unknown_mode(self) -> None:
-        """An unknown mode names the valid ones."""
-        with pytest.raises(SelectionError, match="cdi, annotation, env"):
-            deviceplugin.allocate_response(KIND, ["1"], mode="dra")
+    def test_strategies_together(self) -> None:
+        """Several strategies at once; envvar selects the card indices given apart from PCI-named ids."""
+        got = deviceplugin.allocate_response(KIND, ["0000:3b:00.0"], deviceplugin.STRATEGIES, env_ids=["2"])
+        assert got == {"cdi_devices": [{"name": "kunlunxin.com/xpu=0000:3b:00.0"}],
+                       "annotations": {"cdi.k8s.io/xpu_0000_3b_00.0": "kunlunxin.com/xpu=0000:3b:00.0"},
+                       "envs": {"CXPU_VISIBLE_DEVICES": "2"}}
+
+    def test_unknown_strategy(self) -> None:
+        """An unknown strategy names the valid ones."""
+        with pytest.raises(SelectionError, match="cdi-cri, cdi-annotations, envvar"):
+            deviceplugin.allocate_response(KIND, ["1"], "dra")
 
 
 def test_runtimeclass() -> None:

@@ -1,11 +1,26 @@
 """Playing kubelet for ``xpu-cdi device-plugin`` tests.
 
-:class:`FakeKubelet` serves ``/v1beta1.Registration/Register`` on
-``<dir>/kubelet.sock`` with stubs compiled from the upstream proto
-(``tests/support/kubeproto.py``, never the plugin's own message table), and, as
-kubelet does, dials the plugin back while handling ``Register``: a plugin
-that registers before it serves fails here exactly as it fails on a node.
-It then keeps a ``ListAndWatch`` stream open and records every list.
+:class:`FakeKubelet` is kubelet's device manager as a plugin sees it
+(``pkg/kubelet/cm/devicemanager``: ``plugin/v1beta1/server.go``,
+``handler.go``, ``client.go`` and ``manager.go``), with stubs compiled from
+the upstream proto (``tests/support/kubeproto.py``, never the plugin's own message
+table):
+
+* **start** (every restart too): delete every socket in the directory, the
+  plugins' included (``CleanupPluginDirectory``), then serve ``Registration``
+  on a new ``kubelet.sock``;
+* **Register**: refuse a version or resource name kubelet refuses; dial the
+  plugin's endpoint back and call ``GetDevicePluginOptions`` before answering
+  (a plugin that registers before it serves fails here as on a node); the
+  new endpoint replaces the resource's previous one, whose connection is
+  closed (its ``ListAndWatch`` stream ends); then ``ListAndWatch`` on the new
+  one, every list recorded;
+* **stop**: as a kubelet process that dies: the registration server goes,
+  every connection to the plugins closes, and a dead ``kubelet.sock`` stays
+  behind (nobody unlinks it; the next start deletes it).
+
+Registrations are recorded with the kubelet instance (one per start) they
+reached, so that tests count registrations per restart.
 
 :class:`PluginProcess` runs the daemon as its own process on one of the two
 Python stacks: ``pypi`` (the venv: PyPI's grpcio/protobuf) or ``debian``
@@ -17,11 +32,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -29,6 +46,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
+DIAL_TIMEOUT = 10.0  # kubelet's dial of a plugin (client.go)
 
 
 def stubs() -> Tuple[Any, Any]:
@@ -54,28 +72,44 @@ def stack_python(stack: str) -> Tuple[str, Dict[str, str]]:
     return SYSTEM_PYTHON, env
 
 
-class FakeKubelet:
-    """kubelet's registration service and its ListAndWatch client, on ``<plugin_dir>/kubelet.sock``."""
+@dataclass
+class Registration:
+    request: Any
+    at: float  # when the Register call reached kubelet (time.monotonic)
+    instance: int  # the kubelet start it reached
+    served: bool  # the endpoint's socket existed when Register arrived
 
-    def __init__(self, plugin_dir: Path, dial_back: bool = True, refuse: str = "") -> None:
+
+class FakeKubelet:
+    """kubelet's registration service and its device-plugin clients, on ``<plugin_dir>/kubelet.sock``."""
+
+    def __init__(self, plugin_dir: Path, refuse: str = "") -> None:
         import grpc
 
         self.grpc = grpc
         self.pb2, self.grpc_pb2 = stubs()
         self.dir = plugin_dir
-        self.dial_back, self.refuse = dial_back, refuse
-        self.requests: List[Any] = []
-        self.registered_at: List[float] = []
+        self.refuse = refuse
+        self.registrations: List[Registration] = []
         self.lists: List[Tuple[float, Dict[str, Tuple[str, List[int]]]]] = []  # (when, id -> (health, numa ids))
+        self.events: List[str] = []  # what happened, for failure messages
         self.options: Optional[Any] = None
         self.cond = threading.Condition()
-        self.channels: List[Any] = []
+        self.instance = 0
+        self.started_at = 0.0  # when the current instance's kubelet.sock was there
+        self.endpoints: Dict[str, Any] = {}  # resource -> channel of its current endpoint
+        self.channels: List[Any] = []  # the tests' own channels to plugins
         self.server: Optional[Any] = None
         self.start()
 
-    # -- the server side: Register -------------------------------------------------------------------------
+    # -- kubelet's life ------------------------------------------------------------------------------------
 
     def start(self) -> None:
+        """A starting kubelet: every socket in the directory deleted, then kubelet.sock served anew."""
+        assert self.server is None, "start() of a running kubelet: stop() it first"
+        for p in self.dir.iterdir():
+            if p.is_socket():
+                p.unlink()
         kubelet = self
 
         class Registration(self.grpc_pb2.RegistrationServicer):  # type: ignore[name-defined,misc]
@@ -86,32 +120,79 @@ class FakeKubelet:
         self.grpc_pb2.add_RegistrationServicer_to_server(Registration(), self.server)
         self.server.add_insecure_port("unix:" + str(self.dir / "kubelet.sock"))
         self.server.start()
+        with self.cond:
+            self.instance += 1
+            self.started_at = time.monotonic()
+            self.events.append(f"{self.started_at:.3f} kubelet #{self.instance} started")
+            self.cond.notify_all()
+
+    def stop(self) -> None:
+        """A kubelet that dies: no more Register, every plugin connection closed, a dead kubelet.sock left."""
+        if self.server is not None:
+            self.server.stop(0).wait()  # gRPC unlinks kubelet.sock here; a killed kubelet would not
+            self.server = None
+            dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                dead.bind(str(self.dir / "kubelet.sock"))  # nobody listens: connecting is refused
+            except OSError:
+                pass  # the directory went away, or something else is there
+            finally:
+                dead.close()
+        with self.cond:
+            endpoints, self.endpoints = list(self.endpoints.values()), {}
+            self.events.append(f"{time.monotonic():.3f} kubelet #{self.instance} stopped")
+        for ch in endpoints + self.channels:
+            ch.close()
+        self.channels = []
+
+    def restart(self) -> float:
+        """stop() then start(); the time the new kubelet.sock was there."""
+        self.stop()
+        self.start()
+        return self.started_at
+
+    def drop(self, resource: str) -> None:
+        """Disconnect a resource's endpoint as kubelet does when it gives a plugin up: its stream ends."""
+        with self.cond:
+            channel = self.endpoints.pop(resource)
+            self.events.append(f"{time.monotonic():.3f} kubelet #{self.instance}: dropped {resource}")
+        channel.close()
+
+    # -- Register and ListAndWatch -------------------------------------------------------------------------
 
     def _register(self, request: Any, context: Any) -> Any:
         arrived = time.monotonic()  # when the plugin's Register reached "kubelet"
+        instance = self.instance
+        served = (self.dir / request.endpoint).is_socket()
         if self.refuse:
             context.abort(self.grpc.StatusCode.INVALID_ARGUMENT, self.refuse)
         if request.version != "v1beta1":
             context.abort(self.grpc.StatusCode.INVALID_ARGUMENT, f"unsupported version {request.version!r}")
-        if self.dial_back:
-            # kubelet connects to the endpoint the plugin names before it answers
-            channel = self.grpc.insecure_channel("unix:" + str(self.dir / request.endpoint))
-            stub = self.grpc_pb2.DevicePluginStub(channel)
-            try:
-                self.options = stub.GetDevicePluginOptions(self.pb2.Empty(), timeout=2)
-            except self.grpc.RpcError as err:
-                channel.close()
-                context.abort(self.grpc.StatusCode.UNAVAILABLE,
-                              f"failed to dial device plugin: {err.code().name}")
-            self.channels.append(channel)
-            threading.Thread(target=self._watch, args=(stub,), daemon=True).start()
+        # kubelet dials the endpoint the plugin names and asks its options before it answers
+        channel = self.grpc.insecure_channel("unix:" + str(self.dir / request.endpoint))
+        stub = self.grpc_pb2.DevicePluginStub(channel)
+        try:
+            options = stub.GetDevicePluginOptions(self.pb2.Empty(), timeout=DIAL_TIMEOUT, wait_for_ready=True)
+        except self.grpc.RpcError as err:
+            channel.close()
+            with self.cond:
+                self.events.append(f"{time.monotonic():.3f} kubelet #{instance}: failed to dial device plugin "
+                                   f"{request.endpoint}: {err.code().name}")
+            context.abort(self.grpc.StatusCode.UNKNOWN, f"failed to dial device plugin: {err.code().name}")
         with self.cond:
-            self.requests.append(request)
-            self.registered_at.append(arrived)
+            old = self.endpoints.get(request.resource_name)
+            self.endpoints[request.resource_name] = channel
+            self.options = options
+            self.registrations.append(Registration(request, arrived, instance, served))
+            self.events.append(f"{arrived:.3f} kubelet #{instance}: Register {request.resource_name} "
+                               f"({request.endpoint})" + (", replacing the previous endpoint" if old else ""))
             self.cond.notify_all()
+        if old is not None:
+            old.close()  # the previous endpoint's stream ends
+        threading.Thread(target=self._watch, args=(stub, instance), daemon=True).start()
         return self.pb2.Empty()
 
-    def _watch(self, stub: Any) -> None:
+    def _watch(self, stub: Any, instance: int) -> None:
         try:
             for resp in stub.ListAndWatch(self.pb2.Empty()):
                 devs = {d.ID: (d.health, [n.ID for n in d.topology.nodes]) for d in resp.devices}
@@ -119,9 +200,30 @@ class FakeKubelet:
                     self.lists.append((time.monotonic(), devs))
                     self.cond.notify_all()
         except (self.grpc.RpcError, ValueError):
-            pass  # the plugin went away, or we stopped (grpc raises ValueError on a channel closed under it)
+            pass  # the plugin went away, or we closed the channel (ValueError: closed under the iterator)
+        with self.cond:
+            self.events.append(f"{time.monotonic():.3f} kubelet #{instance}: a ListAndWatch stream ended")
 
     # -- waiting and calling -------------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> List[Any]:
+        with self.cond:
+            return [r.request for r in self.registrations]
+
+    @property
+    def registered_at(self) -> List[float]:
+        with self.cond:
+            return [r.at for r in self.registrations]
+
+    def count(self, instance: Optional[int] = None) -> int:
+        """Registrations so far (that reached *instance*)."""
+        with self.cond:
+            return sum(1 for r in self.registrations if instance is None or r.instance == instance)
+
+    def history(self) -> str:
+        with self.cond:
+            return "\n".join(self.events)
 
     def wait_for(self, what: Callable[[], Any], timeout: float = 10.0, message: str = "") -> Any:
         deadline = time.monotonic() + timeout
@@ -132,12 +234,35 @@ class FakeKubelet:
                     return got
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"timed out after {timeout}s waiting for {message or what}")
+                    raise AssertionError(f"timed out after {timeout}s waiting for {message or what}; "
+                                         f"kubelet saw:\n{self.history()}")
                 self.cond.wait(min(left, 0.05))
 
     def wait_registered(self, count: int = 1, timeout: float = 10.0) -> Any:
-        return self.wait_for(lambda: len(self.requests) >= count and self.requests[count - 1], timeout,
-                             f"registration #{count}")
+        """The *count*-th registration's request, once it has arrived."""
+        with self.cond:
+            self.wait_for(lambda: len(self.registrations) >= count, timeout, f"registration #{count}")
+            return self.registrations[count - 1].request
+
+    def wait_registered_with(self, instance: int, timeout: float = 10.0) -> Registration:
+        """The first registration that reached kubelet instance *instance*."""
+        with self.cond:
+            return self.wait_for(lambda: next((r for r in self.registrations if r.instance == instance), None),
+                                 timeout, f"a registration with kubelet #{instance}")
+
+    def assert_no_registration(self, seconds: float) -> None:
+        """No Register arrives for *seconds* (fails at the first one that does)."""
+        deadline = time.monotonic() + seconds
+        with self.cond:
+            before = len(self.registrations)
+            while True:
+                if len(self.registrations) != before:
+                    raise AssertionError(f"{len(self.registrations) - before} registration(s) within {seconds}s "
+                                         f"of a quiet kubelet; kubelet saw:\n{self.history()}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.cond.wait(min(left, 0.1))
 
     def latest(self) -> Dict[str, Tuple[str, List[int]]]:
         with self.cond:
@@ -155,22 +280,14 @@ class FakeKubelet:
                                                            for ids in containers])
         return self.plugin().Allocate(req, timeout=5)
 
-    def stop(self, wipe: bool = False) -> None:
-        """Stop as kubelet does when it exits; *wipe*: also delete every socket as a starting kubelet does."""
-        for ch in self.channels:
-            ch.close()
-        self.channels = []
-        if self.server is not None:
-            self.server.stop(0).wait()
-            self.server = None
-        if wipe:
-            for p in self.dir.iterdir():
-                if p.is_socket():
-                    p.unlink()
-
 
 class PluginProcess:
-    """``xpu-cdi device-plugin`` in its own process; stopped (SIGTERM, then SIGKILL) on :meth:`stop`."""
+    """``xpu-cdi device-plugin`` in its own process; stopped (SIGTERM, then SIGKILL) on :meth:`stop`.
+
+    Its log lines are kept with the time they were read (``time.monotonic()``,
+    the clock of :meth:`FakeKubelet.history`), so that a failure shows the two
+    side by side.
+    """
 
     def __init__(self, stack: str, args: List[str], log: Path) -> None:
         python, env = stack_python(stack)
@@ -178,7 +295,20 @@ class PluginProcess:
         self.out = open(log, "wb")
         self.proc = subprocess.Popen([python, "-c", "import sys; from xpu_cdi.cli import main; "
                                                     "sys.argv[0] = 'xpu-cdi'; main()", "device-plugin", *args],
-                                     stdout=self.out, stderr=subprocess.STDOUT, env=env)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        self.reader = threading.Thread(target=self._read, name="plugin-log", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.out.write(f"{time.monotonic():.3f} ".encode() + line)
+            self.out.flush()
+
+    def _closed(self) -> None:
+        self.reader.join(10)  # the pipe ends with the process
+        if not self.out.closed:
+            self.out.close()
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -196,7 +326,7 @@ class PluginProcess:
         try:
             return self.proc.wait(timeout)
         finally:
-            self.out.close()
+            self._closed()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -206,5 +336,4 @@ class PluginProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if not self.out.closed:
-            self.out.close()
+        self._closed()

@@ -10,8 +10,8 @@ Two things live here:
   ``protobuf``.  Nothing on the hook, wrapper or ``generate`` path imports it.
 """
 
-from .response import (MODES, allocate_response, allocation_id, annotation, annotation_key, cdi_devices,
+from .response import (STRATEGIES, allocate_response, allocation_id, annotation, annotation_key, cdi_devices,
                        qualified_names, selection_env)
 
-__all__ = ["MODES", "allocate_response", "allocation_id", "annotation", "annotation_key", "cdi_devices",
+__all__ = ["STRATEGIES", "allocate_response", "allocation_id", "annotation", "annotation_key", "cdi_devices",
            "qualified_names", "selection_env"]

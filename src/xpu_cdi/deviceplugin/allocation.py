@@ -8,8 +8,9 @@ Kept apart from gRPC so that the rules are tested without a server:
 * allocate: each ID must be one the specs define and Healthy now, else the
   whole request fails naming every bad ID (kubelet then fails the pod with
   that message, instead of a container that starts without its card).  The
-  answer names CDI devices only, never host device paths: the spec is the one
-  description of what a card needs, and the runtime applies it.
+  answer is :func:`.response.allocate_response`'s for the configured
+  strategies: CDI devices only, never host device paths (the spec is the one
+  description of what a card needs, and the runtime applies it).
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ from ..topology import allocate as _allocate
 from ..errors import SelectionError
 from . import response
 from .devices import Card
-
-STRATEGIES = ("cdi-cri", "cdi-annotations", "envvar")
-DEFAULT_STRATEGIES = ("cdi-cri", "cdi-annotations")
 
 
 class AllocationError(SelectionError):
@@ -78,19 +76,16 @@ def container_response(kind: str, cards: Mapping[str, Card], unhealthy: Mapping[
             the kind has no selection variable or the IDs are not card indices.
     """
     check(kind, cards, unhealthy, ids)
-    out: Dict[str, object] = {}
-    if "cdi-cri" in strategies:
-        out["cdi_devices"] = response.cdi_devices(kind, ids)
-    if "cdi-annotations" in strategies:
-        key, value = response.annotation(plugin_name(kind), kind, ids)
-        out["annotations"] = {key: value}
+    indices: Optional[List[str]] = None
     if "envvar" in strategies:
         if not env_var:
             raise AllocationError(f"strategy envvar: {kind} has no selection variable in its hook index "
                                   f"(spec not written by xpu-cdi generate?): use cdi-cri or cdi-annotations")
-        indices = [cards[i].index for i in ids]
-        if any(i is None for i in indices):
+        if any(cards[i].index is None for i in ids):
             raise AllocationError(f"strategy envvar: device(s) {', '.join(i for i in ids if cards[i].index is None)} "
                                   f"have no card index: use cdi-cri or cdi-annotations")
-        out["envs"] = response.selection_env(env_var, [str(i) for i in indices])
-    return out
+        indices = [str(cards[i].index) for i in ids]
+    try:
+        return response.allocate_response(kind, ids, strategies, plugin_name(kind), env_var or "", indices)
+    except SelectionError as err:  # a name the runtimes would refuse: kubelet fails the pod saying so
+        raise AllocationError(str(err)) from err

@@ -12,7 +12,7 @@ it with the upstream file field by field).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 from google.protobuf import descriptor_pb2
 
@@ -23,9 +23,6 @@ VERSION = "v1beta1"  # RegisterRequest.version; kubelet's constants.go
 PACKAGE = "v1beta1"
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 KUBELET_SOCKET = "kubelet.sock"
-
-REGISTRATION = f"{PACKAGE}.Registration"
-DEVICE_PLUGIN = f"{PACKAGE}.DevicePlugin"
 
 # message -> [(field, number, scalar type or message name, ONE | MANY | MAP)]
 # MAP fields are map<string, string>.
@@ -106,3 +103,31 @@ def method_path(service: str, method: str) -> str:
 def message(name: str) -> Any:
     """The message class called *name* (``"Device"``)."""
     return _CLASSES[name]
+
+
+def _method(service: str, method: str) -> Tuple[Any, Any, bool]:
+    """(request class, response class, server streams) of one method of :data:`SERVICES`."""
+    for name, req, resp, streams in SERVICES[service]:
+        if name == method:
+            return _CLASSES[req], _CLASSES[resp], streams
+    raise KeyError(f"{service} has no method {method}")
+
+
+def handler(service: str, implementations: Dict[str, Callable[[Any, Any], Any]]) -> Any:
+    """gRPC's generic handler serving *service* with one callable per method of :data:`SERVICES`."""
+    import grpc
+
+    methods = {}
+    for name, req, resp, streams in SERVICES[service]:
+        make = grpc.unary_stream_rpc_method_handler if streams else grpc.unary_unary_rpc_method_handler
+        methods[name] = make(implementations[name], request_deserializer=_CLASSES[req].FromString,
+                             response_serializer=_CLASSES[resp].SerializeToString)
+    return grpc.method_handlers_generic_handler(f"{PACKAGE}.{service}", methods)
+
+
+def call(channel: Any, service: str, method: str) -> Any:
+    """The client callable of one method on *channel* (``call(ch, "Registration", "Register")``)."""
+    req, resp, streams = _method(service, method)
+    make = channel.unary_stream if streams else channel.unary_unary
+    return make(method_path(service, method), request_serializer=req.SerializeToString,
+                response_deserializer=resp.FromString)

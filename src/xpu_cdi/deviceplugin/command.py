@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 import click
 
 from ..clikit import subcommand
-from . import allocation, config
+from . import config, response
 from .status import probe as _probe
 
 # flag -> Settings field, for the flags whose value comes as given strings
@@ -82,8 +82,8 @@ OPTIONS = (
                  help="Resource name for a CDI kind (repeatable; default: the kind itself, e.g. kunlunxin.com/xpu). "
                       "Example: huawei.com/npu=huawei.com/Ascend910."),
     click.option("--device-list-strategy", "strategies", multiple=True, metavar="LIST",
-                 help=f"How Allocate names the cards: {', '.join(allocation.STRATEGIES)} (comma-separated or "
-                      f"repeatable; default {','.join(allocation.DEFAULT_STRATEGIES)}). envvar only when asked: "
+                 help=f"How Allocate names the cards: {', '.join(response.STRATEGIES)} (comma-separated or "
+                      f"repeatable; default {','.join(response.DEFAULT_STRATEGIES)}). envvar only when asked: "
                       f"any pod can set the same variable itself."),
     click.option("--config", "config_path", default=None, metavar="FILE",
                  help=f"Settings file (YAML, keys as the long flags; default {config.DEFAULT_CONFIG} if present). "

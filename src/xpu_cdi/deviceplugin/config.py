@@ -24,7 +24,7 @@ from ..cdi import registry
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
 from ..generate import profile as _profile
-from . import allocation
+from . import response
 from .status import DEFAULT_STATUS_FILE
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
@@ -47,7 +47,7 @@ class Settings:
     profiles: Tuple[str, ...] = ()  # () = every profile
     profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
     resource_names: Dict[str, str] = field(default_factory=dict)  # CDI kind -> resource name
-    strategies: Tuple[str, ...] = allocation.DEFAULT_STRATEGIES
+    strategies: Tuple[str, ...] = response.DEFAULT_STRATEGIES
     status_file: str = DEFAULT_STATUS_FILE
     health_interval: float = 1.0
     removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
@@ -128,9 +128,9 @@ def resource_problem(name: str) -> str:
 
 def _strategies(v: Any) -> Tuple[str, ...]:
     items = _strs(v)
-    bad = [s for s in items if s not in allocation.STRATEGIES]
+    bad = [s for s in items if s not in response.STRATEGIES]
     if bad:
-        raise ValueError(f"unknown strategy {bad[0]!r}: use {', '.join(allocation.STRATEGIES)}")
+        raise ValueError(f"unknown strategy {bad[0]!r}: use {', '.join(response.STRATEGIES)}")
     return tuple(dict.fromkeys(items))
 
 
@@ -210,7 +210,7 @@ def check_settings(s: Settings) -> None:
     if not os.path.isabs(s.plugin_dir):
         raise ConfigError(f"--plugin-dir {s.plugin_dir!r} must be absolute")
     if not s.strategies:
-        raise ConfigError("--device-list-strategy: give at least one of " + ", ".join(allocation.STRATEGIES))
+        raise ConfigError("--device-list-strategy: give at least one of " + ", ".join(response.STRATEGIES))
 
 
 def parse_flag(name: str, values: Sequence[str]) -> Any:

@@ -11,8 +11,10 @@ catches what no event announced.  Each pass:
 2. starts a plugin for a new kind (serve, then register), and for a kind
    whose specs are gone advertises no devices, then stops its server;
 3. re-checks every card's health and re-sends the list where it changed;
-4. serves again on a deleted socket and registers whatever is not
-   registered (kubelet back after a restart: its new ``kubelet.sock``);
+4. steps every plugin's :class:`.restart.Registrar`: serve on a new socket
+   where ours is gone, register where the registration does not hold for
+   the ``kubelet.sock`` there now.  Events (a socket deleted or created, a
+   stream ended) only wake the loop; what to do is read from the sockets;
 5. writes the status file that ``--probe`` and ``doctor`` read.
 
 It never talks to the API server: everything it needs is on the node.
@@ -33,12 +35,11 @@ from .. import atomic, servemode
 from ..errors import XpuCdiError
 from ..generate import profile as _profile
 from ..generate.discover import Roots
+from ..log import Log
 from . import devices, health, inotify, registration, stale
 from . import status as _status
 from .config import Settings, resource_problem
-from .server import KindPlugin, remove_socket
-
-Log = Callable[[str], None]
+from .server import KindPlugin
 
 
 def stderr_log(message: str) -> None:
@@ -69,7 +70,6 @@ class Daemon:
         self.ino: Optional[inotify.Inotify] = None
         self.monitor: Any = None
         self.logged: Set[str] = set()  # one-off lines already said (problems, waiting)
-        self.kubelet_id: Optional[Tuple[int, int]] = None
         self.status_text = ""
         self.started = time.time()
         self.stale_due = False
@@ -219,98 +219,32 @@ class Daemon:
                 self.say_once("way:" + kind + refused, refused)
                 continue
             plugin = KindPlugin(kind, self.s.resource(kind), self.s.plugin_dir, self.s.strategies, self.log,
-                                self.before_request)
-            try:
-                plugin.serve()
-            except OSError as err:
-                self.say_once("serve:" + kind, f"{kind}: cannot serve on {plugin.socket}: {err}")
-                continue
-            self.log(f"{kind}: serving {plugin.resource} on {plugin.socket}")
+                                self.before_request, self.wake)
             with self.lock:
-                self.plugins[kind] = plugin
+                self.plugins[kind] = plugin  # served and registered by reconcile(), in this pass
         for kind in sorted(set(self.plugins) - self.served()):
             plugin = self.plugins[kind]
             self.log(f"{kind}: no spec has defined it for {self.s.removal_grace:g}s: advertising no devices, "
                      f"then stopping")
             plugin.drain()
             plugin.shutdown()
-            remove_socket(plugin.socket)
             servemode.release(kind, servemode.DEVICE_PLUGIN, self.s.run_dir)
             with self.lock:
                 del self.plugins[kind]
         self.apply_health()
 
-    def on_restart_events(self, events: List[inotify.Event]) -> None:
-        created, deleted = registration.restart_events(
-            events, self.s.plugin_dir, {os.path.basename(p.socket) for p in self.plugins.values()})
-        for plugin in self.plugins.values():
-            # only while it is still gone: the floor check may have served again already, and
-            # serving again removes the socket there, which would report itself, round after round
-            if os.path.basename(plugin.socket) in deleted and not os.path.exists(plugin.socket):
-                self.log(f"{plugin.kind}: socket {plugin.socket} was deleted (kubelet restarted?): serving again")
-                self.reserve(plugin)
-        if created:
-            self.log("kubelet.sock was created anew (kubelet restarted): registering again")
-            self.register_again()
-
-    def register_again(self) -> None:
-        """kubelet.sock is a new one: register again every plugin this kubelet has not taken yet.
-        Never twice with one kubelet (the floor check may have seen the new socket before inotify
-        said so): kubelet 1.37 refuses a Register for an endpoint it has connected ("device plugin
-        already connected") and, refusing it, drops the connected one too, so that it refuses every
-        later registration of that socket and never notices the plugin go."""
-        kid = registration.kubelet_socket(self.s.plugin_dir)
-        for plugin in self.plugins.values():
-            if plugin.registered and kid is not None and plugin.registered_with == kid:
-                continue
-            plugin.registered, plugin.attempts, plugin.next_attempt = False, 0, 0.0
-
-    def reserve(self, plugin: KindPlugin) -> None:
-        try:
-            plugin.serve()
-        except OSError as err:
-            self.log(f"{plugin.kind}: cannot serve again on {plugin.socket}: {err}")
-        plugin.attempts, plugin.next_attempt = 0, 0.0
-
-    def floor_checks(self) -> None:
-        """What inotify may have missed: our socket gone, kubelet.sock replaced."""
-        kid = registration.kubelet_socket(self.s.plugin_dir)
-        if kid != self.kubelet_id:
-            if kid is not None and self.kubelet_id is not None:
-                self.register_again()
-            self.kubelet_id = kid
-        for plugin in self.plugins.values():
-            if plugin.server is not None and not os.path.exists(plugin.socket):
-                self.log(f"{plugin.kind}: socket {plugin.socket} is gone: serving again")
-                self.reserve(plugin)
-
-    def register_pending(self) -> None:
-        now = time.monotonic()
-        kubelet = os.path.join(self.s.plugin_dir, "kubelet.sock")
-        for plugin in self.plugins.values():
-            if plugin.registered or plugin.server is None or now < plugin.next_attempt:
-                continue
-            kid = registration.kubelet_socket(self.s.plugin_dir)
-            if kid is None:
-                self.say_once("nokubelet:" + repr(self.kubelet_id),
-                              f"waiting for kubelet: {kubelet} does not exist (is kubelet running, and is "
-                              f"--plugin-dir its device-plugins directory?)")
-                continue
-            err = registration.register(self.s.plugin_dir, os.path.basename(plugin.socket), plugin.resource)
-            if not err:
-                plugin.registered, plugin.error, plugin.attempts = True, "", 0
-                plugin.registered_with = kid
-                self.logged = {k for k in self.logged if not k.startswith("nokubelet:")}
-                self.log(f"{plugin.kind}: registered {plugin.resource} with kubelet ({len(plugin.cards)} device(s), "
-                         f"endpoint {os.path.basename(plugin.socket)})")
-                continue
-            plugin.attempts += 1
-            plugin.error = err
-            delay = registration.backoff(plugin.attempts)
-            plugin.next_attempt = time.monotonic() + delay
-            if plugin.attempts <= 3 or plugin.attempts % 10 == 0:
-                self.log(f"{plugin.kind}: registering {plugin.resource} with kubelet failed "
-                         f"(attempt {plugin.attempts}): kubelet said: {err}; retrying in {delay:.1f}s")
+    def reconcile(self) -> None:
+        """Every plugin served and registered with the kubelet there now (:mod:`.restart`)."""
+        path = registration.kubelet_socket(self.s.plugin_dir)
+        kubelet = registration.socket_identity(path)
+        if kubelet is None:
+            if self.plugins:
+                self.say_once("nokubelet", f"waiting for kubelet: {path} does not exist (is kubelet running, and "
+                                           f"is --plugin-dir its device-plugins directory?)")
+        else:
+            self.logged.discard("nokubelet")
+        for plugin in list(self.plugins.values()):
+            plugin.registrar.step(kubelet)
 
     # -- status --------------------------------------------------------------------------------------------
 
@@ -355,7 +289,8 @@ class Daemon:
 
             self.monitor = open_source(self.s.uevents, self.log)
 
-    def wait(self, timeout: float) -> List[inotify.Event]:
+    def wait(self, timeout: float) -> None:
+        """Sleep until an event or *timeout*; the events are read and dropped: the pass looks at what is there."""
         fds: List[Any] = [self.wake_r]
         if self.ino is not None:
             fds.append(self.ino)
@@ -365,21 +300,19 @@ class Daemon:
             ready, _w, _x = select.select(fds, [], [], max(0.0, timeout))
         except InterruptedError:
             ready = []
-        events: List[inotify.Event] = []
         if self.wake_r in ready:
             try:
                 os.read(self.wake_r, 4096)
             except BlockingIOError:
                 pass
         if self.ino is not None and self.ino in ready:
-            events = self.ino.read()
+            self.ino.read()
         if self.monitor is not None and self.monitor in ready:
             try:
                 while self.monitor.poll(timeout=0) is not None:  # any uevent: health is re-checked below
                     pass
             except OSError as err:  # ENOBUFS: events were lost; the pass below re-checks everything
                 self.log(f"uevents lost ({err}): re-checking every card")
-        return events
 
     def reload(self) -> None:
         self.reload_asked = False
@@ -393,7 +326,6 @@ class Daemon:
             if new != self.s:
                 for plugin in self.plugins.values():
                     plugin.shutdown()
-                    remove_socket(plugin.socket)
                 self.plugins.clear()
                 self.s = new
         try:
@@ -403,19 +335,17 @@ class Daemon:
         self.logged.clear()
         self.refresh_specs(force=True)
 
-    def step(self, events: List[inotify.Event]) -> None:
+    def step(self) -> None:
         """One pass of the loop (see the module docstring)."""
         if self.reload_asked:
             self.reload()
-        self.on_restart_events(events)
         self.refresh_specs()
         if self.stale_due:
             self.stale_due = False
             self.check_stale()
         self.expire_vanished()
         self.sync_plugins()
-        self.floor_checks()
-        self.register_pending()
+        self.reconcile()
         self.watch_dirs()
         self.write_status()
 
@@ -427,14 +357,13 @@ class Daemon:
         self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
                  f"strategies {','.join(self.s.strategies)}, profiles {', '.join(sorted(self.ours.values()))}")
         self.refresh_specs(force=True)
-        events: List[inotify.Event] = []
         while not self.stop.is_set():
-            self.step(events)
+            self.step()
             timeout = self.s.health_interval
-            pending = [p.next_attempt for p in self.plugins.values() if not p.registered and p.server is not None]
-            if pending:
-                timeout = min(timeout, max(0.0, min(pending) - time.monotonic()))
-            events = self.wait(timeout)
+            due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
+            if due:
+                timeout = min(timeout, max(0.0, min(due) - time.monotonic()))
+            self.wait(timeout)
         self.close()
         return 0
 
@@ -442,7 +371,6 @@ class Daemon:
         """Stop every server, remove our sockets and the status file."""
         for plugin in self.plugins.values():
             plugin.shutdown(grace=0.2)
-            remove_socket(plugin.socket)
         self.plugins.clear()
         try:
             os.unlink(self.s.status_file)

@@ -1,27 +1,26 @@
-"""Registering with kubelet, and noticing when kubelet forgot us.
+"""The ``Register`` call to kubelet, its backoff, and what identifies a socket.
 
 Order matters: the plugin serves on its socket first and registers after,
-because kubelet dials the plugin back while (or right after) handling
-``Register`` and gives up after 10 s; registering first is the classic
-"context deadline exceeded".  A failed attempt is retried with backoff
-(0.1 s doubling to 10 s), and the log quotes kubelet's own error.
-
-kubelet, when it restarts, deletes every socket in its directory and
-creates ``kubelet.sock`` anew; until a plugin registers again, pods asking
-for its resource fail admission (``UnexpectedAdmissionError``).  The daemon
-sees both events through inotify (:mod:`.inotify`) and re-registers at once;
-:func:`restart_events` says which of them an event batch holds.
+because kubelet dials the plugin back while handling ``Register`` and gives
+up after 10 s; registering first is the classic "context deadline
+exceeded".  And the connection to kubelet comes before the last look at our
+socket: a starting kubelet deletes every socket in its directory before it
+listens, so once we are connected to a kubelet its clean-up is behind us,
+and a socket of ours that is there then is one it will find.  Checked the
+other way round, a kubelet starting in between deletes the socket we just
+checked and then waits its 10 s for it.  When to register (once per
+kubelet, whatever woke us) is :mod:`.restart`'s.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from typing import Iterable, Optional, Set, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import grpc
 
-from . import api, inotify
+from . import api
 
 BACKOFF_FIRST, BACKOFF_MAX = 0.1, 10.0
 REGISTER_TIMEOUT = 5.0
@@ -32,19 +31,52 @@ REGISTER_TIMEOUT = 5.0
 CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1), ("grpc.initial_reconnect_backoff_ms", 100),
                    ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000))
 
+NO_SUCH_METHOD = api.method_path("Registration", "XpuCdiNoSuchMethod")  # see _connect
 
-def register(plugin_dir: str, endpoint: str, resource: str, timeout: float = REGISTER_TIMEOUT) -> str:
-    """One ``Register`` call to ``<plugin_dir>/kubelet.sock``; ``""`` on success, else kubelet's error."""
-    target = "unix:" + os.path.join(plugin_dir, api.KUBELET_SOCKET)
-    request = api.RegisterRequest(version=api.VERSION, endpoint=endpoint, resource_name=resource,
-                                  options=api.DevicePluginOptions(pre_start_required=False,
-                                                                  get_preferred_allocation_available=True))
-    channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+# A socket file, not a name: (st_dev, st_ino, st_ctime_ns).  kubelet deletes
+# and re-creates sockets under the same names, and ext4 hands the freed inode
+# number to the new file; the creation time tells them apart (to a tick of
+# the kernel's file clock, a few ms before Linux 6.13: far less than a
+# kubelet takes to restart).
+Identity = Tuple[int, int, int]
+
+
+def socket_identity(path: str) -> Optional[Identity]:
+    """The identity of the socket at *path*, or None when there is none (or another kind of file)."""
     try:
-        call = channel.unary_unary(api.method_path("Registration", "Register"),
-                                   request_serializer=api.RegisterRequest.SerializeToString,
-                                   response_deserializer=api.Empty.FromString)
-        call(request, timeout=timeout, wait_for_ready=False)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
+
+
+def kubelet_socket(plugin_dir: str) -> str:
+    return os.path.join(plugin_dir, api.KUBELET_SOCKET)
+
+
+def register(plugin_dir: str, endpoint: str, resource: str, options: Any, ours: Callable[[], bool] = lambda: True,
+             serve: Callable[[], bool] = lambda: True, timeout: float = REGISTER_TIMEOUT) -> str:
+    """One ``Register`` call to ``<plugin_dir>/kubelet.sock``; ``""`` on success, else kubelet's error.
+
+    Once connected, *ours()* says whether our socket is still the one we serve
+    (the module docstring says why then); if not, *serve()* serves a new one
+    and the connection is made again: serving takes a while, and the kubelet
+    we were connected to may be gone by then.
+    """
+    request = api.RegisterRequest(version=api.VERSION, endpoint=endpoint, resource_name=resource, options=options)
+    channel = grpc.insecure_channel("unix:" + kubelet_socket(plugin_dir), options=CHANNEL_OPTIONS)
+    try:
+        for _round in range(3):
+            err = _connect(channel, timeout)
+            if err:
+                return err
+            if ours():
+                break
+            if not serve():
+                return "not sent: our socket could not be served"
+        else:
+            return "not sent: our socket was deleted three times while we connected"
+        api.call(channel, "Registration", "Register")(request, timeout=timeout, wait_for_ready=False)
         return ""
     except grpc.RpcError as err:
         code = err.code() if hasattr(err, "code") else None
@@ -54,28 +86,24 @@ def register(plugin_dir: str, endpoint: str, resource: str, timeout: float = REG
         channel.close()
 
 
+def _connect(channel: Any, timeout: float) -> str:
+    """Connect *channel*: ``""`` once kubelet has answered on it, else why not (a dead kubelet.sock).
+
+    The proof is a call to a method kubelet does not have: its ``UNIMPLEMENTED``
+    comes back over the connection, and kubelet does nothing.  (gRPC's
+    connectivity callbacks are polled: a connection that is up and cut again
+    between two polls is never reported, and an idle channel stays idle.)
+    """
+    probe = channel.unary_unary(NO_SUCH_METHOD, request_serializer=api.Empty.SerializeToString,
+                                response_deserializer=api.Empty.FromString)
+    try:
+        probe(api.Empty(), timeout=timeout, wait_for_ready=False)
+    except grpc.RpcError as err:
+        if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+            return f"{err.code().name}: {err.details()}"
+    return ""
+
+
 def backoff(attempts: int) -> float:
     """Seconds before retry number *attempts* (1-based)."""
     return min(BACKOFF_MAX, BACKOFF_FIRST * (2 ** max(0, attempts - 1)))
-
-
-def kubelet_socket(plugin_dir: str) -> Optional[Tuple[int, int]]:
-    """``(device, inode)`` of kubelet.sock when it is a socket, else None."""
-    try:
-        st = os.lstat(os.path.join(plugin_dir, api.KUBELET_SOCKET))
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino) if stat.S_ISSOCK(st.st_mode) else None
-
-
-def restart_events(events: Iterable[inotify.Event], plugin_dir: str, sockets: Set[str]) -> Tuple[bool, Set[str]]:
-    """``(kubelet.sock created, our socket names deleted)`` among inotify *events*."""
-    created, deleted = False, set()
-    for directory, name, mask in events:
-        if os.path.normpath(directory) != os.path.normpath(plugin_dir):
-            continue
-        if name == api.KUBELET_SOCKET and mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
-            created = True
-        if name in sockets and mask & (inotify.IN_DELETE | inotify.IN_MOVED_FROM):
-            deleted.add(name)
-    return created, deleted

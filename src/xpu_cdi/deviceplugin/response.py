@@ -3,14 +3,16 @@ hands to ``Allocate`` into what the container runtime understands, checked
 by the same rules the runtimes apply (an invalid name fails here, in the
 plugin, instead of as a pod stuck in ``ContainerCreating``).
 
-Three ways to hand devices to a container, see docs/device-plugins.md:
+Three ways to hand devices to a container, see docs/device-plugins.md; they
+are named as NVIDIA's k8s-device-plugin names its ``--device-list-strategy``
+values, and ``xpu-cdi device-plugin`` takes the same names:
 
-* ``cdi_devices`` in ``ContainerAllocateResponse`` (Kubernetes 1.28+, GA 1.31;
-  the runtime must have CDI on): :func:`cdi_devices`;
-* a ``cdi.k8s.io/<plugin>_<id>`` annotation (any CDI runtime; the ``xpu``
-  wrapper on containerd 1.6): :func:`annotation`;
-* the selection env var with the ``xpu`` RuntimeClass (the wrapper or the
-  hook does the work): :func:`selection_env`.
+* ``cdi-cri``: ``cdi_devices`` in ``ContainerAllocateResponse`` (Kubernetes
+  1.28+, GA 1.31; the runtime must have CDI on): :func:`cdi_devices`;
+* ``cdi-annotations``: a ``cdi.k8s.io/<plugin>_<id>`` annotation (any CDI
+  runtime; the ``xpu`` wrapper on containerd 1.6): :func:`annotation`;
+* ``envvar``: the selection env var with the ``xpu`` RuntimeClass (the
+  wrapper or the hook does the work): :func:`selection_env`.
 
 Needs only the standard library and ``xpu_cdi.cdi.names`` (the runtimes' rules).
 """
@@ -19,12 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..cdi import names
 from ..errors import SelectionError
 
-MODES = ("cdi", "annotation", "env")
+STRATEGIES = ("cdi-cri", "cdi-annotations", "envvar")
+DEFAULT_STRATEGIES = ("cdi-cri", "cdi-annotations")  # both CDI forms: new and old kubelets alike
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _INDEX = re.compile(r"^[0-9]+$")
 
@@ -130,21 +133,32 @@ def selection_env(var: str, device_ids: Iterable[str]) -> Dict[str, str]:
     return {var: ",".join(str(i) for i in sorted({int(d) for d in ids}))}
 
 
-def allocate_response(kind: str, device_ids: Iterable[str], mode: str = "cdi", plugin: str = "xpu",
-                      env_var: str = "CXPU_VISIBLE_DEVICES") -> Dict[str, object]:
-    """A ``ContainerAllocateResponse`` as a dict (``cdi_devices``, ``annotations``
-    or ``envs``) for one of the three modes.
+def allocate_response(kind: str, device_ids: Iterable[str], strategies: Union[str, Sequence[str]] = "cdi-cri",
+                      plugin: str = "xpu", env_var: str = "CXPU_VISIBLE_DEVICES",
+                      env_ids: Optional[Iterable[str]] = None) -> Dict[str, object]:
+    """A ``ContainerAllocateResponse`` as a dict: ``cdi_devices``, ``annotations``
+    and/or ``envs``, one per strategy of :data:`STRATEGIES` asked.
+
+    Args:
+        strategies: one strategy name or several.
+        env_ids: what ``envvar`` selects (card indices), when the device ids are
+            other names (PCI addresses); default the device ids.
 
     Raises:
-        SelectionError: an unknown mode, or invalid names (see the other helpers).
+        SelectionError: an unknown strategy, or invalid names (see the other helpers).
     """
     ids = list(device_ids)
-    if mode == "cdi":
-        return {"cdi_devices": cdi_devices(kind, ids)}
-    if mode == "annotation":
+    asked = (strategies,) if isinstance(strategies, str) else tuple(strategies)
+    bad = [s for s in asked if s not in STRATEGIES]
+    if bad or not asked:
+        raise SelectionError(f"unknown strategy {(bad or [''])[0]!r}: use one of {', '.join(STRATEGIES)}")
+    out: Dict[str, object] = {}
+    if "cdi-cri" in asked:
+        out["cdi_devices"] = cdi_devices(kind, ids)
+    if "cdi-annotations" in asked:
         key, value = annotation(plugin, kind, ids)
-        return {"annotations": {key: value}}
-    if mode == "env":
+        out["annotations"] = {key: value}
+    if "envvar" in asked:
         qualified_names(kind, ids)
-        return {"envs": selection_env(env_var, ids)}
-    raise SelectionError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+        out["envs"] = selection_env(env_var, ids if env_ids is None else env_ids)
+    return out

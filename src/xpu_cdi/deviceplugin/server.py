@@ -5,24 +5,28 @@ classes of :mod:`.api` (no generated stubs, see there).  State changes
 (cards, health) bump a generation and wake every ``ListAndWatch`` stream,
 which sends the whole list again at once.  ``Allocate`` and
 ``GetPreferredAllocation`` answer from memory (they run on every pod
-admission), after a cheap check that no spec changed under them.
+admission), after a cheap check that no spec changed under them.  When to
+serve and register is the plugin's :class:`.restart.Registrar`.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import stat
+import socket
 import threading
 import time
 from concurrent import futures
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import grpc
 
+from ..log import Log
 from . import allocation, api
 from .devices import Card
+from .registration import Identity, socket_identity
+from .restart import Registrar
 
-Log = Callable[[str], None]
 MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
 
 
@@ -31,20 +35,39 @@ def socket_name(kind: str) -> str:
     return "xpu-cdi-" + kind.replace("/", "-") + ".sock"
 
 
-def remove_socket(path: str) -> None:
-    """Remove *path* if it is a socket (never another kind of file)."""
+def remove_stale_socket(path: str) -> None:
+    """Remove *path* if it is a socket nobody serves on (a plugin killed before it could clean up).
+
+    Raises:
+        OSError: another process serves there (a second plugin for the kind?): its socket is left alone,
+            or the two would delete each other's sockets for ever.
+    """
+    if socket_identity(path) is None:
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
     try:
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
+        probe.connect(path)
+    except ConnectionRefusedError:
+        try:
             os.unlink(path)
-    except FileNotFoundError:
-        pass
+        except FileNotFoundError:
+            pass
+        return
+    except OSError as err:
+        if err.errno == errno.ENOENT:
+            return
+        raise
+    finally:
+        probe.close()
+    raise OSError(f"another process serves on {path} (a second device plugin for this kind?): stop it")
 
 
 class KindPlugin:
     """The device plugin of one kind."""
 
     def __init__(self, kind: str, resource: str, plugin_dir: str, strategies: Sequence[str], log: Log,
-                 before_request: Callable[[], None] = lambda: None) -> None:
+                 before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None) -> None:
         self.kind, self.resource, self.plugin_dir = kind, resource, plugin_dir
         self.strategies = tuple(strategies)
         self.log = log
@@ -58,13 +81,10 @@ class KindPlugin:
         self.sent: Dict[int, int] = {}  # ListAndWatch stream -> generation it last sent
         self.stopping = False
         self.server: Optional[grpc.Server] = None
+        self.serving_gen = 0  # bumped per server: a stream of a server we stopped ended by our hand
+        self.bound: Optional[Identity] = None  # the socket file our server listens on
         self.pool: Optional[futures.ThreadPoolExecutor] = None  # grpc does not stop the pool it is given
-        # registration state, kept by the daemon
-        self.registered = False
-        self.registered_with: Optional[Tuple[int, int]] = None  # the kubelet.sock (dev, inode) that took it
-        self.error = ""
-        self.attempts = 0
-        self.next_attempt = 0.0
+        self.registrar = Registrar(self, plugin_dir, log, wake)
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -96,8 +116,14 @@ class KindPlugin:
 
     # -- RPCs ----------------------------------------------------------------------------------------------
 
-    def get_options(self, request: Any, context: Any) -> Any:
+    @staticmethod
+    def options() -> Any:
+        """What the plugin offers kubelet: in ``Register`` and from ``GetDevicePluginOptions``."""
         return api.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+    def get_options(self, request: Any, context: Any) -> Any:
+        self.registrar.dialed_back()
+        return self.options()
 
     def list_and_watch(self, request: Any, context: Any) -> Any:
         stream = id(context)
@@ -109,7 +135,9 @@ class KindPlugin:
             with self.cond:
                 self.cond.notify_all()
 
-        context.add_callback(wake)  # kubelet went away: end the stream
+        if not context.add_callback(wake):  # kubelet went away: end the stream
+            return  # it went before this handler ran (a dead kubelet's stream, run late): nobody's stream
+        tag, serving = self.registrar.stream_opened(), self.serving_gen
         try:
             while not woken.is_set():
                 with self.cond:
@@ -126,6 +154,9 @@ class KindPlugin:
         finally:
             with self.cond:
                 self.sent.pop(stream, None)
+                ours = self.stopping or serving != self.serving_gen
+            if not ours:
+                self.registrar.stream_ended(tag)
 
     def get_preferred(self, request: Any, context: Any) -> Any:
         self.before_request()
@@ -160,37 +191,28 @@ class KindPlugin:
     def pre_start(self, request: Any, context: Any) -> Any:
         return api.PreStartContainerResponse()
 
-    def _handler(self) -> Any:
-        def unary(fn: Any, req: str, resp: str) -> Any:
-            return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=api.message(req).FromString,
-                                                       response_serializer=api.message(resp).SerializeToString)
-
-        return grpc.method_handlers_generic_handler(api.DEVICE_PLUGIN, {
-            "GetDevicePluginOptions": unary(self.get_options, "Empty", "DevicePluginOptions"),
-            "ListAndWatch": grpc.unary_stream_rpc_method_handler(
-                self.list_and_watch, request_deserializer=api.Empty.FromString,
-                response_serializer=api.ListAndWatchResponse.SerializeToString),
-            "GetPreferredAllocation": unary(self.get_preferred, "PreferredAllocationRequest",
-                                            "PreferredAllocationResponse"),
-            "Allocate": unary(self.allocate, "AllocateRequest", "AllocateResponse"),
-            "PreStartContainer": unary(self.pre_start, "PreStartContainerRequest", "PreStartContainerResponse"),
-        })
-
     # -- serving -------------------------------------------------------------------------------------------
 
     def serve(self) -> None:
-        """Listen on the plugin socket (a stale socket of ours is replaced) before any Register."""
-        self.shutdown(grace=0)
-        remove_socket(self.socket)
-        with self.cond:
-            self.stopping = False
+        """Listen on a new socket at our path, before any Register (the registrar's, see there).
+
+        Raises:
+            OSError: the path is too long, not writable, or another process serves there.
+        """
         if len(os.fsencode(self.socket)) > MAX_SOCKET_PATH:
             raise OSError(f"socket path is {len(os.fsencode(self.socket))} bytes, over the {MAX_SOCKET_PATH}-byte "
                           f"limit of unix sockets: use a shorter --plugin-dir")
+        self.shutdown(grace=0)  # first: gRPC unlinks its path by name as it stops, whatever is there by then
+        remove_stale_socket(self.socket)
+        with self.cond:
+            self.stopping = False
         # ListAndWatch holds a worker per stream: kubelet opens one, a restart briefly two
         self.pool = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp-" + self.kind)
         server = grpc.server(self.pool)
-        server.add_generic_rpc_handlers((self._handler(),))
+        server.add_generic_rpc_handlers((api.handler("DevicePlugin", {
+            "GetDevicePluginOptions": self.get_options, "ListAndWatch": self.list_and_watch,
+            "GetPreferredAllocation": self.get_preferred, "Allocate": self.allocate,
+            "PreStartContainer": self.pre_start}),))
         try:
             port = server.add_insecure_port("unix:" + self.socket)
         except RuntimeError:  # newer grpcio raises where older ones return 0
@@ -199,11 +221,12 @@ class KindPlugin:
             self.pool.shutdown(wait=False)
             raise OSError("cannot listen there: is --plugin-dir kubelet's device-plugins directory, and writable?")
         server.start()
-        self.server = server
-        self.registered = False
+        with self.cond:
+            self.serving_gen += 1
+        self.server, self.bound = server, socket_identity(self.socket)
 
     def shutdown(self, grace: float = 0.5) -> None:
-        """Stop serving: streams end, the socket goes."""
+        """Stop serving: streams end, our socket goes (only ours: never a file someone put at our path)."""
         if self.server is None:
             return
         with self.cond:
@@ -214,7 +237,8 @@ class KindPlugin:
         if self.pool is not None:
             self.pool.shutdown(wait=False)  # its threads end as their RPCs do
             self.pool = None
-        self.registered = False
+        if self.bound is not None and socket_identity(self.socket) == self.bound:
+            os.unlink(self.socket)  # gRPC's stop unlinks it on the releases we know; not promised
 
     def drain(self, timeout: float = 2.0) -> None:
         """Advertise no devices and wait (bounded) until kubelet's streams have sent that."""
@@ -226,8 +250,7 @@ class KindPlugin:
     def status(self) -> Dict[str, Any]:
         """This plugin's part of the status file."""
         with self.cond:
-            return {"resource": self.resource, "socket": self.socket, "registered": self.registered,
-                    "error": self.error, "devices": list(self.cards),
+            return {"resource": self.resource, "socket": self.socket, **self.registrar.status(),
+                    "devices": list(self.cards),
                     "unhealthy": dict(self.unhealthy),
                     "numa": {c.id: c.numa for c in self.cards.values() if c.numa is not None}}
-

@@ -22,7 +22,7 @@ def notes(kinds: Dict[str, KindSet], profiles: Sequence[Any], roots: Any) -> Lis
         profiles: the loaded profiles.
         roots: ``generate.discover.Roots`` of the host.
     """
-    from ..doctor.stale import infer_options
+    from .. import topology
     from ..generate import check as _check
     from ..generate import discover as _discover
     from ..generate import spec as _spec
@@ -45,15 +45,10 @@ def notes(kinds: Dict[str, KindSet], profiles: Sequence[Any], roots: Any) -> Lis
                            f"(run `xpu-cdi generate`, or check the driver)")
                 continue
             try:
-                fresh = _spec.build(view, infer_options(spec, view))
+                fresh = _spec.build(view, topology.like_spec(spec, view, _check.infer_options(spec, view), roots.sysfs))
             except XpuCdiError as err:
                 out.append(f"{path}: not compared with the host: {err}")
                 continue
-            if any(k.startswith("xpu-cdi.io/") for d in spec.get("devices") or [] if isinstance(d, dict)
-                   for k in (d.get("annotations") or {})):
-                from .. import topology
-
-                fresh = _spec.build(view, topology.spec_options(view, infer_options(spec, view), roots.sysfs))
             diffs = _check.differences(spec, fresh)
             if diffs:
                 out.append(f"{path} is stale for this host: {'; '.join(diffs)} (run `xpu-cdi generate`)")

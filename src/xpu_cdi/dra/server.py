@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 import grpc
 
-from ..deviceplugin.server import MAX_SOCKET_PATH, remove_socket
+from ..deviceplugin.server import MAX_SOCKET_PATH, remove_stale_socket
 from . import api
 
 HEALTH_RESEND = 10.0  # kubelet marks a device Unknown after 30 s without news of it
@@ -184,7 +184,7 @@ class Server:
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
             raise OSError(f"socket path {self.path} is over the {MAX_SOCKET_PATH}-byte limit of unix sockets")
         os.makedirs(os.path.dirname(self.path), mode=0o750, exist_ok=True)
-        remove_socket(self.path)
+        remove_stale_socket(self.path)
         self.pool = futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=self.name)
         server = grpc.server(self.pool)
         server.add_generic_rpc_handlers(tuple(self.handlers))
@@ -206,7 +206,7 @@ class Server:
         if self.pool is not None:
             self.pool.shutdown(wait=False)
             self.pool = None
-        remove_socket(self.path)
+        remove_stale_socket(self.path)
 
     def alive(self) -> bool:
         """Serving, and the socket is still there (kubelet or an admin may have removed it)."""

@@ -2,14 +2,22 @@
 
 Used by monitoring, by ``xpu-cdi doctor`` and by the refresh units: after
 a driver update or a card change, a stale spec points at nodes that moved.
+:func:`infer_options` reads back the options a spec was generated with, so
+that doctor and the device plugin compare a spec with what the same
+options give now.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from typing import Any, Dict, List, Optional
 
 from ..errors import SpecError
+from ..model import PCI_ADDRESS, HostView
+from . import edits as _edits
+from . import spec as _spec
 
 
 def read(path: str) -> Optional[Dict[str, Any]]:
@@ -70,3 +78,28 @@ def differences(old: Optional[Dict[str, Any]], new: Dict[str, Any]) -> List[str]
     if old.get("containerEdits") != new.get("containerEdits"):
         out.append("shared edits changed (control nodes, mounts, env or hooks)")
     return out
+
+
+def infer_options(spec: Dict[str, Any], view: HostView) -> _spec.SpecOptions:
+    """The ``generate`` options that would have produced *spec*: naming strategy, ``all`` device, hook
+    path and timeout, env form, kind override (annotations left empty: ``topology.like_spec`` adds them)."""
+    names = [str(d.get("name")) for d in spec.get("devices") or [] if isinstance(d, dict)]
+    strategies: List[str] = []
+    for name in names:
+        strategy = "pci" if PCI_ADDRESS.match(name) else "index" if name.isdigit() else ""
+        if strategy and strategy not in strategies:
+            strategies.append(strategy)
+    edits = spec.get("containerEdits") or {}
+    ours_hook = [h for h in edits.get("hooks") or [] if isinstance(h, dict)
+                 and (h.get("args") or [""])[0] == "xpu-cdi-hook"]
+    hook = str(ours_hook[0]["path"]) if ours_hook else \
+        os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "xpu-cdi-hook")
+    timeout = int(ours_hook[0].get("timeout", 10)) if ours_hook else 10
+    env = edits.get("env") or []
+    vendor, _sep, cls = str(spec.get("kind", "")).partition("/")
+    return _spec.SpecOptions(
+        edit=_edits.EditOptions(hook_path=hook, hook_timeout=timeout,
+                                ld_library_path_env=any(str(e).startswith("LD_LIBRARY_PATH=") for e in env)),
+        name_strategies=tuple(strategies) or ("index",), all_device="all" in names,
+        vendor=vendor if vendor != view.profile.vendor else None,
+        device_class=cls if cls != view.profile.device_class else None)

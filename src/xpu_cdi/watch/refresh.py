@@ -20,9 +20,8 @@ from .. import atomic
 from ..errors import DiscoveryError, SpecError
 from ..generate import check as _check
 from ..generate import spec as _spec
+from ..log import Log
 from ..model import Discovery, Profile
-
-Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
