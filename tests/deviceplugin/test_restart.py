@@ -27,6 +27,7 @@ class Plugin:
         self.cards: Dict[str, Any] = {"0": None}
         self.server: Optional[socket.socket] = None
         self.bound: Optional[registration.Identity] = None
+        self.serving_gen = 0
         self.serves = 0
         self.refuse_serve = ""
         self.vanish = 0  # the next serves whose socket a cleaning kubelet deletes as soon as it is made
@@ -47,11 +48,14 @@ class Plugin:
             self.vanish -= 1
             Path(self.socket).unlink()
         self.bound = socket_identity(self.socket)
+        self.serving_gen += 1
         self.serves += 1
 
 
 class Kubelet:
-    """kubelet.sock as a socket file whose identity changes on every restart, and its Register."""
+    """kubelet.sock as a socket file whose identity changes on every restart, and its Register.  A restart
+    does what a starting kubelet does: it deletes every socket in its directory (the plugin's too), then
+    listens on a new kubelet.sock."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / "kubelet.sock"
@@ -67,7 +71,9 @@ class Kubelet:
     def restart(self) -> None:
         if self.sock is not None:
             self.sock.close()
-            self.path.unlink()
+        for f in self.path.parent.iterdir():
+            if f.is_socket():
+                f.unlink()
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(self.path))
 
@@ -137,8 +143,22 @@ def test_new_kubelet_sock_registers_once(world: Any) -> None:
     world.step()
     world.kubelet.restart()
     assert [world.step() for _ in range(3)] == [REGISTERED] * 3
-    assert len(world.kubelet.calls) == 2 and world.plugin.serves == 1
+    assert len(world.kubelet.calls) == 2 and world.plugin.serves == 2
     assert "kubelet.sock was created anew (kubelet restarted)" in world.logs[-1]
+
+
+def test_same_kubelet_touched_registers_nothing(world: Any) -> None:
+    """kubelet.sock and our socket renamed away and back, chmod'ed (their ctimes move, their inodes stay)
+    while the kubelet that took us runs: no second Register (kubelet 1.37 would answer "already
+    connected" and drop us) and no rebind of our socket."""
+    world.step()
+    for path in (world.kubelet.path, Path(world.plugin.socket)):
+        aside = path.with_name(path.name + ".aside")
+        path.rename(aside)
+        aside.rename(path)
+        path.chmod(0o600)
+    assert [world.step() for _ in range(3)] == [REGISTERED] * 3
+    assert len(world.kubelet.calls) == 1 and world.plugin.serves == 1
 
 
 def test_own_socket_gone_or_replaced(world: Any) -> None:
@@ -228,7 +248,6 @@ def test_kubelet_restarting_as_we_connect(world: Any) -> None:
     world.step()
 
     def new_kubelet() -> None:
-        Path(world.plugin.socket).unlink()
         world.kubelet.restart()
 
     world.kubelet.on_connect = new_kubelet
@@ -262,11 +281,10 @@ def test_kubelet_restarting_while_we_serve_again(world: Any) -> None:
         Plugin.serve(world.plugin)
         if not restarts:
             restarts.append(1)
-            Path(world.plugin.socket).unlink()
             world.kubelet.restart()
 
     world.plugin.serve = serve_and_restart
-    world.kubelet.on_connect = lambda: Path(world.plugin.socket).unlink()
+    world.kubelet.on_connect = lambda: Path(world.plugin.socket).unlink(missing_ok=True)
     world.kubelet.restart()
     assert world.step() == REGISTERED
     assert world.plugin.serves == 3 and world.kubelet.endpoint_at_call == world.plugin.bound

@@ -50,6 +50,12 @@ def socket_identity(path: str) -> Optional[Identity]:
     return (st.st_dev, st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
 
 
+def same_inode(path: str, identity: Optional[Identity]) -> bool:
+    """The socket at *path* is the file *identity* was taken of (by inode: its ctime may have moved)."""
+    now = socket_identity(path)
+    return identity is not None and now is not None and now[:2] == identity[:2]
+
+
 def kubelet_socket(plugin_dir: str) -> str:
     return os.path.join(plugin_dir, api.KUBELET_SOCKET)
 

@@ -17,10 +17,15 @@ per plugin, and the step reads the state from what is there now:
 ``WAITING``
     no ``kubelet.sock``: nothing to register with (the daemon says so once).
 ``REGISTERED``
-    the last ``Register`` succeeded for the ``kubelet.sock`` there now and the
-    socket we serve now, and the stream kubelet opened for it has not ended:
-    nothing to do.  Every later trigger of the same restart finds this, and
-    is folded into the registration already made.
+    the last ``Register`` succeeded for the socket we serve now, and the
+    stream kubelet opened for it has not ended: nothing to do.  Every later
+    trigger of the same restart finds this, and is folded into the
+    registration already made.  A new ``kubelet.sock`` alone is no reason to
+    register again: the kubelet that took us is alive while its stream is
+    open (a dead one's connections close), and a new one deletes our socket
+    before it listens.  Registering twice with one kubelet is what must never
+    happen: kubelet 1.37 answers "device plugin already connected", drops the
+    connected endpoint too and refuses that socket from then on.
 ``BACKOFF``
     kubelet refused the last ``Register`` or ended our registration's stream:
     try again after 0.1 s doubling to 10 s.  A ``kubelet.sock`` not tried yet
@@ -36,8 +41,12 @@ kubelet dials us back during the call (``GetDevicePluginOptions``: that
 kubelet is alive and handling our ``Register``), not for the one we saw
 before: a kubelet can restart while we connect.
 
-Sockets are told apart by inode and creation time, not by name
-(:func:`.registration.socket_identity`).  Only the first stream opened after
+Sockets are told apart by inode, not by name: ours is the one its server
+bound while the inode at our path is that one (a rename or chmod changes the
+ctime, not the inode); each binding gets a new ``serving_gen``, so a freed
+inode number handed to our next socket is still a new socket.  kubelet.sock's
+identity adds the ctime (:func:`.registration.socket_identity`): it only
+says whether a backoff is for the kubelet there now.  Only the first stream opened after
 a ``Register`` is its stream: kubelet closes the previous connection when a
 plugin registers again, and that stream's end is the result of registering,
 never a reason to; nor is a stream whose RPC was over before its handler ran
@@ -73,7 +82,7 @@ class Registrar:
         self.pending = False  # a Register is in flight
         self.dialed: Optional[Identity] = None  # kubelet.sock when kubelet dialed us back during it
         self.stream_epoch = -1  # the epoch whose stream is open (or ended)
-        self.holds: Optional[Tuple[Identity, Identity]] = None  # (kubelet.sock, our socket) of the registration
+        self.holds: Optional[Tuple[Optional[Identity], int]] = None  # (kubelet.sock, serving_gen) registered
         self.since = 0.0  # when that registration succeeded
         self.lost = False  # kubelet ended its stream
         self.target: Optional[Identity] = None  # the kubelet.sock the failures count against
@@ -128,10 +137,10 @@ class Registrar:
         if kubelet is None:
             self.state = WAITING
             return self.state
-        mine = self.plugin.bound
+        mine = self.plugin.serving_gen
         with self.lock:
             now = self.clock()
-            if self.holds == (kubelet, mine) and not self.lost:
+            if self.holds is not None and self.holds[1] == mine and not self.lost:
                 if self.failures and now - self.since >= STABLE_AFTER:
                     self.failures = 0
                 self.state = REGISTERED
@@ -161,7 +170,8 @@ class Registrar:
                 self.state, attempts = BACKOFF, self.failures
             else:
                 got = self.dialed or registration.socket_identity(registration.kubelet_socket(self.plugin_dir))
-                self.holds, self.since, self.error = (got, self.plugin.bound), self.clock(), ""
+                # the socket served now: the call serves again when ours went while it connected
+                self.holds, self.since, self.error = (got, self.plugin.serving_gen), self.clock(), ""
                 self.registrations += 1
                 self.state = BACKOFF if self.lost else REGISTERED
             why, self.why = self.why, ""
@@ -177,8 +187,7 @@ class Registrar:
 
     def serving(self) -> bool:
         """Our server runs and the socket at our path is the one it bound."""
-        return self.plugin.server is not None and self.plugin.bound is not None and \
-            registration.socket_identity(self.plugin.socket) == self.plugin.bound
+        return self.plugin.server is not None and registration.same_inode(self.plugin.socket, self.plugin.bound)
 
     def serve(self) -> bool:
         """Serve on a new socket; on failure retry with backoff.  True when serving."""

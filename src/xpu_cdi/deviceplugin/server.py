@@ -24,7 +24,7 @@ import grpc
 from ..log import Log
 from . import allocation, api
 from .devices import Card
-from .registration import Identity, socket_identity
+from .registration import Identity, same_inode, socket_identity
 from .restart import Registrar
 
 MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
@@ -237,7 +237,7 @@ class KindPlugin:
         if self.pool is not None:
             self.pool.shutdown(wait=False)  # its threads end as their RPCs do
             self.pool = None
-        if self.bound is not None and socket_identity(self.socket) == self.bound:
+        if same_inode(self.socket, self.bound):
             os.unlink(self.socket)  # gRPC's stop unlinks it on the releases we know; not promised
 
     def drain(self, timeout: float = 2.0) -> None:
