@@ -30,6 +30,7 @@ void *xf_realloc(void *p, size_t n);
 char *xf_strdup(const char *s);
 char *xf_strndup(const char *s, size_t n);
 char *xf_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *xf_strcat3(const char *a, const char *b, const char *c); /* a b c joined (paths, names: no printf) */
 
 /* Growable byte buffer (for serialising JSON and building lines). */
 struct xf_buf {

@@ -51,9 +51,7 @@ int rq_list_dir(const char *d, char ***names, size_t *n)
  * cannot block the open itself. */
 int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    struct xf_buf b = {0};
-    int rv = RD_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rv, err;
 
     if (fd < 0) {
         xf_say(XF_ERR, "%s", strerror(errno));
@@ -69,32 +67,16 @@ int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, st
         xf_say(XF_ERR, "not a regular file");
         return RD_REFUSED;
     }
-    xf_buf_add(&b, "", 0);
-    for (;;) {
-        char chunk[65536];
-        ssize_t got = read(fd, chunk, sizeof(chunk));
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            xf_say(XF_ERR, "%s", strerror(errno));
-            rv = RD_UNREADABLE;
-            break;
-        }
-        if (got == 0)
-            break;
-        if (b.len + (size_t)got > limit) {
-            xf_say(XF_ERR, "larger than the %zu-byte limit", limit);
-            rv = RD_REFUSED;
-            break;
-        }
-        xf_buf_add(&b, chunk, (size_t)got);
-    }
+    rv = xf_read_fd(fd, limit, data, len);
+    err = errno;
     close(fd);
-    if (rv != RD_OK) {
-        free(b.data);
-        return rv;
+    if (rv != XF_OK && *len > limit) {
+        xf_say(XF_ERR, "larger than the %zu-byte limit", limit);
+        return RD_REFUSED;
     }
-    *data = b.data;
-    *len = b.len;
+    if (rv != XF_OK) {
+        xf_say(XF_ERR, "%s", strerror(err));
+        return RD_UNREADABLE;
+    }
     return RD_OK;
 }

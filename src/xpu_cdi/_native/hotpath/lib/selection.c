@@ -65,7 +65,7 @@ static int add_name(struct rq_names *out, const char *kind, const fj *name)
 {
     if (fj_str(name) == NULL)
         return xf_say(XF_ERR, "index of %s: a device name with NUL", kind);
-    rq_names_add(out, xf_printf("%s=%s", kind, name->str));
+    rq_names_add(out, xf_strcat3(kind, "=", name->str));
     return XF_OK;
 }
 

@@ -30,9 +30,15 @@ static void problem(const char *line)
     xf_spec_problems[xf_nspec_problems++] = xf_strdup(line);
 }
 
-/* The checks of one edits object (a device's or the spec's own); where
- * names it ("spec 'P': device 'N'"). */
-static int check_edits(const fj *e, const char *where)
+/* Where a check failed: "spec 'P': device 'N'" (dev the device's name),
+ * or "spec 'P': containerEdits" (dev NULL); made only for the message. */
+static const char *edits_place(const char *path, const char *dev)
+{
+    return dev != NULL ? xf_printf("spec '%s': device '%.64s'", path, dev) : xf_printf("spec '%s': containerEdits", path);
+}
+
+/* The checks of one edits object: a device's (dev its name) or the spec's own (dev NULL). */
+static int check_edits(const fj *e, const char *path, const char *dev)
 {
     static const char *const lists[] = {"deviceNodes", "mounts", "hooks"};
     static const char *const needs[] = {"'path'", "'hostPath' and 'containerPath'", "'hookName' and 'path'"};
@@ -40,13 +46,13 @@ static int check_edits(const fj *e, const char *where)
     const fj *env = fj_get(e, "env");
 
     if (env != NULL && env->type != FJ_NULL && !rq_string_list(env))
-        return xf_say(XF_ERR, "%s: 'env' must be a list of strings", where);
+        return xf_say(XF_ERR, "%s: 'env' must be a list of strings", edits_place(path, dev));
     for (size_t k = 0; k < 3; k++) {
         const fj *items = fj_get(e, lists[k]);
         if (items == NULL || items->type == FJ_NULL)
             continue;
         if (items->type != FJ_ARRAY)
-            return xf_say(XF_ERR, "%s: '%s' must be a list", where, lists[k]);
+            return xf_say(XF_ERR, "%s: '%s' must be a list", edits_place(path, dev), lists[k]);
         for (size_t i = 0; i < items->n; i++) {
             const fj *item = items->items[i];
             int ok = item->type == FJ_OBJECT;
@@ -55,7 +61,8 @@ static int check_edits(const fj *e, const char *where)
                 ok = v != NULL && v->type == FJ_STRING;
             }
             if (!ok)
-                return xf_say(XF_ERR, "%s: every entry of '%s' needs %s", where, lists[k], needs[k]);
+                return xf_say(XF_ERR, "%s: every entry of '%s' needs %s", edits_place(path, dev), lists[k],
+                              needs[k]);
         }
     }
     return XF_OK;
@@ -93,14 +100,14 @@ static int check_spec(const fj *spec, const char *path, const fj **kind, const f
             return xf_say(XF_ERR, "spec '%s': every device needs a 'name' and 'containerEdits'", path);
         if (fj_str(name) == NULL)
             return xf_say(XF_ERR, "spec '%s': a device name holds a NUL byte", path);
-        if (check_edits(ce, xf_printf("spec '%s': device '%.64s'", path, name->str)) != XF_OK)
+        if (check_edits(ce, path, name->str) != XF_OK)
             return XF_ERR;
     }
     edits = fj_get(spec, "containerEdits");
     if (edits != NULL && edits->type != FJ_NULL) {
         if (edits->type != FJ_OBJECT)
             return xf_say(XF_ERR, "spec '%s': 'containerEdits' must be an object", path);
-        if (check_edits(edits, xf_printf("spec '%s': containerEdits", path)) != XF_OK)
+        if (check_edits(edits, path, NULL) != XF_OK)
             return XF_ERR;
     }
     return XF_OK;
@@ -170,7 +177,7 @@ void rq_load_spec_dir(const char *d, struct rq_map *all)
             const fj *name = fj_get(devices->items[j], "name");
             struct device *dev;
             const struct device *was;
-            char *q = xf_printf("%s=%s", kind->str, name->str);
+            char *q = xf_strcat3(kind->str, "=", name->str);
             if ((was = rq_map_get(&found, q)) != NULL) {
                 const char *paths = rq_map_get(&conflicts, q);
                 if (paths == NULL) {

@@ -41,9 +41,7 @@ char *rq_join(const char *d, const char *name)
 {
     size_t n = strlen(d);
 
-    if (n == 0 || d[n - 1] == '/')
-        return xf_printf("%s%s", d, name);
-    return xf_printf("%s/%s", d, name);
+    return xf_strcat3(d, n == 0 || d[n - 1] == '/' ? "" : "/", name);
 }
 
 /* see strings.h */
