@@ -18,6 +18,7 @@
  * duplicate keys refused, integers beyond 64 bits and reals beyond a
  * double refused. */
 #include "lib/json.h"
+#include "lib/arena.h"
 #include "lib/json_text.h"
 
 #include <errno.h>
@@ -28,44 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
-
-/* ---- arena ---------------------------------------------------------- */
-
-struct arena {
-    char *p;      /* free space of the current chunk */
-    size_t left;  /* bytes of it */
-    size_t next;  /* size of the next chunk */
-};
-
-static void *arena_get(struct arena *a, size_t n)
-{
-    void *r;
-
-    n = (n + 7) & ~(size_t)7;  /* keeps every node and pointer array aligned */
-    if (n > a->left) {
-        size_t size = a->next;
-        if (size < n)
-            size = n;
-        /* not zeroed here: a chunk is sized for the worst case, and zeroing
-         * it all would fault in pages a small document never uses */
-        a->p = xf_malloc(size);
-        a->left = size;
-        if (a->next < ((size_t)64 << 20))
-            a->next *= 2;
-    }
-    r = a->p;
-    a->p += n;
-    a->left -= n;
-    return memset(r, 0, n); /* nodes start out all-zero */
-}
-
-static char *arena_text(struct arena *a, const unsigned char *s, size_t n)
-{
-    char *t = arena_get(a, n + 1);
-    memcpy(t, s, n);
-    t[n] = '\0';
-    return t;
-}
 
 /* ---- parser --------------------------------------------------------- */
 
@@ -78,7 +41,7 @@ struct parser {
     const char *text;
     size_t len;
     yajl_handle h;
-    struct arena arena;
+    struct xf_arena arena;
     fj **stack;  /* members of the open containers, keys and values alternating in objects */
     size_t nstack, capstack;
     struct frame frames[FJ_MAX_DEPTH];
@@ -117,7 +80,7 @@ static int add(struct parser *p, fj *v)
 
 static fj *node(struct parser *p, enum fj_type type)
 {
-    fj *v = arena_get(&p->arena, sizeof(*v));
+    fj *v = xf_arena_get(&p->arena, sizeof(*v));
     v->type = type;
     return v;
 }
@@ -140,7 +103,7 @@ static int on_number(void *ctx, const char *s, size_t n)
     struct parser *p = ctx;
     fj *v = node(p, FJ_NUMBER);
 
-    v->str = v->raw = arena_text(&p->arena, (const unsigned char *)s, n);
+    v->str = v->raw = xf_arena_text(&p->arena, s, n);
     v->len = v->rawlen = n;
     if (memchr(s, '.', n) == NULL && memchr(s, 'e', n) == NULL && memchr(s, 'E', n) == NULL) {
         /* long long when it fits; an unsigned 64-bit value (config.json's
@@ -173,7 +136,7 @@ static fj *text_node(struct parser *p, const unsigned char *s, size_t n)
         return NULL;
     }
     v = node(p, FJ_STRING);
-    v->str = arena_text(&p->arena, s, n);
+    v->str = xf_arena_text(&p->arena, (const char *)s, n);
     v->len = n;
     v->has_nul = memchr(s, '\0', n) != NULL;
     return v;
@@ -269,8 +232,8 @@ static int close_container(struct parser *p, enum fj_type type)
 
     if (type == FJ_OBJECT) {
         n /= 2;
-        v->keys = arena_get(&p->arena, n * sizeof(fj *));
-        v->items = arena_get(&p->arena, n * sizeof(fj *));
+        v->keys = xf_arena_get(&p->arena, n * sizeof(fj *));
+        v->items = xf_arena_get(&p->arena, n * sizeof(fj *));
         for (size_t i = 0; i < n; i++) {
             v->keys[i] = p->stack[f->base + 2 * i];
             v->items[i] = p->stack[f->base + 2 * i + 1];
@@ -288,7 +251,7 @@ static int close_container(struct parser *p, enum fj_type type)
             free(sorted);
         }
     } else {
-        v->items = arena_get(&p->arena, n * sizeof(fj *));
+        v->items = xf_arena_get(&p->arena, n * sizeof(fj *));
         if (n > 0)
             memcpy(v->items, p->stack + f->base, n * sizeof(fj *));
     }

@@ -21,11 +21,12 @@ struct anchor {
 };
 
 struct yframe {
-    fj *node;
+    fj *node;            /* its members are on the loader's stack until it ends */
+    size_t base;         /* where they start there (keys and values alternating in a mapping) */
     unsigned long long size;
     int height;          /* 1 + the highest member's height */
     const char *anchor;  /* registered when the node is complete: an alias inside it finds nothing */
-    fj *key;             /* mapping: the key waiting for its value */
+    int key_pending;     /* mapping: a key is on the stack, waiting for its value */
     const char *context; /* CDI spec: the key this container is the value of */
     yaml_mark_t start;
 };
@@ -33,6 +34,9 @@ struct yframe {
 struct loader {
     yaml_parser_t parser;
     int flags;
+    struct xf_arena arena;  /* every node, member array and text of the tree */
+    fj **stack;             /* members of the open containers */
+    size_t nstack, capstack;
     struct yframe frames[FJ_MAX_DEPTH];
     int depth;
     struct anchor *anchors;
@@ -77,17 +81,13 @@ static void parser_error(struct loader *l)
 
 /* ---- building ----------------------------------------------------------- */
 
-static void member_add(fj *c, fj *key, fj *v)
+static void push(struct loader *l, fj *v)
 {
-    if (c->n == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 8;
-        c->items = xf_realloc(c->items, c->cap * sizeof(fj *));
-        if (key != NULL)
-            c->keys = xf_realloc(c->keys, c->cap * sizeof(fj *));
+    if (l->nstack == l->capstack) {
+        l->capstack = l->capstack ? 2 * l->capstack : 64;
+        l->stack = xf_realloc(l->stack, l->capstack * sizeof(*l->stack));
     }
-    if (key != NULL)
-        c->keys[c->n] = key;
-    c->items[c->n++] = v;
+    l->stack[l->nstack++] = v;
 }
 
 static int same_key(const fj *a, const fj *b)
@@ -146,7 +146,7 @@ static const char *value_context(const struct loader *l)
     if (f == NULL)
         return NULL;
     if (f->node->type == FJ_OBJECT)
-        return f->key != NULL ? f->key->str : NULL;
+        return f->key_pending ? l->stack[l->nstack - 1]->str : NULL;
     return f->context;  /* a sequence: its items are what its key names (additionalGids) */
 }
 
@@ -171,32 +171,28 @@ static int place(struct loader *l, fj *v, unsigned long long size, int height, y
         return 0;
     if (height + 1 > f->height)
         f->height = height + 1;
-    if (f->node->type == FJ_ARRAY) {
-        member_add(f->node, NULL, v);
-        return 1;
-    }
-    if (f->key == NULL) {  /* v is a key */
+    if (f->node->type == FJ_OBJECT && !f->key_pending) {  /* v is a key */
         if (v->type != FJ_STRING) {
             fail_at(l, at, "a mapping or sequence (or an alias) as a mapping key");
             return 0;
         }
-        if (f->node->n < LINEAR_KEYS)
-            for (size_t i = 0; i < f->node->n; i++)
-                if (same_key(f->node->keys[i], v)) {
+        if ((l->nstack - f->base) / 2 < LINEAR_KEYS)
+            for (size_t i = f->base; i < l->nstack; i += 2)
+                if (same_key(l->stack[i], v)) {
                     duplicate(l, v, at);
                     return 0;
                 }
-        f->key = v;
-        return 1;
+        f->key_pending = 1;
+    } else {
+        f->key_pending = 0;
     }
-    member_add(f->node, f->key, v);
-    f->key = NULL;
+    push(l, v);
     return 1;
 }
 
-static const char *copy_name(const yaml_char_t *s)
+static const char *copy_name(struct loader *l, const yaml_char_t *s)
 {
-    return s != NULL ? xf_strdup((const char *)s) : NULL;
+    return s != NULL ? xf_arena_text(&l->arena, (const char *)s, strlen((const char *)s)) : NULL;
 }
 
 #define TAG(x) "tag:yaml.org,2002:" x
@@ -215,7 +211,7 @@ static int on_scalar(struct loader *l, const yaml_event_t *e)
     const char *s = (const char *)e->data.scalar.value, *tag = (const char *)e->data.scalar.tag, *why = NULL;
     size_t len = e->data.scalar.length;
     struct yframe *f = l->depth > 0 ? &l->frames[l->depth - 1] : NULL;
-    int is_key = f != NULL && f->node->type == FJ_OBJECT && f->key == NULL;
+    int is_key = f != NULL && f->node->type == FJ_OBJECT && !f->key_pending;
     struct scalar sc = {K_STR, 0, 0, 0, 0};
     fj *v;
 
@@ -240,14 +236,14 @@ static int on_scalar(struct loader *l, const yaml_event_t *e)
         return 0;
     }
     if (is_key) {
-        if ((v = key_node(&sc, s, len, &why)) == NULL) {
+        if ((v = key_node(&l->arena, &sc, s, len, &why)) == NULL) {
             fail_at(l, e->start_mark, "%s", why);
             return 0;
         }
     } else {
-        v = scalar_node(&sc, s, len, (l->flags & FY_CDI_SPEC) && !typed_field(value_context(l)));
+        v = scalar_node(&l->arena, &sc, s, len, (l->flags & FY_CDI_SPEC) && !typed_field(value_context(l)));
     }
-    return place(l, v, 1, 0, e->start_mark) && remember(l, copy_name(e->data.scalar.anchor), v, 1, 0);
+    return place(l, v, 1, 0, e->start_mark) && remember(l, copy_name(l, e->data.scalar.anchor), v, 1, 0);
 }
 
 static int on_start(struct loader *l, const yaml_event_t *e, enum fj_type type)
@@ -258,7 +254,7 @@ static int on_start(struct loader *l, const yaml_event_t *e, enum fj_type type)
 
     if (!container_tag_ok(l, tag, type == FJ_OBJECT ? TAG("map") : TAG("seq"), e->start_mark))
         return 0;
-    if (l->depth > 0 && l->frames[l->depth - 1].node->type == FJ_OBJECT && l->frames[l->depth - 1].key == NULL) {
+    if (l->depth > 0 && l->frames[l->depth - 1].node->type == FJ_OBJECT && !l->frames[l->depth - 1].key_pending) {
         fail_at(l, e->start_mark, "a mapping or sequence (or an alias) as a mapping key");
         return 0;
     }
@@ -269,19 +265,45 @@ static int on_start(struct loader *l, const yaml_event_t *e, enum fj_type type)
     f = &l->frames[l->depth];
     memset(f, 0, sizeof(*f));
     f->context = value_context(l);
-    f->node = fj_new(type);
+    f->node = xf_arena_get(&l->arena, sizeof(*f->node));
+    f->node->type = type;
+    f->base = l->nstack;
     f->size = 1;
     f->height = 1;
-    f->anchor = copy_name(anchor);
+    f->anchor = copy_name(l, anchor);
     f->start = e->start_mark;
     l->depth++;
     return 1;
+}
+
+/* Move the members pushed since the container started into its own arrays. */
+static void take_members(struct loader *l, const struct yframe *f)
+{
+    fj *v = f->node;
+    size_t n = l->nstack - f->base;
+
+    if (v->type == FJ_OBJECT) {
+        n /= 2;
+        v->keys = xf_arena_get(&l->arena, n * sizeof(fj *));
+        v->items = xf_arena_get(&l->arena, n * sizeof(fj *));
+        for (size_t i = 0; i < n; i++) {
+            v->keys[i] = l->stack[f->base + 2 * i];
+            v->items[i] = l->stack[f->base + 2 * i + 1];
+        }
+    } else {
+        v->items = xf_arena_get(&l->arena, n * sizeof(fj *));
+        if (n > 0)
+            memcpy(v->items, l->stack + f->base, n * sizeof(fj *));
+    }
+    v->n = v->cap = n;
+    l->nstack = f->base;
 }
 
 static int on_end(struct loader *l, const yaml_event_t *e)
 {
     struct yframe f = l->frames[--l->depth];
 
+    take_members(l, &f);
     if (f.node->type == FJ_OBJECT && f.node->n > LINEAR_KEYS) {
         fj **sorted = xf_alloc(f.node->n * sizeof(*sorted));
         memcpy(sorted, f.node->keys, f.node->n * sizeof(*sorted));
@@ -348,6 +370,7 @@ fj *fy_parse(const char *text, size_t len, int flags, char *err, size_t errlen)
     l->err = err;
     l->errlen = errlen;
     l->flags = flags;
+    l->arena.next = len < ((size_t)10 << 20) ? 4 * len + 4096 : (size_t)64 << 20;  /* as json_parse.c sizes it */
     if (len > FJ_MAX_BYTES) {
         snprintf(err, errlen, "%zu bytes, more than the %zu a document may have", len, (size_t)FJ_MAX_BYTES);
         free(l);
@@ -371,6 +394,7 @@ fj *fy_parse(const char *text, size_t len, int flags, char *err, size_t errlen)
         root = l->root != NULL ? l->root : fj_new(FJ_NULL);  /* an empty stream is null, as go-yaml has it */
     yaml_parser_delete(&l->parser);
     free(l->anchors);
+    free(l->stack);
     free(l);
     return root;
 }
@@ -383,10 +407,11 @@ int xf_yaml_load_file(const char *path, size_t max_bytes, fj **out, char *err, s
     struct stat st;
 
     *out = NULL;
+    if (fd < 0 && errno == ENOENT)
+        return -ENOENT; /* the usual case of the node config: no message formatted (strerror pulls in gettext) */
     if (fd < 0) {
-        int e = errno;
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
-        return e == ENOENT ? -ENOENT : -1;
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path);
