@@ -39,24 +39,30 @@ static int write_all(int fd, const char *s, size_t n)
     return (size_t)w == n ? 0 : -EIO;
 }
 
-/* One write(2) per rule: the kernel applies only the first rule of a write. */
+/* One write(2) per rule (the kernel applies only the first rule of a
+ * write), all through one open file: each open of a cgroup file costs
+ * more than the write. */
 static int allow_v1(const struct xf_cgroup *cg, const struct xf_rule *rules, size_t n)
 {
+    int fd, rv = 0;
+    char line[128];
+
+    if (n == 0)
+        return XF_OK;
+    do
+        fd = openat(cg->fd, "devices.allow", O_WRONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    rv = fd < 0 ? -errno : 0;
     for (size_t i = 0; i < n; i++) {
-        char line[128];
         int len = snprintf(line, sizeof(line), "%c %lld:%lld %s", rules[i].type, rules[i].major, rules[i].minor,
                            rules[i].access);
-        int fd, rv;
-        do
-            fd = openat(cg->fd, "devices.allow", O_WRONLY | O_CLOEXEC);
-        while (fd < 0 && errno == EINTR);
-        if (fd < 0)
-            return xf_say(XF_ERR, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(errno));
-        rv = write_all(fd, line, (size_t)len);
-        close(fd);
-        if (rv != 0)
-            return xf_say(XF_ERR, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(-rv));
+        if (rv != 0 || (rv = write_all(fd, line, (size_t)len)) != 0)
+            break; /* line names the rule that could not be allowed */
     }
+    if (fd >= 0)
+        close(fd);
+    if (rv != 0)
+        return xf_say(XF_ERR, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(-rv));
     return XF_OK;
 }
 

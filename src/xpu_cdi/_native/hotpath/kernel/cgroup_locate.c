@@ -11,7 +11,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 /* /proc/self/mountinfo of a busy Kubernetes node is a few hundred KiB;
@@ -253,26 +257,92 @@ int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, si
     return xf_say(XF_ERR, "no cgroup device controller is mounted (neither v1 devices nor cgroup2)");
 }
 
+/* The directory of a cgroup opened as cgroup.h says (v2: readable, for bpf(2)). */
+static int open_dir(const char *path, int version)
+{
+    int flags = version == 2 ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_PATH | O_DIRECTORY | O_CLOEXEC, fd;
+
+    do
+        fd = open(path, flags);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+/* Whether pid is listed in cgroup.procs of dirfd: the proof that dirfd is its cgroup. */
+static int lists_pid(int dirfd, int pid)
+{
+    char *text, want[16];
+    size_t len, n = (size_t)snprintf(want, sizeof(want), "%d", pid);
+    int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC), rv;
+
+    if (fd < 0)
+        return 0;
+    rv = xf_read_fd(fd, CGROUPS_LIMIT, &text, &len);
+    close(fd);
+    for (const char *line = text; rv == XF_OK && *line != '\0';) {
+        const char *eol = strchr(line, '\n');
+        size_t ll = eol ? (size_t)(eol - line) : strlen(line);
+        if (ll == n && memcmp(line, want, n) == 0)
+            return 1;
+        line += ll + (eol != NULL);
+    }
+    return 0;
+}
+
+/* The usual layout, without mountinfo (which the kernel generates whole on
+ * each read: a millisecond on a node with many mounts): cgroup2 on
+ * /sys/fs/cgroup, as runc tests it (statfs), else the v1 devices hierarchy
+ * at /sys/fs/cgroup/devices; taken only when the container's pid is in
+ * the directory found there (a hierarchy mounted from a subtree, or
+ * elsewhere, fails that, and xf_cgroup_locate decides from mountinfo). */
+static int usual_layout(int pid, const char *v2path, const char *devpath, struct xf_cgroup *out)
+{
+    struct statfs sf;
+    struct stat st;
+    const char *path;
+    int version, fd;
+
+    if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC && v2path != NULL) {
+        version = 2;
+        path = below("/sys/fs/cgroup", "/", v2path);
+    } else if (devpath != NULL && statfs("/sys/fs/cgroup/devices", &sf) == 0 && sf.f_type == CGROUP_SUPER_MAGIC) {
+        version = 1;
+        path = below("/sys/fs/cgroup/devices", "/", devpath);
+    } else {
+        return 0;
+    }
+    if ((fd = open_dir(path, version)) < 0)
+        return 0;
+    if ((version == 1 && fstatat(fd, "devices.allow", &st, 0) != 0) || !lists_pid(fd, pid)) {
+        close(fd);
+        return 0;
+    }
+    out->version = version;
+    out->path = path;
+    out->fd = fd;
+    return 1;
+}
+
 int xf_cgroup_open(int pid, struct xf_cgroup *out)
 {
     char *cgroups, *mountinfo;
     size_t clen, mlen;
-    const char *procfile = xf_printf("/proc/%d/cgroup", pid);
-    int version, fd, flags;
-    const char *path;
+    const char *procfile = xf_printf("/proc/%d/cgroup", pid), *path, *v2path, *devpath;
+    int version, fd;
 
     out->fd = -1;
-    if (xf_read_file(procfile, CGROUPS_LIMIT, &cgroups, &clen, NULL) != XF_OK ||
-        xf_read_file("/proc/self/mountinfo", MOUNTINFO_LIMIT, &mountinfo, &mlen, NULL) != XF_OK)
+    if (xf_read_file(procfile, CGROUPS_LIMIT, &cgroups, &clen, NULL) != XF_OK)
+        return xf_say(XF_ERR, "cannot read the cgroups of container process %d: %s", pid, xf_strdup(xf_reason));
+    if (memchr(cgroups, '\0', clen) == NULL) {
+        proc_cgroups(cgroups, &v2path, &devpath);
+        if (usual_layout(pid, v2path, devpath, out))
+            return XF_OK;
+    }
+    if (xf_read_file("/proc/self/mountinfo", MOUNTINFO_LIMIT, &mountinfo, &mlen, NULL) != XF_OK)
         return xf_say(XF_ERR, "cannot read the cgroups of container process %d: %s", pid, xf_strdup(xf_reason));
     if (xf_cgroup_locate(mountinfo, mlen, cgroups, clen, &version, &path) != XF_OK)
         return XF_ERR;
-    /* v2 needs a readable fd (bpf(2) refuses O_PATH); v1 only *at() calls */
-    flags = version == 2 ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_PATH | O_DIRECTORY | O_CLOEXEC;
-    do
-        fd = open(path, flags);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
+    if ((fd = open_dir(path, version)) < 0)
         return xf_say(XF_ERR, "cgroup '%s' of container process %d: %s", path, pid, strerror(errno));
     out->version = version;
     out->path = path;
