@@ -168,7 +168,7 @@ static int tool(const char *sub, char **args, size_t nargs)
     c.id = o.id;
     c.pid = o.pid;
     c.rootfs = o.rootfs;
-    c.in_place = stage == XF_STAGE_INSIDE;
+    c.stage = stage;
     c.tools_note = 1;
     rv = xf_inject(&c, &edits, &note);
     if (rv != XF_OK)
@@ -187,7 +187,6 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
     struct request r;
     struct xf_indexes ix;
     struct xf_edits edits;
-    enum xf_stage stage;
     int rv;
 
     memset(&r, 0, sizeof(r));
@@ -215,9 +214,9 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
         log_line(xf_printf("warning: %s", xf_spec_problems[i]));
     if (rv != XF_OK)
         return fail(xf_reason);
-    if (xf_stage_of(r.c.pid, &stage) != XF_OK)
+    if (xf_stage_of(r.c.pid, &r.c.stage) != XF_OK)
         return fail(xf_reason);
-    if (stage == XF_STAGE_INSIDE)
+    if (r.c.stage == XF_STAGE_INSIDE)
         return fail(xf_printf("OCI state pid %d is not a container process of this runtime (a createContainer "
                               "hook runs inside the container): register `xpu-cdi-hook prestart` as a prestart "
                               "or createRuntime hook", r.c.pid));

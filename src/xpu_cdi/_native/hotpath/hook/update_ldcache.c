@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define LDCONF "/etc/ld.so.conf.d/00-xpu-cdi.conf"
 #define LDCONF_HEADER "# written by xpu-cdi-hook update-ldcache\n"
@@ -82,7 +83,6 @@ static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
         fd = open_existing_conf(parent, name);
     }
     if (fd < 0) {
-        close(parent);
         if (fd == -ELOOP)
             return xf_say(XF_ERR, "%s in the image is a symlink", LDCONF);
         if (fd == -NOT_REGULAR)
@@ -90,7 +90,6 @@ static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
         return xf_say(XF_ERR, "cannot write %s in the container: %s", LDCONF, strerror(-fd));
     }
     rv = created ? xf_journal_unlink(x, parent, name, 0, "remove '" LDCONF "'") : 0;
-    close(parent);
     if (rv == 0 && x->fsids_lost)
         rv = -EPERM;
     xf_buf_adds(&text, LDCONF_HEADER);
@@ -124,9 +123,11 @@ static int stat_in_root(const struct xf_root *x, const char *path, struct stat *
 }
 
 /* ldcache.update: the image's ldconfig run confined on the folders that exist. */
-int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfolders, const int *nsfds,
-                      const int *nstypes, size_t nns, const char **note)
+int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfolders, const struct xf_nsdirs *ns,
+                      int pid, const char **note)
 {
+    int nsfds[8], nstypes[8];
+    size_t nns = 0;
     const char *ldconfig = NULL, **dirs = xf_alloc(nfolders * sizeof(*dirs));
     struct xf_buf argv = {0}, msg = {0};
     char root[32], out[LDCONFIG_OUT];
@@ -159,8 +160,12 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
     xf_buf_add(&argv, ldconfig, strlen(ldconfig) + 1);
     for (size_t i = 0; i < ndirs; i++)
         xf_buf_add(&argv, dirs[i], strlen(dirs[i]) + 1);
+    if (xf_open_namespaces(ns, pid, nsfds, nstypes, &nns) != XF_OK) /* only now: each look-up costs */
+        return XF_ERR;
     rv = xc_spawn_confined(xf_fd_path(root, x->rootfd), argv.data, 1 + ndirs, LDCONFIG_ENV, 1, nsfds, nstypes, nns,
                            LDCONFIG_TIMEOUT_MS, out, sizeof(out), &status);
+    for (size_t i = 0; i < nns; i++)
+        close(nsfds[i]);
     if (rv != 0)
         return xf_say(XF_ERR, "cannot run the image's %s: %s", ldconfig, strerror(-rv));
     code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1;

@@ -11,18 +11,6 @@
 #include <sys/mount.h>
 #include <sys/wait.h>
 
-int xc_setns(const char *nspath, int nstype)
-{
-    int fd = open(nspath, O_RDONLY | O_CLOEXEC);
-    int rv;
-
-    if (fd < 0)
-        return -errno;
-    rv = setns(fd, nstype) == 0 ? 0 : -errno;
-    close(fd);
-    return rv;
-}
-
 /* Set the filesystem uid/gid (creations in a user namespace's filesystems
  * must be owned by ids mapped there, else EOVERFLOW).  setfsuid reports no
  * error, so read the value back: -EPERM when it did not take. */
