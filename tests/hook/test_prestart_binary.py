@@ -445,3 +445,55 @@ def test_devices_cgroup_found_below_escaped_and_non_ascii_mount_points(alone: Pa
             sleeper.kill()
             sleeper.wait(timeout=10)
         cg.rmdir()
+
+
+def libyaml_path() -> str:
+    """Where ld.so finds libyaml-0.so.2 on this host (the hook dlopens it by that name)."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    return next(line.split(" => ")[1].strip() for line in out.splitlines()
+                if line.strip().startswith("libyaml-0.so.2 ") and "x86-64" in line)
+
+
+def without_libyaml(cmd: List[str]) -> List[str]:
+    """*cmd* in a private mount namespace where libyaml-0.so.2 is an empty file: loading it fails."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", 'mount --bind /dev/null "$0" && exec "$@"',
+            libyaml_path(), *cmd]
+
+
+class TestLibyamlOnDemand:
+    """libyaml is loaded when a YAML file is first read, not at every start: a start reading only JSON
+    works without it, and one that needs it says which package to install."""
+
+    def test_json_only_start_needs_no_libyaml(self, host: HookHost, tmp_path: Path) -> None:
+        b = bundle_dir(tmp_path, asks(["A=1"]))
+        r = subprocess.run(without_libyaml([str(host.hook), "prestart", "--config", str(tmp_path / "none.yaml")]),
+                           input=json.dumps(state_of(b)).encode(), capture_output=True, timeout=30,
+                           env={"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": str(host.spec_dir)})
+        assert (r.returncode, r.stderr) == (0, b"")
+
+    def test_node_config_without_libyaml(self, host: HookHost, tmp_path: Path) -> None:
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text("accept-env-selection-when-unprivileged: false\n")
+        b = bundle_dir(tmp_path, asks(["A=1"]))
+        r = subprocess.run(without_libyaml([str(host.hook), "prestart", "--config", str(cfg)]),
+                           input=json.dumps(state_of(b)).encode(), capture_output=True, timeout=30,
+                           env={"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": str(host.spec_dir)})
+        err = r.stderr.decode()
+        assert r.returncode == 1 and err.count("\n") == 1, err
+        assert err.startswith(f"{HOOK}: node config {cfg} cannot be read: cannot load libyaml-0.so.2 ("), err
+        assert err.endswith("): install libyaml-0-2 (libyaml on RPM distributions)\n"), err
+
+    def test_yaml_spec_without_libyaml_is_a_skipped_file(self, host: HookHost, tmp_path: Path) -> None:
+        d = tmp_path / "cdi"
+        d.mkdir()
+        spec = d / "vendor.yaml"
+        spec.write_text("cdiVersion: 0.6.0\nkind: vendor.example/accel\ndevices:\n- name: \"0\"\n"
+                        "  containerEdits:\n    env: [A=1]\n")
+        b = bundle_dir(tmp_path, asks([], annotations={"cdi.k8s.io/v": "vendor.example/accel=0"}))
+        r = subprocess.run(without_libyaml([str(host.hook), "prestart"]), input=json.dumps(state_of(b)).encode(),
+                           capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": str(d)})
+        err = r.stderr.decode()
+        assert r.returncode == 1, err
+        assert err.startswith(f"{HOOK}: unresolvable CDI device 'vendor.example/accel=0' in {d} (no spec defines kind "
+                              f"'vendor.example/accel': run `xpu-cdi generate`); skipped: spec '{spec}' cannot be "
+                              "read: cannot load libyaml-0.so.2 ("), err

@@ -21,6 +21,10 @@ int xf_config_load(const char *path, struct xf_config *cfg, char *errbuf, size_t
     rv = xf_yaml_load_file(cfg->path, MAX_CONFIG_FILE_BYTES, &doc, err, sizeof(err));
     if (rv == -ENOENT)
         return XF_OK; /* no file: the defaults */
+    if (rv == -ELIBACC) {
+        snprintf(errbuf, errlen, "node config %s cannot be read: %s", cfg->path, err);
+        return XF_FAIL;
+    }
     if (rv != 0) {
         snprintf(errbuf, errlen, "node config %s: fix or remove the file (a YAML mapping such as "
                  "'%s: false')", err, XF_CONFIG_KEY_ENV_UNPRIVILEGED);

@@ -131,6 +131,8 @@ static int read_spec(const char *path, const fj **spec)
                           MAX_SPEC_BYTES);
         return xf_say(XF_ERR, "spec '%s': %s", path, xf_strdup(xf_reason));
     }
+    if (yaml && !fy_load_library(err, sizeof(err)))
+        return xf_say(XF_ERR, "spec '%s' cannot be read: %s", path, err);
     *spec = yaml ? fy_parse(data, len, FY_CDI_SPEC, err, sizeof(err)) : fj_parse(data, len, err, sizeof(err));
     if (*spec == NULL)
         return xf_say(XF_ERR, "spec '%s': not valid %s: %s", path, yaml ? "YAML" : "JSON", err);
