@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -445,6 +446,55 @@ def test_devices_cgroup_found_below_escaped_and_non_ascii_mount_points(alone: Pa
             sleeper.kill()
             sleeper.wait(timeout=10)
         cg.rmdir()
+
+
+@pytest.mark.skipif(not (V1_DEVICES / "devices.allow").exists(), reason="no cgroup v1 devices controller on this host")
+def test_devices_cgroup_of_a_subtree_mount_is_not_taken_for_the_usual_layout(alone: Path, tmp_path: Path) -> None:
+    """The hook tries /sys/fs/cgroup/devices/<the path in /proc/PID/cgroup> before reading mountinfo, and takes
+    it only when the container's pid is listed there.  Here the hierarchy is mounted at M and its subtree P
+    at /sys/fs/cgroup/devices (as in a container's view), the container is in P/P, and P/P/P exists: the
+    usual-layout path names P/P/P, which does not list the pid, so mountinfo decides (M) and the rule goes
+    to P/P."""
+    top = V1_DEVICES / runtimes.unique("xpu-cdi-sub")
+    mine, decoy = top / top.name, top / top.name / top.name
+    mine.mkdir(parents=True)
+    sleeper = None
+    try:
+        (mine / "devices.deny").write_text("a")  # the kernel takes "a" only while there are no children
+        decoy.mkdir()
+        sleeper = subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(mine),
+                                    "unshare", "-m", "--propagation", "private", "sleep", "60"])
+        runtimes.wait_for_exec(sleeper, "sleep")
+        specs = tmp_path / "cdi"
+        specs.mkdir()
+        (specs / "sub.json").write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "example.com/sub", "devices": [
+            {"name": "a", "containerEdits": {"deviceNodes": [{"path": "/dev/x0", "type": "c", "major": 240,
+                                                              "minor": 0, "fileMode": 0o640}]}}]}))
+        b = bundle_dir(tmp_path, {"root": {"path": "rootfs"}, "annotations": {"cdi.k8s.io/x": "example.com/sub=a"}})
+        log = tmp_path / "hook.log"
+        m = tmp_path / "m"
+        m.mkdir()
+        remount = ('mount -t cgroup -o devices xpu-cdi-test "$0" && umount /sys/fs/cgroup/devices && '
+                   'mount --bind "$0/$1" /sys/fs/cgroup/devices && shift && exec "$@"')
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", remount, str(m), top.name,
+                            str(alone / HOOK), "prestart", "--log", str(log)],
+                           input=json.dumps({"id": "sub", "pid": sleeper.pid, "bundle": str(b)}).encode(),
+                           capture_output=True, timeout=60,
+                           env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "XPU_CDI_SPEC_DIRS": str(specs)})
+        assert r.returncode == 0, (r.stderr.decode(errors="replace"), log.read_text() if log.exists() else "")
+        assert "c 240:0 rwm" in (mine / "devices.list").read_text().splitlines()
+        assert "c 240:0 rwm" not in (decoy / "devices.list").read_text().splitlines()
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait(timeout=10)
+        for cg in (decoy, mine, top):
+            for _ in range(100):  # empty once the kernel has reaped the sleeper
+                try:
+                    cg.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.02)
 
 
 def libyaml_path() -> str:
