@@ -247,10 +247,6 @@ class TestUsage:
         (["prestart", "--spec-dir"], 1, "option --spec-dir needs a value (see `xpu-cdi-hook --help`)\n"),
         (["future-hook"], 0, "warning: unknown subcommand 'future-hook' ignored (this is xpu-cdi-hook from an older "
                              "release?)\n"),
-        (["install-launcher", "/usr/local/bin/xpu-cdi-hook"], 1,
-         "install-launcher is gone: this binary is the whole hook, nothing goes beside it; copy it where the hook "
-         "entry points (or point the entry at the installed one) and delete any xpu-cdi-hook.py an older release "
-         "left there\n"),
     ])
     def test_arguments(self, alone: Path, args: List[str], code: int, err: str) -> None:
         r = subprocess.run([str(alone / HOOK), *args], capture_output=True, text=True, timeout=30, env={"PATH": ""},

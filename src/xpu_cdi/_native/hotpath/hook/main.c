@@ -281,12 +281,6 @@ int main(int argc, char **argv)
     }
     if (sub == NULL)
         return fail("no subcommand given: register `" PROG " prestart` as the hook " SEE_USAGE);
-    /* install-launcher was a tooling command of releases with a Python half (a hook entry
-     * never names it): whoever still runs it gets what to do instead. */
-    if (strcmp(sub, "install-launcher") == 0)
-        return fail("install-launcher is gone: this binary is the whole hook, nothing goes beside it; copy it "
-                    "where the hook entry points (or point the entry at the installed one) and delete any "
-                    "xpu-cdi-hook.py an older release left there");
     if (sub[0] == '-')
         return fail(xf_printf("unknown option %s %s", rq_short(sub, strlen(sub)), SEE_USAGE));
     /* An unknown subcommand: warn and succeed.  Specs written by a newer

@@ -12,7 +12,9 @@ static const char *type_name(const fj *v)
     return names[v->type];
 }
 
-char *xf_normpath(const char *path)
+/* An absolute path cleaned lexically: repeated slashes one, "." dropped,
+ * ".." removing the component before it (none above the root). */
+static char *xf_normpath(const char *path)
 {
     size_t n = strlen(path), top = 0;
     const char **parts = xf_alloc((n / 2 + 2) * sizeof(*parts));
@@ -76,7 +78,6 @@ static int parse_state(const char *text, size_t len, struct xf_oci *o, const fj 
     if (v != NULL && v->type != FJ_NULL && v->type != FJ_OBJECT)
         return xf_say(XF_FAIL, "OCI state of '%s': 'annotations' must be an object, got %s", o->id, type_name(v));
     o->ann_state = (v && v->type == FJ_OBJECT) ? v : NULL;
-    o->status = fj_str(fj_get(state, "status"));
     *state_out = state;
     return XF_OK;
 }

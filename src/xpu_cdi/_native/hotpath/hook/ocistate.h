@@ -14,7 +14,7 @@
 #define XF_MAX_CONFIG_BYTES (4u << 20)
 
 struct xf_oci {
-    const char *id, *bundle, *status;
+    const char *id, *bundle;
     int pid;                  /* 0 when absent */
     const char *rootfs;       /* normalised absolute path */
     const fj *config;         /* the whole config.json */
@@ -29,9 +29,5 @@ int xf_oci_read_state(int fd, char **text, size_t *len);
 /* Parse the state text and read <bundle>/config.json.  XF_OK, or XF_FAIL
  * with the one-line reason. */
 int xf_oci_load(const char *text, size_t len, struct xf_oci *out);
-
-/* An absolute path cleaned lexically: repeated slashes one, "." dropped,
- * ".." removing the component before it (none above the root). */
-char *xf_normpath(const char *path);
 
 #endif

@@ -26,8 +26,6 @@ enum fj_type { FJ_NULL, FJ_FALSE, FJ_TRUE, FJ_NUMBER, FJ_STRING, FJ_ARRAY, FJ_OB
 typedef struct fj fj;
 struct fj {
     enum fj_type type;
-    const char *raw;   /* FJ_STRING / FJ_NUMBER: source text (with quotes for strings); NULL when built */
-    size_t rawlen;
     const char *str;   /* FJ_STRING: decoded UTF-8, NUL-terminated; FJ_NUMBER: the number's text */
     size_t len;        /* bytes of str, without the terminator */
     int has_nul;       /* FJ_STRING: the decoded text contains U+0000 (fj_str refuses it) */
@@ -87,8 +85,6 @@ fj *fj_new(enum fj_type type);            /* null/false/true/empty array/empty o
 fj *fj_new_str(const char *s);            /* a string (escaped when serialised) */
 fj *fj_new_int(long long v);
 void fj_append(fj *array, fj *item);
-void fj_insert(fj *array, size_t at, fj *item);
-void fj_remove(fj *container, size_t i);  /* array item / object member i */
 void fj_set(fj *obj, const char *key, fj *value); /* replace the last member *key*, else append */
 /* Member *key* of obj when it is an object (resp. array); else set it to a new empty one. */
 fj *fj_object_at(fj *obj, const char *key);

@@ -103,8 +103,8 @@ static int on_number(void *ctx, const char *s, size_t n)
     struct parser *p = ctx;
     fj *v = node(p, FJ_NUMBER);
 
-    v->str = v->raw = xf_arena_text(&p->arena, s, n);
-    v->len = v->rawlen = n;
+    v->str = xf_arena_text(&p->arena, s, n);
+    v->len = n;
     if (memchr(s, '.', n) == NULL && memchr(s, 'e', n) == NULL && memchr(s, 'E', n) == NULL) {
         /* long long when it fits; an unsigned 64-bit value (config.json's
          * RLIM_INFINITY) stays a number known by its text */

@@ -226,10 +226,6 @@ static fj *node_of(struct xf_arena *a, enum fj_type type, const char *text, size
         v->len = len;
         v->has_nul = type == FJ_STRING && memchr(text, '\0', len) != NULL;
     }
-    if (type == FJ_NUMBER) {
-        v->raw = v->str;
-        v->rawlen = len;
-    }
     return v;
 }
 
