@@ -10,7 +10,7 @@
  * a warning in --log and the other files still count.
  *
  * Nothing from the container's environment reaches this process's own:
- * process.env is parsed as data only (select.c). */
+ * process.env is parsed as data only (lib/selection.c). */
 #include "lib/common.h"
 #include "lib/json.h"
 #include "hook/prestart/inject.h"

@@ -36,7 +36,7 @@ static int write_all(int fd, const char *s, size_t n)
     return 0;
 }
 
-/* ldcache._open_existing: our entry from an earlier start, opened for
+/* Our entry from an earlier start, opened for
  * rewriting only when it is a regular file.  The image decides what is
  * there: a device node (the host's disk, a watchdog -- even open(2) of
  * those acts on the host, and the hook is root in the host's device
@@ -68,7 +68,7 @@ static int open_existing_conf(int parent, const char *name)
     return fd < 0 ? -err : fd;
 }
 
-/* ldcache.write_conf: our ld.so.conf.d entry, never through a symlink. */
+/* Our ld.so.conf.d entry, written never through a symlink. */
 static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
 {
     struct xf_buf text = {0};
@@ -122,7 +122,7 @@ static int stat_in_root(const struct xf_root *x, const char *path, struct stat *
     return XF_OK;
 }
 
-/* ldcache.update: the image's ldconfig run confined on the folders that exist. */
+/* The image's ldconfig run confined on the folders that exist. */
 int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfolders, const struct xf_nsdirs *ns,
                       int pid, const char **note)
 {

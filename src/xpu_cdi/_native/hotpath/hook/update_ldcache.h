@@ -1,8 +1,8 @@
 /* The update-ldcache spec hook: our ld.so.conf.d entry written through
  * the rootfs fd (never through a path the image could redirect), and the
  * image's own ldconfig, if it has one, run confined (kernel/spawn.h). */
-#ifndef XF_LDCACHE_H
-#define XF_LDCACHE_H
+#ifndef XF_UPDATE_LDCACHE_H
+#define XF_UPDATE_LDCACHE_H
 #include "hook/prestart/container.h"
 #include "hook/prestart/rootfs.h"
 

@@ -34,7 +34,7 @@ int xf_cgroup_open(int pid, struct xf_cgroup *out);
 /* Allow the rules: v1 one write(2) per rule to devices.allow (no undo: the
  * runtime removes the cgroup of a container that fails to start); v2
  * replace every attached device program with one that also allows them
- * (xc_bpf_dev_patch from hook.c; each replacement journalled in undo so it
+ * (xc_bpf_dev_patch; each replacement journalled in undo so it
  * can be put back).  *replaced gets the number of programs replaced.
  * XF_OK, or XF_ERR with the reason (nothing of this call left applied
  * for v2 beyond what undo restores). */

@@ -1,7 +1,5 @@
 /* Namespaces, filesystem ids and mount(2) for the hook (ns.h). */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* also compiled into the cffi extension, which does not set it */
-#endif
+#define _GNU_SOURCE /* setns, O_PATH and the other Linux interfaces below */
 #include "kernel/ns.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* CDI name rules and cdi.k8s.io/ annotations (cdi_names.c), internal to
  * the CDI modules (request.h is the public API): what selection.c needs. */
-#ifndef XF_NAMES_H
-#define XF_NAMES_H
+#ifndef XF_CDI_NAMES_H
+#define XF_CDI_NAMES_H
 #include "lib/collections.h"
 #include "lib/files.h"
 #include "lib/strings.h"

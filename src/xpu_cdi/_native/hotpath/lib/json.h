@@ -11,8 +11,8 @@
  * Numbers keep their source text, so an unchanged number is written back
  * as it was (an unsigned 64-bit value included); strings are re-escaped;
  * output is compact (no spaces), members in tree order. */
-#ifndef XF_FJSON_H
-#define XF_FJSON_H
+#ifndef XF_JSON_H
+#define XF_JSON_H
 #include "lib/common.h"
 #include <stdint.h>
 
@@ -98,7 +98,7 @@ fj *fj_array_at(fj *obj, const char *key);
 int fj_dump(const fj *v, struct xf_buf *out, char *err, size_t errlen);
 void fj_write(const fj *v, struct xf_buf *out);
 
-/* For the loaders (fjson.c, fyaml.c): line and column (from 1) of byte at
+/* For the loaders (json_parse.c, yaml_load.c): line and column (from 1) of byte at
  * of text; the one-line "duplicate key "..."" message for key. */
 void fj_position(const char *text, size_t at, size_t *line, size_t *column);
 void fj_dup_message(const fj *key, char *buf, size_t size);

@@ -1,5 +1,5 @@
-/* The node config file: see config.h.  Read through the YAML layer
- * (fyaml.h, libyaml): an absent file or an empty document is the defaults. */
+/* The node config file: see node_config.h.  Read through the YAML layer
+ * (yaml.h, libyaml): an absent file or an empty document is the defaults. */
 #include "lib/common.h"
 #include "lib/node_config.h"
 #include "lib/yaml.h"

@@ -1,4 +1,4 @@
-/* The node config file (BOUNDARIES contract 3): /etc/xpu-cdi/config.yaml
+/* The node config file (docs/operations.md): /etc/xpu-cdi/config.yaml
  * unless --config PATH says otherwise; an absent file means the defaults.
  * A YAML mapping; the keys read here:
  *
@@ -10,8 +10,8 @@
  * Other keys belong to other readers (the device plugin) and are left
  * alone.  A file that cannot be read or parsed, or a key of the wrong
  * type, is an error: the caller fails closed. */
-#ifndef XF_CONFIG_H
-#define XF_CONFIG_H
+#ifndef XF_NODE_CONFIG_H
+#define XF_NODE_CONFIG_H
 #include <stddef.h>
 
 #define XF_CONFIG_DEFAULT_PATH "/etc/xpu-cdi/config.yaml"

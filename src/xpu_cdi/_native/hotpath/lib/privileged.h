@@ -1,5 +1,5 @@
 /* Whether a container is privileged, for the env-selection setting
- * (config.h): its config.json's process.capabilities.bounding holds every
+ * (node_config.h): its config.json's process.capabilities.bounding holds every
  * capability from CAP_CHOWN (0) to CAP_AUDIT_READ (37) -- what
  * `--privileged` gives in docker, podman and the CRI (containerd, CRI-O),
  * which grant every capability they know.  The later ones (CAP_PERFMON,

@@ -128,7 +128,8 @@ static const fj *list_of(const fj *edits, const char *key)
     return v != NULL && v->type == FJ_ARRAY ? v : NULL; /* check_edits: else absent or null */
 }
 
-/* merge_edits.add */
+/* One edits object into the merge: env appended, nodes by path and mounts by
+ * containerPath only when new, hooks only when not equal to one taken. */
 static int add_edits(struct merge *m, const fj *edits)
 {
     const fj *l;

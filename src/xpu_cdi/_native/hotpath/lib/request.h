@@ -45,7 +45,7 @@ struct xf_hook {             /* a CDI hooks entry */
     const fj *json;          /* the whole entry (env, timeout...) */
 };
 
-/* Merged edits of the requested devices (registry.merge_edits): each
+/* Merged edits of the requested devices (xf_resolve): each
  * spec's shared containerEdits once, first, then every device's own;
  * nodes de-duplicated by path, mounts by containerPath, hooks by equality. */
 struct xf_edits {
@@ -85,7 +85,7 @@ int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state
                  const char ***names, size_t *n);
 
 /* The first selection variable of the indexes that env (process.env, or
- * NULL) sets, or NULL: what the env-selection setting (config.h) names
+ * NULL) sets, or NULL: what the env-selection setting (node_config.h) names
  * when it ignores a container's env. */
 const char *xf_selection_var(const struct xf_indexes *ix, const fj *env);
 

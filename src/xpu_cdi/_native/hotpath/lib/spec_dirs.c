@@ -1,8 +1,6 @@
-/* Spec dirs and merged edits, see request.h (xf_resolve): the rules of
- * xpu_cdi.cdi.registry (the tooling's reader, checked against the same
- * specs by tests).  Later dirs win; a broken file or a device defined
- * twice in one dir is skipped and reported (xf_spec_problems), never
- * breaking the other files; an unknown device is refused. */
+/* Reading the spec dirs for xf_resolve (request.h; docs/architecture.md):
+ * the rules of the tooling's reader, cdi/registry.py, which tests check
+ * against the same specs. */
 #include "lib/request.h"
 #include "lib/registry.h"
 
@@ -15,10 +13,8 @@
 #include "lib/strings.h"
 #include "lib/yaml.h"
 
-#define MAX_SPEC_BYTES ((size_t)16 << 20) /* registry.MAX_SPEC_BYTES */
-#define MAX_FILES 4096                    /* registry.MAX_FILES */
-
-/* ---- spec dirs (registry.load) ------------------------------------------- */
+#define MAX_SPEC_BYTES ((size_t)16 << 20) /* cdi/registry.py's limits */
+#define MAX_FILES 4096
 
 /* One line per spec file or dir that was skipped (see request.h). */
 const char **xf_spec_problems;

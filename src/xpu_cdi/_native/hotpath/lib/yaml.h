@@ -1,4 +1,4 @@
-/* YAML into the JSON tree of fjson.h, through libyaml's event parser:
+/* YAML into the JSON tree of json.h, through libyaml's event parser:
  * CDI specs written as YAML (by generate or by another tool) and the node
  * config file (/etc/xpu-cdi/config.yaml).
  *
@@ -16,11 +16,11 @@
  * its anchor's node (nothing is copied: treat a YAML tree as read-only),
  * and the tree as aliases expand it may have at most FY_MAX_NODES nodes:
  * a "billion laughs" document is refused as soon as it reaches that. */
-#ifndef XF_FYAML_H
-#define XF_FYAML_H
+#ifndef XF_YAML_H
+#define XF_YAML_H
 #include "lib/json.h"
 
-#define FY_MAX_NODES 2000000 /* as xpu_cdi.cdi.yamlload.MAX_NODES */
+#define FY_MAX_NODES 2000000
 
 /* FY_CDI_SPEC: the document is a CDI spec; as the Go library's typed
  * structs do, every scalar becomes a string (5 -> "5", yes -> "true",

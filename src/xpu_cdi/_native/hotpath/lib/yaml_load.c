@@ -1,4 +1,4 @@
-/* YAML documents into the JSON tree: see fyaml.h.  libyaml parses; this
+/* YAML documents into the JSON tree: see yaml.h.  libyaml parses; this
  * file builds the tree from its events and types the scalars. */
 #include "lib/yaml.h"
 #include "lib/yaml_scalar.h"
@@ -52,7 +52,7 @@ int fy_load_library(char *err, size_t errlen)
     return 1;
 }
 
-#define LINEAR_KEYS 32 /* as fjson.c: larger mappings are checked for duplicates sorted, at their end */
+#define LINEAR_KEYS 32 /* as json_parse.c: larger mappings are checked for duplicates sorted, at their end */
 
 struct anchor {
     const char *name;

@@ -4,7 +4,7 @@
  * containerd's shim runs the runtime five or more times per container
  * (create, start, state, kill, delete...), so every command but create and
  * run goes straight to the real runtime: a getenv, the PATH lookup, exec.
- * create and run edit <bundle>/config.json first (ociedit.c) when it asks
+ * create and run edit <bundle>/config.json first (prepare.c) when it asks
  * for devices.  Anything wrong -- the loop guard, no runtime, a bad
  * request, an unknown device, a failed write -- is one line on stderr and
  * in the runtime's --log file (containerd's shim reports the last error it
@@ -108,7 +108,7 @@ int main(int argc, char **argv)
         argv = no_args;
     }
     /* --config PATH (or --config=PATH) first: the node config file
-     * (config.h); taken out before the runtime sees the arguments */
+     * (node_config.h); taken out before the runtime sees the arguments */
     if (argc > 1 && strncmp(argv[1], "--config", 8) == 0 && (argv[1][8] == '\0' || argv[1][8] == '=')) {
         int skip = argv[1][8] == '=' ? 1 : 2;
         if (skip == 2 && argc < 3)

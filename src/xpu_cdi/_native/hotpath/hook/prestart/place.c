@@ -19,7 +19,7 @@ static int undo_umount(const long *a)
     return xc_umount(xf_fd_path(p, (int)a[0]), MNT_DETACH);
 }
 
-/* _open_source: O_PATH fd of a mount source (host path, links followed),
+/* O_PATH fd of a mount source (host path, links followed),
  * root-owned -- or, for a device node (node not NULL), owned by the uid and
  * gid the node is declared with (an HwHiAiUser node) -- and, unless a
  * device node, not group/other-writable. */
@@ -73,7 +73,7 @@ static int source_flags(int src, unsigned long *out)
     return XF_OK;
 }
 
-/* _bind: bind src onto cpath (made as leaf 'd'/'f' if missing), then
+/* Bind src onto cpath (made as leaf 'd'/'f' if missing), then
  * remount with flags.  *made 0 when cpath already shows src. */
 int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned long flags, int recursive,
                    int *made)
@@ -131,7 +131,7 @@ int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned l
     return XF_OK;
 }
 
-/* make_node: mknod (as the container's root owns it), or bind the host
+/* mknod (as the container's root owns it), or bind the host
  * node (user namespace, or mknod refused); *how "mknod" / "bind" / "exists". */
 int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const char **how)
 {

@@ -118,8 +118,8 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     out->host = in->host_path && in->host_path[0] ? in->host_path : in->path;
     /* stat(2) of the host node, following links, in the runtime's
      * namespace: the numbers when the spec has none, and the owner, group
-     * and mode the spec does not give (BOUNDARIES contract 1, as the vendor
-     * runtimes keep a node's HwHiAiUser 0660) */
+     * and mode the spec does not give (docs/hook.md, "Device nodes": as the
+     * vendor runtimes keep a node's HwHiAiUser 0660) */
     if (stat(out->host, &host) == 0 && (S_ISCHR(host.st_mode) || S_ISBLK(host.st_mode)))
         have_host = 1;
     if (!numbers) {

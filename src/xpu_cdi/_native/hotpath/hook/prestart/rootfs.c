@@ -131,7 +131,7 @@ int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
     struct stat st;
     int fd, rv = xc_resolve_in_root(x->rootfd, cpath, 0, &fd);
 
-    if (rv == -ENOENT) { /* _inroot.walk with create: made relative to each resolved parent */
+    if (rv == -ENOENT) { /* the walk with create: made relative to each resolved parent */
         struct creating c = {x, cpath, leaf};
         rv = xc_walk_in_root(x->rootfd, cpath, 0, create_cb, &c, &fd);
     }
