@@ -275,19 +275,19 @@ int main(int argc, char **argv)
         return tool(sub, rest, nrest);
     if (sub != NULL && strcmp(sub, "prestart") == 0) {
         if (nrest > 0)
-            return fail(xf_printf("prestart: unexpected argument %s %s", rq_short(rest[0], strlen(rest[0])),
+            return fail(xf_printf("prestart: unexpected argument %s %s", xf_quoted_short(rest[0], strlen(rest[0])),
                                   SEE_USAGE));
         return prestart(given, ngiven, config_path);
     }
     if (sub == NULL)
         return fail("no subcommand given: register `" PROG " prestart` as the hook " SEE_USAGE);
     if (sub[0] == '-')
-        return fail(xf_printf("unknown option %s %s", rq_short(sub, strlen(sub)), SEE_USAGE));
+        return fail(xf_printf("unknown option %s %s", xf_quoted_short(sub, strlen(sub)), SEE_USAGE));
     /* An unknown subcommand: warn and succeed.  Specs written by a newer
      * xpu-cdi may name hooks this binary does not know; failing would stop
      * every such container from starting (nvidia-cdi-hook does the same). */
     fprintf(stderr, "%s: warning: unknown subcommand %s ignored (this is %s from an older release?)\n", PROG,
-            rq_short(sub, strlen(sub)), PROG);
-    log_line(xf_printf("warning: unknown subcommand %s ignored", rq_short(sub, strlen(sub))));
+            xf_quoted_short(sub, strlen(sub)), PROG);
+    log_line(xf_printf("warning: unknown subcommand %s ignored", xf_quoted_short(sub, strlen(sub))));
     return 0;
 }

@@ -181,7 +181,7 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
         if (end == start)
             return xf_say(XF_ERR, "the image's %s exited with %d: no output", ldconfig, code);
         return xf_say(XF_ERR, "the image's %s exited with %d: %s", ldconfig, code,
-                      rq_short(out + start, end - start));
+                      xf_quoted_short(out + start, end - start));
     }
     xf_buf_adds(&msg, "ld cache updated for ");
     for (size_t i = 0; i < ndirs; i++)

@@ -12,11 +12,11 @@
 #include <unistd.h>
 
 /* see files.h */
-int rq_list_dir(const char *d, char ***names, size_t *n)
+int xf_list_dir(const char *d, char ***names, size_t *n)
 {
     DIR *dir = opendir(d);
     struct dirent *e;
-    struct rq_vec v = {0};
+    struct xf_ptrvec v = {0};
 
     *names = NULL;
     *n = 0;
@@ -29,7 +29,7 @@ int rq_list_dir(const char *d, char ***names, size_t *n)
             break;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        rq_vec_add(&v, xf_strdup(e->d_name));
+        xf_ptrvec_add(&v, xf_strdup(e->d_name));
     }
     if (errno != 0) {
         int err = errno;
@@ -38,7 +38,7 @@ int rq_list_dir(const char *d, char ***names, size_t *n)
     }
     closedir(dir);
     if (v.n > 0)
-        qsort(v.v, v.n, sizeof(*v.v), rq_cmp_str);
+        qsort(v.v, v.n, sizeof(*v.v), xf_strcmp_ptr);
     *names = (char **)v.v;
     *n = v.n;
     return 0;
@@ -49,7 +49,7 @@ int rq_list_dir(const char *d, char ***names, size_t *n)
  * set) for a file larger than limit or of another type (a FIFO would block
  * the reader, a device is no spec).  Opened O_NONBLOCK so that a FIFO
  * cannot block the open itself. */
-int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st)
+int xf_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rv, err;
 

@@ -6,7 +6,7 @@
 
 /* The names in dir d but "." and "..", sorted by their bytes.  0, or
  * -errno when the dir cannot be listed. */
-int rq_list_dir(const char *d, char ***names, size_t *n);
+int xf_list_dir(const char *d, char ***names, size_t *n);
 
 /* How reading a file went: read, unreadable (the system said no), or
  * refused by us (too large, not a regular file). */
@@ -16,6 +16,6 @@ enum { RD_OK, RD_UNREADABLE, RD_REFUSED };
  * it cannot be opened or read (a directory too), RD_REFUSED for a file
  * larger than limit or of another type (a FIFO would block); either way
  * xf_reason says why, without the path. */
-int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st);
+int xf_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st);
 
 #endif

@@ -116,8 +116,8 @@ static int fill_hook(const fj *j, struct xf_hook *h)
 }
 
 struct merge {
-    struct rq_vec env, nodes, mounts, hooks;  /* const fj * entries */
-    struct rq_map node_paths, mount_targets;
+    struct xf_ptrvec env, nodes, mounts, hooks;  /* const fj * entries */
+    struct xf_strmap node_paths, mount_targets;
     struct fj_valset hook_set; /* the hooks taken, by json.h's equality */
 };
 
@@ -138,16 +138,16 @@ static int add_edits(struct merge *m, const fj *edits)
         for (size_t i = 0; i < l->n; i++) {
             if (fj_str(l->items[i]) == NULL)
                 return xf_say(XF_ERR, "env: an entry with NUL");
-            rq_vec_add(&m->env, l->items[i]);
+            xf_ptrvec_add(&m->env, l->items[i]);
         }
     if ((l = list_of(edits, "deviceNodes")) != NULL)
         for (size_t i = 0; i < l->n; i++) {
             const char *path = fj_str(fj_get(l->items[i], "path"));
             if (path == NULL)
                 return xf_say(XF_ERR, "deviceNodes: NUL in a path");
-            if (rq_map_get(&m->node_paths, path) == NULL) {
-                rq_map_put(&m->node_paths, path, (void *)path);
-                rq_vec_add(&m->nodes, l->items[i]);
+            if (xf_strmap_get(&m->node_paths, path) == NULL) {
+                xf_strmap_put(&m->node_paths, path, (void *)path);
+                xf_ptrvec_add(&m->nodes, l->items[i]);
             }
         }
     if ((l = list_of(edits, "mounts")) != NULL)
@@ -155,16 +155,16 @@ static int add_edits(struct merge *m, const fj *edits)
             const char *target = fj_str(fj_get(l->items[i], "containerPath"));
             if (target == NULL)
                 return xf_say(XF_ERR, "mounts: NUL in a containerPath");
-            if (rq_map_get(&m->mount_targets, target) == NULL) {
-                rq_map_put(&m->mount_targets, target, (void *)target);
-                rq_vec_add(&m->mounts, l->items[i]);
+            if (xf_strmap_get(&m->mount_targets, target) == NULL) {
+                xf_strmap_put(&m->mount_targets, target, (void *)target);
+                xf_ptrvec_add(&m->mounts, l->items[i]);
             }
         }
     if ((l = list_of(edits, "hooks")) != NULL)
         for (size_t i = 0; i < l->n; i++) {
             /* a hook two devices share runs once: equal as JSON values (json.h's rule) */
             if (fj_valset_add(&m->hook_set, l->items[i]))
-                rq_vec_add(&m->hooks, l->items[i]);
+                xf_ptrvec_add(&m->hooks, l->items[i]);
         }
     return XF_OK;
 }
@@ -182,12 +182,12 @@ static int extra_edits(const struct device *const *devs, size_t n, struct xf_edi
             if (sources[s] == NULL)
                 continue;
             for (size_t k = 0; k < 2; k++)
-                if (rq_truthy(fj_get(sources[s], unsupported[k]))) {
+                if (fj_truthy(fj_get(sources[s], unsupported[k]))) {
                     out->unsupported = unsupported[k];
                     return XF_OK; /* the wrapper refuses the container naming it: nothing else matters */
                 }
             gids = fj_get(sources[s], "additionalGids");
-            if (!rq_truthy(gids))
+            if (!fj_truthy(gids))
                 continue;
             if (gids->type != FJ_ARRAY)
                 return xf_say(XF_ERR, "additionalGids is not a list");
@@ -219,16 +219,16 @@ static int cmp_str(const void *a, const void *b)
 /* The refusal of a name no spec defines: the dirs searched, the devices of
  * its kind that are known (or how to make some), and the files skipped,
  * which may be where it was meant to come from. */
-static int unresolvable(const char *const *dirs, size_t ndirs, const struct rq_map *all, const char *q)
+static int unresolvable(const char *const *dirs, size_t ndirs, const struct xf_strmap *all, const char *q)
 {
     const char *eq = strchr(q, '=');
     size_t klen = eq ? (size_t)(eq - q) : strlen(q);
-    struct rq_vec known = {0};
+    struct xf_ptrvec known = {0};
     struct xf_buf b = {0};
 
     for (size_t i = 0; i < all->cap; i++)
         if (all->keys[i] != NULL && strncmp(all->keys[i], q, klen) == 0 && all->keys[i][klen] == '=')
-            rq_vec_add(&known, all->keys[i] + klen + 1);
+            xf_ptrvec_add(&known, all->keys[i] + klen + 1);
     if (known.n > 1)
         qsort(known.v, known.n, sizeof(*known.v), cmp_str);
     xf_buf_addf(&b, "unresolvable CDI device '%.200s' in ", q);
@@ -249,7 +249,7 @@ static int unresolvable(const char *const *dirs, size_t ndirs, const struct rq_m
 
 int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, size_t n, struct xf_edits *out)
 {
-    struct rq_map all = {0}, seen_specs = {0};
+    struct xf_strmap all = {0}, seen_specs = {0};
     const struct device **devs = xf_alloc((n ? n : 1) * sizeof(*devs));
     struct merge m = {0};
 
@@ -257,16 +257,16 @@ int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, 
     xf_spec_problems = NULL;
     xf_nspec_problems = 0;
     for (size_t i = 0; i < ndirs; i++) /* lowest priority first: later dirs replace devices */
-        rq_load_spec_dir(dirs[i], &all);
+        xf_load_spec_dir(dirs[i], &all);
     for (size_t i = 0; i < n; i++) {
-        devs[i] = rq_map_get(&all, names[i]);
+        devs[i] = xf_strmap_get(&all, names[i]);
         if (devs[i] == NULL)
             return unresolvable(dirs, ndirs, &all, names[i]);
     }
     for (size_t i = 0; i < n; i++) {
         /* each spec's shared edits once, before the first of its devices' own; a spec is its file */
-        if (rq_map_get(&seen_specs, devs[i]->spec->path) == NULL) {
-            rq_map_put(&seen_specs, devs[i]->spec->path, (void *)devs[i]->spec);
+        if (xf_strmap_get(&seen_specs, devs[i]->spec->path) == NULL) {
+            xf_strmap_put(&seen_specs, devs[i]->spec->path, (void *)devs[i]->spec);
             if (devs[i]->spec->edits != NULL && add_edits(&m, devs[i]->spec->edits) != XF_OK)
                 return XF_ERR;
         }

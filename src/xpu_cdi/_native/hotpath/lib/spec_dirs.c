@@ -30,7 +30,9 @@ static void problem(const char *line)
  * or "spec 'P': containerEdits" (dev NULL); made only for the message. */
 static const char *edits_place(const char *path, const char *dev)
 {
-    return dev != NULL ? xf_printf("spec '%s': device '%.64s'", path, dev) : xf_printf("spec '%s': containerEdits", path);
+    if (dev != NULL)
+        return xf_printf("spec '%s': device '%.64s'", path, dev);
+    return xf_printf("spec '%s': containerEdits", path);
 }
 
 /* The checks of one edits object: a device's (dev its name) or the spec's own (dev NULL). */
@@ -41,7 +43,7 @@ static int check_edits(const fj *e, const char *path, const char *dev)
     static const char *const required[][2] = {{"path", NULL}, {"hostPath", "containerPath"}, {"hookName", "path"}};
     const fj *env = fj_get(e, "env");
 
-    if (env != NULL && env->type != FJ_NULL && !rq_string_list(env))
+    if (env != NULL && env->type != FJ_NULL && !fj_strings_or_absent(env))
         return xf_say(XF_ERR, "%s: 'env' must be a list of strings", edits_place(path, dev));
     for (size_t k = 0; k < 3; k++) {
         const fj *items = fj_get(e, lists[k]);
@@ -82,7 +84,7 @@ static int check_spec(const fj *spec, const char *path, const fj **kind, const f
             slashes += (*kind)->str[i] == '/';
     if ((*kind)->type != FJ_STRING || slashes != 1 || fj_str(*kind) == NULL)
         return xf_say(XF_ERR, "spec '%s': invalid kind %s (write it as vendor/class, e.g. kunlunxin.com/xpu)", path,
-                      (*kind)->type == FJ_STRING ? rq_quoted((*kind)->str, (*kind)->len) : "(not a string)");
+                      (*kind)->type == FJ_STRING ? xf_quoted((*kind)->str, (*kind)->len) : "(not a string)");
     *devices = fj_get(spec, "devices");
     if ((*devices)->type != FJ_ARRAY || (*devices)->n == 0)
         return xf_say(XF_ERR, "spec '%s': 'devices' must be a non-empty list", path);
@@ -116,9 +118,9 @@ static int read_spec(const char *path, const fj **spec)
     char *data, err[512];
     size_t len;
     struct stat st;
-    int yaml = rq_ends_with(path, ".yaml");
+    int yaml = xf_ends_with(path, ".yaml");
 
-    switch (rq_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
+    switch (xf_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
     case RD_UNREADABLE:
         return xf_say(XF_ERR, "spec '%s': cannot read: %s", path, xf_strdup(xf_reason));
     case RD_REFUSED:
@@ -139,13 +141,13 @@ static int read_spec(const char *path, const fj **spec)
  * devices.  A file that cannot be read or checked is skipped and named in
  * xf_spec_problems; so is a device two files of the dir define (both
  * dropped: which one is meant cannot be told).  The others still count. */
-void rq_load_spec_dir(const char *d, struct rq_map *all)
+void xf_load_spec_dir(const char *d, struct xf_strmap *all)
 {
     char **names;
     size_t n;
-    int rv = rq_list_dir(d, &names, &n);
-    struct rq_map found = {0}, conflicts = {0};  /* q -> struct device; q -> "'p1', 'p2'" */
-    struct rq_vec order = {0};                   /* conflicting q, in the order found */
+    int rv = xf_list_dir(d, &names, &n);
+    struct xf_strmap found = {0}, conflicts = {0};  /* q -> struct device; q -> "'p1', 'p2'" */
+    struct xf_ptrvec order = {0};                   /* conflicting q, in the order found */
 
     if (rv == -ENOENT)
         return;
@@ -160,10 +162,10 @@ void rq_load_spec_dir(const char *d, struct rq_map *all)
     for (size_t i = 0; i < n; i++) {
         const fj *doc, *kind = NULL, *devices = NULL;
         struct spec *spec;
-        if (!rq_ends_with(names[i], ".json") && !rq_ends_with(names[i], ".yaml"))
+        if (!xf_ends_with(names[i], ".json") && !xf_ends_with(names[i], ".yaml"))
             continue;
         spec = xf_alloc(sizeof(*spec));
-        spec->path = rq_join(d, names[i]);
+        spec->path = xf_path_join(d, names[i]);
         if (read_spec(spec->path, &doc) != XF_OK || check_spec(doc, spec->path, &kind, &devices) != XF_OK) {
             problem(xf_reason);
             continue;
@@ -176,29 +178,29 @@ void rq_load_spec_dir(const char *d, struct rq_map *all)
             struct device *dev;
             const struct device *was;
             char *q = xf_strcat3(kind->str, "=", name->str);
-            if ((was = rq_map_get(&found, q)) != NULL) {
-                const char *paths = rq_map_get(&conflicts, q);
+            if ((was = xf_strmap_get(&found, q)) != NULL) {
+                const char *paths = xf_strmap_get(&conflicts, q);
                 if (paths == NULL) {
                     paths = xf_printf("'%s'", was->spec->path);
-                    rq_vec_add(&order, q);
+                    xf_ptrvec_add(&order, q);
                 }
-                rq_map_put(&conflicts, q, xf_printf("%s, '%s'", paths, spec->path));
+                xf_strmap_put(&conflicts, q, xf_printf("%s, '%s'", paths, spec->path));
                 continue;
             }
             dev = xf_alloc(sizeof(*dev));
             dev->spec = spec;
             dev->edits = fj_get(devices->items[j], "containerEdits");
-            rq_map_put(&found, q, dev);
+            xf_strmap_put(&found, q, dev);
         }
     }
     for (size_t i = 0; i < order.n; i++) {
         const char *q = order.v[i];
         problem(xf_printf("conflicting device '%s' in %s: both dropped; keep it in one file", q,
-                          (const char *)rq_map_get(&conflicts, q)));
+                          (const char *)xf_strmap_get(&conflicts, q)));
     }
     for (size_t i = 0; i < found.cap; i++)
-        if (found.keys[i] != NULL && rq_map_get(&conflicts, found.keys[i]) == NULL)
-            rq_map_put(all, found.keys[i], found.vals[i]);
+        if (found.keys[i] != NULL && xf_strmap_get(&conflicts, found.keys[i]) == NULL)
+            xf_strmap_put(all, found.keys[i], found.vals[i]);
     free(found.keys);
     free(found.vals);
 }

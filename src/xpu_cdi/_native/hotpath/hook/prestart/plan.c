@@ -250,7 +250,7 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
            (h->nargs > 0 && strncmp(base_name(h->args[0]), "xpu-cdi", 7) == 0);
     ldcache = strcmp(sub, "update-ldcache") == 0;
     if (!ours || (!ldcache && strcmp(sub, "create-symlinks") != 0)) {
-        p->notes[p->nnotes++] = xf_printf("spec hook %s %s not run: %s", rq_short(h->path, strlen(h->path)), sub,
+        p->notes[p->nnotes++] = xf_printf("spec hook %s %s not run: %s", xf_quoted_short(h->path, strlen(h->path)), sub,
                                           TOOLS_NOTE);
         return XF_OK;
     }
