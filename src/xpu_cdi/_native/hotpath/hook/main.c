@@ -182,7 +182,6 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
 {
     const char *dirs[MAX_DIRS], **names, *ignored, *note;
     struct xf_config cfg;
-    char cfg_err[1024];
     size_t ndirs, nnames;
     struct request r;
     struct xf_indexes ix;
@@ -190,8 +189,8 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
     int rv;
 
     memset(&r, 0, sizeof(r));
-    if (xf_config_load(config_path, &cfg, cfg_err, sizeof(cfg_err)) != XF_OK)
-        return fail(cfg_err); /* fail closed: the setting may forbid what is asked */
+    if (xf_config_load(config_path, &cfg) != XF_OK)
+        return fail(xf_reason); /* fail closed: the setting may forbid what is asked */
     if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
         return fail(xf_reason);
     ndirs = spec_dirs(given, ngiven, dirs);

@@ -23,10 +23,10 @@ struct xf_oci {
 };
 
 /* The state from fd (stdin), up to XF_MAX_STATE_BYTES + 1 bytes (kept in
- * *text even on failure).  XF_OK, or XF_FAIL with the one-line reason. */
+ * *text even on failure).  XF_OK, or XF_ERR with the one-line reason. */
 int xf_oci_read_state(int fd, char **text, size_t *len);
 
-/* Parse the state text and read <bundle>/config.json.  XF_OK, or XF_FAIL
+/* Parse the state text and read <bundle>/config.json.  XF_OK, or XF_ERR
  * with the one-line reason. */
 int xf_oci_load(const char *text, size_t len, struct xf_oci *out);
 

@@ -89,7 +89,7 @@ static int annotation_devices(const char *key, const fj *value, struct xf_namese
                           "as kunlunxin.com/xpu=0", k, xf_quoted_short(value->str, value->len));
     for (p = value->str; next_member(&p, end, &d, &dlen);) {
         if (check_qualified(d, dlen) != XF_OK)
-            return xf_say(XF_ERR, "annotation %s: %s", k, xf_strdup(xf_reason));
+            return xf_wrap(XF_ERR, "annotation %s", k);
         xf_nameset_add(out, xf_strndup(d, dlen));
     }
     return XF_OK;

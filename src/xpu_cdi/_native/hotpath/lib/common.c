@@ -22,6 +22,31 @@ int xf_say(int code, const char *fmt, ...)
     return code;
 }
 
+int xf_wrap(int code, const char *fmt, ...)
+{
+    char what[sizeof(xf_reason)], cause[sizeof(xf_reason)];
+    va_list ap;
+
+    memcpy(cause, xf_reason, sizeof(cause));
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (snprintf(xf_reason, sizeof(xf_reason), "%s: %s", what, cause) >= (int)sizeof(xf_reason))
+        memcpy(xf_reason + sizeof(xf_reason) - 4, "...", 4); /* one line, cut: say so */
+    return code;
+}
+
+int xf_append(int code, const char *fmt, ...)
+{
+    size_t n = strlen(xf_reason);
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(xf_reason + n, sizeof(xf_reason) - n, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 static void out_of_memory(void)
 {
     static const char msg[] = "xpu-cdi: out of memory\n";
@@ -209,6 +234,6 @@ int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsig
     rv = xf_read_fd(fd, limit, data, len);
     close(fd);
     if (rv != XF_OK)
-        return xf_say(rv, "'%s': %s", path, xf_strdup(xf_reason));
+        return xf_wrap(rv, "'%s'", path);
     return XF_OK;
 }

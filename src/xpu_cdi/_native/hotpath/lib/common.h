@@ -22,6 +22,11 @@ extern char xf_reason[1024];
 
 /* Set xf_reason from a printf format and return code (XF_ERR or XF_FAIL). */
 int xf_say(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put "<what>: " before xf_reason (the cause a callee gave) and return code:
+ * how a caller adds what it was doing to a failure. */
+int xf_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put the formatted text after xf_reason (a hint, where it was looked) and return code. */
+int xf_append(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Allocation that never fails (aborts on out-of-memory) and is never freed. */
 void *xf_alloc(size_t n);

@@ -44,15 +44,14 @@ int xf_list_dir(const char *d, char ***names, size_t *n)
     return 0;
 }
 
-/* Up to limit bytes of a regular file (NUL-terminated).  RD_UNREADABLE when
- * open(2) or read(2) fails (a directory too: EISDIR); RD_REFUSED (reason
- * set) for a file larger than limit or of another type (a FIFO would block
- * the reader, a device is no spec).  Opened O_NONBLOCK so that a FIFO
- * cannot block the open itself. */
+/* See files.h.  Opened O_NONBLOCK so that a FIFO cannot block the open
+ * itself (a device is no spec either). */
 int xf_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rv, err;
 
+    if (fd < 0 && errno == ENOENT)
+        return RD_ABSENT;
     if (fd < 0) {
         xf_say(XF_ERR, "%s", strerror(errno));
         return RD_UNREADABLE;

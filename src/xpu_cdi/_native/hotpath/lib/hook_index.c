@@ -155,6 +155,7 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
                 continue;
             path = xf_path_join(dirs[di], names[i]);
             switch (xf_read_regular(path, MAX_INDEX_BYTES, &data, &len, &st)) {
+            case RD_ABSENT: /* removed since the listing */
             case RD_UNREADABLE:
             case RD_REFUSED:
                 continue; /* a broken index only disables env selection for its kind */

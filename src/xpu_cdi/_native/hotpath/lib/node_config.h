@@ -23,8 +23,8 @@ struct xf_config {
 };
 
 /* Load path (NULL: the default path) into *cfg.  XF_OK (defaults when the
- * file does not exist), or XF_FAIL with one line in errbuf saying what is
- * wrong and how to fix it. */
-int xf_config_load(const char *path, struct xf_config *cfg, char *errbuf, size_t errlen);
+ * file does not exist), or XF_ERR with xf_reason saying what is wrong and
+ * how to fix it. */
+int xf_config_load(const char *path, struct xf_config *cfg);
 
 #endif

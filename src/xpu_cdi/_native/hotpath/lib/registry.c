@@ -80,7 +80,7 @@ static int fill_node(const fj *j, struct xf_node *n)
         opt_int(j, "fileMode", &n->mode, XF_HAS_MODE, &n->present) != XF_OK ||
         opt_int(j, "uid", &n->uid, XF_HAS_UID, &n->present) != XF_OK ||
         opt_int(j, "gid", &n->gid, XF_HAS_GID, &n->present) != XF_OK)
-        return xf_say(XF_ERR, "device node %.200s: %s", n->path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "device node %.200s", n->path);
     if (type != NULL) {
         if (strlen(type) != 1 || strchr("cbup", type[0]) == NULL)
             return xf_say(XF_ERR, "device node %.200s: type %.20s", n->path, type);
@@ -98,7 +98,7 @@ static int fill_mount(const fj *j, struct xf_mount *m)
     if (m->host_path == NULL || m->container_path == NULL)
         return xf_say(XF_ERR, "mounts: NUL in a path");
     if (opt_str(j, "type", &m->type) != XF_OK || opt_strings(j, "options", &m->options, &m->noptions) != XF_OK)
-        return xf_say(XF_ERR, "mount %.200s: %s", m->container_path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "mount %.200s", m->container_path);
     return XF_OK;
 }
 
@@ -111,7 +111,7 @@ static int fill_hook(const fj *j, struct xf_hook *h)
     if (h->hook_name == NULL || h->path == NULL)
         return xf_say(XF_ERR, "hooks: NUL in hookName or path");
     if (opt_strings(j, "args", &h->args, &h->nargs) != XF_OK)
-        return xf_say(XF_ERR, "hook %.200s: %s", h->path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "hook %.200s", h->path);
     return XF_OK;
 }
 

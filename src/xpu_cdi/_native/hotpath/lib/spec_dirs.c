@@ -121,13 +121,16 @@ static int read_spec(const char *path, const fj **spec)
     int yaml = xf_ends_with(path, ".yaml");
 
     switch (xf_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
+    case RD_ABSENT: /* removed since the listing */
+        xf_say(XF_ERR, "%s", strerror(ENOENT));
+        /* fall through */
     case RD_UNREADABLE:
-        return xf_say(XF_ERR, "spec '%s': cannot read: %s", path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "spec '%s': cannot read", path);
     case RD_REFUSED:
         if (S_ISREG(st.st_mode) && (size_t)st.st_size > MAX_SPEC_BYTES)
             return xf_say(XF_ERR, "spec '%s': %lld bytes is over the %zu-byte limit", path, (long long)st.st_size,
                           MAX_SPEC_BYTES);
-        return xf_say(XF_ERR, "spec '%s': %s", path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "spec '%s'", path);
     }
     if (yaml && !fy_load_library(err, sizeof(err)))
         return xf_say(XF_ERR, "spec '%s' cannot be read: %s", path, err);

@@ -37,11 +37,4 @@ fj *fy_parse(const char *text, size_t len, int flags, char *err, size_t errlen);
  * line in err naming the package to install. */
 int fy_load_library(char *err, size_t errlen);
 
-/* The YAML file at path (a regular file of at most max_bytes bytes) as a
- * tree in *out.  0 on success; -ENOENT when there is no such file (*out
- * NULL, err untouched: a caller may take the defaults); -ELIBACC when
- * libyaml cannot be loaded (err says what to install); -1 on any other
- * error, with one line in err that starts with the path. */
-int xf_yaml_load_file(const char *path, size_t max_bytes, fj **out, char *err, size_t errlen);
-
 #endif

@@ -130,7 +130,6 @@ int main(int argc, char **argv)
         size_t ndirs = xf_spec_dirs(getenv("XPU_CDI_SPEC_DIRS"), &dirs);
         int edited, rv;
         struct xf_config cfg;
-        char err[1024];
         const char *ignored;
         bundle = xf_option_value(argc - 1, argv + 1, at + 1, bundle_options, 3);
         if (bundle == NULL || *bundle == '\0') {
@@ -139,8 +138,8 @@ int main(int argc, char **argv)
                                                   "directory is unknown: %s", strerror(errno)));
             bundle = cwd;
         }
-        if (xf_config_load(config_path, &cfg, err, sizeof(err)) != XF_OK)
-            return fail(argc, argv, err); /* fail closed: the setting may forbid what is asked */
+        if (xf_config_load(config_path, &cfg) != XF_OK)
+            return fail(argc, argv, xf_reason); /* fail closed: the setting may forbid what is asked */
         rv = xf_prepare(bundle, dirs, ndirs, &cfg, &edited, &ignored);
         for (size_t i = 0; i < xf_nspec_problems; i++)
             fprintf(stderr, "%s: warning: %s\n", PROG, xf_spec_problems[i]);

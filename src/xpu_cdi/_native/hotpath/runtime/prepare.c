@@ -105,7 +105,7 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const 
     *edited = 0;
     *ignored = NULL;
     if (xf_read_file(path, XF_MAX_CONFIG_BYTES, &data, &len, &mode) != XF_OK)
-        return xf_say(XF_ERR, "%s: is --bundle right?", xf_strdup(xf_reason));
+        return xf_append(XF_ERR, ": is --bundle right?");
     if (!xf_may_request(data, len, dirs, ndirs))
         return XF_OK; /* the common case: no JSON parsed, nothing written */
     if (len > XF_PARSE_MAX_CONFIG_BYTES) /* the tree costs up to ~50x the text */
@@ -128,7 +128,7 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const 
     if (!cfg->accept_env_when_unprivileged && !xf_privileged(config) && (*ignored = xf_selection_var(&ix, env)))
         env = NULL; /* the node's setting: only annotations select for an unprivileged container */
     if (xf_requested(&ix, env, NULL, ann, &names, &nnames) != XF_OK)
-        return xf_say(XF_ERR, "%s (spec dirs searched: %s)", xf_strdup(xf_reason), joined(dirs, ndirs));
+        return xf_append(XF_ERR, " (spec dirs searched: %s)", joined(dirs, ndirs));
     if (unserved(env, &ix, joined(dirs, ndirs)) != XF_OK)
         return XF_ERR;
     if (nnames == 0)

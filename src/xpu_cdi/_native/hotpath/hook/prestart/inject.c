@@ -1,28 +1,12 @@
 /* Inject merged CDI edits into a container from a prestart hook (see
- * inject.h): the order of the steps and the note.  The steps live beside
- * it: plan.c, rootfs.c, place.c (nodes, mounts), container.c (namespaces),
- * undo.c, ../update_ldcache.c, ../create_symlinks.c, kernel/cgroup*.c.
- *
- * The steps, in order:
- *   plan (host side, nothing touched: node numbers from hostPath, mount
- *   flags, our spec hooks parsed) -> open the cgroup -> user namespace
- *   owner -> namespaces for ldconfig -> join the container's mount
- *   namespace -> device nodes -> bind mounts -> symlinks -> ld cache ->
- *   allow the devices in the cgroup, last.
- *
- * Security: the hook runs as root against a possibly hostile image.
- * Every container path is resolved and created below the rootfs fd
- * (rootfs.h), mounts go onto /proc/self/fd/N of resolved fds, mount
- * sources must be root-owned (and, except device nodes, not
- * group/other-writable), and the image's ldconfig runs confined
- * (update_ldcache.h).
- *
- * Every change is journalled (undo.h).  Anything the plan refuses is
- * XF_ERR before anything is touched; a failing step rolls the journal
- * back and returns to the hook's own mount namespace (XF_ERR, the step
- * and the cause in xf_reason); a failed rollback is XF_FAIL. */
+ * inject.h; the steps, their order and the security rules are
+ * docs/hook.md's "What prestart does" and "Security model").  The steps live beside it:
+ * plan.c, cgroup.c, container.c, rootfs.c, place.c, undo.c,
+ * ../create_symlinks.c, ../update_ldcache.c.  Every change is journalled
+ * (undo.h): a failing step rolls the journal back (XF_ERR, the step and
+ * the cause in xf_reason); a failed rollback is XF_FAIL. */
 #include "hook/prestart/inject.h"
-#include "kernel/cgroup.h"
+#include "hook/prestart/cgroup.h"
 #include "hook/update_ldcache.h"
 #include "hook/create_symlinks.h"
 #include "hook/prestart/plan.h"
@@ -203,7 +187,7 @@ out:
         /* take everything back (still in the container's namespace) */
         /* the step names what failed, unless the reason already does */
         int named = strncmp(xf_reason, step, strlen(step)) == 0 || strncmp(xf_reason, "mount source ", 13) == 0;
-        char *why = named ? xf_strdup(xf_reason) : xf_printf("%s: %s", step, xf_reason);
+        const char *why = xf_strdup(named ? xf_reason : (xf_wrap(XF_ERR, "%s", step), xf_reason));
         size_t nfailed = xf_undo_rollback(&x.undo, &failed);
         if (nfailed > 0 || x.leaked != NULL || x.fsids_lost) {
             rv = xf_say(XF_FAIL, "%s (and could not undo: %s%s%s%s)", why, failed ? failed : "",

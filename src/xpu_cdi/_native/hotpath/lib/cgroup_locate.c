@@ -1,27 +1,14 @@
-/* Finding the container's devices cgroup (cgroup.h): its v1 devices
- * hierarchy or its cgroup2 directory, from /proc/self/mountinfo and
- * /proc/PID/cgroup, and opening it.
+/* Which cgroup directory holds the container's device rules, from the
+ * texts of /proc/self/mountinfo and /proc/PID/cgroup (cgroup_locate.h).
  *
  * Both texts are read the way the kernel writes them (proc(5), cgroups(7)).
  * A mount point can be named by whoever may mount (a container with
  * bidirectional mount propagation too), but the kernel escapes the bytes
  * that would split a mountinfo line (space, tab, newline, backslash), so
  * any other name -- non-ASCII, control characters -- is just a name. */
-#include "kernel/cgroup.h"
+#include "lib/cgroup_locate.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/magic.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
-#include <unistd.h>
-
-/* /proc/self/mountinfo of a busy Kubernetes node is a few hundred KiB;
- * /proc/PID/cgroup is one line per hierarchy. */
-#define MOUNTINFO_LIMIT (8u << 20)
-#define CGROUPS_LIMIT (1u << 20)
 
 /* A mountinfo line: mount ID, parent ID, major:minor, root, mount point,
  * mount options, zero or more optional fields, "-", file system type,
@@ -164,7 +151,7 @@ static int has_option(const char *opts, const char *want)
  * hierarchy, the path raw to the end of the line (it may hold ':'):
  * the cgroup2 line has an empty controller list ("0::/path"), a v1
  * hierarchy lists its controllers comma-separated ("7:devices:/path"). */
-static void proc_cgroups(const char *text, const char **v2, const char **devices)
+void xf_proc_cgroups(const char *text, const char **v2, const char **devices)
 {
     const char *line = text;
 
@@ -197,7 +184,7 @@ static void proc_cgroups(const char *text, const char **v2, const char **devices
  * whose mount shows the hierarchy from root (mountinfo's root field: "/"
  * unless a subtree was mounted): mountpoint joined with one "/" to the
  * path below root (a trailing "/" when path is root itself). */
-static const char *below(const char *mountpoint, const char *root, const char *path)
+const char *xf_cgroup_dir(const char *mountpoint, const char *root, const char *path)
 {
     size_t rl = strlen(root), ml = strlen(mountpoint);
 
@@ -226,7 +213,7 @@ int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, si
                       memchr(mountinfo, '\0', mlen) ? "mountinfo" : "/proc/PID/cgroup");
     if (cgroup_mounts(mountinfo, &m, &n) != XF_OK)
         return XF_ERR;
-    proc_cgroups(cgroups, &v2path, &devpath);
+    xf_proc_cgroups(cgroups, &v2path, &devpath);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(m[i].fstype, "cgroup2") == 0) {
             if (unified == NULL)
@@ -244,115 +231,17 @@ int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, si
         if (v2path == NULL)
             return xf_say(XF_ERR, "cgroup v2 is mounted but the container is in no cgroup v2 group");
         *version = 2;
-        *path = below(use->mountpoint, use->root, v2path);
+        *path = xf_cgroup_dir(use->mountpoint, use->root, v2path);
         return XF_OK;
     }
     if (v1 != NULL) {
         if (devpath == NULL)
             return xf_say(XF_ERR, "the container is in no cgroup v1 devices group");
         *version = 1;
-        *path = below(v1->mountpoint, v1->root, devpath);
+        *path = xf_cgroup_dir(v1->mountpoint, v1->root, devpath);
         return XF_OK;
     }
     return xf_say(XF_ERR, "no cgroup device controller is mounted (neither v1 devices nor cgroup2)");
 }
 
 /* The directory of a cgroup opened as cgroup.h says (v2: readable, for bpf(2)). */
-static int open_dir(const char *path, int version)
-{
-    int flags = version == 2 ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_PATH | O_DIRECTORY | O_CLOEXEC, fd;
-
-    do
-        fd = open(path, flags);
-    while (fd < 0 && errno == EINTR);
-    return fd;
-}
-
-/* Whether pid is listed in cgroup.procs of dirfd: the proof that dirfd is its cgroup. */
-static int lists_pid(int dirfd, int pid)
-{
-    char *text, want[16];
-    size_t len, n = (size_t)snprintf(want, sizeof(want), "%d", pid);
-    int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC), rv;
-
-    if (fd < 0)
-        return 0;
-    rv = xf_read_fd(fd, CGROUPS_LIMIT, &text, &len);
-    close(fd);
-    for (const char *line = text; rv == XF_OK && *line != '\0';) {
-        const char *eol = strchr(line, '\n');
-        size_t ll = eol ? (size_t)(eol - line) : strlen(line);
-        if (ll == n && memcmp(line, want, n) == 0)
-            return 1;
-        line += ll + (eol != NULL);
-    }
-    return 0;
-}
-
-/* The usual layout, without mountinfo (which the kernel generates whole on
- * each read: a millisecond on a node with many mounts): cgroup2 on
- * /sys/fs/cgroup, as runc tests it (statfs), else the v1 devices hierarchy
- * at /sys/fs/cgroup/devices; taken only when the container's pid is in
- * the directory found there (a hierarchy mounted from a subtree, or
- * elsewhere, fails that, and xf_cgroup_locate decides from mountinfo). */
-static int usual_layout(int pid, const char *v2path, const char *devpath, struct xf_cgroup *out)
-{
-    struct statfs sf;
-    struct stat st;
-    const char *path;
-    int version, fd;
-
-    if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC && v2path != NULL) {
-        version = 2;
-        path = below("/sys/fs/cgroup", "/", v2path);
-    } else if (devpath != NULL && statfs("/sys/fs/cgroup/devices", &sf) == 0 && sf.f_type == CGROUP_SUPER_MAGIC) {
-        version = 1;
-        path = below("/sys/fs/cgroup/devices", "/", devpath);
-    } else {
-        return 0;
-    }
-    if ((fd = open_dir(path, version)) < 0)
-        return 0;
-    if ((version == 1 && fstatat(fd, "devices.allow", &st, 0) != 0) || !lists_pid(fd, pid)) {
-        close(fd);
-        return 0;
-    }
-    out->version = version;
-    out->path = path;
-    out->fd = fd;
-    return 1;
-}
-
-int xf_cgroup_open(int pid, struct xf_cgroup *out)
-{
-    char *cgroups, *mountinfo;
-    size_t clen, mlen;
-    const char *procfile = xf_printf("/proc/%d/cgroup", pid), *path, *v2path, *devpath;
-    int version, fd;
-
-    out->fd = -1;
-    if (xf_read_file(procfile, CGROUPS_LIMIT, &cgroups, &clen, NULL) != XF_OK)
-        return xf_say(XF_ERR, "cannot read the cgroups of container process %d: %s", pid, xf_strdup(xf_reason));
-    if (memchr(cgroups, '\0', clen) == NULL) {
-        proc_cgroups(cgroups, &v2path, &devpath);
-        if (usual_layout(pid, v2path, devpath, out))
-            return XF_OK;
-    }
-    if (xf_read_file("/proc/self/mountinfo", MOUNTINFO_LIMIT, &mountinfo, &mlen, NULL) != XF_OK)
-        return xf_say(XF_ERR, "cannot read the cgroups of container process %d: %s", pid, xf_strdup(xf_reason));
-    if (xf_cgroup_locate(mountinfo, mlen, cgroups, clen, &version, &path) != XF_OK)
-        return XF_ERR;
-    if ((fd = open_dir(path, version)) < 0)
-        return xf_say(XF_ERR, "cgroup '%s' of container process %d: %s", path, pid, strerror(errno));
-    out->version = version;
-    out->path = path;
-    out->fd = fd;
-    return XF_OK;
-}
-
-void xf_cgroup_close(struct xf_cgroup *cg)
-{
-    if (cg->fd >= 0)
-        close(cg->fd);
-    cg->fd = -1;
-}
