@@ -320,6 +320,36 @@ class TestWrapper:
         assert any(n["path"] == "/dev/xpu1" for n in json.loads((b / "config.json").read_text())["linux"]["devices"])
 
 
+@pytest.mark.parametrize("binary", [HOOK, WRAPPER])
+@pytest.mark.parametrize("value, shown", [
+    (":{d}::", "{d}"),  # empty entries skipped
+    ("", "/etc/cdi:/var/run/cdi"),  # none given: the CDI defaults
+    ("{d64}", "{d64}"),
+    ("{d65}", None),
+], ids=["empty-entries", "defaults", "64-dirs", "65-dirs"])
+def test_spec_dirs_read_alike(alone: Path, host: HookHost, tmp_path: Path, binary: str, value: str,
+                              shown: Optional[str]) -> None:
+    """XPU_CDI_SPEC_DIRS as both binaries read it (one function, lib/spec_dirs.c): split on ':', empty entries
+    skipped, the CDI defaults when nothing is left, more than 64 dirs refused (a later dir wins: dropping
+    the rest could answer "nothing asked").  An unknown device's refusal names the dirs searched."""
+    many = [f"/no/{i}" for i in range(65)]  # short: the message holds them all
+    subst = {"d": str(host.spec_dir), "d64": ":".join(many[:64]), "d65": ":".join(many)}
+    b = bundle_dir(tmp_path, asks([], annotations={"cdi.k8s.io/x": f"{KIND}=99"}))
+    env = {"PATH": "", "XPU_CDI_RUNTIME": "/bin/true", "XPU_CDI_SPEC_DIRS": value.format(**subst)}
+    if binary == HOOK:
+        r = subprocess.run([str(alone / HOOK), "prestart"], input=json.dumps(state_of(b)).encode(), env=env,
+                           capture_output=True, timeout=30)
+    else:
+        r = subprocess.run([str(alone / WRAPPER), "create", "--bundle", str(b), "c1"], env=env, capture_output=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1, err
+    if shown is None:
+        assert err == f"{binary}: more than 64 spec dirs in XPU_CDI_SPEC_DIRS: keep the few that hold CDI specs\n"
+    else:
+        assert err.startswith(f"{binary}: unresolvable CDI device '{KIND}=99' in {shown.format(**subst)} ("), err
+
+
 def no_python_bundle(host: HookHost, base: Path) -> "runtimes.Bundle":
     b = runtimes.Bundle(base)
     b.set_process(["sh", "-c", "stat -c '%n %t:%T' /dev/xpu1 /dev/xpu3; ls /dev | grep -c '^xpu[0-9]'"])

@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #define PROG "xpu-cdi-hook"
-#define MAX_DIRS 64
 
 static const char *log_path;   /* --log FILE, or NULL (an empty FILE too: Log("") writes nothing) */
 static const char *container_id = "-";
@@ -81,34 +80,6 @@ static int load_container(struct request *r)
     r->ann_config = o.ann_config;
     r->config = o.config;
     return XF_OK;
-}
-
-/* --spec-dir values, else $XPU_CDI_SPEC_DIRS (the hook's own env), else the
- * defaults; 0 when there are more than MAX_DIRS (a later dir wins:
- * dropping the rest could answer "nothing asked"). */
-static size_t spec_dirs(const char *const *given, size_t ngiven, const char **dirs)
-{
-    const char *env;
-    size_t n = 0;
-
-    if (ngiven > 0) {
-        memcpy(dirs, given, ngiven * sizeof(*dirs));
-        return ngiven;
-    }
-    env = getenv("XPU_CDI_SPEC_DIRS");
-    if (env != NULL) {
-        char *copy = xf_strdup(env), *save = NULL;
-        for (char *d = strtok_r(copy, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
-            if (n == MAX_DIRS)
-                return 0;
-            dirs[n++] = d;
-        }
-    }
-    if (n == 0) {
-        dirs[n++] = "/etc/cdi";
-        dirs[n++] = "/var/run/cdi";
-    }
-    return n;
 }
 
 #define USAGE "usage: " PROG " [--spec-dir DIR]... [--log FILE] [--config FILE] prestart\n" \
@@ -180,7 +151,7 @@ static int tool(const char *sub, char **args, size_t nargs)
 /* prestart: inject the devices the container asked for. */
 static int prestart(const char *const *given, size_t ngiven, const char *config_path)
 {
-    const char *dirs[MAX_DIRS], **names, *ignored, *note;
+    const char **dirs, **names, *ignored, *note;
     struct xf_config cfg;
     size_t ndirs, nnames;
     struct request r;
@@ -193,10 +164,8 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
         return fail(xf_reason); /* fail closed: the setting may forbid what is asked */
     if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
         return fail(xf_reason);
-    ndirs = spec_dirs(given, ngiven, dirs);
-    if (ndirs == 0)
-        return fail(xf_printf("more than %d spec dirs in XPU_CDI_SPEC_DIRS: keep the few that hold CDI specs",
-                              MAX_DIRS));
+    if (xf_spec_dirs(given, ngiven, getenv("XPU_CDI_SPEC_DIRS"), &dirs, &ndirs) != XF_OK)
+        return fail(xf_reason);
     if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK)
         return fail(xf_reason);
     if (!cfg.accept_env_when_unprivileged && !xf_privileged(r.config) && (ignored = xf_selection_var(&ix, r.env))) {
@@ -234,7 +203,7 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
 
 int main(int argc, char **argv)
 {
-    const char *given[MAX_DIRS], *sub = NULL, *config_path = NULL;
+    const char **given = xf_alloc((size_t)(argc > 0 ? argc : 1) * sizeof(*given)), *sub = NULL, *config_path = NULL;
     char **rest = xf_alloc((size_t)(argc > 0 ? argc : 1) * sizeof(*rest));
     size_t nrest = 0, ngiven = 0;
 
@@ -254,8 +223,6 @@ int main(int argc, char **argv)
                 return fail(xf_printf("option %s needs a value %s", a, SEE_USAGE));
             if (is_config)
                 config_path = value;
-            else if (is_dir && ngiven == MAX_DIRS)
-                return fail(xf_printf("more than %d --spec-dir options: keep the few that hold CDI specs", MAX_DIRS));
             else if (is_dir)
                 given[ngiven++] = value;
             else

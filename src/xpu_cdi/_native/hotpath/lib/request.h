@@ -89,6 +89,14 @@ int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state
  * when it ignores a container's env. */
 const char *xf_selection_var(const struct xf_indexes *ix, const fj *env);
 
+/* The spec dirs, lowest priority first: the given ones (the hook's
+ * --spec-dir), else XPU_CDI_SPEC_DIRS's value env split on ':' (empty
+ * entries skipped), else /etc/cdi and /var/run/cdi.  More than
+ * XF_MAX_SPEC_DIRS is XF_ERR, not a cut: a later dir wins, and dropping
+ * the rest could answer "nothing asked". */
+#define XF_MAX_SPEC_DIRS 64
+int xf_spec_dirs(const char *const *given, size_t ngiven, const char *env, const char ***dirs, size_t *n);
+
 /* Look the qualified names up in the spec dirs (lowest priority first)
  * and merge their edits.  Files that are broken or define a device twice
  * in one dir are skipped, one line each in xf_spec_problems (to be

@@ -16,6 +16,34 @@
 #define MAX_SPEC_BYTES ((size_t)16 << 20) /* cdi/registry.py's limits */
 #define MAX_FILES 4096
 
+int xf_spec_dirs(const char *const *given, size_t ngiven, const char *env, const char ***dirs, size_t *n)
+{
+    const char **out = xf_alloc((XF_MAX_SPEC_DIRS + 1) * sizeof(*out));
+    const char *p = env != NULL ? env : "";
+    size_t k = 0;
+
+    if (ngiven > XF_MAX_SPEC_DIRS)
+        return xf_say(XF_ERR, "more than %d --spec-dir options: keep the few that hold CDI specs", XF_MAX_SPEC_DIRS);
+    for (; k < ngiven; k++)
+        out[k] = given[k];
+    while (ngiven == 0 && *p != '\0') {
+        const char *end = strchrnul(p, ':');
+        if (end > p && k == XF_MAX_SPEC_DIRS)
+            return xf_say(XF_ERR, "more than %d spec dirs in XPU_CDI_SPEC_DIRS: keep the few that hold CDI specs",
+                          XF_MAX_SPEC_DIRS);
+        if (end > p)
+            out[k++] = xf_strndup(p, (size_t)(end - p));
+        p = *end ? end + 1 : end;
+    }
+    if (k == 0) {
+        out[k++] = "/etc/cdi";
+        out[k++] = "/var/run/cdi";
+    }
+    *dirs = out;
+    *n = k;
+    return XF_OK;
+}
+
 /* One line per spec file or dir that was skipped (see request.h). */
 const char **xf_spec_problems;
 size_t xf_nspec_problems;

@@ -127,7 +127,7 @@ int main(int argc, char **argv)
     if (command != NULL && (strcmp(command, "create") == 0 || strcmp(command, "run") == 0)) {
         char cwd[PATH_MAX];
         const char **dirs;
-        size_t ndirs = xf_spec_dirs(getenv("XPU_CDI_SPEC_DIRS"), &dirs);
+        size_t ndirs;
         int edited, rv;
         struct xf_config cfg;
         const char *ignored;
@@ -138,6 +138,8 @@ int main(int argc, char **argv)
                                                   "directory is unknown: %s", strerror(errno)));
             bundle = cwd;
         }
+        if (xf_spec_dirs(NULL, 0, getenv("XPU_CDI_SPEC_DIRS"), &dirs, &ndirs) != XF_OK)
+            return fail(argc, argv, xf_reason);
         if (xf_config_load(config_path, &cfg) != XF_OK)
             return fail(argc, argv, xf_reason); /* fail closed: the setting may forbid what is asked */
         rv = xf_prepare(bundle, dirs, ndirs, &cfg, &edited, &ignored);
