@@ -5,26 +5,17 @@ compiled warning-free with build_bin's flags against the library sources and run
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-BUILD_BIN = REPO / "src" / "xpu_cdi" / "_native" / "build_bin.py"
 VECTORS = REPO / "tests" / "data" / "vectors" / "annotations.json"
 
 
-def build_bin() -> Any:
-    spec = importlib.util.spec_from_file_location("xpu_cdi_build_bin", BUILD_BIN)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-def test_lib_units(tmp_path: Path) -> None:
-    bb = build_bin()
+def test_lib_units(build_bin: Any, tmp_path: Path) -> None:
+    bb = build_bin
     exe = tmp_path / "lib_units"
     cmd = [*bb.compiler(), *bb.CFLAGS, "-Werror", f"-I{bb.ROOT}", "-o", str(exe),
            str(Path(__file__).with_name("lib_units.c")), *(str(bb.ROOT / s) for s in bb.sources("lib")), *bb.LDFLAGS,

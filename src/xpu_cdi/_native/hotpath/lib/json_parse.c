@@ -18,7 +18,7 @@
  * duplicate keys refused, integers beyond 64 bits and reals beyond a
  * double refused. */
 #include "lib/json.h"
-#include "lib/arena.h"
+#include "lib/tree_build.h"
 #include "lib/json_text.h"
 
 #include <errno.h>
@@ -149,11 +149,6 @@ static int on_string(void *ctx, const unsigned char *s, size_t n)
     return v != NULL && add(p, v);
 }
 
-static int same_key(const fj *a, const fj *b)
-{
-    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
-}
-
 /* "duplicate key "<key>"": the key cut short, control characters as '?'
  * (the message is one line). */
 void fj_dup_message(const fj *key, char *buf, size_t size)
@@ -173,10 +168,6 @@ static int dup_key(struct parser *p, const fj *key)
     return stop(p, p->whybuf);
 }
 
-/* Objects up to this many members are checked for a repeated key as each
- * key comes (pointing at it); larger ones once, sorted, at their end. */
-#define LINEAR_KEYS 32
-
 static int on_map_key(void *ctx, const unsigned char *s, size_t n)
 {
     struct parser *p = ctx;
@@ -185,10 +176,8 @@ static int on_map_key(void *ctx, const unsigned char *s, size_t n)
 
     if (key == NULL)
         return 0;
-    if ((p->nstack - f->base) / 2 < LINEAR_KEYS)
-        for (size_t i = f->base; i < p->nstack; i += 2)
-            if (same_key(p->stack[i], key))
-                return dup_key(p, key);
+    if ((p->nstack - f->base) / 2 < XF_LINEAR_KEYS && xf_key_among(p->stack, f->base, p->nstack, key))
+        return dup_key(p, key);
     push(p, key);
     return 1;
 }
@@ -215,48 +204,17 @@ static int on_start_array(void *ctx)
     return open_container(ctx, 0);
 }
 
-static int key_order(const void *x, const void *y)
-{
-    const fj *a = *(fj *const *)x, *b = *(fj *const *)y;
-    int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
-
-    return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
-}
-
-/* Move the members pushed since the frame opened into v's own arrays. */
+/* The container the frame opened, its members moved into it. */
 static int close_container(struct parser *p, enum fj_type type)
 {
     const struct frame *f = &p->frames[--p->depth];
-    size_t n = p->nstack - f->base;
     fj *v = node(p, type);
+    const fj *twice;
 
-    if (type == FJ_OBJECT) {
-        n /= 2;
-        v->keys = xf_arena_get(&p->arena, n * sizeof(fj *));
-        v->items = xf_arena_get(&p->arena, n * sizeof(fj *));
-        for (size_t i = 0; i < n; i++) {
-            v->keys[i] = p->stack[f->base + 2 * i];
-            v->items[i] = p->stack[f->base + 2 * i + 1];
-        }
-        if (n > LINEAR_KEYS) {
-            fj **sorted = xf_alloc(n * sizeof(*sorted));
-            memcpy(sorted, v->keys, n * sizeof(*sorted));
-            qsort(sorted, n, sizeof(*sorted), key_order);
-            for (size_t i = 1; i < n; i++)
-                if (same_key(sorted[i - 1], sorted[i])) {
-                    dup_key(p, sorted[i]);
-                    free(sorted);
-                    return 0;
-                }
-            free(sorted);
-        }
-    } else {
-        v->items = xf_arena_get(&p->arena, n * sizeof(fj *));
-        if (n > 0)
-            memcpy(v->items, p->stack + f->base, n * sizeof(fj *));
-    }
-    v->n = v->cap = n;
+    xf_take_members(&p->arena, v, p->stack, f->base, p->nstack);
     p->nstack = f->base;
+    if (v->n > XF_LINEAR_KEYS && (twice = xf_repeated_key(v)) != NULL)
+        return dup_key(p, twice);
     return add(p, v);
 }
 

@@ -64,11 +64,11 @@ static int opt_strings(const fj *obj, const char *key, const char ***out, size_t
     return XF_OK;
 }
 
-static int fill_node(const fj *j, struct xf_node *n)
+static int fill_node(const fj *j, void *to)
 {
+    struct xf_node *n = to;
     const char *type;
 
-    memset(n, 0, sizeof(*n));
     n->json = j;
     n->path = fj_str(fj_get(j, "path"));
     if (n->path == NULL)
@@ -89,30 +89,48 @@ static int fill_node(const fj *j, struct xf_node *n)
     return XF_OK;
 }
 
-static int fill_mount(const fj *j, struct xf_mount *m)
+/* The two string fields every mount (hook) entry has (check_spec made sure
+ * they are strings): NULL when one holds a NUL. */
+static int required_pair(const fj *j, const char *a, const char *b, const char **va, const char **vb)
 {
-    memset(m, 0, sizeof(*m));
+    *va = fj_str(fj_get(j, a));
+    *vb = fj_str(fj_get(j, b));
+    return *va != NULL && *vb != NULL;
+}
+
+static int fill_mount(const fj *j, void *to)
+{
+    struct xf_mount *m = to;
+
     m->json = j;
-    m->host_path = fj_str(fj_get(j, "hostPath"));
-    m->container_path = fj_str(fj_get(j, "containerPath"));
-    if (m->host_path == NULL || m->container_path == NULL)
+    if (!required_pair(j, "hostPath", "containerPath", &m->host_path, &m->container_path))
         return xf_say(XF_ERR, "mounts: NUL in a path");
     if (opt_str(j, "type", &m->type) != XF_OK || opt_strings(j, "options", &m->options, &m->noptions) != XF_OK)
         return xf_wrap(XF_ERR, "mount %.200s", m->container_path);
     return XF_OK;
 }
 
-static int fill_hook(const fj *j, struct xf_hook *h)
+static int fill_hook(const fj *j, void *to)
 {
-    memset(h, 0, sizeof(*h));
+    struct xf_hook *h = to;
+
     h->json = j;
-    h->hook_name = fj_str(fj_get(j, "hookName"));
-    h->path = fj_str(fj_get(j, "path"));
-    if (h->hook_name == NULL || h->path == NULL)
+    if (!required_pair(j, "hookName", "path", &h->hook_name, &h->path))
         return xf_say(XF_ERR, "hooks: NUL in hookName or path");
-    if (opt_strings(j, "args", &h->args, &h->nargs) != XF_OK)
-        return xf_wrap(XF_ERR, "hook %.200s", h->path);
-    return XF_OK;
+    return opt_strings(j, "args", &h->args, &h->nargs) == XF_OK ? XF_OK : xf_wrap(XF_ERR, "hook %.200s", h->path);
+}
+
+/* Each entry of v read by fill into a zeroed array of elements of size
+ * bytes (fill sets what the entry has); NULL (fill said why) when one
+ * cannot be read. */
+static void *fill_all(const struct xf_ptrvec *v, size_t size, int (*fill)(const fj *, void *))
+{
+    char *a = xf_alloc((v->n ? v->n : 1) * size);
+
+    for (size_t i = 0; i < v->n; i++)
+        if (fill(v->v[i], a + i * size) != XF_OK)
+            return NULL;
+    return a;
 }
 
 struct merge {
@@ -128,6 +146,24 @@ static const fj *list_of(const fj *edits, const char *key)
     return v != NULL && v->type == FJ_ARRAY ? v : NULL; /* check_edits: else absent or null */
 }
 
+/* The entries of edits' list whose field (a string) no earlier entry had, into out. */
+static int add_new(const fj *edits, const char *list, const char *field, struct xf_strmap *seen,
+                   struct xf_ptrvec *out)
+{
+    const fj *l = list_of(edits, list);
+
+    for (size_t i = 0; l != NULL && i < l->n; i++) {
+        const char *key = fj_str(fj_get(l->items[i], field));
+        if (key == NULL)
+            return xf_say(XF_ERR, "%s: NUL in a %s", list, field);
+        if (xf_strmap_get(seen, key) == NULL) {
+            xf_strmap_put(seen, key, (void *)key);
+            xf_ptrvec_add(out, l->items[i]);
+        }
+    }
+    return XF_OK;
+}
+
 /* One edits object into the merge: env appended, nodes by path and mounts by
  * containerPath only when new, hooks only when not equal to one taken. */
 static int add_edits(struct merge *m, const fj *edits)
@@ -140,26 +176,9 @@ static int add_edits(struct merge *m, const fj *edits)
                 return xf_say(XF_ERR, "env: an entry with NUL");
             xf_ptrvec_add(&m->env, l->items[i]);
         }
-    if ((l = list_of(edits, "deviceNodes")) != NULL)
-        for (size_t i = 0; i < l->n; i++) {
-            const char *path = fj_str(fj_get(l->items[i], "path"));
-            if (path == NULL)
-                return xf_say(XF_ERR, "deviceNodes: NUL in a path");
-            if (xf_strmap_get(&m->node_paths, path) == NULL) {
-                xf_strmap_put(&m->node_paths, path, (void *)path);
-                xf_ptrvec_add(&m->nodes, l->items[i]);
-            }
-        }
-    if ((l = list_of(edits, "mounts")) != NULL)
-        for (size_t i = 0; i < l->n; i++) {
-            const char *target = fj_str(fj_get(l->items[i], "containerPath"));
-            if (target == NULL)
-                return xf_say(XF_ERR, "mounts: NUL in a containerPath");
-            if (xf_strmap_get(&m->mount_targets, target) == NULL) {
-                xf_strmap_put(&m->mount_targets, target, (void *)target);
-                xf_ptrvec_add(&m->mounts, l->items[i]);
-            }
-        }
+    if (add_new(edits, "deviceNodes", "path", &m->node_paths, &m->nodes) != XF_OK ||
+        add_new(edits, "mounts", "containerPath", &m->mount_targets, &m->mounts) != XF_OK)
+        return XF_ERR;
     if ((l = list_of(edits, "hooks")) != NULL)
         for (size_t i = 0; i < l->n; i++) {
             /* a hook two devices share runs once: equal as JSON values (json.h's rule) */
@@ -277,20 +296,12 @@ int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, 
     for (size_t i = 0; i < m.env.n; i++)
         out->env[i] = ((const fj *)m.env.v[i])->str;
     out->nenv = m.env.n;
-    out->nodes = xf_alloc((m.nodes.n ? m.nodes.n : 1) * sizeof(*out->nodes));
-    for (size_t i = 0; i < m.nodes.n; i++)
-        if (fill_node(m.nodes.v[i], &out->nodes[i]) != XF_OK)
-            return XF_ERR;
+    if ((out->nodes = fill_all(&m.nodes, sizeof(*out->nodes), fill_node)) == NULL ||
+        (out->mounts = fill_all(&m.mounts, sizeof(*out->mounts), fill_mount)) == NULL ||
+        (out->hooks = fill_all(&m.hooks, sizeof(*out->hooks), fill_hook)) == NULL)
+        return XF_ERR;
     out->nnodes = m.nodes.n;
-    out->mounts = xf_alloc((m.mounts.n ? m.mounts.n : 1) * sizeof(*out->mounts));
-    for (size_t i = 0; i < m.mounts.n; i++)
-        if (fill_mount(m.mounts.v[i], &out->mounts[i]) != XF_OK)
-            return XF_ERR;
     out->nmounts = m.mounts.n;
-    out->hooks = xf_alloc((m.hooks.n ? m.hooks.n : 1) * sizeof(*out->hooks));
-    for (size_t i = 0; i < m.hooks.n; i++)
-        if (fill_hook(m.hooks.v[i], &out->hooks[i]) != XF_OK)
-            return XF_ERR;
     out->nhooks = m.hooks.n;
     return extra_edits(devs, n, out);
 }

@@ -1,6 +1,7 @@
 /* YAML documents into the JSON tree: see yaml.h.  libyaml parses; this
  * file builds the tree from its events and types the scalars. */
 #include "lib/yaml.h"
+#include "lib/tree_build.h"
 #include "lib/yaml_scalar.h"
 
 #include <dlfcn.h>
@@ -52,7 +53,6 @@ int fy_load_library(char *err, size_t errlen)
     return 1;
 }
 
-#define LINEAR_KEYS 32 /* as json_parse.c: larger mappings are checked for duplicates sorted, at their end */
 
 struct anchor {
     const char *name;
@@ -131,19 +131,6 @@ static void push(struct loader *l, fj *v)
     l->stack[l->nstack++] = v;
 }
 
-static int same_key(const fj *a, const fj *b)
-{
-    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
-}
-
-static int key_order(const void *x, const void *y)
-{
-    const fj *a = *(fj *const *)x, *b = *(fj *const *)y;
-    int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
-
-    return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
-}
-
 static fj *duplicate(struct loader *l, const fj *key, yaml_mark_t at)
 {
     char msg[200];
@@ -217,12 +204,10 @@ static int place(struct loader *l, fj *v, unsigned long long size, int height, y
             fail_at(l, at, "a mapping or sequence (or an alias) as a mapping key");
             return 0;
         }
-        if ((l->nstack - f->base) / 2 < LINEAR_KEYS)
-            for (size_t i = f->base; i < l->nstack; i += 2)
-                if (same_key(l->stack[i], v)) {
-                    duplicate(l, v, at);
-                    return 0;
-                }
+        if ((l->nstack - f->base) / 2 < XF_LINEAR_KEYS && xf_key_among(l->stack, f->base, l->nstack, v)) {
+            duplicate(l, v, at);
+            return 0;
+        }
         f->key_pending = 1;
     } else {
         f->key_pending = 0;
@@ -317,45 +302,16 @@ static int on_start(struct loader *l, const yaml_event_t *e, enum fj_type type)
     return 1;
 }
 
-/* Move the members pushed since the container started into its own arrays. */
-static void take_members(struct loader *l, const struct yframe *f)
-{
-    fj *v = f->node;
-    size_t n = l->nstack - f->base;
-
-    if (v->type == FJ_OBJECT) {
-        n /= 2;
-        v->keys = xf_arena_get(&l->arena, n * sizeof(fj *));
-        v->items = xf_arena_get(&l->arena, n * sizeof(fj *));
-        for (size_t i = 0; i < n; i++) {
-            v->keys[i] = l->stack[f->base + 2 * i];
-            v->items[i] = l->stack[f->base + 2 * i + 1];
-        }
-    } else {
-        v->items = xf_arena_get(&l->arena, n * sizeof(fj *));
-        if (n > 0)
-            memcpy(v->items, l->stack + f->base, n * sizeof(fj *));
-    }
-    v->n = v->cap = n;
-    l->nstack = f->base;
-}
-
 static int on_end(struct loader *l, const yaml_event_t *e)
 {
     struct yframe f = l->frames[--l->depth];
+    const fj *twice;
 
-    take_members(l, &f);
-    if (f.node->type == FJ_OBJECT && f.node->n > LINEAR_KEYS) {
-        fj **sorted = xf_alloc(f.node->n * sizeof(*sorted));
-        memcpy(sorted, f.node->keys, f.node->n * sizeof(*sorted));
-        qsort(sorted, f.node->n, sizeof(*sorted), key_order);
-        for (size_t i = 1; i < f.node->n; i++)
-            if (same_key(sorted[i - 1], sorted[i])) {
-                duplicate(l, sorted[i], f.start);
-                free(sorted);
-                return 0;
-            }
-        free(sorted);
+    xf_take_members(&l->arena, f.node, l->stack, f.base, l->nstack);
+    l->nstack = f.base;
+    if (f.node->n > XF_LINEAR_KEYS && (twice = xf_repeated_key(f.node)) != NULL) {
+        duplicate(l, twice, f.start);
+        return 0;
     }
     return place(l, f.node, f.size, f.height, e->start_mark) && remember(l, f.anchor, f.node, f.size, f.height);
 }

@@ -2,7 +2,7 @@
  * go-yaml v2 resolves them (yaml_scalar.c), as the CDI Go library reads YAML. */
 #ifndef XF_YAML_SCALAR_H
 #define XF_YAML_SCALAR_H
-#include "lib/arena.h"
+#include "lib/tree_build.h"
 #include "lib/json.h"
 
 enum kind { K_NULL, K_BOOL, K_INT, K_UINT, K_FLOAT, K_STR };
