@@ -1,14 +1,6 @@
-/* xpu-cdi-hook: the OCI hook, the implementation (no other program behind it).
- *
- *   prestart:  OCI state (stdin) -> config.json -> selected devices -> merged edits -> inject
- *   update-ldcache / create-symlinks:  the spec's own hooks (tool() below)
- *
- * A container that asks for nothing costs one read of its config.json and
- * the small hook indexes.  Every bad input is answered here: one line on
- * stderr (runc shows it) and in --log, exit 1, nothing left behind (a
- * failed injection is undone first).  A broken or conflicting spec file is
- * a warning in --log and the other files still count.
- *
+/* xpu-cdi-hook: argv, the subcommands and the one-line error (docs/hook.md).
+ * prestart: OCI state -> config.json -> selected devices -> merged edits ->
+ * inject; update-ldcache and create-symlinks: the spec's own hooks (tool()).
  * Nothing from the container's environment reaches this process's own:
  * process.env is parsed as data only (lib/selection.c). */
 #include "lib/common.h"

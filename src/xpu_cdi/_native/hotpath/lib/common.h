@@ -1,13 +1,10 @@
-/* xpu-cdi-hook and xpu-container-runtime: shared conventions.
+/* What both binaries share: the error convention (docs/architecture.md,
+ * "The compiled hot path"), allocation, buffers, whole-file reads.
  *
- * These two binaries are the implementation of what runs on a container
- * start; nothing is handed on to another program.  A function that cannot
- * do its job returns XF_ERR with xf_reason set to one line saying what is
- * wrong and, where the caller cannot add it, what to do: the main()s print
- * it (and log it) as the binary's own error.
- *
- * Memory: the processes are short-lived, so everything is allocated from
- * xf_alloc and never freed (bounded: inputs are size-limited). */
+ * A function that cannot do its job returns XF_ERR with xf_reason one line
+ * saying what is wrong (callers add what they were doing: xf_wrap); XF_FAIL
+ * only when a change could not be undone.  kernel/ returns -errno instead.
+ * Nothing is freed: the processes are short-lived and inputs size-limited. */
 #ifndef XF_COMMON_H
 #define XF_COMMON_H
 #define _GNU_SOURCE

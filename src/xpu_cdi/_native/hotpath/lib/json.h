@@ -1,16 +1,9 @@
-/* A mutable JSON tree for the binaries' inputs (the OCI state,
- * config.json, our hook indexes, CDI specs, the node config file), parsed
- * and serialised by yajl (json_parse.c, json_write.c), or loaded from YAML by
- * libyaml (yaml_load.c); looked up, compared and edited by json_tree.c.  All of it may be hostile (config.json comes from the pod),
- * so the parser is strict: RFC 8259 only (no NaN/Infinity, no comments, no
- * trailing commas), well-formed UTF-8, at most FJ_MAX_DEPTH levels and
- * FJ_MAX_BYTES bytes, no duplicate keys, integers within 64 bits (signed
- * or unsigned), reals within a double; every error is one line naming the
- * line, column and byte where it was found.
- *
- * Numbers keep their source text, so an unchanged number is written back
- * as it was (an unsigned 64-bit value included); strings are re-escaped;
- * output is compact (no spaces), members in tree order. */
+/* The binaries' JSON tree: every input they read (the OCI state,
+ * config.json, hook indexes, CDI specs, the node config) parsed into it by
+ * yajl (json_parse.c) or libyaml (yaml_load.c), looked up, compared and
+ * edited here (json_tree.c, json_set.c), written by yajl (json_write.c).
+ * The parsers are strict, numbers keep their text and one equality rule
+ * serves every comparison: docs/architecture.md, "Parsers". */
 #ifndef XF_JSON_H
 #define XF_JSON_H
 #include "lib/common.h"

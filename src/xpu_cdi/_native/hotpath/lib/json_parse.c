@@ -1,22 +1,10 @@
-/* Parsing JSON into the binaries' tree (json.h; writing it back is
- * json_write.c's, access, comparison and editing json_tree.c's).
- *
- * Parsing and serialising are yajl's (the library crun reads config.json
- * with, through libocispec): its event parser hands us each value and we
- * build the tree from one bump arena per document (nodes, member arrays
- * and text: a handful of allocations even for a large config.json); its
- * generator writes it back (json_write.c).  Why yajl rather than jansson or json-c is in
- * docs/architecture.md ("Parsers"); in short: it gives a number's text,
- * so the uint64 values of config.json (RLIM_INFINITY rlimits) survive a
- * round trip exactly, and its event interface lets us refuse what JSON
- * allows but we must not take (duplicate keys, deep nesting, numbers out
- * of range) while building, in one pass.
- *
- * yajl checks the grammar.  We add: strict UTF-8 (RFC 3629: yajl lets
- * overlong forms, surrogates and code points above U+10FFFF through, and
- * decodes a lone \uD800..\uDFFF escape into such bytes), a depth limit,
- * duplicate keys refused, integers beyond 64 bits and reals beyond a
- * double refused. */
+/* JSON text into the binaries' tree (json.h), by yajl's event parser, the
+ * tree built in one pass from an arena (tree_build.h).  Why yajl and what
+ * we refuse on top of its grammar check: docs/architecture.md, "Parsers".
+ * In short: yajl hands over a number's text (config.json's uint64 values
+ * survive), and its events let us refuse duplicate keys, deep nesting and
+ * out-of-range numbers while building; it lets lone surrogate escapes and
+ * non-RFC 3629 UTF-8 through, so json_text.c checks those. */
 #include "lib/json.h"
 #include "lib/tree_build.h"
 #include "lib/json_text.h"

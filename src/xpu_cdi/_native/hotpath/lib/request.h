@@ -1,14 +1,8 @@
 /* Which devices a container asked for, and their merged CDI edits: the
- * public API of lib/'s CDI modules -- selection.c (selection variables
- * through the hook indexes, hook_index.c; cdi.k8s.io/ annotations,
- * cdi_names.c) and registry.c (spec dirs, spec_dirs.c; precedence; merged
- * edits).
- *
- * The rules the Python tooling must agree with are data (the selection
- * syntax is the hook index's, written by `generate`) or shared test
- * vectors (tests/data/vectors/, checked against both).  A malformed value
- * or an unknown device is XF_ERR with one line in xf_reason saying what is
- * wrong and what to do. */
+ * public API of lib/'s CDI modules (selection.c, hook_index.c,
+ * cdi_names.c; spec_dirs.c, registry.c).  What the Python tooling must
+ * agree with is data (the hook index `generate` writes) or shared test
+ * vectors (tests/data/vectors/): docs/architecture.md. */
 #ifndef XF_REQUEST_H
 #define XF_REQUEST_H
 #include "lib/json.h"

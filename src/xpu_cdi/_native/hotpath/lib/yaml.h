@@ -1,21 +1,9 @@
-/* YAML into the JSON tree of json.h, through libyaml's event parser:
- * CDI specs written as YAML (by generate or by another tool) and the node
- * config file (/etc/xpu-cdi/config.yaml).
- *
- * Values are typed as the CDI Go library reads YAML (sigs.k8s.io/yaml: go-yaml
- * v2, then JSON): plain scalars resolve as YAML 1.1 does there (null: "", ~,
- * null; booleans: true/false, yes/no, on/off, y/n in their three spellings;
- * integers: decimal, 0x hex, 0b binary, 0o or leading-0 octal, '_' ignored;
- * floats: [-+]digits[.digits][e...]); quoted and block scalars are strings;
- * map keys become strings (1 -> "1", true -> "true").
- *
- * Strict as the JSON parser: at most FJ_MAX_DEPTH levels and FJ_MAX_BYTES
- * bytes, one document, no duplicate keys, no tags but the core ones
- * (!!str, !!map, !!seq, and !!int/!!float/!!bool/!!null on a value of that
- * type), no merge keys (<<), no infinite or NaN numbers.  An alias shares
- * its anchor's node (nothing is copied: treat a YAML tree as read-only),
- * and the tree as aliases expand it may have at most FY_MAX_NODES nodes:
- * a "billion laughs" document is refused as soon as it reaches that. */
+/* YAML into the JSON tree of json.h, through libyaml's event parser: CDI
+ * specs written as YAML and the node config file.  Typed as the CDI Go
+ * library reads YAML (go-yaml v2, then JSON) and as strict as the JSON
+ * parser: docs/architecture.md, "Parsers".  An alias shares its anchor's
+ * node (treat a YAML tree as read-only), and the tree as aliases expand it
+ * is bounded (FY_MAX_NODES): a "billion laughs" document is refused. */
 #ifndef XF_YAML_H
 #define XF_YAML_H
 #include "lib/json.h"

@@ -1,15 +1,10 @@
-/* xpu-container-runtime: an OCI runtime wrapper that applies CDI edits to
- * <bundle>/config.json and then becomes the real runtime.
- *
- * containerd's shim runs the runtime five or more times per container
- * (create, start, state, kill, delete...), so every command but create and
- * run goes straight to the real runtime: a getenv, the PATH lookup, exec.
- * create and run edit <bundle>/config.json first (prepare.c) when it asks
- * for devices.  Anything wrong -- the loop guard, no runtime, a bad
- * request, an unknown device, a failed write -- is one line on stderr and
- * in the runtime's --log file (containerd's shim reports the last error it
- * finds there), exit 1, config.json left as it was.  stdin is never read:
- * the runtime passes it to the container. */
+/* xpu-container-runtime: the OCI runtime wrapper (docs/runtime-integration.md).
+ * containerd's shim runs the runtime five or more times per container, so
+ * every command but create and run goes straight to the real runtime (a
+ * getenv, the PATH lookup, exec); create and run edit config.json first
+ * (prepare.c).  Every refusal is one line on stderr and in the runtime's
+ * --log (containerd's shim reports the last error there), config.json left
+ * as it was.  stdin is never read: the runtime passes it to the container. */
 #include "runtime/argv.h"
 #include "runtime/find_runtime.h"
 #include "runtime/prepare.h"
