@@ -14,6 +14,7 @@
 #include "lib/request.h"
 #include "lib/collections.h"
 #include "lib/files.h"
+#include "lib/may_request.h"
 #include "lib/strings.h"
 
 #include <errno.h>
@@ -55,6 +56,8 @@ struct request {
     size_t state_len;
     struct xf_container c;
     const fj *env, *ann_state, *ann_config, *config;
+    const char *config_text;
+    size_t config_len;
 };
 
 /* The state and config.json of a prestart request (ocistate.c; worded refusals). */
@@ -71,6 +74,8 @@ static int load_container(struct request *r)
     r->ann_state = o.ann_state;
     r->ann_config = o.ann_config;
     r->config = o.config;
+    r->config_text = o.config_text;
+    r->config_len = o.config_len;
     return XF_OK;
 }
 
@@ -158,6 +163,9 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
         return fail(xf_reason);
     if (xf_spec_dirs(given, ngiven, getenv("XPU_CDI_SPEC_DIRS"), &dirs, &ndirs) != XF_OK)
         return fail(xf_reason);
+    if (!xf_may_request(r.config_text, r.config_len, dirs, ndirs) &&
+        memmem(r.state_text, r.state_len, "cdi.k8s.io", 10) == NULL)
+        return 0; /* nothing can be asked (most containers): no index parsed */
     if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK)
         return fail(xf_reason);
     if (!cfg.accept_env_when_unprivileged && !xf_privileged(r.config) && (ignored = xf_selection_var(&ix, r.env))) {

@@ -103,6 +103,8 @@ static int read_config(struct xf_oci *o, const fj *state)
     if (config->type != FJ_OBJECT)
         return xf_say(XF_ERR, "'%s' must hold a JSON object, got %s", path, type_name(config));
     o->config = config;
+    o->config_text = text;
+    o->config_len = len;
     root = fj_get(config, "root");
     if (root != NULL && root->type == FJ_OBJECT)
         rpath = fj_get(root, "path");

@@ -18,6 +18,8 @@ struct xf_oci {
     int pid;                  /* 0 when absent */
     const char *rootfs;       /* normalised absolute path */
     const fj *config;         /* the whole config.json */
+    const char *config_text;  /* and its bytes (config_len of them), for xf_may_request */
+    size_t config_len;
     const fj *env;            /* process.env (an array) or NULL */
     const fj *ann_state, *ann_config; /* annotations objects or NULL */
 };

@@ -2,7 +2,7 @@
 #include "runtime/prepare.h"
 #include "runtime/atomic.h"
 #include "runtime/edit/edit.h"
-#include "runtime/may_request.h"
+#include "lib/may_request.h"
 #include "lib/privileged.h"
 #include "lib/strings.h"
 
