@@ -45,10 +45,12 @@ static int check_qualified(const char *d, size_t n)
     klen = (size_t)(eq - d);
     slash = memchr(d, '/', klen);
     if (slash == NULL)
-        return xf_say(XF_ERR, "CDI device %s: kind %s must be 'vendor/class'", xf_quoted_short(d, n), xf_quoted_short(d, klen));
+        return xf_say(XF_ERR, "CDI device %s: kind %s must be 'vendor/class'", xf_quoted_short(d, n),
+                      xf_quoted_short(d, klen));
     vlen = (size_t)(slash - d);
     if (!name_like(d, vlen, 1, "_.-"))
-        return xf_say(XF_ERR, "CDI device %s: vendor %s must " NAME_RULE, xf_quoted_short(d, n), xf_quoted_short(d, vlen));
+        return xf_say(XF_ERR, "CDI device %s: vendor %s must " NAME_RULE, xf_quoted_short(d, n),
+                      xf_quoted_short(d, vlen));
     if (!name_like(slash + 1, klen - vlen - 1, 1, "_.-"))
         return xf_say(XF_ERR, "CDI device %s: class %s must " NAME_RULE, xf_quoted_short(d, n),
                       xf_quoted_short(slash + 1, klen - vlen - 1));

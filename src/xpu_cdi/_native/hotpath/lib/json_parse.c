@@ -281,8 +281,8 @@ fj *fj_parse(const char *text, size_t len, char *err, size_t errlen)
     if ((at = bad_whitespace(text, len)) != SIZE_MAX) {
         size_t line, column;
         fj_position(text, at, &line, &column);
-        snprintf(err, errlen, "a form feed or vertical tab, which JSON does not allow, at line %zu, column %zu (byte %zu)",
-                 line, column, at);
+        snprintf(err, errlen, "a form feed or vertical tab, which JSON does not allow, at line %zu, column %zu "
+                 "(byte %zu)", line, column, at);
         free(p);
         return NULL;
     }

@@ -69,12 +69,13 @@ struct xf_indexes {
 };
 int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *out);
 
-/* The qualified devices a container asked for, in this order: per kind (sorted), the first of its selection variables present
- * in env decides; then cdi.k8s.io/ annotations by key.  env is the
- * process.env array (or NULL); ann_state and ann_config the annotations
- * objects of the OCI state and config.json (or NULL; config's win on a
- * repeated key).  *n may be 0: nothing asked for.  XF_ERR (worded) for a malformed
- * value: a bad token, range, annotation or process.env. */
+/* The qualified devices a container asked for, in this order: per kind
+ * (sorted), the first of its selection variables present in env decides;
+ * then cdi.k8s.io/ annotations by key.  env is the process.env array (or
+ * NULL); ann_state and ann_config the annotations objects of the OCI state
+ * and config.json (or NULL; config's win on a repeated key).  *n may be 0:
+ * nothing asked for.  XF_ERR (worded) for a malformed value: a bad token,
+ * range, annotation or process.env. */
 int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
                  const char ***names, size_t *n);
 

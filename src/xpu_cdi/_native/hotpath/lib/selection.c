@@ -192,7 +192,8 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
                 return XF_OK;
     } else {
         for (size_t i = 0; i < 3; i++)
-            if (strlen(default_none[i]) == n && (fold ? strncasecmp(default_none[i], s, n) : memcmp(default_none[i], s, n)) == 0)
+            if (strlen(default_none[i]) == n &&
+                (fold ? strncasecmp(default_none[i], s, n) : memcmp(default_none[i], s, n)) == 0)
                 return XF_OK;
     }
     indices = fj_get(index, "indices");

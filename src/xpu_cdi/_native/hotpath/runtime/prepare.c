@@ -69,8 +69,9 @@ static int unserved(const fj *env, const struct xf_indexes *ix, const char *wher
         n = found->len - vl - 1;
         xf_strip_space(&s, &n);
         if (!(n == 0 || (n == 4 && (memcmp(s, "void", 4) == 0 || memcmp(s, "none", 4) == 0))))
-            return xf_say(XF_ERR, "%s=%s asks for %s devices but no spec in %s defines that kind (with its .xpu-cdi "
-                          "index): run `xpu-cdi generate` on this node", var, xf_quoted_short(s, n), known[k].kind, where);
+            return xf_say(XF_ERR, "%s=%s asks for %s devices but no spec in %s defines that kind (with its "
+                          ".xpu-cdi index): run `xpu-cdi generate` on this node", var, xf_quoted_short(s, n),
+                          known[k].kind, where);
     }
     return XF_OK;
 }
