@@ -84,7 +84,7 @@ static int parse_state(const char *text, size_t len, struct xf_oci *o, const fj 
 
 static int read_config(struct xf_oci *o, const fj *state)
 {
-    char err[256], *text, *path = xf_printf("%s/config.json", o->bundle);
+    char err[256], *text, *path = xf_strcat3(o->bundle, "/", "config.json"); /* no printf on the common path */
     size_t len;
     const fj *config, *root, *v, *process, *rpath = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), rv;
@@ -112,7 +112,7 @@ static int read_config(struct xf_oci *o, const fj *state)
         rpath = fj_get(state, "root"); /* crun's state */
     if (fj_str(rpath) == NULL || rpath->len == 0)
         return xf_say(XF_ERR, "'%s' has no root.path: cannot find the container's rootfs", path);
-    o->rootfs = xf_normpath(fj_str(rpath)[0] == '/' ? fj_str(rpath) : xf_printf("%s/%s", o->bundle, fj_str(rpath)));
+    o->rootfs = xf_normpath(fj_str(rpath)[0] == '/' ? fj_str(rpath) : xf_strcat3(o->bundle, "/", fj_str(rpath)));
     process = fj_get(config, "process");
     if (process != NULL && process->type == FJ_OBJECT) {
         v = fj_get(process, "env");
