@@ -14,6 +14,11 @@ differences below are fair:
   prestart` (copied alone into a dir, checked to inject) injecting 8 cards,
   minus the same with `/bin/true` as the prestart hook (issue 3's
   definition); plus a container asking for nothing;
+* inside: the hook's own time inside `runc run` (scripts/hooktime.c wraps it
+  in config.json): prestart for 8 cards from a JSON and from a YAML spec,
+  asking for nothing, update-ldcache; each over /bin/true wrapped the same
+  way and as a ratio to the Go floor, scripts/hookfloor.go (a Go hook that
+  parses the state and config.json and exits), built with the machine's Go;
 * wrapper: the compiled `xpu-container-runtime run` for 8 cards minus
   plain runc on the config.json the wrapper writes; a container asking for
   nothing minus plain runc; and the wrapper's own cost without runc
@@ -34,12 +39,14 @@ machine), ``bench-out/performance.md`` (the README's Performance section)
 and ``bench-out/bench.png`` (generate scaling, hook and wrapper overhead
 distributions; needs matplotlib, installed into this venv on first use).
 
-    .venv/bin/python scripts/bench.py [--rounds N] [--out DIR] [--no-plot]
+    .venv/bin/python scripts/bench.py [--rounds N] [--out DIR] [--no-plot] [--only GROUP]...
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import hashlib
 import json
 import os
 import random
@@ -133,15 +140,16 @@ def _runc(runtime: str, bundle: "runtimes.Bundle", env: "Dict[str, str] | None" 
         subprocess.run(["runc", "delete", "--force", cid], capture_output=True)
 
 
-def hook_host(work: Path, name: str) -> Tuple[Path, Path]:
+def hook_host(work: Path, name: str, fmt: str = "json") -> Tuple[Path, Path]:
     """(spec dir, hook): an 8-card fake host under *work*, the compiled hook copied
-    alone to <name>/xpu-cdi-hook and its spec generated naming it."""
+    alone to <name>/xpu-cdi-hook and its spec generated naming it, in *fmt*
+    (json, or yaml as nvidia-ctk writes by default)."""
     host = fakehost.kunlunxin(work / f"{name}-host", cards=8)
     specs = work / f"{name}-cdi"
     (work / name).mkdir()
     hook = copy_binary("xpu-cdi-hook", work / name)
     subprocess.run([str(BIN / "xpu-cdi"), "generate", *host.cli_roots, "--spec-dir", str(specs),
-                    "--hook-path", str(hook)], check=True, capture_output=True)
+                    "--format", fmt, "--hook-path", str(hook)], check=True, capture_output=True)
     return specs, hook
 
 
@@ -238,29 +246,70 @@ def hook_direct_variants(work: Path) -> Dict[str, Sample]:
     return out
 
 
+GO_FLOOR_SOURCE = REPO / "scripts" / "hookfloor.go"
+
+
+def go_binary() -> "str | None":
+    """The machine's Go: on PATH, else where the upstream tarball installs it."""
+    return shutil.which("go") or next((p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go")
+                                       if os.access(p, os.X_OK)), None)
+
+
+def go_floor() -> "Path | None":
+    """scripts/hookfloor.go built with the machine's Go into the test cache (once per
+    source and Go version, under the cache's lock); None, with a note, without Go."""
+    go = go_binary()
+    if go is None:
+        print("bench: no Go (install golang-go): the Go floor rows are left out", file=sys.stderr)
+        return None
+    version = subprocess.run([go, "version"], check=True, capture_output=True, text=True).stdout
+    key = hashlib.sha256(GO_FLOOR_SOURCE.read_bytes() + version.encode()).hexdigest()[:16]
+    out = runtimes.CACHE / "bench" / f"hookfloor-{key}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(runtimes.CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED="0",
+                       GOCACHE=os.environ.get("GOCACHE", str(runtimes.CACHE / "go" / "build")))
+            tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
+            subprocess.run([go, "build", "-trimpath", "-o", str(tmp), str(GO_FLOOR_SOURCE)], check=True, env=env,
+                           cwd=GO_FLOOR_SOURCE.parent)
+            os.replace(tmp, out)
+    return out
+
+
 def hook_inside_variants(work: Path) -> Dict[str, Sample]:
     """The hook's own time inside a real `runc run`: scripts/hooktime.c wraps
     the hook in config.json and records the hook child's wall and CPU time
     (the sample is that wall time; /bin/true wrapped the same way is the
     baseline).  update-ldcache as a CDI runtime runs it (createContainer) on
     busybox (no ldconfig) and on an image with a real (static) ldconfig;
-    prestart injecting 8 cards, and asking for nothing."""
+    prestart injecting 8 cards from a JSON and from a YAML spec, and asking
+    for nothing; the Go floor (scripts/hookfloor.go: parse the state and
+    config.json, exit) as a prestart hook too."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return {}
     timer = work / "hooktime"
     subprocess.run([cc, "-O2", "-o", str(timer), str(REPO / "scripts" / "hooktime.c")], check=True)
     specs, hook = hook_host(work, "inside")
-    env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"XPU_CDI_SPEC_DIRS={specs}"]
+    yaml_specs, yaml_hook = hook_host(work, "inside-yaml", "yaml")
+    floor = go_floor()
     ldcache = ["xpu-cdi-hook", "update-ldcache", "--folder", "/usr/local/xpu/lib64"]
+    prestart = ["xpu-cdi-hook", "prestart"]
     eight = ["CXPU_VISIBLE_DEVICES=0-7"]
     forms = {"true": ("createContainer", "/bin/true", ["true"], [], False),
              "ldcache": ("createContainer", str(hook), ldcache, [], False),
              "ldconfig": ("createContainer", str(hook), ldcache, [], True),
-             "prestart8": ("prestart", str(hook), ["xpu-cdi-hook", "prestart"], eight, False),
-             "noop": ("prestart", str(hook), ["xpu-cdi-hook", "prestart"], [], False)}
+             "prestart8": ("prestart", str(hook), prestart, eight, False),
+             "prestart8-yaml": ("prestart", str(yaml_hook), prestart, eight, False),
+             "noop": ("prestart", str(hook), prestart, [], False)}
+    if floor is not None:
+        forms["gofloor"] = ("prestart", str(floor), ["hookfloor"], eight, False)
     out: Dict[str, Sample] = {}
     for name, (stage, path, args, cenv, with_ldconfig) in forms.items():
+        spec_dirs = yaml_specs if path == str(yaml_hook) else specs
+        env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"XPU_CDI_SPEC_DIRS={spec_dirs}"]
         b = runtimes.Bundle(work)
         b.set_process(["true"], env=cenv)
         (b.rootfs / "usr" / "local" / "xpu" / "lib64").mkdir(parents=True, exist_ok=True)
@@ -380,23 +429,62 @@ def fit(s: Dict[str, List[float]]) -> Tuple[float, float, float]:
     return intercept, slope * 1e3, 1 - ss_res / ss_tot
 
 
+def inside_rows(s: Dict[str, List[float]]) -> Rows:
+    """The hook's own time inside `runc run`, over /bin/true wrapped the same way, and
+    as a ratio to the Go floor's (a Go hook that only parses the state and config.json)."""
+    def over(name: str) -> float:
+        return ms(s[f"inside/{name}"]) - ms(s["inside/true"])
+
+    floor = over("gofloor") if "inside/gofloor" in s else None
+    rows: Rows = []
+    if floor is not None:
+        rows.append(("Go floor inside runc run: parse state + config.json", f"{floor:.2f} ms",
+                     f"scripts/hookfloor.go as the prestart hook, minus /bin/true: the baseline of the ratios below; "
+                     f"CPU {ms(s['cpu:inside/gofloor']) - ms(s['cpu:inside/true']):.2f} ms"))
+    for name, what, ratio_target, ms_target in (
+            ("prestart8", "prestart, 8 cards, JSON spec", 1.0, None),
+            ("prestart8-yaml", "prestart, 8 cards, YAML spec", 1.0, None),
+            ("noop", "prestart, nothing asked", None, 0.25),
+            ("ldcache", "update-ldcache, image without ldconfig (createContainer)", 1.0, None),
+            ("ldconfig", "update-ldcache, image with ldconfig (runs it)", None, None)):
+        if f"inside/{name}" not in s:
+            continue
+        lo, hi = iqr(paired_ms(s, f"inside/{name}", "inside/true"))
+        value = f"{over(name):.2f} ms"
+        note = (f"over /bin/true; per-round IQR {lo:.2f}..{hi:.2f} ms; CPU "
+                f"{ms(s[f'cpu:inside/{name}']) - ms(s['cpu:inside/true']):.2f} ms")
+        if floor is not None and floor > 0:
+            ratio = over(name) / floor
+            value = f"{ratio:.2f}x"
+            note = f"{over(name):.2f} ms " + note
+            if ratio_target is not None:
+                note += f"; target <= {ratio_target:.1f}x the Go floor: {'met' if ratio <= ratio_target else 'NOT met'}"
+        if ms_target is not None:
+            note += f"; target <= {ms_target} ms over /bin/true: {'met' if over(name) <= ms_target else 'NOT met'}"
+        rows.append((f"hook's own time inside runc run: {what}", value, note))
+    return rows
+
+
 def report(s: Dict[str, List[float]]) -> Rows:
     """The table: (what, figure, note)."""
     rows: Rows = []
-    g8 = ms(s["generate/8"])
-    rows.append(("generate, 8 cards (whole process)", f"{g8:.0f} ms",
-                 f"target < {GENERATE_TARGET_MS:.0f} ms: {'met' if g8 < GENERATE_TARGET_MS else 'NOT met'}; "
-                 f"CPU {ms(s['cpu:generate/8']):.0f} ms"))
-    for n in SIZES[1:]:
-        m = ms(s[f"generate/{n}"])
-        rows.append((f"generate, {n} devices", f"{m:.0f} ms", f"{(m - g8) / (n - 8) * 1e3:.0f} us per extra device; "
-                                                              f"CPU {ms(s[f'cpu:generate/{n}']):.0f} ms"))
-    intercept, slope, r2 = fit(s)
-    rows.append(("generate scaling", f"{slope:.0f} us/dev", f"least squares over {len(SIZES)} sizes: "
-                                                             f"{intercept:.0f} ms + {slope:.0f} us x n, r^2 {r2:.4f}"))
-    c, py = ms(s["hoststat/c"]), ms(s["hoststat/os.stat"])
-    rows.append((f"hoststat, {STAT_NODES} nodes", f"{py / c:.1f}x",
-                 f"C {c:.1f} ms vs an os.stat loop {py:.1f} ms; target >= 3x"))
+    if "generate/8" in s:
+        g8 = ms(s["generate/8"])
+        rows.append(("generate, 8 cards (whole process)", f"{g8:.0f} ms",
+                     f"target < {GENERATE_TARGET_MS:.0f} ms: {'met' if g8 < GENERATE_TARGET_MS else 'NOT met'}; "
+                     f"CPU {ms(s['cpu:generate/8']):.0f} ms"))
+        for n in SIZES[1:]:
+            m = ms(s[f"generate/{n}"])
+            cpu = ms(s[f"cpu:generate/{n}"])
+            rows.append((f"generate, {n} devices", f"{m:.0f} ms",
+                         f"{(m - g8) / (n - 8) * 1e3:.0f} us per extra device; CPU {cpu:.0f} ms"))
+        intercept, slope, r2 = fit(s)
+        rows.append(("generate scaling", f"{slope:.0f} us/dev",
+                     f"least squares over {len(SIZES)} sizes: {intercept:.0f} ms + {slope:.0f} us x n, r^2 {r2:.4f}"))
+    if "hoststat/c" in s:
+        c, py = ms(s["hoststat/c"]), ms(s["hoststat/os.stat"])
+        rows.append((f"hoststat, {STAT_NODES} nodes", f"{py / c:.1f}x",
+                     f"C {c:.1f} ms vs an os.stat loop {py:.1f} ms; target >= 3x"))
     if "hook/true" in s:
         over = ms(s["hook/inject8"]) - ms(s["hook/true"])
         lo, hi = iqr(paired_ms(s, "hook/inject8", "hook/true"))
@@ -417,21 +505,7 @@ def report(s: Dict[str, List[float]]) -> Rows:
             ("  nothing asked", f"{ms(s['hook-direct/fast0']) - ms(s['hook-direct/true']):.2f} ms", ""),
         ]
     if "inside/true" in s:
-        def own(name: str) -> str:
-            lo, hi = iqr(paired_ms(s, f"inside/{name}", "inside/true"))
-            return (f"{ms(s[f'inside/{name}']) - ms(s['inside/true']):.2f} ms",
-                    f"per-round IQR {lo:.2f}..{hi:.2f} ms; CPU "
-                    f"{ms(s[f'cpu:inside/{name}']) - ms(s['cpu:inside/true']):.2f} ms")  # type: ignore[return-value]
-
-        for name, what, target in (("ldcache", "update-ldcache, image without ldconfig (createContainer)", 1.5),
-                                   ("ldconfig", "update-ldcache, image with ldconfig (runs it)", None),
-                                   ("prestart8", "prestart, 8 cards", 1.5), ("noop", "prestart, nothing asked", 0.5)):
-            value, note = own(name)  # type: ignore[misc]
-            if target is not None:
-                met = ms(s[f"inside/{name}"]) - ms(s["inside/true"]) <= target
-                note += f"; target <= {target} ms: {'met' if met else 'NOT met'}"
-            rows.append((f"hook's own time inside runc run: {what}", value,
-                         f"the hook child's wall time (timing wrapper in config.json) minus /bin/true's; {note}"))
+        rows += inside_rows(s)
     if "hook/true" in s:
         rows += [
             ("hook CPU, 8 cards", f"{ms(s['cpu:hook/inject8']) - ms(s['cpu:hook/true']):.1f} ms",
@@ -488,27 +562,31 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench-out"))
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--only", action="append", default=[], metavar="GROUP",
+                    help="measure only these groups (generate, hoststat, hook, hook-direct, inside, wrapper, "
+                         "deviceplugin); repeatable; default all")
     args = ap.parse_args(argv)
+    wanted = set(args.only) or {"generate", "hoststat", "hook", "hook-direct", "inside", "wrapper", "deviceplugin"}
     machine = bench_machine.describe()
     containers = os.geteuid() == 0 and shutil.which("runc") is not None
     with tempfile.TemporaryDirectory(prefix="xpu-cdi-bench-") as tmp:
         work = Path(tmp)
         try:
-            variants = generate_variants(work)
-            variants.update(hoststat_variants(work))
-            if containers:
-                variants.update(hook_variants(work))
-                variants.update(hook_direct_variants(work))
-                variants.update(hook_inside_variants(work))
-                variants.update(wrapper_variants(work))
-            else:
+            groups = {"generate": (generate_variants, False), "hoststat": (hoststat_variants, False),
+                      "hook": (hook_variants, True), "hook-direct": (hook_direct_variants, True),
+                      "inside": (hook_inside_variants, True), "wrapper": (wrapper_variants, True)}
+            variants: Dict[str, Sample] = {}
+            for group, (make, needs_containers) in groups.items():
+                if group in wanted and (containers or not needs_containers):
+                    variants.update(make(work))
+            if not containers:
                 print("bench: not root or no runc: hook and wrapper rows skipped", file=sys.stderr)
             print(f"bench: {len(variants)} variants x {args.rounds} rounds, interleaved (seed {args.seed})",
                   file=sys.stderr)
             samples = interleave(variants, args.rounds, args.seed)
             dp_rows: Rows = []
             dp_samples: Dict[str, Dict[str, List[float]]] = {}
-            if os.geteuid() == 0:  # mknod of the fake cards
+            if os.geteuid() == 0 and "deviceplugin" in wanted:  # mknod of the fake cards
                 import bench_deviceplugin
 
                 dp_rows, dp_samples = bench_deviceplugin.run(work)
@@ -538,7 +616,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     (out / "performance.md").write_text(markdown(rows, machine, args.rounds))
     print(f"\nxpu-cdi bench on {machine['summary']}\n(load average {machine['load_before']} before, "
           f"{machine['load_after']} after)\n{table(rows)}")
-    if not args.no_plot:
+    if not args.no_plot and "generate/8" in samples:
         import bench_plot
 
         png = bench_plot.plot(samples, SIZES, out / "bench.png", machine["summary"])

@@ -31,9 +31,9 @@ for name in $harnesses; do
   dir="$work/native-$name"
   mkdir -p "$dir/corpus"
   case $name in
-    fuzz_json) extra="$lib/json_parse.c $lib/json_text.c $lib/json_tree.c $lib/json_write.c"
+    fuzz_json) extra="$lib/tree_build.c $lib/json_parse.c $lib/json_text.c $lib/json_tree.c $lib/json_write.c"
                for f in "$repo"/tests/data/specs/*.json; do cp "$f" "$dir/corpus/seed-$(basename "$f")"; done ;;
-    fuzz_yaml) extra="$lib/json_parse.c $lib/json_text.c $lib/json_tree.c $lib/json_write.c $lib/yaml_load.c $lib/yaml_scalar.c"
+    fuzz_yaml) extra="$lib/tree_build.c $lib/json_parse.c $lib/json_text.c $lib/json_tree.c $lib/json_write.c $lib/yaml_load.c $lib/yaml_scalar.c"
                for f in "$repo"/src/xpu_cdi/profiles/*.yaml; do
                  { printf '\000'; cat "$f"; } > "$dir/corpus/seed-$(basename "$f")"
                done

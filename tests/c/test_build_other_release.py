@@ -6,7 +6,6 @@ build_bin.command's, run inside the release tree of tests/support/releasetree.py
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -17,24 +16,15 @@ from support import releasetree
 
 pytestmark = [pytest.mark.privileged]
 
-BUILD_BIN = releasetree.REPO / "src" / "xpu_cdi" / "_native" / "build_bin.py"
 
-
-def build_bin() -> Any:
-    spec = importlib.util.spec_from_file_location("xpu_cdi_build_bin", BUILD_BIN)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-def test_binaries_build_and_run_in_the_other_release(tmp_path: Path) -> None:
+def test_binaries_build_and_run_in_the_other_release(build_bin: Any, tmp_path: Path) -> None:
     release = releasetree.other_release()
     if release is None:
         pytest.skip(f"host release {releasetree.host_release() or 'unknown'!r} is not Debian 12 or 13")
     if os.geteuid() != 0:
         pytest.skip("building and entering a release tree needs root (debootstrap, mount namespaces)")
     tree = releasetree.Tree(release, releasetree.ensure_tree(release), binds=[tmp_path])
-    bb = build_bin()
+    bb = build_bin
     for name in bb.TARGETS:
         out = tmp_path / name
         r = tree.run(bb.command(name, str(out), ["-Werror"]), timeout=300)

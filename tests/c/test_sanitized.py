@@ -18,7 +18,6 @@ The parsers are also fuzzed (tests/c/test_fuzz_native.py, fuzz/native/).
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import os
 import random
@@ -35,9 +34,7 @@ import pytest
 
 from support import fakehost
 from support import runtimes
-import xpu_cdi._native
 
-BUILD_BIN = Path(xpu_cdi._native.__file__).resolve().parent / "build_bin.py"
 SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-O1", "-g"]
 ASAN_EXIT, UBSAN_EXIT = 99, 98
 SAN_ENV = {"ASAN_OPTIONS": f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT}",
@@ -70,21 +67,11 @@ exit 0
 """
 
 
-def load_build() -> Any:
-    if not BUILD_BIN.exists() or not (BUILD_BIN.parent / "hotpath").is_dir():
-        pytest.skip(f"no C sources beside {BUILD_BIN} (an installed package, not a checkout)")
-    spec = importlib.util.spec_from_file_location("xpu_cdi_build_bin", BUILD_BIN)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="session")
-def san_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def san_build(build_bin: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sanitized binaries and a canary: built once per test session, in the session's temp dir that
     xdist's workers share (under a lock: the first worker builds, the others wait for it)."""
-    build = load_build()
+    build = build_bin
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     d = shared / "c-sanitized"

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -246,10 +247,6 @@ class TestUsage:
         (["prestart", "--spec-dir"], 1, "option --spec-dir needs a value (see `xpu-cdi-hook --help`)\n"),
         (["future-hook"], 0, "warning: unknown subcommand 'future-hook' ignored (this is xpu-cdi-hook from an older "
                              "release?)\n"),
-        (["install-launcher", "/usr/local/bin/xpu-cdi-hook"], 1,
-         "install-launcher is gone: this binary is the whole hook, nothing goes beside it; copy it where the hook "
-         "entry points (or point the entry at the installed one) and delete any xpu-cdi-hook.py an older release "
-         "left there\n"),
     ])
     def test_arguments(self, alone: Path, args: List[str], code: int, err: str) -> None:
         r = subprocess.run([str(alone / HOOK), *args], capture_output=True, text=True, timeout=30, env={"PATH": ""},
@@ -321,6 +318,36 @@ class TestWrapper:
         assert (r.returncode, r.stderr) == (0, f"{WRAPPER}: warning: spec '{d}/zz-broken.json': expected an object "
                                                "at the top\n")
         assert any(n["path"] == "/dev/xpu1" for n in json.loads((b / "config.json").read_text())["linux"]["devices"])
+
+
+@pytest.mark.parametrize("binary", [HOOK, WRAPPER])
+@pytest.mark.parametrize("value, shown", [
+    (":{d}::", "{d}"),  # empty entries skipped
+    ("", "/etc/cdi:/var/run/cdi"),  # none given: the CDI defaults
+    ("{d64}", "{d64}"),
+    ("{d65}", None),
+], ids=["empty-entries", "defaults", "64-dirs", "65-dirs"])
+def test_spec_dirs_read_alike(alone: Path, host: HookHost, tmp_path: Path, binary: str, value: str,
+                              shown: Optional[str]) -> None:
+    """XPU_CDI_SPEC_DIRS as both binaries read it (one function, lib/spec_dirs.c): split on ':', empty entries
+    skipped, the CDI defaults when nothing is left, more than 64 dirs refused (a later dir wins: dropping
+    the rest could answer "nothing asked").  An unknown device's refusal names the dirs searched."""
+    many = [f"/no/{i}" for i in range(65)]  # short: the message holds them all
+    subst = {"d": str(host.spec_dir), "d64": ":".join(many[:64]), "d65": ":".join(many)}
+    b = bundle_dir(tmp_path, asks([], annotations={"cdi.k8s.io/x": f"{KIND}=99"}))
+    env = {"PATH": "", "XPU_CDI_RUNTIME": "/bin/true", "XPU_CDI_SPEC_DIRS": value.format(**subst)}
+    if binary == HOOK:
+        r = subprocess.run([str(alone / HOOK), "prestart"], input=json.dumps(state_of(b)).encode(), env=env,
+                           capture_output=True, timeout=30)
+    else:
+        r = subprocess.run([str(alone / WRAPPER), "create", "--bundle", str(b), "c1"], env=env, capture_output=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1, err
+    if shown is None:
+        assert err == f"{binary}: more than 64 spec dirs in XPU_CDI_SPEC_DIRS: keep the few that hold CDI specs\n"
+    else:
+        assert err.startswith(f"{binary}: unresolvable CDI device '{KIND}=99' in {shown.format(**subst)} ("), err
 
 
 def no_python_bundle(host: HookHost, base: Path) -> "runtimes.Bundle":
@@ -445,3 +472,104 @@ def test_devices_cgroup_found_below_escaped_and_non_ascii_mount_points(alone: Pa
             sleeper.kill()
             sleeper.wait(timeout=10)
         cg.rmdir()
+
+
+@pytest.mark.skipif(not (V1_DEVICES / "devices.allow").exists(), reason="no cgroup v1 devices controller on this host")
+def test_devices_cgroup_of_a_subtree_mount_is_not_taken_for_the_usual_layout(alone: Path, tmp_path: Path) -> None:
+    """The hook tries /sys/fs/cgroup/devices/<the path in /proc/PID/cgroup> before reading mountinfo, and takes
+    it only when the container's pid is listed there.  Here the hierarchy is mounted at M and its subtree P
+    at /sys/fs/cgroup/devices (as in a container's view), the container is in P/P, and P/P/P exists: the
+    usual-layout path names P/P/P, which does not list the pid, so mountinfo decides (M) and the rule goes
+    to P/P."""
+    top = V1_DEVICES / runtimes.unique("xpu-cdi-sub")
+    mine, decoy = top / top.name, top / top.name / top.name
+    mine.mkdir(parents=True)
+    sleeper = None
+    try:
+        (mine / "devices.deny").write_text("a")  # the kernel takes "a" only while there are no children
+        decoy.mkdir()
+        sleeper = subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(mine),
+                                    "unshare", "-m", "--propagation", "private", "sleep", "60"])
+        runtimes.wait_for_exec(sleeper, "sleep")
+        specs = tmp_path / "cdi"
+        specs.mkdir()
+        (specs / "sub.json").write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "example.com/sub", "devices": [
+            {"name": "a", "containerEdits": {"deviceNodes": [{"path": "/dev/x0", "type": "c", "major": 240,
+                                                              "minor": 0, "fileMode": 0o640}]}}]}))
+        b = bundle_dir(tmp_path, {"root": {"path": "rootfs"}, "annotations": {"cdi.k8s.io/x": "example.com/sub=a"}})
+        log = tmp_path / "hook.log"
+        m = tmp_path / "m"
+        m.mkdir()
+        remount = ('mount -t cgroup -o devices xpu-cdi-test "$0" && umount /sys/fs/cgroup/devices && '
+                   'mount --bind "$0/$1" /sys/fs/cgroup/devices && shift && exec "$@"')
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", remount, str(m), top.name,
+                            str(alone / HOOK), "prestart", "--log", str(log)],
+                           input=json.dumps({"id": "sub", "pid": sleeper.pid, "bundle": str(b)}).encode(),
+                           capture_output=True, timeout=60,
+                           env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "XPU_CDI_SPEC_DIRS": str(specs)})
+        assert r.returncode == 0, (r.stderr.decode(errors="replace"), log.read_text() if log.exists() else "")
+        assert "c 240:0 rwm" in (mine / "devices.list").read_text().splitlines()
+        assert "c 240:0 rwm" not in (decoy / "devices.list").read_text().splitlines()
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait(timeout=10)
+        for cg in (decoy, mine, top):
+            for _ in range(100):  # empty once the kernel has reaped the sleeper
+                try:
+                    cg.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+
+def libyaml_path() -> str:
+    """Where ld.so finds libyaml-0.so.2 on this host (the hook dlopens it by that name)."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    return next(line.split(" => ")[1].strip() for line in out.splitlines()
+                if line.strip().startswith("libyaml-0.so.2 ") and "x86-64" in line)
+
+
+def without_libyaml(cmd: List[str]) -> List[str]:
+    """*cmd* in a private mount namespace where libyaml-0.so.2 is an empty file: loading it fails."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", 'mount --bind /dev/null "$0" && exec "$@"',
+            libyaml_path(), *cmd]
+
+
+class TestLibyamlOnDemand:
+    """libyaml is loaded when a YAML file is first read, not at every start: a start reading only JSON
+    works without it, and one that needs it says which package to install."""
+
+    def test_json_only_start_needs_no_libyaml(self, host: HookHost, tmp_path: Path) -> None:
+        b = bundle_dir(tmp_path, asks(["A=1"]))
+        r = subprocess.run(without_libyaml([str(host.hook), "prestart", "--config", str(tmp_path / "none.yaml")]),
+                           input=json.dumps(state_of(b)).encode(), capture_output=True, timeout=30,
+                           env={"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": str(host.spec_dir)})
+        assert (r.returncode, r.stderr) == (0, b"")
+
+    def test_node_config_without_libyaml(self, host: HookHost, tmp_path: Path) -> None:
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text("accept-env-selection-when-unprivileged: false\n")
+        b = bundle_dir(tmp_path, asks(["A=1"]))
+        r = subprocess.run(without_libyaml([str(host.hook), "prestart", "--config", str(cfg)]),
+                           input=json.dumps(state_of(b)).encode(), capture_output=True, timeout=30,
+                           env={"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": str(host.spec_dir)})
+        err = r.stderr.decode()
+        assert r.returncode == 1 and err.count("\n") == 1, err
+        assert err.startswith(f"{HOOK}: node config {cfg} cannot be read: cannot load libyaml-0.so.2 ("), err
+        assert err.endswith("): install libyaml-0-2 (libyaml on RPM distributions)\n"), err
+
+    def test_yaml_spec_without_libyaml_is_a_skipped_file(self, host: HookHost, tmp_path: Path) -> None:
+        d = tmp_path / "cdi"
+        d.mkdir()
+        spec = d / "vendor.yaml"
+        spec.write_text("cdiVersion: 0.6.0\nkind: vendor.example/accel\ndevices:\n- name: \"0\"\n"
+                        "  containerEdits:\n    env: [A=1]\n")
+        b = bundle_dir(tmp_path, asks([], annotations={"cdi.k8s.io/v": "vendor.example/accel=0"}))
+        r = subprocess.run(without_libyaml([str(host.hook), "prestart"]), input=json.dumps(state_of(b)).encode(),
+                           capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin", "XPU_CDI_SPEC_DIRS": str(d)})
+        err = r.stderr.decode()
+        assert r.returncode == 1, err
+        assert err.startswith(f"{HOOK}: unresolvable CDI device 'vendor.example/accel=0' in {d} (no spec defines kind "
+                              f"'vendor.example/accel': run `xpu-cdi generate`); skipped: spec '{spec}' cannot be "
+                              "read: cannot load libyaml-0.so.2 ("), err

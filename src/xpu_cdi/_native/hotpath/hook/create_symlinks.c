@@ -34,7 +34,6 @@ int xf_links_create(struct xf_root *x, const struct xf_link *links, size_t nlink
         rv = xf_create_as_owner(x, XF_MK_LINK, parent, name, 0, 0, target);
         if (rv == -EEXIST) {
             ssize_t n = readlinkat(parent, name, current, sizeof(current));
-            close(parent);
             if (x->fsids_lost)
                 return xf_say(XF_ERR, "cannot restore the filesystem ids");
             if (n < 0 || (size_t)n != strlen(target) || memcmp(current, target, (size_t)n) != 0)
@@ -49,7 +48,6 @@ int xf_links_create(struct xf_root *x, const struct xf_link *links, size_t nlink
             if (rv == 0)
                 (*made)++;
         }
-        close(parent);
         if (rv != 0)
             return xf_say(XF_ERR, "cannot create '%s': %s", link, strerror(-rv));
     }

@@ -1,7 +1,7 @@
 /* The create-symlinks spec hook: its --link arguments parsed, and the
  * links created inside the container's rootfs. */
-#ifndef XF_LINKS_H
-#define XF_LINKS_H
+#ifndef XF_CREATE_SYMLINKS_H
+#define XF_CREATE_SYMLINKS_H
 #include "hook/prestart/rootfs.h"
 
 struct xf_link {

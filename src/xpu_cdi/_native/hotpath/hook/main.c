@@ -1,16 +1,8 @@
-/* xpu-cdi-hook: the OCI hook, the implementation (no other program behind it).
- *
- *   prestart:  OCI state (stdin) -> config.json -> selected devices -> merged edits -> inject
- *   update-ldcache / create-symlinks:  the spec's own hooks (tool() below)
- *
- * A container that asks for nothing costs one read of its config.json and
- * the small hook indexes.  Every bad input is answered here: one line on
- * stderr (runc shows it) and in --log, exit 1, nothing left behind (a
- * failed injection is undone first).  A broken or conflicting spec file is
- * a warning in --log and the other files still count.
- *
+/* xpu-cdi-hook: argv, the subcommands and the one-line error (docs/hook.md).
+ * prestart: OCI state -> config.json -> selected devices -> merged edits ->
+ * inject; update-ldcache and create-symlinks: the spec's own hooks (tool()).
  * Nothing from the container's environment reaches this process's own:
- * process.env is parsed as data only (select.c). */
+ * process.env is parsed as data only (lib/selection.c). */
 #include "lib/common.h"
 #include "lib/json.h"
 #include "hook/prestart/inject.h"
@@ -22,6 +14,7 @@
 #include "lib/request.h"
 #include "lib/collections.h"
 #include "lib/files.h"
+#include "lib/may_request.h"
 #include "lib/strings.h"
 
 #include <errno.h>
@@ -33,7 +26,6 @@
 #include <unistd.h>
 
 #define PROG "xpu-cdi-hook"
-#define MAX_DIRS 64
 
 static const char *log_path;   /* --log FILE, or NULL (an empty FILE too: Log("") writes nothing) */
 static const char *container_id = "-";
@@ -64,6 +56,8 @@ struct request {
     size_t state_len;
     struct xf_container c;
     const fj *env, *ann_state, *ann_config, *config;
+    const char *config_text;
+    size_t config_len;
 };
 
 /* The state and config.json of a prestart request (ocistate.c; worded refusals). */
@@ -80,35 +74,9 @@ static int load_container(struct request *r)
     r->ann_state = o.ann_state;
     r->ann_config = o.ann_config;
     r->config = o.config;
+    r->config_text = o.config_text;
+    r->config_len = o.config_len;
     return XF_OK;
-}
-
-/* --spec-dir values, else $XPU_CDI_SPEC_DIRS (the hook's own env), else the
- * defaults; 0 when there are more than MAX_DIRS (a later dir wins:
- * dropping the rest could answer "nothing asked"). */
-static size_t spec_dirs(const char *const *given, size_t ngiven, const char **dirs)
-{
-    const char *env;
-    size_t n = 0;
-
-    if (ngiven > 0) {
-        memcpy(dirs, given, ngiven * sizeof(*dirs));
-        return ngiven;
-    }
-    env = getenv("XPU_CDI_SPEC_DIRS");
-    if (env != NULL) {
-        char *copy = xf_strdup(env), *save = NULL;
-        for (char *d = strtok_r(copy, ":", &save); d != NULL; d = strtok_r(NULL, ":", &save)) {
-            if (n == MAX_DIRS)
-                return 0;
-            dirs[n++] = d;
-        }
-    }
-    if (n == 0) {
-        dirs[n++] = "/etc/cdi";
-        dirs[n++] = "/var/run/cdi";
-    }
-    return n;
 }
 
 #define USAGE "usage: " PROG " [--spec-dir DIR]... [--log FILE] [--config FILE] prestart\n" \
@@ -168,7 +136,7 @@ static int tool(const char *sub, char **args, size_t nargs)
     c.id = o.id;
     c.pid = o.pid;
     c.rootfs = o.rootfs;
-    c.in_place = stage == XF_STAGE_INSIDE;
+    c.stage = stage;
     c.tools_note = 1;
     rv = xf_inject(&c, &edits, &note);
     if (rv != XF_OK)
@@ -180,25 +148,24 @@ static int tool(const char *sub, char **args, size_t nargs)
 /* prestart: inject the devices the container asked for. */
 static int prestart(const char *const *given, size_t ngiven, const char *config_path)
 {
-    const char *dirs[MAX_DIRS], **names, *ignored, *note;
+    const char **dirs, **names, *ignored, *note;
     struct xf_config cfg;
-    char cfg_err[1024];
     size_t ndirs, nnames;
     struct request r;
     struct xf_indexes ix;
     struct xf_edits edits;
-    enum xf_stage stage;
     int rv;
 
     memset(&r, 0, sizeof(r));
-    if (xf_config_load(config_path, &cfg, cfg_err, sizeof(cfg_err)) != XF_OK)
-        return fail(cfg_err); /* fail closed: the setting may forbid what is asked */
+    if (xf_config_load(config_path, &cfg) != XF_OK)
+        return fail(xf_reason); /* fail closed: the setting may forbid what is asked */
     if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
         return fail(xf_reason);
-    ndirs = spec_dirs(given, ngiven, dirs);
-    if (ndirs == 0)
-        return fail(xf_printf("more than %d spec dirs in XPU_CDI_SPEC_DIRS: keep the few that hold CDI specs",
-                              MAX_DIRS));
+    if (xf_spec_dirs(given, ngiven, getenv("XPU_CDI_SPEC_DIRS"), &dirs, &ndirs) != XF_OK)
+        return fail(xf_reason);
+    if (!xf_may_request(r.config_text, r.config_len, dirs, ndirs) &&
+        memmem(r.state_text, r.state_len, "cdi.k8s.io", 10) == NULL)
+        return 0; /* nothing can be asked (most containers): no index parsed */
     if (xf_load_indexes(dirs, ndirs, &ix) != XF_OK)
         return fail(xf_reason);
     if (!cfg.accept_env_when_unprivileged && !xf_privileged(r.config) && (ignored = xf_selection_var(&ix, r.env))) {
@@ -215,9 +182,9 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
         log_line(xf_printf("warning: %s", xf_spec_problems[i]));
     if (rv != XF_OK)
         return fail(xf_reason);
-    if (xf_stage_of(r.c.pid, &stage) != XF_OK)
+    if (xf_stage_of(r.c.pid, &r.c.stage) != XF_OK)
         return fail(xf_reason);
-    if (stage == XF_STAGE_INSIDE)
+    if (r.c.stage == XF_STAGE_INSIDE)
         return fail(xf_printf("OCI state pid %d is not a container process of this runtime (a createContainer "
                               "hook runs inside the container): register `xpu-cdi-hook prestart` as a prestart "
                               "or createRuntime hook", r.c.pid));
@@ -236,7 +203,7 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
 
 int main(int argc, char **argv)
 {
-    const char *given[MAX_DIRS], *sub = NULL, *config_path = NULL;
+    const char **given = xf_alloc((size_t)(argc > 0 ? argc : 1) * sizeof(*given)), *sub = NULL, *config_path = NULL;
     char **rest = xf_alloc((size_t)(argc > 0 ? argc : 1) * sizeof(*rest));
     size_t nrest = 0, ngiven = 0;
 
@@ -256,8 +223,6 @@ int main(int argc, char **argv)
                 return fail(xf_printf("option %s needs a value %s", a, SEE_USAGE));
             if (is_config)
                 config_path = value;
-            else if (is_dir && ngiven == MAX_DIRS)
-                return fail(xf_printf("more than %d --spec-dir options: keep the few that hold CDI specs", MAX_DIRS));
             else if (is_dir)
                 given[ngiven++] = value;
             else
@@ -276,25 +241,19 @@ int main(int argc, char **argv)
         return tool(sub, rest, nrest);
     if (sub != NULL && strcmp(sub, "prestart") == 0) {
         if (nrest > 0)
-            return fail(xf_printf("prestart: unexpected argument %s %s", rq_short(rest[0], strlen(rest[0])),
+            return fail(xf_printf("prestart: unexpected argument %s %s", xf_quoted_short(rest[0], strlen(rest[0])),
                                   SEE_USAGE));
         return prestart(given, ngiven, config_path);
     }
     if (sub == NULL)
         return fail("no subcommand given: register `" PROG " prestart` as the hook " SEE_USAGE);
-    /* install-launcher was a tooling command of releases with a Python half (a hook entry
-     * never names it): whoever still runs it gets what to do instead. */
-    if (strcmp(sub, "install-launcher") == 0)
-        return fail("install-launcher is gone: this binary is the whole hook, nothing goes beside it; copy it "
-                    "where the hook entry points (or point the entry at the installed one) and delete any "
-                    "xpu-cdi-hook.py an older release left there");
     if (sub[0] == '-')
-        return fail(xf_printf("unknown option %s %s", rq_short(sub, strlen(sub)), SEE_USAGE));
+        return fail(xf_printf("unknown option %s %s", xf_quoted_short(sub, strlen(sub)), SEE_USAGE));
     /* An unknown subcommand: warn and succeed.  Specs written by a newer
      * xpu-cdi may name hooks this binary does not know; failing would stop
      * every such container from starting (nvidia-cdi-hook does the same). */
     fprintf(stderr, "%s: warning: unknown subcommand %s ignored (this is %s from an older release?)\n", PROG,
-            rq_short(sub, strlen(sub)), PROG);
-    log_line(xf_printf("warning: unknown subcommand %s ignored", rq_short(sub, strlen(sub))));
+            xf_quoted_short(sub, strlen(sub)), PROG);
+    log_line(xf_printf("warning: unknown subcommand %s ignored", xf_quoted_short(sub, strlen(sub))));
     return 0;
 }

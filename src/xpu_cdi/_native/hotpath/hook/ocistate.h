@@ -14,24 +14,22 @@
 #define XF_MAX_CONFIG_BYTES (4u << 20)
 
 struct xf_oci {
-    const char *id, *bundle, *status;
+    const char *id, *bundle;
     int pid;                  /* 0 when absent */
     const char *rootfs;       /* normalised absolute path */
     const fj *config;         /* the whole config.json */
+    const char *config_text;  /* and its bytes (config_len of them), for xf_may_request */
+    size_t config_len;
     const fj *env;            /* process.env (an array) or NULL */
     const fj *ann_state, *ann_config; /* annotations objects or NULL */
 };
 
 /* The state from fd (stdin), up to XF_MAX_STATE_BYTES + 1 bytes (kept in
- * *text even on failure).  XF_OK, or XF_FAIL with the one-line reason. */
+ * *text even on failure).  XF_OK, or XF_ERR with the one-line reason. */
 int xf_oci_read_state(int fd, char **text, size_t *len);
 
-/* Parse the state text and read <bundle>/config.json.  XF_OK, or XF_FAIL
+/* Parse the state text and read <bundle>/config.json.  XF_OK, or XF_ERR
  * with the one-line reason. */
 int xf_oci_load(const char *text, size_t len, struct xf_oci *out);
-
-/* An absolute path cleaned lexically: repeated slashes one, "." dropped,
- * ".." removing the component before it (none above the root). */
-char *xf_normpath(const char *path);
 
 #endif

@@ -1,15 +1,7 @@
-/* Where the hook runs, relative to the container it serves.
- *
- * A prestart or createRuntime hook runs in the runtime's namespaces and
- * the OCI state's pid is the container's init as the runtime's pid
- * namespace sees it: the hook joins that process's mount namespace.  A
- * createContainer hook already runs in the container's namespaces
- * (runc: forked by its init, before pivot_root; crun: the same, with pid
- * 0 in the state), and the state's pid is then a pid of the container's
- * own pid namespace -- 1, or any number when the pod shares a pid
- * namespace -- while /proc is still the host's: /proc/<pid> is some other
- * process.  So the pid is looked up only where it means something: when
- * /proc belongs to our own pid namespace. */
+/* Where the hook runs, relative to the container it serves (the stages and
+ * why: docs/hook.md, "The spec's hooks").  The state's pid means something
+ * only when /proc is our own pid namespace's: a createContainer hook runs
+ * in the container's pid namespace while /proc is still the host's. */
 #ifndef XF_STAGE_H
 #define XF_STAGE_H
 

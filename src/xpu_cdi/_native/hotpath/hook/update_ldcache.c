@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define LDCONF "/etc/ld.so.conf.d/00-xpu-cdi.conf"
 #define LDCONF_HEADER "# written by xpu-cdi-hook update-ldcache\n"
@@ -35,7 +36,7 @@ static int write_all(int fd, const char *s, size_t n)
     return 0;
 }
 
-/* ldcache._open_existing: our entry from an earlier start, opened for
+/* Our entry from an earlier start, opened for
  * rewriting only when it is a regular file.  The image decides what is
  * there: a device node (the host's disk, a watchdog -- even open(2) of
  * those acts on the host, and the hook is root in the host's device
@@ -67,7 +68,7 @@ static int open_existing_conf(int parent, const char *name)
     return fd < 0 ? -err : fd;
 }
 
-/* ldcache.write_conf: our ld.so.conf.d entry, never through a symlink. */
+/* Our ld.so.conf.d entry, written never through a symlink. */
 static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
 {
     struct xf_buf text = {0};
@@ -82,7 +83,6 @@ static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
         fd = open_existing_conf(parent, name);
     }
     if (fd < 0) {
-        close(parent);
         if (fd == -ELOOP)
             return xf_say(XF_ERR, "%s in the image is a symlink", LDCONF);
         if (fd == -NOT_REGULAR)
@@ -90,7 +90,6 @@ static int write_conf(struct xf_root *x, const char *const *dirs, size_t ndirs)
         return xf_say(XF_ERR, "cannot write %s in the container: %s", LDCONF, strerror(-fd));
     }
     rv = created ? xf_journal_unlink(x, parent, name, 0, "remove '" LDCONF "'") : 0;
-    close(parent);
     if (rv == 0 && x->fsids_lost)
         rv = -EPERM;
     xf_buf_adds(&text, LDCONF_HEADER);
@@ -123,10 +122,12 @@ static int stat_in_root(const struct xf_root *x, const char *path, struct stat *
     return XF_OK;
 }
 
-/* ldcache.update: the image's ldconfig run confined on the folders that exist. */
-int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfolders, const int *nsfds,
-                      const int *nstypes, size_t nns, const char **note)
+/* The image's ldconfig run confined on the folders that exist. */
+int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfolders, const struct xf_nsdirs *ns,
+                      int pid, const char **note)
 {
+    int nsfds[8], nstypes[8];
+    size_t nns = 0;
     const char *ldconfig = NULL, **dirs = xf_alloc(nfolders * sizeof(*dirs));
     struct xf_buf argv = {0}, msg = {0};
     char root[32], out[LDCONFIG_OUT];
@@ -159,8 +160,12 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
     xf_buf_add(&argv, ldconfig, strlen(ldconfig) + 1);
     for (size_t i = 0; i < ndirs; i++)
         xf_buf_add(&argv, dirs[i], strlen(dirs[i]) + 1);
+    if (xf_open_namespaces(ns, pid, nsfds, nstypes, &nns) != XF_OK) /* only now: each look-up costs */
+        return XF_ERR;
     rv = xc_spawn_confined(xf_fd_path(root, x->rootfd), argv.data, 1 + ndirs, LDCONFIG_ENV, 1, nsfds, nstypes, nns,
                            LDCONFIG_TIMEOUT_MS, out, sizeof(out), &status);
+    for (size_t i = 0; i < nns; i++)
+        close(nsfds[i]);
     if (rv != 0)
         return xf_say(XF_ERR, "cannot run the image's %s: %s", ldconfig, strerror(-rv));
     code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? -WTERMSIG(status) : -1;
@@ -176,7 +181,7 @@ int xf_ldcache_update(struct xf_root *x, const char *const *folders, size_t nfol
         if (end == start)
             return xf_say(XF_ERR, "the image's %s exited with %d: no output", ldconfig, code);
         return xf_say(XF_ERR, "the image's %s exited with %d: %s", ldconfig, code,
-                      rq_short(out + start, end - start));
+                      xf_quoted_short(out + start, end - start));
     }
     xf_buf_adds(&msg, "ld cache updated for ");
     for (size_t i = 0; i < ndirs; i++)

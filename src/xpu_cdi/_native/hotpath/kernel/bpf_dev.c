@@ -1,7 +1,5 @@
 /* cgroup v2 device programs (bpf_dev.h). */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* also compiled into the cffi extension, which does not set it */
-#endif
+#define _GNU_SOURCE /* setns, O_PATH and the other Linux interfaces below */
 #include "kernel/bpf_dev.h"
 
 #include <errno.h>

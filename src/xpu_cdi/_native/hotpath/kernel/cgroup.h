@@ -1,46 +1,25 @@
-/* Device access in the container's cgroup (cgroup_locate.c finds and
- * opens it, cgroup_allow.c allows devices there), with the same version
- * decision as runc: the v1 devices controller when the container is in
- * one, else cgroup2's device programs. */
-#ifndef XF_CGROUP_H
-#define XF_CGROUP_H
-#include "hook/prestart/undo.h"
+/* The container's device cgroup, the system calls (cgroup.c): opening its
+ * directory, the usual layout found without mountinfo, devices.allow
+ * writes.  hook/prestart/cgroup.h decides and words; here 0 (or an fd) or
+ * -errno. */
+#ifndef XF_KERNEL_CGROUP_H
+#define XF_KERNEL_CGROUP_H
+#include <stddef.h>
 
-struct xf_rule {
-    char type;          /* 'c' or 'b' ('u' is given as 'c'; fifos need no rule) */
-    long long major, minor;
-    char access[4];     /* subset of "rwm" in that order, NUL-terminated */
-};
+/* The directory of a device cgroup, as the rules need it (v2: readable, as
+ * bpf(2) refuses O_PATH; v1: O_PATH for *at() calls): fd or -errno. */
+int xc_cgroup_open(const char *path, int version);
 
-struct xf_cgroup {
-    int version;        /* 1 or 2 */
-    const char *path;   /* the device cgroup directory (runtime mount namespace) */
-    int fd;             /* v1: O_PATH dir fd; v2: O_RDONLY dir fd (bpf needs it) */
-};
+/* The usual layout, without mountinfo: cgroup2 on /sys/fs/cgroup (runc's
+ * statfs test) at v2path, else the v1 devices hierarchy on
+ * /sys/fs/cgroup/devices at devpath (either NULL: not in one), taken only
+ * when the directory lists pid in cgroup.procs.  Its fd with *version and
+ * *path, or -ENOENT when the layout is another (mountinfo decides then). */
+int xc_cgroup_usual(int pid, const char *v2path, const char *devpath, int *version, const char **path);
 
-/* The device cgroup found in given texts (mountinfo, /proc/PID/cgroup, as
- * the kernel writes them; both NUL-terminated at their length): *version
- * 1 or 2 and the device cgroup directory, deciding as runc does.  XF_OK,
- * or XF_ERR with the reason (not found, or text the kernel would not have
- * written: a NUL byte, a backslash not starting an octal escape). */
-int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, size_t clen,
-                     int *version, const char **path);
-
-/* Find and open the device cgroup of host pid (reads /proc/PID/cgroup and
- * /proc/self/mountinfo; call before joining the container's mount
- * namespace).  XF_OK, or XF_ERR with the reason. */
-int xf_cgroup_open(int pid, struct xf_cgroup *out);
-
-/* Allow the rules: v1 one write(2) per rule to devices.allow (no undo: the
- * runtime removes the cgroup of a container that fails to start); v2
- * replace every attached device program with one that also allows them
- * (xc_bpf_dev_patch from hook.c; each replacement journalled in undo so it
- * can be put back).  *replaced gets the number of programs replaced.
- * XF_OK, or XF_ERR with the reason (nothing of this call left applied
- * for v2 beyond what undo restores). */
-int xf_cgroup_allow(const struct xf_cgroup *cg, const struct xf_rule *rules, size_t n,
-                    struct xf_undo *undo, int *replaced);
-
-void xf_cgroup_close(struct xf_cgroup *cg);
+/* Each of the n devices.allow lines in its own write(2) (the kernel applies
+ * only the first rule of a write), through one open file.  0, or -errno
+ * with *failed the index of the line refused. */
+int xc_devices_allow(int cgfd, const char *const *lines, size_t n, size_t *failed);
 
 #endif

@@ -1,8 +1,6 @@
 /* Path resolution below a container's rootfs without ever leaving it
  * (inroot.h): openat2(RESOLVE_IN_ROOT), or a component-by-component walk. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* also compiled into the cffi extension, which does not set it */
-#endif
+#define _GNU_SOURCE /* setns, O_PATH and the other Linux interfaces below */
 #include "kernel/inroot.h"
 
 #define XC_MAX_LINKS 40         /* as the kernel's MAXSYMLINKS */

@@ -1,7 +1,5 @@
 /* Namespaces, filesystem ids and mount(2) for the hook (ns.h). */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* also compiled into the cffi extension, which does not set it */
-#endif
+#define _GNU_SOURCE /* setns, O_PATH and the other Linux interfaces below */
 #include "kernel/ns.h"
 
 #include <errno.h>
@@ -10,18 +8,6 @@
 #include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
-
-int xc_setns(const char *nspath, int nstype)
-{
-    int fd = open(nspath, O_RDONLY | O_CLOEXEC);
-    int rv;
-
-    if (fd < 0)
-        return -errno;
-    rv = setns(fd, nstype) == 0 ? 0 : -errno;
-    close(fd);
-    return rv;
-}
 
 /* Set the filesystem uid/gid (creations in a user namespace's filesystems
  * must be owned by ids mapped there, else EOVERFLOW).  setfsuid reports no

@@ -2,7 +2,6 @@
 #ifndef XF_NS_H
 #define XF_NS_H
 
-int xc_setns(const char *nspath, int nstype);
 int xc_setfsids(unsigned int uid, unsigned int gid);
 int xc_mount(const char *source, const char *target, const char *fstype,
              unsigned long flags, const char *data);

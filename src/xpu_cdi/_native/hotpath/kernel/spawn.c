@@ -1,8 +1,6 @@
 /* A program of the image run confined (spawn.h): in the container's
  * namespaces and root, no capabilities, a clean environment, a timeout. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* also compiled into the cffi extension, which does not set it */
-#endif
+#define _GNU_SOURCE /* setns, O_PATH and the other Linux interfaces below */
 #include "kernel/spawn.h"
 
 #define XC_SPAWN_MAX_ARGS 128

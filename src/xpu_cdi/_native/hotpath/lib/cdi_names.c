@@ -41,20 +41,22 @@ static int check_qualified(const char *d, size_t n)
 
     if (eq == NULL)
         return xf_say(XF_ERR, "CDI device %s is not fully qualified: write it as vendor/class=name, "
-                      "e.g. kunlunxin.com/xpu=0", rq_short(d, n));
+                      "e.g. kunlunxin.com/xpu=0", xf_quoted_short(d, n));
     klen = (size_t)(eq - d);
     slash = memchr(d, '/', klen);
     if (slash == NULL)
-        return xf_say(XF_ERR, "CDI device %s: kind %s must be 'vendor/class'", rq_short(d, n), rq_short(d, klen));
+        return xf_say(XF_ERR, "CDI device %s: kind %s must be 'vendor/class'", xf_quoted_short(d, n),
+                      xf_quoted_short(d, klen));
     vlen = (size_t)(slash - d);
     if (!name_like(d, vlen, 1, "_.-"))
-        return xf_say(XF_ERR, "CDI device %s: vendor %s must " NAME_RULE, rq_short(d, n), rq_short(d, vlen));
+        return xf_say(XF_ERR, "CDI device %s: vendor %s must " NAME_RULE, xf_quoted_short(d, n),
+                      xf_quoted_short(d, vlen));
     if (!name_like(slash + 1, klen - vlen - 1, 1, "_.-"))
-        return xf_say(XF_ERR, "CDI device %s: class %s must " NAME_RULE, rq_short(d, n),
-                      rq_short(slash + 1, klen - vlen - 1));
+        return xf_say(XF_ERR, "CDI device %s: class %s must " NAME_RULE, xf_quoted_short(d, n),
+                      xf_quoted_short(slash + 1, klen - vlen - 1));
     if (!name_like(eq + 1, n - klen - 1, 0, "_.:-"))
         return xf_say(XF_ERR, "CDI device %s: device name %s must start and end with a letter or digit and use "
-                      "only [A-Za-z0-9_.:-]", rq_short(d, n), rq_short(eq + 1, n - klen - 1));
+                      "only [A-Za-z0-9_.:-]", xf_quoted_short(d, n), xf_quoted_short(eq + 1, n - klen - 1));
     return XF_OK;
 }
 
@@ -68,15 +70,15 @@ static int next_member(const char **p, const char *end, const char **d, size_t *
     comma = memchr(*p, ',', (size_t)(end - *p));
     *d = *p;
     *dlen = (size_t)((comma ? comma : end) - *p);
-    rq_strip(d, dlen);
+    xf_strip_space(d, dlen);
     *p = comma ? comma + 1 : NULL;
     return 1;
 }
 
 /* names.parse_annotation_value for a key already checked. */
-static int annotation_devices(const char *key, const fj *value, struct rq_names *out)
+static int annotation_devices(const char *key, const fj *value, struct xf_nameset *out)
 {
-    const char *k = rq_short(key, strlen(key)), *p, *end, *d;
+    const char *k = xf_quoted_short(key, strlen(key)), *p, *end, *d;
     size_t dlen;
 
     if (fj_str(value) == NULL)
@@ -86,22 +88,22 @@ static int annotation_devices(const char *key, const fj *value, struct rq_names 
     for (p = value->str; next_member(&p, end, &d, &dlen);) /* any empty member refuses the whole value */
         if (dlen == 0)
             return xf_say(XF_ERR, "annotation %s: value %s must be a comma-separated list of CDI devices such "
-                          "as kunlunxin.com/xpu=0", k, rq_short(value->str, value->len));
+                          "as kunlunxin.com/xpu=0", k, xf_quoted_short(value->str, value->len));
     for (p = value->str; next_member(&p, end, &d, &dlen);) {
         if (check_qualified(d, dlen) != XF_OK)
-            return xf_say(XF_ERR, "annotation %s: %s", k, xf_strdup(xf_reason));
-        rq_names_add(out, xf_strndup(d, dlen));
+            return xf_wrap(XF_ERR, "annotation %s", k);
+        xf_nameset_add(out, xf_strndup(d, dlen));
     }
     return XF_OK;
 }
 
 /* The cdi.k8s.io/ members of state's then config's annotations, later
  * winning (the bundle's config.json is the container's own), sorted by key. */
-int rq_annotation_names(const fj *ann_state, const fj *ann_config, struct rq_names *out)
+int xf_annotation_names(const fj *ann_state, const fj *ann_config, struct xf_nameset *out)
 {
     const fj *sources[2] = {ann_state, ann_config};
-    struct rq_map values = {0};
-    struct rq_vec keys = {0};
+    struct xf_strmap values = {0};
+    struct xf_ptrvec keys = {0};
 
     for (size_t s = 0; s < 2; s++) {
         const fj *src = sources[s];
@@ -115,24 +117,24 @@ int rq_annotation_names(const fj *ann_state, const fj *ann_config, struct rq_nam
                 continue;
             if (k->has_nul)
                 return xf_say(XF_ERR, "annotation key %s: the part after the prefix must start and end with a "
-                              "letter or digit and use only [A-Za-z0-9_.-]", rq_short(k->str, k->len));
-            if (rq_map_put(&values, k->str, src->items[i]) == NULL)
-                rq_vec_add(&keys, k->str);
+                              "letter or digit and use only [A-Za-z0-9_.-]", xf_quoted_short(k->str, k->len));
+            if (xf_strmap_put(&values, k->str, src->items[i]) == NULL)
+                xf_ptrvec_add(&keys, k->str);
         }
     }
     if (keys.n > 1) /* UTF-8 byte order is code point order */
-        qsort(keys.v, keys.n, sizeof(*keys.v), rq_cmp_str);
+        qsort(keys.v, keys.n, sizeof(*keys.v), xf_strcmp_ptr);
     for (size_t i = 0; i < keys.n; i++) {
         const char *key = keys.v[i], *rest = key + PREFIX_LEN;
         size_t rlen = strlen(rest);
         /* names.annotation_key_problem; over 63 bytes is over 63 characters or not ASCII: refused either way */
         if (rlen > MAX_ANNOTATION_NAME)
             return xf_say(XF_ERR, "annotation key %s: the part after the prefix is longer than %d characters",
-                          rq_short(key, strlen(key)), MAX_ANNOTATION_NAME);
+                          xf_quoted_short(key, strlen(key)), MAX_ANNOTATION_NAME);
         if (!name_like(rest, rlen, 0, "_.-"))
             return xf_say(XF_ERR, "annotation key %s: the part after the prefix must start and end with a letter "
-                          "or digit and use only [A-Za-z0-9_.-]", rq_short(key, strlen(key)));
-        if (annotation_devices(key, rq_map_get(&values, key), out) != XF_OK)
+                          "or digit and use only [A-Za-z0-9_.-]", xf_quoted_short(key, strlen(key)));
+        if (annotation_devices(key, xf_strmap_get(&values, key), out) != XF_OK)
             return XF_ERR;
     }
     free(values.keys);

@@ -14,7 +14,7 @@ static size_t hash_str(const char *s)
     return h;
 }
 
-static size_t map_find(const struct rq_map *m, const char *key)
+static size_t map_find(const struct xf_strmap *m, const char *key)
 {
     size_t i = hash_str(key) & (m->cap - 1);
 
@@ -23,19 +23,19 @@ static size_t map_find(const struct rq_map *m, const char *key)
     return i;
 }
 
-void *rq_map_get(const struct rq_map *m, const char *key)
+void *xf_strmap_get(const struct xf_strmap *m, const char *key)
 {
     return m->cap == 0 ? NULL : m->vals[map_find(m, key)];
 }
 
 /* Set key to val (replacing); returns the previous value or NULL. */
-void *rq_map_put(struct rq_map *m, const char *key, void *val)
+void *xf_strmap_put(struct xf_strmap *m, const char *key, void *val)
 {
     size_t i;
     void *old;
 
     if ((m->n + 1) * 2 > m->cap) {
-        struct rq_map bigger = {NULL, NULL, m->cap ? m->cap * 2 : 16, 0};
+        struct xf_strmap bigger = {NULL, NULL, m->cap ? m->cap * 2 : 16, 0};
         bigger.keys = xf_alloc(bigger.cap * sizeof(*bigger.keys));
         bigger.vals = xf_alloc(bigger.cap * sizeof(*bigger.vals));
         for (i = 0; i < m->cap; i++)
@@ -59,7 +59,7 @@ void *rq_map_put(struct rq_map *m, const char *key, void *val)
     return old;
 }
 
-void rq_vec_add(struct rq_vec *a, const void *p)
+void xf_ptrvec_add(struct xf_ptrvec *a, const void *p)
 {
     if (a->n == a->cap) {
         a->cap = a->cap ? a->cap * 2 : 16;
@@ -68,10 +68,10 @@ void rq_vec_add(struct rq_vec *a, const void *p)
     a->v[a->n++] = p;
 }
 
-void rq_names_add(struct rq_names *s, const char *name)
+void xf_nameset_add(struct xf_nameset *s, const char *name)
 {
-    if (rq_map_get(&s->seen, name) == NULL) {
-        rq_map_put(&s->seen, name, (void *)name);
-        rq_vec_add(&s->list, name);
+    if (xf_strmap_get(&s->seen, name) == NULL) {
+        xf_strmap_put(&s->seen, name, (void *)name);
+        xf_ptrvec_add(&s->list, name);
     }
 }

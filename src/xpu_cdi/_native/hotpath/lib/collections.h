@@ -6,27 +6,27 @@
 
 /* A string-keyed hash map (open addressing); values are never NULL.
  * Zero-initialised is empty; keys are borrowed, never copied. */
-struct rq_map {
+struct xf_strmap {
     const char **keys;
     void **vals;
     size_t cap, n;
 };
-void *rq_map_get(const struct rq_map *m, const char *key);
+void *xf_strmap_get(const struct xf_strmap *m, const char *key);
 /* Set key to val (replacing); returns the previous value or NULL. */
-void *rq_map_put(struct rq_map *m, const char *key, void *val);
+void *xf_strmap_put(struct xf_strmap *m, const char *key, void *val);
 
 /* A growable array of pointers (zero-initialised is empty). */
-struct rq_vec {
+struct xf_ptrvec {
     const void **v;
     size_t n, cap;
 };
-void rq_vec_add(struct rq_vec *a, const void *p);
+void xf_ptrvec_add(struct xf_ptrvec *a, const void *p);
 
 /* An ordered set of names: each once, in the order first added. */
-struct rq_names {
-    struct rq_vec list;
-    struct rq_map seen;
+struct xf_nameset {
+    struct xf_ptrvec list;
+    struct xf_strmap seen;
 };
-void rq_names_add(struct rq_names *s, const char *name);
+void xf_nameset_add(struct xf_nameset *s, const char *name);
 
 #endif

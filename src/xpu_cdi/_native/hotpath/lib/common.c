@@ -22,6 +22,31 @@ int xf_say(int code, const char *fmt, ...)
     return code;
 }
 
+int xf_wrap(int code, const char *fmt, ...)
+{
+    char what[sizeof(xf_reason)], cause[sizeof(xf_reason)];
+    va_list ap;
+
+    memcpy(cause, xf_reason, sizeof(cause));
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (snprintf(xf_reason, sizeof(xf_reason), "%s: %s", what, cause) >= (int)sizeof(xf_reason))
+        memcpy(xf_reason + sizeof(xf_reason) - 4, "...", 4); /* one line, cut: say so */
+    return code;
+}
+
+int xf_append(int code, const char *fmt, ...)
+{
+    size_t n = strlen(xf_reason);
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(xf_reason + n, sizeof(xf_reason) - n, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 static void out_of_memory(void)
 {
     static const char msg[] = "xpu-cdi: out of memory\n";
@@ -67,19 +92,36 @@ char *xf_strdup(const char *s)
     return xf_strndup(s, strlen(s));
 }
 
+char *xf_strcat3(const char *a, const char *b, const char *c)
+{
+    size_t na = strlen(a), nb = strlen(b), nc = strlen(c);
+    char *p = xf_malloc(na + nb + nc + 1);
+
+    memcpy(p, a, na);
+    memcpy(p + na, b, nb);
+    memcpy(p + na + nb, c, nc + 1);
+    return p;
+}
+
+/* One formatting pass for the usual short text (paths, names); a second
+ * only for what does not fit the stack buffer. */
 static char *vformat(const char *fmt, va_list ap)
 {
+    char small[256];
     va_list copy;
     int n;
     char *p;
 
     va_copy(copy, ap);
-    n = vsnprintf(NULL, 0, fmt, copy);
+    n = vsnprintf(small, sizeof(small), fmt, copy);
     va_end(copy);
     if (n < 0)
         n = 0;
-    p = xf_alloc((size_t)n + 1);
-    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    p = xf_malloc((size_t)n + 1);
+    if ((size_t)n < sizeof(small))
+        memcpy(p, small, (size_t)n + 1);
+    else
+        vsnprintf(p, (size_t)n + 1, fmt, ap);
     return p;
 }
 
@@ -135,28 +177,41 @@ const char *xf_component(const char *p, size_t *len)
 
 int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
 {
-    struct xf_buf b = {0};
+    struct stat st;
+    size_t cap, n = 0;
+    char *buf;
     int rv = XF_OK;
 
-    xf_buf_add(&b, "", 0);
-    while (b.len <= limit) { /* at most limit + 1 bytes: enough to tell "too big" */
-        char chunk[65536];
-        size_t want = limit + 1 - b.len;
-        ssize_t n = read(fd, chunk, want < sizeof(chunk) ? want : sizeof(chunk));
-        if (n < 0 && errno == EINTR)
+    /* read straight into a buffer of the file's size (one more byte tells
+     * that it grew); what reports no size (a pipe, /proc) starts at a page */
+    cap = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size <= limit
+              ? (size_t)st.st_size + 2
+              : 4096;
+    buf = xf_malloc(cap);
+    while (n <= limit) { /* at most limit + 1 bytes: enough to tell "too big" */
+        size_t want = cap - 1 - n;
+        ssize_t got;
+        if (want == 0) {
+            cap = cap * 2 > limit + 2 ? limit + 2 : cap * 2;
+            buf = xf_realloc(buf, cap);
+            want = cap - 1 - n;
+        }
+        got = read(fd, buf + n, want);
+        if (got < 0 && errno == EINTR)
             continue;
-        if (n < 0) {
+        if (got < 0) {
             rv = xf_say(XF_ERR, "read failed: %s", strerror(errno));
             break;
         }
-        if (n == 0)
+        if (got == 0)
             break;
-        xf_buf_add(&b, chunk, (size_t)n);
+        n += (size_t)got;
     }
-    if (rv == XF_OK && b.len > limit)
+    buf[n] = '\0';
+    if (rv == XF_OK && n > limit)
         rv = xf_say(XF_ERR, "larger than %zu bytes", limit);
-    *data = b.data; /* also on failure: what was read (the hook hands it on) */
-    *len = b.len;
+    *data = buf; /* also on failure: what was read (the hook hands it on) */
+    *len = n;
     return rv;
 }
 
@@ -179,6 +234,6 @@ int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsig
     rv = xf_read_fd(fd, limit, data, len);
     close(fd);
     if (rv != XF_OK)
-        return xf_say(rv, "'%s': %s", path, xf_strdup(xf_reason));
+        return xf_wrap(rv, "'%s'", path);
     return XF_OK;
 }

@@ -1,13 +1,10 @@
-/* xpu-cdi-hook and xpu-container-runtime: shared conventions.
+/* What both binaries share: the error convention (docs/architecture.md,
+ * "The compiled hot path"), allocation, buffers, whole-file reads.
  *
- * These two binaries are the implementation of what runs on a container
- * start; nothing is handed on to another program.  A function that cannot
- * do its job returns XF_ERR with xf_reason set to one line saying what is
- * wrong and, where the caller cannot add it, what to do: the main()s print
- * it (and log it) as the binary's own error.
- *
- * Memory: the processes are short-lived, so everything is allocated from
- * xf_alloc and never freed (bounded: inputs are size-limited). */
+ * A function that cannot do its job returns XF_ERR with xf_reason one line
+ * saying what is wrong (callers add what they were doing: xf_wrap); XF_FAIL
+ * only when a change could not be undone.  kernel/ returns -errno instead.
+ * Nothing is freed: the processes are short-lived and inputs size-limited. */
 #ifndef XF_COMMON_H
 #define XF_COMMON_H
 #define _GNU_SOURCE
@@ -22,6 +19,11 @@ extern char xf_reason[1024];
 
 /* Set xf_reason from a printf format and return code (XF_ERR or XF_FAIL). */
 int xf_say(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put "<what>: " before xf_reason (the cause a callee gave) and return code:
+ * how a caller adds what it was doing to a failure. */
+int xf_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Put the formatted text after xf_reason (a hint, where it was looked) and return code. */
+int xf_append(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Allocation that never fails (aborts on out-of-memory) and is never freed. */
 void *xf_alloc(size_t n);
@@ -30,6 +32,7 @@ void *xf_realloc(void *p, size_t n);
 char *xf_strdup(const char *s);
 char *xf_strndup(const char *s, size_t n);
 char *xf_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *xf_strcat3(const char *a, const char *b, const char *c); /* a b c joined (paths, names: no printf) */
 
 /* Growable byte buffer (for serialising JSON and building lines). */
 struct xf_buf {

@@ -12,11 +12,11 @@
 #include <unistd.h>
 
 /* see files.h */
-int rq_list_dir(const char *d, char ***names, size_t *n)
+int xf_list_dir(const char *d, char ***names, size_t *n)
 {
     DIR *dir = opendir(d);
     struct dirent *e;
-    struct rq_vec v = {0};
+    struct xf_ptrvec v = {0};
 
     *names = NULL;
     *n = 0;
@@ -29,7 +29,7 @@ int rq_list_dir(const char *d, char ***names, size_t *n)
             break;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        rq_vec_add(&v, xf_strdup(e->d_name));
+        xf_ptrvec_add(&v, xf_strdup(e->d_name));
     }
     if (errno != 0) {
         int err = errno;
@@ -38,23 +38,20 @@ int rq_list_dir(const char *d, char ***names, size_t *n)
     }
     closedir(dir);
     if (v.n > 0)
-        qsort(v.v, v.n, sizeof(*v.v), rq_cmp_str);
+        qsort(v.v, v.n, sizeof(*v.v), xf_strcmp_ptr);
     *names = (char **)v.v;
     *n = v.n;
     return 0;
 }
 
-/* Up to limit bytes of a regular file (NUL-terminated).  RD_UNREADABLE when
- * open(2) or read(2) fails (a directory too: EISDIR); RD_REFUSED (reason
- * set) for a file larger than limit or of another type (a FIFO would block
- * the reader, a device is no spec).  Opened O_NONBLOCK so that a FIFO
- * cannot block the open itself. */
-int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st)
+/* See files.h.  Opened O_NONBLOCK so that a FIFO cannot block the open
+ * itself (a device is no spec either). */
+int xf_read_regular(const char *path, size_t limit, char **data, size_t *len, struct stat *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    struct xf_buf b = {0};
-    int rv = RD_OK;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rv, err;
 
+    if (fd < 0 && errno == ENOENT)
+        return RD_ABSENT;
     if (fd < 0) {
         xf_say(XF_ERR, "%s", strerror(errno));
         return RD_UNREADABLE;
@@ -69,32 +66,16 @@ int rq_read_regular(const char *path, size_t limit, char **data, size_t *len, st
         xf_say(XF_ERR, "not a regular file");
         return RD_REFUSED;
     }
-    xf_buf_add(&b, "", 0);
-    for (;;) {
-        char chunk[65536];
-        ssize_t got = read(fd, chunk, sizeof(chunk));
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            xf_say(XF_ERR, "%s", strerror(errno));
-            rv = RD_UNREADABLE;
-            break;
-        }
-        if (got == 0)
-            break;
-        if (b.len + (size_t)got > limit) {
-            xf_say(XF_ERR, "larger than the %zu-byte limit", limit);
-            rv = RD_REFUSED;
-            break;
-        }
-        xf_buf_add(&b, chunk, (size_t)got);
-    }
+    rv = xf_read_fd(fd, limit, data, len);
+    err = errno;
     close(fd);
-    if (rv != RD_OK) {
-        free(b.data);
-        return rv;
+    if (rv != XF_OK && *len > limit) {
+        xf_say(XF_ERR, "larger than the %zu-byte limit", limit);
+        return RD_REFUSED;
     }
-    *data = b.data;
-    *len = b.len;
+    if (rv != XF_OK) {
+        xf_say(XF_ERR, "%s", strerror(err));
+        return RD_UNREADABLE;
+    }
     return RD_OK;
 }

@@ -55,8 +55,8 @@ static int usable(const fj *d)
         if (indices->items[i]->type != FJ_STRING)
             return 0;
     }
-    if (!rq_string_list(fj_get(sel, "env")) || !rq_string_list(fj_get(sel, "none")) ||
-        !rq_string_list(fj_get(sel, "all")))
+    if (!fj_strings_or_absent(fj_get(sel, "env")) || !fj_strings_or_absent(fj_get(sel, "none")) ||
+        !fj_strings_or_absent(fj_get(sel, "all")))
         return 0;
     aliases = fj_get(sel, "aliases");
     if (aliases != NULL && aliases->type == FJ_ARRAY) {
@@ -136,25 +136,26 @@ static int cmp_index(const void *a, const void *b)
 
 int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *out)
 {
-    struct rq_map by_kind = {0};
-    struct rq_vec kinds = {0};
+    struct xf_strmap by_kind = {0};
+    struct xf_ptrvec kinds = {0};
 
     out->items = NULL;
     out->n = 0;
     for (size_t di = 0; di < ndirs; di++) {
         char **names;
         size_t n;
-        if (rq_list_dir(dirs[di], &names, &n) != 0)
+        if (xf_list_dir(dirs[di], &names, &n) != 0)
             continue; /* a dir that cannot be listed (absent, not a dir) holds no index */
         for (size_t i = 0; i < n; i++) {
             char *path, *data, err[256];
             size_t len;
             struct stat st;
             const fj *doc, *kind;
-            if (!rq_ends_with(names[i], INDEX_SUFFIX))
+            if (!xf_ends_with(names[i], INDEX_SUFFIX))
                 continue;
-            path = rq_join(dirs[di], names[i]);
-            switch (rq_read_regular(path, MAX_INDEX_BYTES, &data, &len, &st)) {
+            path = xf_path_join(dirs[di], names[i]);
+            switch (xf_read_regular(path, MAX_INDEX_BYTES, &data, &len, &st)) {
+            case RD_ABSENT: /* removed since the listing */
             case RD_UNREADABLE:
             case RD_REFUSED:
                 continue; /* a broken index only disables env selection for its kind */
@@ -165,14 +166,14 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
             kind = fj_get(doc, "kind");
             if (fj_str(kind) == NULL)
                 continue;
-            if (rq_map_put(&by_kind, kind->str, (void *)doc) == NULL)
-                rq_vec_add(&kinds, kind->str);
+            if (xf_strmap_put(&by_kind, kind->str, (void *)doc) == NULL)
+                xf_ptrvec_add(&kinds, kind->str);
         }
     }
     out->items = xf_alloc((kinds.n ? kinds.n : 1) * sizeof(*out->items));
     for (size_t i = 0; i < kinds.n; i++) {
         out->items[i].kind = kinds.v[i];
-        out->items[i].json = rq_map_get(&by_kind, kinds.v[i]);
+        out->items[i].json = xf_strmap_get(&by_kind, kinds.v[i]);
     }
     out->n = kinds.n;
     /* by kind, in byte order (for UTF-8 also code point order, as the tooling sorts) */

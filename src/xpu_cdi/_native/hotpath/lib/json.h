@@ -1,18 +1,11 @@
-/* A mutable JSON tree for the binaries' inputs (the OCI state,
- * config.json, our hook indexes, CDI specs, the node config file), parsed
- * and serialised by yajl (json_parse.c, json_write.c), or loaded from YAML by
- * libyaml (yaml_load.c); looked up, compared and edited by json_tree.c.  All of it may be hostile (config.json comes from the pod),
- * so the parser is strict: RFC 8259 only (no NaN/Infinity, no comments, no
- * trailing commas), well-formed UTF-8, at most FJ_MAX_DEPTH levels and
- * FJ_MAX_BYTES bytes, no duplicate keys, integers within 64 bits (signed
- * or unsigned), reals within a double; every error is one line naming the
- * line, column and byte where it was found.
- *
- * Numbers keep their source text, so an unchanged number is written back
- * as it was (an unsigned 64-bit value included); strings are re-escaped;
- * output is compact (no spaces), members in tree order. */
-#ifndef XF_FJSON_H
-#define XF_FJSON_H
+/* The binaries' JSON tree: every input they read (the OCI state,
+ * config.json, hook indexes, CDI specs, the node config) parsed into it by
+ * yajl (json_parse.c) or libyaml (yaml_load.c), looked up, compared and
+ * edited here (json_tree.c, json_set.c), written by yajl (json_write.c).
+ * The parsers are strict, numbers keep their text and one equality rule
+ * serves every comparison: docs/architecture.md, "Parsers". */
+#ifndef XF_JSON_H
+#define XF_JSON_H
 #include "lib/common.h"
 #include <stdint.h>
 
@@ -26,8 +19,6 @@ enum fj_type { FJ_NULL, FJ_FALSE, FJ_TRUE, FJ_NUMBER, FJ_STRING, FJ_ARRAY, FJ_OB
 typedef struct fj fj;
 struct fj {
     enum fj_type type;
-    const char *raw;   /* FJ_STRING / FJ_NUMBER: source text (with quotes for strings); NULL when built */
-    size_t rawlen;
     const char *str;   /* FJ_STRING: decoded UTF-8, NUL-terminated; FJ_NUMBER: the number's text */
     size_t len;        /* bytes of str, without the terminator */
     int has_nul;       /* FJ_STRING: the decoded text contains U+0000 (fj_str refuses it) */
@@ -87,8 +78,6 @@ fj *fj_new(enum fj_type type);            /* null/false/true/empty array/empty o
 fj *fj_new_str(const char *s);            /* a string (escaped when serialised) */
 fj *fj_new_int(long long v);
 void fj_append(fj *array, fj *item);
-void fj_insert(fj *array, size_t at, fj *item);
-void fj_remove(fj *container, size_t i);  /* array item / object member i */
 void fj_set(fj *obj, const char *key, fj *value); /* replace the last member *key*, else append */
 /* Member *key* of obj when it is an object (resp. array); else set it to a new empty one. */
 fj *fj_object_at(fj *obj, const char *key);
@@ -102,7 +91,7 @@ fj *fj_array_at(fj *obj, const char *key);
 int fj_dump(const fj *v, struct xf_buf *out, char *err, size_t errlen);
 void fj_write(const fj *v, struct xf_buf *out);
 
-/* For the loaders (fjson.c, fyaml.c): line and column (from 1) of byte at
+/* For the loaders (json_parse.c, yaml_load.c): line and column (from 1) of byte at
  * of text; the one-line "duplicate key "..."" message for key. */
 void fj_position(const char *text, size_t at, size_t *line, size_t *column);
 void fj_dup_message(const fj *key, char *buf, size_t size);

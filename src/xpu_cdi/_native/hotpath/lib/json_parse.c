@@ -1,23 +1,12 @@
-/* Parsing JSON into the binaries' tree (json.h; writing it back is
- * json_write.c's, access, comparison and editing json_tree.c's).
- *
- * Parsing and serialising are yajl's (the library crun reads config.json
- * with, through libocispec): its event parser hands us each value and we
- * build the tree from one bump arena per document (nodes, member arrays
- * and text: a handful of allocations even for a large config.json); its
- * generator writes it back (json_write.c).  Why yajl rather than jansson or json-c is in
- * docs/architecture.md ("Parsers"); in short: it gives a number's text,
- * so the uint64 values of config.json (RLIM_INFINITY rlimits) survive a
- * round trip exactly, and its event interface lets us refuse what JSON
- * allows but we must not take (duplicate keys, deep nesting, numbers out
- * of range) while building, in one pass.
- *
- * yajl checks the grammar.  We add: strict UTF-8 (RFC 3629: yajl lets
- * overlong forms, surrogates and code points above U+10FFFF through, and
- * decodes a lone \uD800..\uDFFF escape into such bytes), a depth limit,
- * duplicate keys refused, integers beyond 64 bits and reals beyond a
- * double refused. */
+/* JSON text into the binaries' tree (json.h), by yajl's event parser, the
+ * tree built in one pass from an arena (tree_build.h).  Why yajl and what
+ * we refuse on top of its grammar check: docs/architecture.md, "Parsers".
+ * In short: yajl hands over a number's text (config.json's uint64 values
+ * survive), and its events let us refuse duplicate keys, deep nesting and
+ * out-of-range numbers while building; it lets lone surrogate escapes and
+ * non-RFC 3629 UTF-8 through, so json_text.c checks those. */
 #include "lib/json.h"
+#include "lib/tree_build.h"
 #include "lib/json_text.h"
 
 #include <errno.h>
@@ -28,44 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <yajl/yajl_parse.h>
-
-/* ---- arena ---------------------------------------------------------- */
-
-struct arena {
-    char *p;      /* free space of the current chunk */
-    size_t left;  /* bytes of it */
-    size_t next;  /* size of the next chunk */
-};
-
-static void *arena_get(struct arena *a, size_t n)
-{
-    void *r;
-
-    n = (n + 7) & ~(size_t)7;  /* keeps every node and pointer array aligned */
-    if (n > a->left) {
-        size_t size = a->next;
-        if (size < n)
-            size = n;
-        /* not zeroed here: a chunk is sized for the worst case, and zeroing
-         * it all would fault in pages a small document never uses */
-        a->p = xf_malloc(size);
-        a->left = size;
-        if (a->next < ((size_t)64 << 20))
-            a->next *= 2;
-    }
-    r = a->p;
-    a->p += n;
-    a->left -= n;
-    return memset(r, 0, n); /* nodes start out all-zero */
-}
-
-static char *arena_text(struct arena *a, const unsigned char *s, size_t n)
-{
-    char *t = arena_get(a, n + 1);
-    memcpy(t, s, n);
-    t[n] = '\0';
-    return t;
-}
 
 /* ---- parser --------------------------------------------------------- */
 
@@ -78,7 +29,7 @@ struct parser {
     const char *text;
     size_t len;
     yajl_handle h;
-    struct arena arena;
+    struct xf_arena arena;
     fj **stack;  /* members of the open containers, keys and values alternating in objects */
     size_t nstack, capstack;
     struct frame frames[FJ_MAX_DEPTH];
@@ -117,7 +68,7 @@ static int add(struct parser *p, fj *v)
 
 static fj *node(struct parser *p, enum fj_type type)
 {
-    fj *v = arena_get(&p->arena, sizeof(*v));
+    fj *v = xf_arena_get(&p->arena, sizeof(*v));
     v->type = type;
     return v;
 }
@@ -140,8 +91,8 @@ static int on_number(void *ctx, const char *s, size_t n)
     struct parser *p = ctx;
     fj *v = node(p, FJ_NUMBER);
 
-    v->str = v->raw = arena_text(&p->arena, (const unsigned char *)s, n);
-    v->len = v->rawlen = n;
+    v->str = xf_arena_text(&p->arena, s, n);
+    v->len = n;
     if (memchr(s, '.', n) == NULL && memchr(s, 'e', n) == NULL && memchr(s, 'E', n) == NULL) {
         /* long long when it fits; an unsigned 64-bit value (config.json's
          * RLIM_INFINITY) stays a number known by its text */
@@ -173,7 +124,7 @@ static fj *text_node(struct parser *p, const unsigned char *s, size_t n)
         return NULL;
     }
     v = node(p, FJ_STRING);
-    v->str = arena_text(&p->arena, s, n);
+    v->str = xf_arena_text(&p->arena, (const char *)s, n);
     v->len = n;
     v->has_nul = memchr(s, '\0', n) != NULL;
     return v;
@@ -184,11 +135,6 @@ static int on_string(void *ctx, const unsigned char *s, size_t n)
     struct parser *p = ctx;
     fj *v = text_node(p, s, n);
     return v != NULL && add(p, v);
-}
-
-static int same_key(const fj *a, const fj *b)
-{
-    return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
 }
 
 /* "duplicate key "<key>"": the key cut short, control characters as '?'
@@ -210,10 +156,6 @@ static int dup_key(struct parser *p, const fj *key)
     return stop(p, p->whybuf);
 }
 
-/* Objects up to this many members are checked for a repeated key as each
- * key comes (pointing at it); larger ones once, sorted, at their end. */
-#define LINEAR_KEYS 32
-
 static int on_map_key(void *ctx, const unsigned char *s, size_t n)
 {
     struct parser *p = ctx;
@@ -222,10 +164,8 @@ static int on_map_key(void *ctx, const unsigned char *s, size_t n)
 
     if (key == NULL)
         return 0;
-    if ((p->nstack - f->base) / 2 < LINEAR_KEYS)
-        for (size_t i = f->base; i < p->nstack; i += 2)
-            if (same_key(p->stack[i], key))
-                return dup_key(p, key);
+    if ((p->nstack - f->base) / 2 < XF_LINEAR_KEYS && xf_key_among(p->stack, f->base, p->nstack, key))
+        return dup_key(p, key);
     push(p, key);
     return 1;
 }
@@ -252,48 +192,17 @@ static int on_start_array(void *ctx)
     return open_container(ctx, 0);
 }
 
-static int key_order(const void *x, const void *y)
-{
-    const fj *a = *(fj *const *)x, *b = *(fj *const *)y;
-    int c = memcmp(a->str, b->str, a->len < b->len ? a->len : b->len);
-
-    return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
-}
-
-/* Move the members pushed since the frame opened into v's own arrays. */
+/* The container the frame opened, its members moved into it. */
 static int close_container(struct parser *p, enum fj_type type)
 {
     const struct frame *f = &p->frames[--p->depth];
-    size_t n = p->nstack - f->base;
     fj *v = node(p, type);
+    const fj *twice;
 
-    if (type == FJ_OBJECT) {
-        n /= 2;
-        v->keys = arena_get(&p->arena, n * sizeof(fj *));
-        v->items = arena_get(&p->arena, n * sizeof(fj *));
-        for (size_t i = 0; i < n; i++) {
-            v->keys[i] = p->stack[f->base + 2 * i];
-            v->items[i] = p->stack[f->base + 2 * i + 1];
-        }
-        if (n > LINEAR_KEYS) {
-            fj **sorted = xf_alloc(n * sizeof(*sorted));
-            memcpy(sorted, v->keys, n * sizeof(*sorted));
-            qsort(sorted, n, sizeof(*sorted), key_order);
-            for (size_t i = 1; i < n; i++)
-                if (same_key(sorted[i - 1], sorted[i])) {
-                    dup_key(p, sorted[i]);
-                    free(sorted);
-                    return 0;
-                }
-            free(sorted);
-        }
-    } else {
-        v->items = arena_get(&p->arena, n * sizeof(fj *));
-        if (n > 0)
-            memcpy(v->items, p->stack + f->base, n * sizeof(fj *));
-    }
-    v->n = v->cap = n;
+    xf_take_members(&p->arena, v, p->stack, f->base, p->nstack);
     p->nstack = f->base;
+    if (v->n > XF_LINEAR_KEYS && (twice = xf_repeated_key(v)) != NULL)
+        return dup_key(p, twice);
     return add(p, v);
 }
 
@@ -372,8 +281,8 @@ fj *fj_parse(const char *text, size_t len, char *err, size_t errlen)
     if ((at = bad_whitespace(text, len)) != SIZE_MAX) {
         size_t line, column;
         fj_position(text, at, &line, &column);
-        snprintf(err, errlen, "a form feed or vertical tab, which JSON does not allow, at line %zu, column %zu (byte %zu)",
-                 line, column, at);
+        snprintf(err, errlen, "a form feed or vertical tab, which JSON does not allow, at line %zu, column %zu "
+                 "(byte %zu)", line, column, at);
         free(p);
         return NULL;
     }

@@ -119,7 +119,7 @@ size_t bad_whitespace(const char *text, size_t len)
     return (size_t)((f == NULL || (v != NULL && v < f) ? v : f) - text);
 }
 
-/* ---- tree building, shared with the YAML loader (fyaml.c) ------------- */
+/* ---- positions, shared with the YAML loader (yaml_load.c) ------------- */
 
 /* Line and column (from 1) of byte *at* of text. */
 void fj_position(const char *text, size_t at, size_t *line, size_t *column)

@@ -174,32 +174,12 @@ static void grow(fj *c)
     c->cap = cap;
 }
 
-void fj_insert(fj *array, size_t at, fj *item)
+void fj_append(fj *array, fj *item)
 {
     if (array == NULL || array->type != FJ_ARRAY || item == NULL)
         return;
-    if (at > array->n)
-        at = array->n;  /* as list.insert */
     grow(array);
-    memmove(array->items + at + 1, array->items + at, (array->n - at) * sizeof(fj *));
-    array->items[at] = item;
-    array->n++;
-}
-
-void fj_append(fj *array, fj *item)
-{
-    if (array != NULL)
-        fj_insert(array, array->n, item);
-}
-
-void fj_remove(fj *c, size_t i)
-{
-    if (c == NULL || (c->type != FJ_ARRAY && c->type != FJ_OBJECT) || i >= c->n)
-        return;
-    memmove(c->items + i, c->items + i + 1, (c->n - i - 1) * sizeof(fj *));
-    if (c->type == FJ_OBJECT)
-        memmove(c->keys + i, c->keys + i + 1, (c->n - i - 1) * sizeof(fj *));
-    c->n--;
+    array->items[array->n++] = item;
 }
 
 void fj_set(fj *obj, const char *key, fj *value)

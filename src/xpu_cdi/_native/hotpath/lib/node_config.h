@@ -1,17 +1,11 @@
-/* The node config file (BOUNDARIES contract 3): /etc/xpu-cdi/config.yaml
- * unless --config PATH says otherwise; an absent file means the defaults.
- * A YAML mapping; the keys read here:
- *
- *   accept-env-selection-when-unprivileged  bool, default true: when false,
- *       the selection variables (CXPU_VISIBLE_DEVICES, ...) of a container
- *       that is not privileged (privileged.h) are ignored; cdi.k8s.io/
- *       annotations still select.
- *
- * Other keys belong to other readers (the device plugin) and are left
- * alone.  A file that cannot be read or parsed, or a key of the wrong
- * type, is an error: the caller fails closed. */
-#ifndef XF_CONFIG_H
-#define XF_CONFIG_H
+/* The node config file, /etc/xpu-cdi/config.yaml or --config PATH
+ * (docs/operations.md has its keys): only
+ * accept-env-selection-when-unprivileged is read here; other keys are other
+ * readers'.  An absent file is the defaults; one that cannot be read or
+ * parsed, or a key of the wrong type, is an error and the caller fails
+ * closed (the setting may forbid what is asked). */
+#ifndef XF_NODE_CONFIG_H
+#define XF_NODE_CONFIG_H
 #include <stddef.h>
 
 #define XF_CONFIG_DEFAULT_PATH "/etc/xpu-cdi/config.yaml"
@@ -23,8 +17,8 @@ struct xf_config {
 };
 
 /* Load path (NULL: the default path) into *cfg.  XF_OK (defaults when the
- * file does not exist), or XF_FAIL with one line in errbuf saying what is
- * wrong and how to fix it. */
-int xf_config_load(const char *path, struct xf_config *cfg, char *errbuf, size_t errlen);
+ * file does not exist), or XF_ERR with xf_reason saying what is wrong and
+ * how to fix it. */
+int xf_config_load(const char *path, struct xf_config *cfg);
 
 #endif

@@ -64,11 +64,11 @@ static int opt_strings(const fj *obj, const char *key, const char ***out, size_t
     return XF_OK;
 }
 
-static int fill_node(const fj *j, struct xf_node *n)
+static int fill_node(const fj *j, void *to)
 {
+    struct xf_node *n = to;
     const char *type;
 
-    memset(n, 0, sizeof(*n));
     n->json = j;
     n->path = fj_str(fj_get(j, "path"));
     if (n->path == NULL)
@@ -80,7 +80,7 @@ static int fill_node(const fj *j, struct xf_node *n)
         opt_int(j, "fileMode", &n->mode, XF_HAS_MODE, &n->present) != XF_OK ||
         opt_int(j, "uid", &n->uid, XF_HAS_UID, &n->present) != XF_OK ||
         opt_int(j, "gid", &n->gid, XF_HAS_GID, &n->present) != XF_OK)
-        return xf_say(XF_ERR, "device node %.200s: %s", n->path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "device node %.200s", n->path);
     if (type != NULL) {
         if (strlen(type) != 1 || strchr("cbup", type[0]) == NULL)
             return xf_say(XF_ERR, "device node %.200s: type %.20s", n->path, type);
@@ -89,35 +89,53 @@ static int fill_node(const fj *j, struct xf_node *n)
     return XF_OK;
 }
 
-static int fill_mount(const fj *j, struct xf_mount *m)
+/* The two string fields every mount (hook) entry has (check_spec made sure
+ * they are strings): NULL when one holds a NUL. */
+static int required_pair(const fj *j, const char *a, const char *b, const char **va, const char **vb)
 {
-    memset(m, 0, sizeof(*m));
+    *va = fj_str(fj_get(j, a));
+    *vb = fj_str(fj_get(j, b));
+    return *va != NULL && *vb != NULL;
+}
+
+static int fill_mount(const fj *j, void *to)
+{
+    struct xf_mount *m = to;
+
     m->json = j;
-    m->host_path = fj_str(fj_get(j, "hostPath"));
-    m->container_path = fj_str(fj_get(j, "containerPath"));
-    if (m->host_path == NULL || m->container_path == NULL)
+    if (!required_pair(j, "hostPath", "containerPath", &m->host_path, &m->container_path))
         return xf_say(XF_ERR, "mounts: NUL in a path");
     if (opt_str(j, "type", &m->type) != XF_OK || opt_strings(j, "options", &m->options, &m->noptions) != XF_OK)
-        return xf_say(XF_ERR, "mount %.200s: %s", m->container_path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "mount %.200s", m->container_path);
     return XF_OK;
 }
 
-static int fill_hook(const fj *j, struct xf_hook *h)
+static int fill_hook(const fj *j, void *to)
 {
-    memset(h, 0, sizeof(*h));
+    struct xf_hook *h = to;
+
     h->json = j;
-    h->hook_name = fj_str(fj_get(j, "hookName"));
-    h->path = fj_str(fj_get(j, "path"));
-    if (h->hook_name == NULL || h->path == NULL)
+    if (!required_pair(j, "hookName", "path", &h->hook_name, &h->path))
         return xf_say(XF_ERR, "hooks: NUL in hookName or path");
-    if (opt_strings(j, "args", &h->args, &h->nargs) != XF_OK)
-        return xf_say(XF_ERR, "hook %.200s: %s", h->path, xf_strdup(xf_reason));
-    return XF_OK;
+    return opt_strings(j, "args", &h->args, &h->nargs) == XF_OK ? XF_OK : xf_wrap(XF_ERR, "hook %.200s", h->path);
+}
+
+/* Each entry of v read by fill into a zeroed array of elements of size
+ * bytes (fill sets what the entry has); NULL (fill said why) when one
+ * cannot be read. */
+static void *fill_all(const struct xf_ptrvec *v, size_t size, int (*fill)(const fj *, void *))
+{
+    char *a = xf_alloc((v->n ? v->n : 1) * size);
+
+    for (size_t i = 0; i < v->n; i++)
+        if (fill(v->v[i], a + i * size) != XF_OK)
+            return NULL;
+    return a;
 }
 
 struct merge {
-    struct rq_vec env, nodes, mounts, hooks;  /* const fj * entries */
-    struct rq_map node_paths, mount_targets;
+    struct xf_ptrvec env, nodes, mounts, hooks;  /* const fj * entries */
+    struct xf_strmap node_paths, mount_targets;
     struct fj_valset hook_set; /* the hooks taken, by json.h's equality */
 };
 
@@ -128,7 +146,26 @@ static const fj *list_of(const fj *edits, const char *key)
     return v != NULL && v->type == FJ_ARRAY ? v : NULL; /* check_edits: else absent or null */
 }
 
-/* merge_edits.add */
+/* The entries of edits' list whose field (a string) no earlier entry had, into out. */
+static int add_new(const fj *edits, const char *list, const char *field, struct xf_strmap *seen,
+                   struct xf_ptrvec *out)
+{
+    const fj *l = list_of(edits, list);
+
+    for (size_t i = 0; l != NULL && i < l->n; i++) {
+        const char *key = fj_str(fj_get(l->items[i], field));
+        if (key == NULL)
+            return xf_say(XF_ERR, "%s: NUL in a %s", list, field);
+        if (xf_strmap_get(seen, key) == NULL) {
+            xf_strmap_put(seen, key, (void *)key);
+            xf_ptrvec_add(out, l->items[i]);
+        }
+    }
+    return XF_OK;
+}
+
+/* One edits object into the merge: env appended, nodes by path and mounts by
+ * containerPath only when new, hooks only when not equal to one taken. */
 static int add_edits(struct merge *m, const fj *edits)
 {
     const fj *l;
@@ -137,33 +174,16 @@ static int add_edits(struct merge *m, const fj *edits)
         for (size_t i = 0; i < l->n; i++) {
             if (fj_str(l->items[i]) == NULL)
                 return xf_say(XF_ERR, "env: an entry with NUL");
-            rq_vec_add(&m->env, l->items[i]);
+            xf_ptrvec_add(&m->env, l->items[i]);
         }
-    if ((l = list_of(edits, "deviceNodes")) != NULL)
-        for (size_t i = 0; i < l->n; i++) {
-            const char *path = fj_str(fj_get(l->items[i], "path"));
-            if (path == NULL)
-                return xf_say(XF_ERR, "deviceNodes: NUL in a path");
-            if (rq_map_get(&m->node_paths, path) == NULL) {
-                rq_map_put(&m->node_paths, path, (void *)path);
-                rq_vec_add(&m->nodes, l->items[i]);
-            }
-        }
-    if ((l = list_of(edits, "mounts")) != NULL)
-        for (size_t i = 0; i < l->n; i++) {
-            const char *target = fj_str(fj_get(l->items[i], "containerPath"));
-            if (target == NULL)
-                return xf_say(XF_ERR, "mounts: NUL in a containerPath");
-            if (rq_map_get(&m->mount_targets, target) == NULL) {
-                rq_map_put(&m->mount_targets, target, (void *)target);
-                rq_vec_add(&m->mounts, l->items[i]);
-            }
-        }
+    if (add_new(edits, "deviceNodes", "path", &m->node_paths, &m->nodes) != XF_OK ||
+        add_new(edits, "mounts", "containerPath", &m->mount_targets, &m->mounts) != XF_OK)
+        return XF_ERR;
     if ((l = list_of(edits, "hooks")) != NULL)
         for (size_t i = 0; i < l->n; i++) {
             /* a hook two devices share runs once: equal as JSON values (json.h's rule) */
             if (fj_valset_add(&m->hook_set, l->items[i]))
-                rq_vec_add(&m->hooks, l->items[i]);
+                xf_ptrvec_add(&m->hooks, l->items[i]);
         }
     return XF_OK;
 }
@@ -181,12 +201,12 @@ static int extra_edits(const struct device *const *devs, size_t n, struct xf_edi
             if (sources[s] == NULL)
                 continue;
             for (size_t k = 0; k < 2; k++)
-                if (rq_truthy(fj_get(sources[s], unsupported[k]))) {
+                if (fj_truthy(fj_get(sources[s], unsupported[k]))) {
                     out->unsupported = unsupported[k];
                     return XF_OK; /* the wrapper refuses the container naming it: nothing else matters */
                 }
             gids = fj_get(sources[s], "additionalGids");
-            if (!rq_truthy(gids))
+            if (!fj_truthy(gids))
                 continue;
             if (gids->type != FJ_ARRAY)
                 return xf_say(XF_ERR, "additionalGids is not a list");
@@ -218,16 +238,16 @@ static int cmp_str(const void *a, const void *b)
 /* The refusal of a name no spec defines: the dirs searched, the devices of
  * its kind that are known (or how to make some), and the files skipped,
  * which may be where it was meant to come from. */
-static int unresolvable(const char *const *dirs, size_t ndirs, const struct rq_map *all, const char *q)
+static int unresolvable(const char *const *dirs, size_t ndirs, const struct xf_strmap *all, const char *q)
 {
     const char *eq = strchr(q, '=');
     size_t klen = eq ? (size_t)(eq - q) : strlen(q);
-    struct rq_vec known = {0};
+    struct xf_ptrvec known = {0};
     struct xf_buf b = {0};
 
     for (size_t i = 0; i < all->cap; i++)
         if (all->keys[i] != NULL && strncmp(all->keys[i], q, klen) == 0 && all->keys[i][klen] == '=')
-            rq_vec_add(&known, all->keys[i] + klen + 1);
+            xf_ptrvec_add(&known, all->keys[i] + klen + 1);
     if (known.n > 1)
         qsort(known.v, known.n, sizeof(*known.v), cmp_str);
     xf_buf_addf(&b, "unresolvable CDI device '%.200s' in ", q);
@@ -248,7 +268,7 @@ static int unresolvable(const char *const *dirs, size_t ndirs, const struct rq_m
 
 int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, size_t n, struct xf_edits *out)
 {
-    struct rq_map all = {0}, seen_specs = {0};
+    struct xf_strmap all = {0}, seen_specs = {0};
     const struct device **devs = xf_alloc((n ? n : 1) * sizeof(*devs));
     struct merge m = {0};
 
@@ -256,16 +276,16 @@ int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, 
     xf_spec_problems = NULL;
     xf_nspec_problems = 0;
     for (size_t i = 0; i < ndirs; i++) /* lowest priority first: later dirs replace devices */
-        rq_load_spec_dir(dirs[i], &all);
+        xf_load_spec_dir(dirs[i], &all);
     for (size_t i = 0; i < n; i++) {
-        devs[i] = rq_map_get(&all, names[i]);
+        devs[i] = xf_strmap_get(&all, names[i]);
         if (devs[i] == NULL)
             return unresolvable(dirs, ndirs, &all, names[i]);
     }
     for (size_t i = 0; i < n; i++) {
         /* each spec's shared edits once, before the first of its devices' own; a spec is its file */
-        if (rq_map_get(&seen_specs, devs[i]->spec->path) == NULL) {
-            rq_map_put(&seen_specs, devs[i]->spec->path, (void *)devs[i]->spec);
+        if (xf_strmap_get(&seen_specs, devs[i]->spec->path) == NULL) {
+            xf_strmap_put(&seen_specs, devs[i]->spec->path, (void *)devs[i]->spec);
             if (devs[i]->spec->edits != NULL && add_edits(&m, devs[i]->spec->edits) != XF_OK)
                 return XF_ERR;
         }
@@ -276,20 +296,12 @@ int xf_resolve(const char *const *dirs, size_t ndirs, const char *const *names, 
     for (size_t i = 0; i < m.env.n; i++)
         out->env[i] = ((const fj *)m.env.v[i])->str;
     out->nenv = m.env.n;
-    out->nodes = xf_alloc((m.nodes.n ? m.nodes.n : 1) * sizeof(*out->nodes));
-    for (size_t i = 0; i < m.nodes.n; i++)
-        if (fill_node(m.nodes.v[i], &out->nodes[i]) != XF_OK)
-            return XF_ERR;
+    if ((out->nodes = fill_all(&m.nodes, sizeof(*out->nodes), fill_node)) == NULL ||
+        (out->mounts = fill_all(&m.mounts, sizeof(*out->mounts), fill_mount)) == NULL ||
+        (out->hooks = fill_all(&m.hooks, sizeof(*out->hooks), fill_hook)) == NULL)
+        return XF_ERR;
     out->nnodes = m.nodes.n;
-    out->mounts = xf_alloc((m.mounts.n ? m.mounts.n : 1) * sizeof(*out->mounts));
-    for (size_t i = 0; i < m.mounts.n; i++)
-        if (fill_mount(m.mounts.v[i], &out->mounts[i]) != XF_OK)
-            return XF_ERR;
     out->nmounts = m.mounts.n;
-    out->hooks = xf_alloc((m.hooks.n ? m.hooks.n : 1) * sizeof(*out->hooks));
-    for (size_t i = 0; i < m.hooks.n; i++)
-        if (fill_hook(m.hooks.v[i], &out->hooks[i]) != XF_OK)
-            return XF_ERR;
     out->nhooks = m.hooks.n;
     return extra_edits(devs, n, out);
 }

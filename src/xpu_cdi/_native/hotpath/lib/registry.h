@@ -18,6 +18,6 @@ struct device {
 /* The specs of spec dir d into all (qualified name -> struct device),
  * replacing what earlier (lower-priority) dirs defined; what is skipped is
  * added to xf_spec_problems. */
-void rq_load_spec_dir(const char *d, struct rq_map *all);
+void xf_load_spec_dir(const char *d, struct xf_strmap *all);
 
 #endif

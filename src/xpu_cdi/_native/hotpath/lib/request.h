@@ -1,14 +1,8 @@
 /* Which devices a container asked for, and their merged CDI edits: the
- * public API of lib/'s CDI modules -- selection.c (selection variables
- * through the hook indexes, hook_index.c; cdi.k8s.io/ annotations,
- * cdi_names.c) and registry.c (spec dirs, spec_dirs.c; precedence; merged
- * edits).
- *
- * The rules the Python tooling must agree with are data (the selection
- * syntax is the hook index's, written by `generate`) or shared test
- * vectors (tests/data/vectors/, checked against both).  A malformed value
- * or an unknown device is XF_ERR with one line in xf_reason saying what is
- * wrong and what to do. */
+ * public API of lib/'s CDI modules (selection.c, hook_index.c,
+ * cdi_names.c; spec_dirs.c, registry.c).  What the Python tooling must
+ * agree with is data (the hook index `generate` writes) or shared test
+ * vectors (tests/data/vectors/): docs/architecture.md. */
 #ifndef XF_REQUEST_H
 #define XF_REQUEST_H
 #include "lib/json.h"
@@ -45,7 +39,7 @@ struct xf_hook {             /* a CDI hooks entry */
     const fj *json;          /* the whole entry (env, timeout...) */
 };
 
-/* Merged edits of the requested devices (registry.merge_edits): each
+/* Merged edits of the requested devices (xf_resolve): each
  * spec's shared containerEdits once, first, then every device's own;
  * nodes de-duplicated by path, mounts by containerPath, hooks by equality. */
 struct xf_edits {
@@ -75,19 +69,28 @@ struct xf_indexes {
 };
 int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *out);
 
-/* The qualified devices a container asked for, in this order: per kind (sorted), the first of its selection variables present
- * in env decides; then cdi.k8s.io/ annotations by key.  env is the
- * process.env array (or NULL); ann_state and ann_config the annotations
- * objects of the OCI state and config.json (or NULL; config's win on a
- * repeated key).  *n may be 0: nothing asked for.  XF_ERR (worded) for a malformed
- * value: a bad token, range, annotation or process.env. */
+/* The qualified devices a container asked for, in this order: per kind
+ * (sorted), the first of its selection variables present in env decides;
+ * then cdi.k8s.io/ annotations by key.  env is the process.env array (or
+ * NULL); ann_state and ann_config the annotations objects of the OCI state
+ * and config.json (or NULL; config's win on a repeated key).  *n may be 0:
+ * nothing asked for.  XF_ERR (worded) for a malformed value: a bad token,
+ * range, annotation or process.env. */
 int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
                  const char ***names, size_t *n);
 
 /* The first selection variable of the indexes that env (process.env, or
- * NULL) sets, or NULL: what the env-selection setting (config.h) names
+ * NULL) sets, or NULL: what the env-selection setting (node_config.h) names
  * when it ignores a container's env. */
 const char *xf_selection_var(const struct xf_indexes *ix, const fj *env);
+
+/* The spec dirs, lowest priority first: the given ones (the hook's
+ * --spec-dir), else XPU_CDI_SPEC_DIRS's value env split on ':' (empty
+ * entries skipped), else /etc/cdi and /var/run/cdi.  More than
+ * XF_MAX_SPEC_DIRS is XF_ERR, not a cut: a later dir wins, and dropping
+ * the rest could answer "nothing asked". */
+#define XF_MAX_SPEC_DIRS 64
+int xf_spec_dirs(const char *const *given, size_t ngiven, const char *env, const char ***dirs, size_t *n);
 
 /* Look the qualified names up in the spec dirs (lowest priority first)
  * and merge their edits.  Files that are broken or define a device twice

@@ -61,17 +61,17 @@ static int cmp_card_index(const void *a, const void *b)
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-static int add_name(struct rq_names *out, const char *kind, const fj *name)
+static int add_name(struct xf_nameset *out, const char *kind, const fj *name)
 {
     if (fj_str(name) == NULL)
         return xf_say(XF_ERR, "index of %s: a device name with NUL", kind);
-    rq_names_add(out, xf_printf("%s=%s", kind, name->str));
+    xf_nameset_add(out, xf_strcat3(kind, "=", name->str));
     return XF_OK;
 }
 
 /* `all` with no "all" device: every card of the index by card number,
  * keys of the same number ("1", "01") in the index's order. */
-static int all_cards(const char *kind, const fj *indices, struct rq_names *out)
+static int all_cards(const char *kind, const fj *indices, struct xf_nameset *out)
 {
     size_t n = indices->n, u = 0;
     struct card *cards = xf_alloc((n ? n : 1) * sizeof(*cards));
@@ -104,7 +104,7 @@ static int all_cards(const char *kind, const fj *indices, struct rq_names *out)
 /* VAR='value' for messages, shortened: the value is the container's and may be huge. */
 static char *shown(const char *var, const char *value, size_t vlen)
 {
-    return xf_printf("%s=%s", var, rq_short(value, vlen));
+    return xf_printf("%s=%s", var, xf_quoted_short(value, vlen));
 }
 
 /* A token that is no index, range, alias or `all` word: what to write instead. */
@@ -116,19 +116,19 @@ static int bad_token(const char *kind, const fj *sel, const char *what, const ch
 
     if (uuids != NULL && uuids[0] != '\0' && uuid_like(tok, tlen))
         return xf_say(XF_ERR, "%s: %s is a chip UUID, as %s sends them: select cards by index (0,1) or by CDI "
-                      "name (cdi_devices or a cdi.k8s.io/ annotation, e.g. %s=0)", what, rq_quoted(tok, tlen), uuids,
+                      "name (cdi_devices or a cdi.k8s.io/ annotation, e.g. %s=0)", what, xf_quoted(tok, tlen), uuids,
                       kind);
     if (aliases != NULL && aliases->type == FJ_STRING)
         return xf_say(XF_ERR, "%s: %s is not a card index or a range like 0-3, and the hook index of %s predates "
-                      "alias prefixes: regenerate it with `xpu-cdi generate`", what, rq_quoted(tok, tlen), kind);
-    xf_buf_addf(&b, "%s: %s is not a card index, a range like 0-3", what, rq_quoted(tok, tlen));
+                      "alias prefixes: regenerate it with `xpu-cdi generate`", what, xf_quoted(tok, tlen), kind);
+    xf_buf_addf(&b, "%s: %s is not a card index, a range like 0-3", what, xf_quoted(tok, tlen));
     if (aliases != NULL && aliases->type == FJ_ARRAY && aliases->n > 0 && fj_str(aliases->items[0]) != NULL)
         xf_buf_addf(&b, ", a name like %s0", aliases->items[0]->str);
     xf_buf_adds(&b, " or ");
     if (words != NULL && words->type == FJ_ARRAY && words->n > 0) {
         for (size_t i = 0; i < words->n; i++)
             if (fj_str(words->items[i]) != NULL)
-                xf_buf_addf(&b, "%s%s", i ? " / " : "", rq_quoted(words->items[i]->str, words->items[i]->len));
+                xf_buf_addf(&b, "%s%s", i ? " / " : "", xf_quoted(words->items[i]->str, words->items[i]->len));
     } else {
         xf_buf_adds(&b, "'all'");
     }
@@ -167,7 +167,7 @@ static int no_card(const char *kind, const fj *indices, const char *what, long i
 }
 
 static int parse_value(const char *kind, const fj *index, const char *var, const char *value, size_t vlen,
-                       struct rq_names *out)
+                       struct xf_nameset *out)
 {
     const fj *sel = fj_get(index, "selection"), *none = fj_get(sel, "none"), *indices, *all;
     const fj *words = fj_get(sel, "all");
@@ -175,24 +175,25 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
     const char *s = value, *p, *end;
     size_t n = vlen, nspans = 0, capspans = 0;
     struct span *spans = NULL;
-    struct rq_map by_key = {0};
+    struct xf_strmap by_key = {0};
     int want_all = 0;
     long done = -1;
     static const char *const default_none[] = {"", "void", "none"};
 
     if (vlen > MAX_VALUE)
         return xf_say(XF_ERR, "%s: longer than %zu characters", shown(var, value, vlen), MAX_VALUE);
-    if (!rq_is_ascii(value, vlen))
+    if (!xf_is_ascii(value, vlen))
         return xf_say(XF_ERR, "%s: only ASCII card indices, ranges like 0-3 and names are understood",
                       shown(var, value, vlen));
-    rq_strip(&s, &n);
+    xf_strip_space(&s, &n);
     if (none != NULL && none->n > 0) {
         for (size_t i = 0; i < none->n; i++)
             if (word_is(none->items[i], s, n, fold))
                 return XF_OK;
     } else {
         for (size_t i = 0; i < 3; i++)
-            if (strlen(default_none[i]) == n && (fold ? strncasecmp(default_none[i], s, n) : memcmp(default_none[i], s, n)) == 0)
+            if (strlen(default_none[i]) == n &&
+                (fold ? strncasecmp(default_none[i], s, n) : memcmp(default_none[i], s, n)) == 0)
                 return XF_OK;
     }
     indices = fj_get(index, "indices");
@@ -201,7 +202,7 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
         size_t tlen = (size_t)((comma ? comma : end) - p);
         long lo = 0, hi = 0;
         int is_all;
-        rq_strip(&tok, &tlen);
+        xf_strip_space(&tok, &tlen);
         is_all = 0;
         if (words != NULL && words->type == FJ_ARRAY && words->n > 0) {
             for (size_t i = 0; i < words->n && !is_all; i++)
@@ -217,7 +218,7 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
                    card_index(dash + 1, tlen - (size_t)(dash - tok) - 1, &hi)) {
             if (lo > hi || hi - lo >= MAX_RANGE)
                 return xf_say(XF_ERR, "%s: range %s must be low-high with at most %d cards", shown(var, value, vlen),
-                              rq_quoted(tok, tlen), MAX_RANGE);
+                              xf_quoted(tok, tlen), MAX_RANGE);
         } else if (tlen > MAX_TOKEN) {
             return xf_say(XF_ERR, "%s: a token of %zu characters is not a card index or name", shown(var, value, vlen),
                           tlen);
@@ -241,12 +242,12 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
     if (want_all) {
         free(spans);
         all = fj_get(index, "all");
-        if (rq_truthy(all))
+        if (fj_truthy(all))
             return add_name(out, kind, all);
         return all_cards(kind, indices, out);
     }
     for (size_t i = 0; i < indices->n; i++) /* one value a key: the parser refuses duplicates */
-        rq_map_put(&by_key, xf_strndup(indices->keys[i]->str, indices->keys[i]->len), indices->items[i]);
+        xf_strmap_put(&by_key, xf_strndup(indices->keys[i]->str, indices->keys[i]->len), indices->items[i]);
     if (nspans > 1)
         qsort(spans, nspans, sizeof(*spans), cmp_span);
     for (size_t k = 0; k < nspans; k++) {
@@ -254,7 +255,7 @@ static int parse_value(const char *kind, const fj *index, const char *var, const
             char key[24];
             const fj *name;
             snprintf(key, sizeof(key), "%ld", i);
-            name = rq_map_get(&by_key, key);
+            name = xf_strmap_get(&by_key, key);
             if (name == NULL)
                 return no_card(kind, indices, shown(var, value, vlen), i);
             if (add_name(out, kind, name) != XF_OK)
@@ -309,7 +310,7 @@ const char *xf_selection_var(const struct xf_indexes *ix, const fj *env)
 int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state, const fj *ann_config,
                  const char ***names, size_t *n)
 {
-    struct rq_names out = {0};
+    struct xf_nameset out = {0};
 
     *names = NULL;
     *n = 0;
@@ -333,7 +334,7 @@ int xf_requested(const struct xf_indexes *ix, const fj *env, const fj *ann_state
             break; /* the first variable of a kind that is set decides */
         }
     }
-    if (rq_annotation_names(ann_state, ann_config, &out) != XF_OK)
+    if (xf_annotation_names(ann_state, ann_config, &out) != XF_OK)
         return XF_ERR;
     *names = (const char **)out.list.v;
     *n = out.list.n;

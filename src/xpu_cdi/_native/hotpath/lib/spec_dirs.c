@@ -1,8 +1,6 @@
-/* Spec dirs and merged edits, see request.h (xf_resolve): the rules of
- * xpu_cdi.cdi.registry (the tooling's reader, checked against the same
- * specs by tests).  Later dirs win; a broken file or a device defined
- * twice in one dir is skipped and reported (xf_spec_problems), never
- * breaking the other files; an unknown device is refused. */
+/* Reading the spec dirs for xf_resolve (request.h; docs/architecture.md):
+ * the rules of the tooling's reader, cdi/registry.py, which tests check
+ * against the same specs. */
 #include "lib/request.h"
 #include "lib/registry.h"
 
@@ -15,10 +13,36 @@
 #include "lib/strings.h"
 #include "lib/yaml.h"
 
-#define MAX_SPEC_BYTES ((size_t)16 << 20) /* registry.MAX_SPEC_BYTES */
-#define MAX_FILES 4096                    /* registry.MAX_FILES */
+#define MAX_SPEC_BYTES ((size_t)16 << 20) /* cdi/registry.py's limits */
+#define MAX_FILES 4096
 
-/* ---- spec dirs (registry.load) ------------------------------------------- */
+int xf_spec_dirs(const char *const *given, size_t ngiven, const char *env, const char ***dirs, size_t *n)
+{
+    const char **out = xf_alloc((XF_MAX_SPEC_DIRS + 1) * sizeof(*out));
+    const char *p = env != NULL ? env : "";
+    size_t k = 0;
+
+    if (ngiven > XF_MAX_SPEC_DIRS)
+        return xf_say(XF_ERR, "more than %d --spec-dir options: keep the few that hold CDI specs", XF_MAX_SPEC_DIRS);
+    for (; k < ngiven; k++)
+        out[k] = given[k];
+    while (ngiven == 0 && *p != '\0') {
+        const char *end = strchrnul(p, ':');
+        if (end > p && k == XF_MAX_SPEC_DIRS)
+            return xf_say(XF_ERR, "more than %d spec dirs in XPU_CDI_SPEC_DIRS: keep the few that hold CDI specs",
+                          XF_MAX_SPEC_DIRS);
+        if (end > p)
+            out[k++] = xf_strndup(p, (size_t)(end - p));
+        p = *end ? end + 1 : end;
+    }
+    if (k == 0) {
+        out[k++] = "/etc/cdi";
+        out[k++] = "/var/run/cdi";
+    }
+    *dirs = out;
+    *n = k;
+    return XF_OK;
+}
 
 /* One line per spec file or dir that was skipped (see request.h). */
 const char **xf_spec_problems;
@@ -30,23 +54,31 @@ static void problem(const char *line)
     xf_spec_problems[xf_nspec_problems++] = xf_strdup(line);
 }
 
-/* The checks of one edits object (a device's or the spec's own); where
- * names it ("spec 'P': device 'N'"). */
-static int check_edits(const fj *e, const char *where)
+/* Where a check failed: "spec 'P': device 'N'" (dev the device's name),
+ * or "spec 'P': containerEdits" (dev NULL); made only for the message. */
+static const char *edits_place(const char *path, const char *dev)
+{
+    if (dev != NULL)
+        return xf_printf("spec '%s': device '%.64s'", path, dev);
+    return xf_printf("spec '%s': containerEdits", path);
+}
+
+/* The checks of one edits object: a device's (dev its name) or the spec's own (dev NULL). */
+static int check_edits(const fj *e, const char *path, const char *dev)
 {
     static const char *const lists[] = {"deviceNodes", "mounts", "hooks"};
     static const char *const needs[] = {"'path'", "'hostPath' and 'containerPath'", "'hookName' and 'path'"};
     static const char *const required[][2] = {{"path", NULL}, {"hostPath", "containerPath"}, {"hookName", "path"}};
     const fj *env = fj_get(e, "env");
 
-    if (env != NULL && env->type != FJ_NULL && !rq_string_list(env))
-        return xf_say(XF_ERR, "%s: 'env' must be a list of strings", where);
+    if (env != NULL && env->type != FJ_NULL && !fj_strings_or_absent(env))
+        return xf_say(XF_ERR, "%s: 'env' must be a list of strings", edits_place(path, dev));
     for (size_t k = 0; k < 3; k++) {
         const fj *items = fj_get(e, lists[k]);
         if (items == NULL || items->type == FJ_NULL)
             continue;
         if (items->type != FJ_ARRAY)
-            return xf_say(XF_ERR, "%s: '%s' must be a list", where, lists[k]);
+            return xf_say(XF_ERR, "%s: '%s' must be a list", edits_place(path, dev), lists[k]);
         for (size_t i = 0; i < items->n; i++) {
             const fj *item = items->items[i];
             int ok = item->type == FJ_OBJECT;
@@ -55,7 +87,8 @@ static int check_edits(const fj *e, const char *where)
                 ok = v != NULL && v->type == FJ_STRING;
             }
             if (!ok)
-                return xf_say(XF_ERR, "%s: every entry of '%s' needs %s", where, lists[k], needs[k]);
+                return xf_say(XF_ERR, "%s: every entry of '%s' needs %s", edits_place(path, dev), lists[k],
+                              needs[k]);
         }
     }
     return XF_OK;
@@ -79,7 +112,7 @@ static int check_spec(const fj *spec, const char *path, const fj **kind, const f
             slashes += (*kind)->str[i] == '/';
     if ((*kind)->type != FJ_STRING || slashes != 1 || fj_str(*kind) == NULL)
         return xf_say(XF_ERR, "spec '%s': invalid kind %s (write it as vendor/class, e.g. kunlunxin.com/xpu)", path,
-                      (*kind)->type == FJ_STRING ? rq_quoted((*kind)->str, (*kind)->len) : "(not a string)");
+                      (*kind)->type == FJ_STRING ? xf_quoted((*kind)->str, (*kind)->len) : "(not a string)");
     *devices = fj_get(spec, "devices");
     if ((*devices)->type != FJ_ARRAY || (*devices)->n == 0)
         return xf_say(XF_ERR, "spec '%s': 'devices' must be a non-empty list", path);
@@ -93,14 +126,14 @@ static int check_spec(const fj *spec, const char *path, const fj **kind, const f
             return xf_say(XF_ERR, "spec '%s': every device needs a 'name' and 'containerEdits'", path);
         if (fj_str(name) == NULL)
             return xf_say(XF_ERR, "spec '%s': a device name holds a NUL byte", path);
-        if (check_edits(ce, xf_printf("spec '%s': device '%.64s'", path, name->str)) != XF_OK)
+        if (check_edits(ce, path, name->str) != XF_OK)
             return XF_ERR;
     }
     edits = fj_get(spec, "containerEdits");
     if (edits != NULL && edits->type != FJ_NULL) {
         if (edits->type != FJ_OBJECT)
             return xf_say(XF_ERR, "spec '%s': 'containerEdits' must be an object", path);
-        if (check_edits(edits, xf_printf("spec '%s': containerEdits", path)) != XF_OK)
+        if (check_edits(edits, path, NULL) != XF_OK)
             return XF_ERR;
     }
     return XF_OK;
@@ -113,17 +146,22 @@ static int read_spec(const char *path, const fj **spec)
     char *data, err[512];
     size_t len;
     struct stat st;
-    int yaml = rq_ends_with(path, ".yaml");
+    int yaml = xf_ends_with(path, ".yaml");
 
-    switch (rq_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
+    switch (xf_read_regular(path, MAX_SPEC_BYTES, &data, &len, &st)) {
+    case RD_ABSENT: /* removed since the listing */
+        xf_say(XF_ERR, "%s", strerror(ENOENT));
+        /* fall through */
     case RD_UNREADABLE:
-        return xf_say(XF_ERR, "spec '%s': cannot read: %s", path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "spec '%s': cannot read", path);
     case RD_REFUSED:
         if (S_ISREG(st.st_mode) && (size_t)st.st_size > MAX_SPEC_BYTES)
             return xf_say(XF_ERR, "spec '%s': %lld bytes is over the %zu-byte limit", path, (long long)st.st_size,
                           MAX_SPEC_BYTES);
-        return xf_say(XF_ERR, "spec '%s': %s", path, xf_strdup(xf_reason));
+        return xf_wrap(XF_ERR, "spec '%s'", path);
     }
+    if (yaml && !fy_load_library(err, sizeof(err)))
+        return xf_say(XF_ERR, "spec '%s' cannot be read: %s", path, err);
     *spec = yaml ? fy_parse(data, len, FY_CDI_SPEC, err, sizeof(err)) : fj_parse(data, len, err, sizeof(err));
     if (*spec == NULL)
         return xf_say(XF_ERR, "spec '%s': not valid %s: %s", path, yaml ? "YAML" : "JSON", err);
@@ -134,13 +172,13 @@ static int read_spec(const char *path, const fj **spec)
  * devices.  A file that cannot be read or checked is skipped and named in
  * xf_spec_problems; so is a device two files of the dir define (both
  * dropped: which one is meant cannot be told).  The others still count. */
-void rq_load_spec_dir(const char *d, struct rq_map *all)
+void xf_load_spec_dir(const char *d, struct xf_strmap *all)
 {
     char **names;
     size_t n;
-    int rv = rq_list_dir(d, &names, &n);
-    struct rq_map found = {0}, conflicts = {0};  /* q -> struct device; q -> "'p1', 'p2'" */
-    struct rq_vec order = {0};                   /* conflicting q, in the order found */
+    int rv = xf_list_dir(d, &names, &n);
+    struct xf_strmap found = {0}, conflicts = {0};  /* q -> struct device; q -> "'p1', 'p2'" */
+    struct xf_ptrvec order = {0};                   /* conflicting q, in the order found */
 
     if (rv == -ENOENT)
         return;
@@ -155,10 +193,10 @@ void rq_load_spec_dir(const char *d, struct rq_map *all)
     for (size_t i = 0; i < n; i++) {
         const fj *doc, *kind = NULL, *devices = NULL;
         struct spec *spec;
-        if (!rq_ends_with(names[i], ".json") && !rq_ends_with(names[i], ".yaml"))
+        if (!xf_ends_with(names[i], ".json") && !xf_ends_with(names[i], ".yaml"))
             continue;
         spec = xf_alloc(sizeof(*spec));
-        spec->path = rq_join(d, names[i]);
+        spec->path = xf_path_join(d, names[i]);
         if (read_spec(spec->path, &doc) != XF_OK || check_spec(doc, spec->path, &kind, &devices) != XF_OK) {
             problem(xf_reason);
             continue;
@@ -170,30 +208,30 @@ void rq_load_spec_dir(const char *d, struct rq_map *all)
             const fj *name = fj_get(devices->items[j], "name");
             struct device *dev;
             const struct device *was;
-            char *q = xf_printf("%s=%s", kind->str, name->str);
-            if ((was = rq_map_get(&found, q)) != NULL) {
-                const char *paths = rq_map_get(&conflicts, q);
+            char *q = xf_strcat3(kind->str, "=", name->str);
+            if ((was = xf_strmap_get(&found, q)) != NULL) {
+                const char *paths = xf_strmap_get(&conflicts, q);
                 if (paths == NULL) {
                     paths = xf_printf("'%s'", was->spec->path);
-                    rq_vec_add(&order, q);
+                    xf_ptrvec_add(&order, q);
                 }
-                rq_map_put(&conflicts, q, xf_printf("%s, '%s'", paths, spec->path));
+                xf_strmap_put(&conflicts, q, xf_printf("%s, '%s'", paths, spec->path));
                 continue;
             }
             dev = xf_alloc(sizeof(*dev));
             dev->spec = spec;
             dev->edits = fj_get(devices->items[j], "containerEdits");
-            rq_map_put(&found, q, dev);
+            xf_strmap_put(&found, q, dev);
         }
     }
     for (size_t i = 0; i < order.n; i++) {
         const char *q = order.v[i];
         problem(xf_printf("conflicting device '%s' in %s: both dropped; keep it in one file", q,
-                          (const char *)rq_map_get(&conflicts, q)));
+                          (const char *)xf_strmap_get(&conflicts, q)));
     }
     for (size_t i = 0; i < found.cap; i++)
-        if (found.keys[i] != NULL && rq_map_get(&conflicts, found.keys[i]) == NULL)
-            rq_map_put(all, found.keys[i], found.vals[i]);
+        if (found.keys[i] != NULL && xf_strmap_get(&conflicts, found.keys[i]) == NULL)
+            xf_strmap_put(all, found.keys[i], found.vals[i]);
     free(found.keys);
     free(found.vals);
 }

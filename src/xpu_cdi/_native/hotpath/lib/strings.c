@@ -11,7 +11,7 @@ static int ascii_space(unsigned char c)
     return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-void rq_strip(const char **s, size_t *n)
+void xf_strip_space(const char **s, size_t *n)
 {
     while (*n > 0 && ascii_space((unsigned char)**s)) {
         (*s)++;
@@ -21,7 +21,7 @@ void rq_strip(const char **s, size_t *n)
         (*n)--;
 }
 
-int rq_is_ascii(const char *s, size_t n)
+int xf_is_ascii(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] >= 0x80)
@@ -29,7 +29,7 @@ int rq_is_ascii(const char *s, size_t n)
     return 1;
 }
 
-int rq_ends_with(const char *s, const char *suffix)
+int xf_ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
 
@@ -37,17 +37,15 @@ int rq_ends_with(const char *s, const char *suffix)
 }
 
 /* d and name with one "/" between them (none added after a trailing one). */
-char *rq_join(const char *d, const char *name)
+char *xf_path_join(const char *d, const char *name)
 {
     size_t n = strlen(d);
 
-    if (n == 0 || d[n - 1] == '/')
-        return xf_printf("%s%s", d, name);
-    return xf_printf("%s/%s", d, name);
+    return xf_strcat3(d, n == 0 || d[n - 1] == '/' ? "" : "/", name);
 }
 
 /* see strings.h */
-int rq_truthy(const fj *v)
+int fj_truthy(const fj *v)
 {
     if (v == NULL)
         return 0;
@@ -69,12 +67,12 @@ int rq_truthy(const fj *v)
     return 0;
 }
 
-int rq_cmp_str(const void *a, const void *b)
+int xf_strcmp_ptr(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int rq_string_list(const fj *v)
+int fj_strings_or_absent(const fj *v)
 {
     if (v == NULL)
         return 1; /* absent: no strings */
@@ -87,7 +85,7 @@ int rq_string_list(const fj *v)
 }
 
 /* see strings.h */
-char *rq_quoted(const char *s, size_t n)
+char *xf_quoted(const char *s, size_t n)
 {
     struct xf_buf b = {0};
     char q = memchr(s, '\'', n) != NULL && memchr(s, '"', n) == NULL ? '"' : '\'';
@@ -113,9 +111,9 @@ char *rq_quoted(const char *s, size_t n)
 }
 
 /* see strings.h */
-char *rq_short(const char *s, size_t n)
+char *xf_quoted_short(const char *s, size_t n)
 {
     if (n <= 100)
-        return rq_quoted(s, n);
-    return xf_printf("%s... (%zu characters)", rq_quoted(s, 60), n);
+        return xf_quoted(s, n);
+    return xf_printf("%s... (%zu characters)", xf_quoted(s, 60), n);
 }

@@ -1,26 +1,14 @@
-/* YAML into the JSON tree of fjson.h, through libyaml's event parser:
- * CDI specs written as YAML (by generate or by another tool) and the node
- * config file (/etc/xpu-cdi/config.yaml).
- *
- * Values are typed as the CDI Go library reads YAML (sigs.k8s.io/yaml: go-yaml
- * v2, then JSON): plain scalars resolve as YAML 1.1 does there (null: "", ~,
- * null; booleans: true/false, yes/no, on/off, y/n in their three spellings;
- * integers: decimal, 0x hex, 0b binary, 0o or leading-0 octal, '_' ignored;
- * floats: [-+]digits[.digits][e...]); quoted and block scalars are strings;
- * map keys become strings (1 -> "1", true -> "true").
- *
- * Strict as the JSON parser: at most FJ_MAX_DEPTH levels and FJ_MAX_BYTES
- * bytes, one document, no duplicate keys, no tags but the core ones
- * (!!str, !!map, !!seq, and !!int/!!float/!!bool/!!null on a value of that
- * type), no merge keys (<<), no infinite or NaN numbers.  An alias shares
- * its anchor's node (nothing is copied: treat a YAML tree as read-only),
- * and the tree as aliases expand it may have at most FY_MAX_NODES nodes:
- * a "billion laughs" document is refused as soon as it reaches that. */
-#ifndef XF_FYAML_H
-#define XF_FYAML_H
+/* YAML into the JSON tree of json.h, through libyaml's event parser: CDI
+ * specs written as YAML and the node config file.  Typed as the CDI Go
+ * library reads YAML (go-yaml v2, then JSON) and as strict as the JSON
+ * parser: docs/architecture.md, "Parsers".  An alias shares its anchor's
+ * node (treat a YAML tree as read-only), and the tree as aliases expand it
+ * is bounded (FY_MAX_NODES): a "billion laughs" document is refused. */
+#ifndef XF_YAML_H
+#define XF_YAML_H
 #include "lib/json.h"
 
-#define FY_MAX_NODES 2000000 /* as xpu_cdi.cdi.yamlload.MAX_NODES */
+#define FY_MAX_NODES 2000000
 
 /* FY_CDI_SPEC: the document is a CDI spec; as the Go library's typed
  * structs do, every scalar becomes a string (5 -> "5", yes -> "true",
@@ -33,10 +21,8 @@
  * error, with one line in err ("duplicate key "a" at line 3, column 1"). */
 fj *fy_parse(const char *text, size_t len, int flags, char *err, size_t errlen);
 
-/* The YAML file at path (a regular file of at most max_bytes bytes) as a
- * tree in *out.  0 on success; -ENOENT when there is no such file (*out
- * NULL, err set: a caller may take the defaults); -1 on any other error,
- * with one line in err that starts with the path. */
-int xf_yaml_load_file(const char *path, size_t max_bytes, fj **out, char *err, size_t errlen);
+/* libyaml loaded (on first use: yaml_load.c says why): 1, or 0 with one
+ * line in err naming the package to install. */
+int fy_load_library(char *err, size_t errlen);
 
 #endif

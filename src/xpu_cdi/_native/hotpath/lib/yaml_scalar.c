@@ -9,12 +9,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int one_of(const char *s, const char *const *words)
+/* The YAML 1.1 words go-yaml v2 types (its resolve table), by length and
+ * text; a plain scalar is looked up here only when it starts like one. */
+enum word { W_NONE, W_NULL, W_TRUE, W_FALSE, W_MERGE, W_SPECIAL };
+
+static enum word word_of(const char *s, size_t len)
 {
-    for (; *words != NULL; words++)
-        if (strcmp(s, *words) == 0)
-            return 1;
-    return 0;
+    static const struct {
+        const char *text;
+        enum word kind;
+    } words[] = {
+        {"~", W_NULL},      {"null", W_NULL},    {"Null", W_NULL},    {"NULL", W_NULL},    {"y", W_TRUE},
+        {"Y", W_TRUE},      {"yes", W_TRUE},     {"Yes", W_TRUE},     {"YES", W_TRUE},     {"true", W_TRUE},
+        {"True", W_TRUE},   {"TRUE", W_TRUE},    {"on", W_TRUE},      {"On", W_TRUE},      {"ON", W_TRUE},
+        {"n", W_FALSE},     {"N", W_FALSE},      {"no", W_FALSE},     {"No", W_FALSE},     {"NO", W_FALSE},
+        {"false", W_FALSE}, {"False", W_FALSE},  {"FALSE", W_FALSE},  {"off", W_FALSE},    {"Off", W_FALSE},
+        {"OFF", W_FALSE},   {"<<", W_MERGE},     {".inf", W_SPECIAL}, {".Inf", W_SPECIAL}, {".INF", W_SPECIAL},
+        {"+.inf", W_SPECIAL}, {"+.Inf", W_SPECIAL}, {"+.INF", W_SPECIAL}, {"-.inf", W_SPECIAL},
+        {"-.Inf", W_SPECIAL}, {"-.INF", W_SPECIAL}, {".nan", W_SPECIAL}, {".NaN", W_SPECIAL}, {".NAN", W_SPECIAL},
+    };
+
+    if (len == 0)
+        return W_NULL;
+    if (len > 5 || strchr("~nNyYtTfFoO<.+-", s[0]) == NULL)
+        return W_NONE; /* paths, names, digits: no word starts so */
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (words[i].text[0] == s[0] && strlen(words[i].text) == len && memcmp(words[i].text, s, len) == 0)
+            return words[i].kind;
+    return W_NONE;
 }
 
 static int digit_value(char c)
@@ -91,34 +113,30 @@ static int float_syntax(const char *s)
  * one we refuse (a merge key, an infinity or NaN). */
 int resolve_plain(const char *s, size_t len, struct scalar *out, const char **why)
 {
-    static const char *const nulls[] = {"", "~", "null", "Null", "NULL", NULL};
-    static const char *const trues[] = {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON", NULL};
-    static const char *const falses[] = {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF",
-                                         NULL};
-    static const char *const specials[] = {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf",
-                                           "-.INF", ".nan", ".NaN", ".NAN", NULL};
     char plain[64];
     size_t n = 0;
+    enum word w;
 
     out->kind = K_STR;
-    if (strlen(s) != len)
+    if (memchr(s, '\0', len) != NULL)
         return 1;  /* a NUL inside: only a string */
-    if (one_of(s, nulls)) {
+    switch ((w = word_of(s, len))) {
+    case W_NULL:
         out->kind = K_NULL;
         return 1;
-    }
-    if (one_of(s, trues) || one_of(s, falses)) {
+    case W_TRUE:
+    case W_FALSE:
         out->kind = K_BOOL;
-        out->b = one_of(s, trues);
+        out->b = w == W_TRUE;
         return 1;
-    }
-    if (strcmp(s, "<<") == 0) {
+    case W_MERGE:
         *why = "a YAML merge key (<<): write the merged members out";
         return 0;
-    }
-    if (one_of(s, specials)) {
+    case W_SPECIAL:
         *why = "an infinite or NaN number, which JSON cannot hold";
         return 0;
+    case W_NONE:
+        break;
     }
     if (!((s[0] >= '0' && s[0] <= '9') || s[0] == '+' || s[0] == '-' || s[0] == '.'))
         return 1;
@@ -197,54 +215,69 @@ static char *go_float32_text(double d)
     return xf_printf("%.*f", p - 1 - exp > 0 ? p - 1 - exp : 0, (double)f);
 }
 
-static fj *string_node(const char *s, size_t len)
+/* A node in the arena: a string or number of text[0:len], or a null/boolean (text NULL). */
+static fj *node_of(struct xf_arena *a, enum fj_type type, const char *text, size_t len)
 {
-    fj *v = fj_new(FJ_STRING);
-    v->str = xf_strndup(s, len);
-    v->len = len;
-    v->has_nul = memchr(s, '\0', len) != NULL;
+    fj *v = xf_arena_get(a, sizeof(*v));
+
+    v->type = type;
+    if (text != NULL) {
+        v->str = xf_arena_text(a, text, len);
+        v->len = len;
+        v->has_nul = type == FJ_STRING && memchr(text, '\0', len) != NULL;
+    }
     return v;
 }
 
-static fj *number_node(char *text, int is_int, long long num)
+static fj *text_node(struct xf_arena *a, enum fj_type type, const char *text)
 {
-    fj *v = fj_new(FJ_NUMBER);
-    v->str = v->raw = text;
-    v->len = v->rawlen = strlen(text);
-    v->is_int = is_int;
-    v->num = num;
+    return node_of(a, type, text, strlen(text));
+}
+
+static fj *int_node(struct xf_arena *a, long long i, int as_string)
+{
+    char text[24];
+    fj *v = node_of(a, as_string ? FJ_STRING : FJ_NUMBER, text, (size_t)snprintf(text, sizeof(text), "%lld", i));
+
+    v->is_int = !as_string;
+    v->num = as_string ? 0 : i;
     return v;
 }
 
 /* A typed scalar as a tree node; as_string: its text as a string field
  * of the Go library's structs gets it. */
-fj *scalar_node(const struct scalar *sc, const char *s, size_t len, int as_string)
+fj *scalar_node(struct xf_arena *a, const struct scalar *sc, const char *s, size_t len, int as_string)
 {
+    char text[24];
+
     switch (sc->kind) {
     case K_NULL:
-        return fj_new(FJ_NULL);
+        return node_of(a, FJ_NULL, NULL, 0);
     case K_BOOL:
-        return as_string ? fj_new_str(sc->b ? "true" : "false") : fj_new(sc->b ? FJ_TRUE : FJ_FALSE);
+        if (as_string)
+            return text_node(a, FJ_STRING, sc->b ? "true" : "false");
+        return node_of(a, sc->b ? FJ_TRUE : FJ_FALSE, NULL, 0);
     case K_INT:
-        return as_string ? fj_new_str(xf_printf("%lld", sc->i)) : fj_new_int(sc->i);
+        return int_node(a, sc->i, as_string);
     case K_UINT:
-        return as_string ? fj_new_str(xf_printf("%llu", sc->u)) : number_node(xf_printf("%llu", sc->u), 0, 0);
+        snprintf(text, sizeof(text), "%llu", sc->u);
+        return text_node(a, as_string ? FJ_STRING : FJ_NUMBER, text);
     case K_FLOAT:
         if (as_string)
-            return fj_new_str(go_float32_text(sc->d));
+            return text_node(a, FJ_STRING, go_float32_text(sc->d));
         /* as JSON carries a float64: an integral one as an integer */
         if (sc->d == floor(sc->d) && fabs(sc->d) < 9.2e18)
-            return fj_new_int((long long)sc->d);
-        return number_node(shortest_double(sc->d), 0, 0);
+            return int_node(a, (long long)sc->d, 0);
+        return text_node(a, FJ_NUMBER, shortest_double(sc->d));
     case K_STR:
         break;
     }
-    return string_node(s, len);
+    return node_of(a, FJ_STRING, s, len);
 }
 
 /* A map key's text, as sigs.k8s.io/yaml converts keys; NULL (why set) for
  * keys it refuses. */
-fj *key_node(const struct scalar *sc, const char *s, size_t len, const char **why)
+fj *key_node(struct xf_arena *a, const struct scalar *sc, const char *s, size_t len, const char **why)
 {
     switch (sc->kind) {
     case K_NULL:
@@ -256,10 +289,10 @@ fj *key_node(const struct scalar *sc, const char *s, size_t len, const char **wh
     case K_FLOAT: {
         const char *t = go_float32_text(sc->d);
         /* sigs.k8s.io/yaml spells the infinities as YAML does in keys */
-        return fj_new_str(strcmp(t, "+Inf") == 0 ? ".inf" : strcmp(t, "-Inf") == 0 ? "-.inf" : t);
+        return text_node(a, FJ_STRING, strcmp(t, "+Inf") == 0 ? ".inf" : strcmp(t, "-Inf") == 0 ? "-.inf" : t);
     }
     default:
-        return scalar_node(sc, s, len, 1);
+        return scalar_node(a, sc, s, len, 1);
     }
 }
 
@@ -267,6 +300,12 @@ fj *key_node(const struct scalar *sc, const char *s, size_t len, const char **wh
 int typed_field(const char *key)
 {
     static const char *const fields[] = {"major", "minor", "fileMode", "uid", "gid", "timeout", "additionalGids",
-                                         "enableMonitoring", "enableCMT", "enableMBM", NULL};
-    return key != NULL && one_of(key, fields);
+                                         "enableMonitoring", "enableCMT", "enableMBM"};
+
+    if (key == NULL || strchr("mfugtae", key[0]) == NULL)
+        return 0;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (strcmp(key, fields[i]) == 0)
+            return 1;
+    return 0;
 }

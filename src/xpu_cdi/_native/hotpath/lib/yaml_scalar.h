@@ -2,6 +2,7 @@
  * go-yaml v2 resolves them (yaml_scalar.c), as the CDI Go library reads YAML. */
 #ifndef XF_YAML_SCALAR_H
 #define XF_YAML_SCALAR_H
+#include "lib/tree_build.h"
 #include "lib/json.h"
 
 enum kind { K_NULL, K_BOOL, K_INT, K_UINT, K_FLOAT, K_STR };
@@ -17,9 +18,9 @@ struct scalar {
 /* Type the plain scalar s[0:len]; 0, or -1 with *why (not representable). */
 int resolve_plain(const char *s, size_t len, struct scalar *out, const char **why);
 /* The tree node of a scalar (as_string: a CDI spec's string field). */
-fj *scalar_node(const struct scalar *sc, const char *s, size_t len, int as_string);
+fj *scalar_node(struct xf_arena *a, const struct scalar *sc, const char *s, size_t len, int as_string);
 /* A mapping key as a string node ("1", "true"); NULL with *why. */
-fj *key_node(const struct scalar *sc, const char *s, size_t len, const char **why);
+fj *key_node(struct xf_arena *a, const struct scalar *sc, const char *s, size_t len, const char **why);
 /* Whether key names a CDI spec field that keeps its number/boolean type. */
 int typed_field(const char *key);
 

@@ -53,25 +53,3 @@ const char *xf_option_value(int nargs, char *const *args, int start, const char 
     return NULL;
 }
 
-size_t xf_spec_dirs(const char *value, const char ***dirs)
-{
-    size_t n = 0, cap = 2;
-    const char **out = xf_alloc(cap * sizeof(*out));
-    const char *p = value ? value : "";
-
-    while (*p != '\0') {
-        const char *end = strchrnul(p, ':');
-        if (end > p) {
-            if (n == cap)
-                out = xf_realloc(out, (cap *= 2) * sizeof(*out));
-            out[n++] = xf_strndup(p, (size_t)(end - p));
-        }
-        p = *end ? end + 1 : end;
-    }
-    if (n == 0) {
-        out[n++] = "/etc/cdi";
-        out[n++] = "/var/run/cdi";
-    }
-    *dirs = out;
-    return n;
-}

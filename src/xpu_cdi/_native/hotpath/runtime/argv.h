@@ -11,8 +11,4 @@ int xf_split_command(int nargs, char *const *args, const char **command);
  * at or after args[start] ("-b X", "--bundle=X"), or NULL; "--" ends it. */
 const char *xf_option_value(int nargs, char *const *args, int start, const char *const *names, size_t nnames);
 
-/* The spec dirs: XPU_CDI_SPEC_DIRS (value, or NULL) split on ":", empty
- * entries skipped; none: the CDI defaults /etc/cdi and /var/run/cdi. */
-size_t xf_spec_dirs(const char *value, const char ***dirs);
-
 #endif

@@ -51,7 +51,8 @@ int xf_find_runtime(const char *runtime_env, const char *path_env, const char *s
         if (!executable(name))
             return xf_say(XF_ERR, "XPU_CDI_RUNTIME='%s' is not an executable file: point it at runc or crun", name);
         if (is_self(&s, name) != 0)
-            return xf_say(XF_ERR, "XPU_CDI_RUNTIME='%s' is this wrapper (or its real path is unknown): point it at runc or crun", name);
+            return xf_say(XF_ERR, "XPU_CDI_RUNTIME='%s' is this wrapper (or its real path is unknown): point it at "
+                          "runc or crun", name);
         *out = name;
         return XF_OK;
     }
@@ -66,8 +67,8 @@ int xf_find_runtime(const char *runtime_env, const char *path_env, const char *s
         if (executable(cand)) {
             int me = is_self(&s, cand);
             if (me < 0)
-                return xf_say(XF_ERR, "cannot tell whether '%s' is this wrapper (its real path is unknown): set XPU_CDI_RUNTIME to "
-                                  "the runtime's absolute path", cand);
+                return xf_say(XF_ERR, "cannot tell whether '%s' is this wrapper (its real path is unknown): set "
+                              "XPU_CDI_RUNTIME to the runtime's absolute path", cand);
             if (me == 0) {
                 *out = cand;
                 return XF_OK;

@@ -1,15 +1,10 @@
-/* xpu-container-runtime: an OCI runtime wrapper that applies CDI edits to
- * <bundle>/config.json and then becomes the real runtime.
- *
- * containerd's shim runs the runtime five or more times per container
- * (create, start, state, kill, delete...), so every command but create and
- * run goes straight to the real runtime: a getenv, the PATH lookup, exec.
- * create and run edit <bundle>/config.json first (ociedit.c) when it asks
- * for devices.  Anything wrong -- the loop guard, no runtime, a bad
- * request, an unknown device, a failed write -- is one line on stderr and
- * in the runtime's --log file (containerd's shim reports the last error it
- * finds there), exit 1, config.json left as it was.  stdin is never read:
- * the runtime passes it to the container. */
+/* xpu-container-runtime: the OCI runtime wrapper (docs/runtime-integration.md).
+ * containerd's shim runs the runtime five or more times per container, so
+ * every command but create and run goes straight to the real runtime (a
+ * getenv, the PATH lookup, exec); create and run edit config.json first
+ * (prepare.c).  Every refusal is one line on stderr and in the runtime's
+ * --log (containerd's shim reports the last error there), config.json left
+ * as it was.  stdin is never read: the runtime passes it to the container. */
 #include "runtime/argv.h"
 #include "runtime/find_runtime.h"
 #include "runtime/prepare.h"
@@ -108,7 +103,7 @@ int main(int argc, char **argv)
         argv = no_args;
     }
     /* --config PATH (or --config=PATH) first: the node config file
-     * (config.h); taken out before the runtime sees the arguments */
+     * (node_config.h); taken out before the runtime sees the arguments */
     if (argc > 1 && strncmp(argv[1], "--config", 8) == 0 && (argv[1][8] == '\0' || argv[1][8] == '=')) {
         int skip = argv[1][8] == '=' ? 1 : 2;
         if (skip == 2 && argc < 3)
@@ -127,10 +122,9 @@ int main(int argc, char **argv)
     if (command != NULL && (strcmp(command, "create") == 0 || strcmp(command, "run") == 0)) {
         char cwd[PATH_MAX];
         const char **dirs;
-        size_t ndirs = xf_spec_dirs(getenv("XPU_CDI_SPEC_DIRS"), &dirs);
+        size_t ndirs;
         int edited, rv;
         struct xf_config cfg;
-        char err[1024];
         const char *ignored;
         bundle = xf_option_value(argc - 1, argv + 1, at + 1, bundle_options, 3);
         if (bundle == NULL || *bundle == '\0') {
@@ -139,8 +133,10 @@ int main(int argc, char **argv)
                                                   "directory is unknown: %s", strerror(errno)));
             bundle = cwd;
         }
-        if (xf_config_load(config_path, &cfg, err, sizeof(err)) != XF_OK)
-            return fail(argc, argv, err); /* fail closed: the setting may forbid what is asked */
+        if (xf_spec_dirs(NULL, 0, getenv("XPU_CDI_SPEC_DIRS"), &dirs, &ndirs) != XF_OK)
+            return fail(argc, argv, xf_reason);
+        if (xf_config_load(config_path, &cfg) != XF_OK)
+            return fail(argc, argv, xf_reason); /* fail closed: the setting may forbid what is asked */
         rv = xf_prepare(bundle, dirs, ndirs, &cfg, &edited, &ignored);
         for (size_t i = 0; i < xf_nspec_problems; i++)
             fprintf(stderr, "%s: warning: %s\n", PROG, xf_spec_problems[i]);

@@ -2,7 +2,7 @@
 #include "runtime/prepare.h"
 #include "runtime/atomic.h"
 #include "runtime/edit/edit.h"
-#include "runtime/may_request.h"
+#include "lib/may_request.h"
 #include "lib/privileged.h"
 #include "lib/strings.h"
 
@@ -67,10 +67,11 @@ static int unserved(const fj *env, const struct xf_indexes *ix, const char *wher
          * reads it; anything else left (Unicode spaces too) is a request */
         s = found->str + vl + 1;
         n = found->len - vl - 1;
-        rq_strip(&s, &n);
+        xf_strip_space(&s, &n);
         if (!(n == 0 || (n == 4 && (memcmp(s, "void", 4) == 0 || memcmp(s, "none", 4) == 0))))
-            return xf_say(XF_ERR, "%s=%s asks for %s devices but no spec in %s defines that kind (with its .xpu-cdi "
-                          "index): run `xpu-cdi generate` on this node", var, rq_short(s, n), known[k].kind, where);
+            return xf_say(XF_ERR, "%s=%s asks for %s devices but no spec in %s defines that kind (with its "
+                          ".xpu-cdi index): run `xpu-cdi generate` on this node", var, xf_quoted_short(s, n),
+                          known[k].kind, where);
     }
     return XF_OK;
 }
@@ -105,7 +106,7 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const 
     *edited = 0;
     *ignored = NULL;
     if (xf_read_file(path, XF_MAX_CONFIG_BYTES, &data, &len, &mode) != XF_OK)
-        return xf_say(XF_ERR, "%s: is --bundle right?", xf_strdup(xf_reason));
+        return xf_append(XF_ERR, ": is --bundle right?");
     if (!xf_may_request(data, len, dirs, ndirs))
         return XF_OK; /* the common case: no JSON parsed, nothing written */
     if (len > XF_PARSE_MAX_CONFIG_BYTES) /* the tree costs up to ~50x the text */
@@ -128,7 +129,7 @@ int xf_prepare(const char *bundle, const char *const *dirs, size_t ndirs, const 
     if (!cfg->accept_env_when_unprivileged && !xf_privileged(config) && (*ignored = xf_selection_var(&ix, env)))
         env = NULL; /* the node's setting: only annotations select for an unprivileged container */
     if (xf_requested(&ix, env, NULL, ann, &names, &nnames) != XF_OK)
-        return xf_say(XF_ERR, "%s (spec dirs searched: %s)", xf_strdup(xf_reason), joined(dirs, ndirs));
+        return xf_append(XF_ERR, " (spec dirs searched: %s)", joined(dirs, ndirs));
     if (unserved(env, &ix, joined(dirs, ndirs)) != XF_OK)
         return XF_ERR;
     if (nnames == 0)

@@ -10,26 +10,48 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_MAP_BYTES 65536
 
-/* same_ns: 1 same, 0 different, -1 unreadable (reason set). */
-int same_ns(int pid, const char *name)
+int xf_nsdirs_open(int pid, struct xf_nsdirs *ns)
 {
-    char mine[64], theirs[64];
+    char theirs[64];
+
+    snprintf(theirs, sizeof(theirs), "/proc/%d/ns", pid);
+    ns->self = open("/proc/self/ns", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ns->theirs = open(theirs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ns->self < 0 || ns->theirs < 0) {
+        int err = errno;
+        xf_nsdirs_close(ns);
+        return xf_say(XF_ERR, "container process %d: cannot read its namespaces: %s (has it exited?)", pid,
+                      strerror(err));
+    }
+    return XF_OK;
+}
+
+void xf_nsdirs_close(struct xf_nsdirs *ns)
+{
+    if (ns->self >= 0)
+        close(ns->self);
+    if (ns->theirs >= 0)
+        close(ns->theirs);
+    ns->self = ns->theirs = -1;
+}
+
+int xf_same_ns(const struct xf_nsdirs *ns, int pid, const char *name)
+{
     struct stat a, b;
 
-    snprintf(mine, sizeof(mine), "/proc/self/ns/%s", name);
-    snprintf(theirs, sizeof(theirs), "/proc/%d/ns/%s", pid, name);
-    if (stat(mine, &a) != 0 || stat(theirs, &b) != 0) {
+    if (fstatat(ns->self, name, &a, 0) != 0 || fstatat(ns->theirs, name, &b, 0) != 0) {
         xf_say(XF_ERR, "container process %d: cannot read its %s namespace: %s", pid, name, strerror(errno));
         return -1;
     }
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-/* _root_owner, one map: the host id that is 0 in the user namespace of pid. */
-int root_owner(int pid, const char *kind, unsigned *out)
+/* One map: the host id that is 0 in the user namespace of pid. */
+int xf_root_owner(int pid, const char *kind, unsigned *out)
 {
     char path[64], *text, *line, *save = NULL;
     size_t len;
@@ -67,31 +89,31 @@ int root_owner(int pid, const char *kind, unsigned *out)
     return xf_say(XF_ERR, "container process %d: %s 0 is not mapped in its user namespace", pid, kind);
 }
 
-/* open_namespaces: the namespaces of pid that differ from ours, for ldconfig. */
-int open_namespaces(int pid, int *fds, int *types, size_t *n)
+int xf_open_namespaces(const struct xf_nsdirs *ns, int pid, int *fds, int *types, size_t *n)
 {
     static const struct {
         const char *name;
         int type;
-    } ns[] = {{"ipc", CLONE_NEWIPC}, {"uts", CLONE_NEWUTS}, {"net", CLONE_NEWNET},
-              {"cgroup", CLONE_NEWCGROUP}, {"pid", CLONE_NEWPID}, {"user", CLONE_NEWUSER}};
-    char path[64];
+    } kinds[] = {{"ipc", CLONE_NEWIPC}, {"uts", CLONE_NEWUTS}, {"net", CLONE_NEWNET},
+                 {"cgroup", CLONE_NEWCGROUP}, {"pid", CLONE_NEWPID}, {"user", CLONE_NEWUSER}};
     struct stat st;
 
-    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
+    *n = 0;
+    if (ns == NULL || ns->theirs < 0)
+        return XF_OK;
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         int same, fd;
-        snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, ns[i].name);
-        if (stat(path, &st) != 0)
-            continue;
-        if ((same = same_ns(pid, ns[i].name)) < 0)
+        if (fstatat(ns->theirs, kinds[i].name, &st, 0) != 0)
+            continue; /* a kernel without that kind */
+        if ((same = xf_same_ns(ns, pid, kinds[i].name)) < 0)
             return XF_ERR;
         if (same)
             continue;
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = openat(ns->theirs, kinds[i].name, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-            return xf_say(XF_ERR, "%s: %s", path, strerror(errno));
+            return xf_say(XF_ERR, "/proc/%d/ns/%s: %s", pid, kinds[i].name, strerror(errno));
         fds[*n] = fd;
-        types[(*n)++] = ns[i].type;
+        types[(*n)++] = kinds[i].type;
     }
     return XF_OK;
 }

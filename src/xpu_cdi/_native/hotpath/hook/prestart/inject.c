@@ -1,28 +1,12 @@
 /* Inject merged CDI edits into a container from a prestart hook (see
- * inject.h): the order of the steps and the note.  The steps live beside
- * it: plan.c, rootfs.c, place.c (nodes, mounts), container.c (namespaces),
- * undo.c, ../update_ldcache.c, ../create_symlinks.c, kernel/cgroup*.c.
- *
- * The steps, in order:
- *   plan (host side, nothing touched: node numbers from hostPath, mount
- *   flags, our spec hooks parsed) -> open the cgroup -> user namespace
- *   owner -> namespaces for ldconfig -> join the container's mount
- *   namespace -> device nodes -> bind mounts -> symlinks -> ld cache ->
- *   allow the devices in the cgroup, last.
- *
- * Security: the hook runs as root against a possibly hostile image.
- * Every container path is resolved and created below the rootfs fd
- * (rootfs.h), mounts go onto /proc/self/fd/N of resolved fds, mount
- * sources must be root-owned (and, except device nodes, not
- * group/other-writable), and the image's ldconfig runs confined
- * (update_ldcache.h).
- *
- * Every change is journalled (undo.h).  Anything the plan refuses is
- * XF_ERR before anything is touched; a failing step rolls the journal
- * back and returns to the hook's own mount namespace (XF_ERR, the step
- * and the cause in xf_reason); a failed rollback is XF_FAIL. */
+ * inject.h; the steps, their order and the security rules are
+ * docs/hook.md's "What prestart does" and "Security model").  The steps live beside it:
+ * plan.c, cgroup.c, container.c, rootfs.c, place.c, undo.c,
+ * ../create_symlinks.c, ../update_ldcache.c.  Every change is journalled
+ * (undo.h): a failing step rolls the journal back (XF_ERR, the step and
+ * the cause in xf_reason); a failed rollback is XF_FAIL. */
 #include "hook/prestart/inject.h"
-#include "kernel/cgroup.h"
+#include "hook/prestart/cgroup.h"
 #include "hook/update_ldcache.h"
 #include "hook/create_symlinks.h"
 #include "hook/prestart/plan.h"
@@ -45,7 +29,7 @@
 
 /* The injection proper, in the container's mount namespace: nodes,
  * mounts, links, ld cache.  The counts are for the note. */
-static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const int *nsfds, const int *nstypes, size_t nns,
+static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const struct xf_nsdirs *ns, int pid,
                           size_t counts[4], size_t *mounted, size_t *links, const char **ld_note,
                           const char **step)
 {
@@ -53,7 +37,7 @@ static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const int 
 
     for (size_t i = 0; i < p->nnodes; i++) {
         const char *how = NULL;
-        *step = xf_printf("device node '%s'", p->nodes[i].path);
+        *step = xf_strcat3("device node '", p->nodes[i].path, "'");
         if ((rv = make_node(x, &p->nodes[i], x->userns, &how)) != XF_OK)
             return rv;
         counts[0]++;
@@ -82,7 +66,7 @@ static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const int 
         return rv;
     if (p->nfolders > 0) {
         *step = "update-ldcache";
-        if ((rv = xf_ldcache_update(x, p->folders, p->nfolders, nsfds, nstypes, nns, ld_note)) != XF_OK)
+        if ((rv = xf_ldcache_update(x, p->folders, p->nfolders, ns, pid, ld_note)) != XF_OK)
             return rv;
     }
     return XF_OK;
@@ -93,20 +77,20 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
     struct xf_plan p;
     struct xf_root x;
     struct xf_cgroup cg;
+    struct xf_nsdirs ns = {-1, -1};
     struct xf_buf b = {0};
-    int have_cg = 0, rv, same, mnt_back = -1, cwd_back = -1, programs = 0;
-    int nsfds[8], nstypes[8];
-    size_t nns = 0, counts[4] = {0, 0, 0, 0}, mounted = 0, links = 0;
+    int in_place = c->stage == XF_STAGE_INSIDE, have_cg = 0, rv, same, mnt_back = -1, cwd_back = -1, programs = 0;
+    size_t counts[4] = {0, 0, 0, 0}, mounted = 0, links = 0;
     const char *step = "opening the container's cgroup", *ld_note = NULL, *failed = NULL;
     mode_t old_umask;
 
     *note = NULL;
     if ((rv = xf_plan_make(edits, &p)) != XF_OK)
         return rv;
-    if (c->in_place && (p.nnodes > 0 || p.nmounts > 0))
+    if (in_place && (p.nnodes > 0 || p.nmounts > 0))
         return xf_say(XF_ERR, "device nodes and mounts need the runtime's side of the container: run "
                       "xpu-cdi-hook prestart as a prestart or createRuntime hook");
-    if (!c->in_place && c->pid <= 1)
+    if (!in_place && c->pid <= 1)
         return xf_say(XF_ERR, "OCI state pid %d is not a container process of this runtime: register "
                       "`xpu-cdi-hook prestart` as a prestart or createRuntime hook", c->pid);
     if (c->rootfs == NULL || c->rootfs[0] != '/')
@@ -123,41 +107,39 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
             goto out;
         have_cg = 1;
     }
-    if (c->in_place)
+    if (in_place) {
         same = 1; /* we are the container's root already: create as ourselves, ldconfig in our namespaces */
-    else if ((same = same_ns(c->pid, "user")) < 0) {
-        rv = XF_ERR;
-        goto out;
+    } else {
+        if ((rv = xf_nsdirs_open(c->pid, &ns)) != XF_OK)
+            goto out;
+        if ((same = xf_same_ns(&ns, c->pid, "user")) < 0) {
+            rv = XF_ERR;
+            goto out;
+        }
     }
     x.userns = !same;
-    if (x.userns && ((rv = root_owner(c->pid, "uid", &x.owner_uid)) != XF_OK ||
-                     (rv = root_owner(c->pid, "gid", &x.owner_gid)) != XF_OK))
-        goto out;
-    if (!c->in_place && p.nfolders > 0 && (rv = open_namespaces(c->pid, nsfds, nstypes, &nns)) != XF_OK)
+    if (x.userns && ((rv = xf_root_owner(c->pid, "uid", &x.owner_uid)) != XF_OK ||
+                     (rv = xf_root_owner(c->pid, "gid", &x.owner_gid)) != XF_OK))
         goto out;
 
     step = "joining the container's mount namespace";
-    if (c->in_place)
-        same = 1;
-    else if ((same = same_ns(c->pid, "mnt")) < 0) {
-        rv = XF_ERR;
-        goto out;
-    }
-    if (!same) {
+    if (c->stage == XF_STAGE_JOIN) {
         /* keep the way back: the hook reports (and logs) from where it
          * started (same namespace, same cwd) */
-        char path[64];
-        mnt_back = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+        int fd;
+        mnt_back = openat(ns.self, "mnt", O_RDONLY | O_CLOEXEC);
         cwd_back = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (mnt_back < 0 || cwd_back < 0) {
             rv = xf_say(XF_ERR, "cannot keep the hook's own namespace and cwd: %s", strerror(errno));
             goto out;
         }
-        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", c->pid);
-        if ((rv = xc_setns(path, CLONE_NEWNS)) != 0) {
-            rv = xf_say(XF_ERR, "setns %s: %s", path, strerror(-rv));
+        if ((fd = openat(ns.theirs, "mnt", O_RDONLY | O_CLOEXEC)) < 0 || setns(fd, CLONE_NEWNS) != 0) {
+            rv = xf_say(XF_ERR, "setns /proc/%d/ns/mnt: %s", c->pid, strerror(errno));
+            if (fd >= 0)
+                close(fd);
             goto out;
         }
+        close(fd);
     }
     step = "the container's rootfs";
     x.rootfd = open(c->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -165,7 +147,7 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
         rv = xf_say(XF_ERR, "'%s' cannot be opened: %s (root.path of config.json)", c->rootfs, strerror(errno));
         goto out;
     }
-    rv = inject_in_root(&x, &p, nsfds, nstypes, nns, counts, &mounted, &links, &ld_note, &step);
+    rv = inject_in_root(&x, &p, in_place ? NULL : &ns, c->pid, counts, &mounted, &links, &ld_note, &step);
     if (rv != XF_OK)
         goto out;
     if (have_cg) {
@@ -205,7 +187,7 @@ out:
         /* take everything back (still in the container's namespace) */
         /* the step names what failed, unless the reason already does */
         int named = strncmp(xf_reason, step, strlen(step)) == 0 || strncmp(xf_reason, "mount source ", 13) == 0;
-        char *why = named ? xf_strdup(xf_reason) : xf_printf("%s: %s", step, xf_reason);
+        const char *why = xf_strdup(named ? xf_reason : (xf_wrap(XF_ERR, "%s", step), xf_reason));
         size_t nfailed = xf_undo_rollback(&x.undo, &failed);
         if (nfailed > 0 || x.leaked != NULL || x.fsids_lost) {
             rv = xf_say(XF_FAIL, "%s (and could not undo: %s%s%s%s)", why, failed ? failed : "",
@@ -226,8 +208,7 @@ out:
         close(mnt_back);
     if (cwd_back >= 0)
         close(cwd_back);
-    for (size_t i = 0; i < nns; i++)
-        close(nsfds[i]);
+    xf_nsdirs_close(&ns);
     if (have_cg)
         xf_cgroup_close(&cg);
     umask(old_umask);

@@ -3,15 +3,17 @@
  * nothing: every change is journalled and undone when a later step fails. */
 #ifndef XF_INJECT_H
 #define XF_INJECT_H
+#include "hook/stage.h"
 #include "lib/request.h"
 
 struct xf_container {
     const char *id;
-    int pid;                 /* the container's init, a host pid (> 1), unless in_place */
+    int pid;                 /* the container's init, a host pid (> 1), unless in place */
     const char *rootfs;      /* absolute path of the rootfs (as the runtime's mount namespace sees it) */
-    int in_place;            /* already in the container's namespaces (createContainer, stage.h):
-                              * nothing is joined and pid is not used; only spec hooks' work
-                              * (links, ld cache) can be done there */
+    enum xf_stage stage;     /* XF_STAGE_INSIDE: already in the container's namespaces (createContainer):
+                              * nothing is joined and pid is not used; only spec hooks' work (links,
+                              * ld cache) can be done there.  XF_STAGE_SAME_MNT: no mount namespace
+                              * to join.  XF_STAGE_JOIN: join the mount namespace of pid. */
     int tools_note;          /* *note says only what the tools did (the tool subcommands' log line) */
 };
 

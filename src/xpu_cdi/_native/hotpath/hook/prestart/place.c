@@ -19,7 +19,7 @@ static int undo_umount(const long *a)
     return xc_umount(xf_fd_path(p, (int)a[0]), MNT_DETACH);
 }
 
-/* _open_source: O_PATH fd of a mount source (host path, links followed),
+/* O_PATH fd of a mount source (host path, links followed),
  * root-owned -- or, for a device node (node not NULL), owned by the uid and
  * gid the node is declared with (an HwHiAiUser node) -- and, unless a
  * device node, not group/other-writable. */
@@ -73,7 +73,7 @@ static int source_flags(int src, unsigned long *out)
     return XF_OK;
 }
 
-/* _bind: bind src onto cpath (made as leaf 'd'/'f' if missing), then
+/* Bind src onto cpath (made as leaf 'd'/'f' if missing), then
  * remount with flags.  *made 0 when cpath already shows src. */
 int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned long flags, int recursive,
                    int *made)
@@ -96,6 +96,7 @@ int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned l
     }
     rv = xc_mount(xf_fd_path(sp, src), xf_fd_path(tp, target), NULL, MS_BIND | (recursive ? MS_REC : 0), NULL);
     close(target);
+    x->parent_path = NULL; /* the mount may cover a parent resolved before */
     if (rv != 0)
         return xf_say(XF_ERR, "mount: %s", strerror(-rv));
     /* the O_PATH fd we mounted on names the covered inode: resolve again
@@ -130,7 +131,7 @@ int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned l
     return XF_OK;
 }
 
-/* make_node: mknod (as the container's root owns it), or bind the host
+/* mknod (as the container's root owns it), or bind the host
  * node (user namespace, or mknod refused); *how "mknod" / "bind" / "exists". */
 int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const char **how)
 {
@@ -147,10 +148,8 @@ int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const c
         if (rv == -EEXIST) {
             if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
                 rv = errno;
-                close(parent);
                 return xf_say(XF_ERR, "stat: %s", strerror(rv));
             }
-            close(parent);
             if ((st.st_mode & S_IFMT) == fmt && st.st_rdev == rdev) {
                 *how = "exists";
                 return x->fsids_lost ? xf_say(XF_ERR, "cannot restore the filesystem ids") : XF_OK;
@@ -159,21 +158,18 @@ int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const c
                           n->kind, n->major, n->minor);
         }
         if (rv == -EPERM || rv == -EACCES) { /* e.g. a user namespace: bind the host node instead */
-            close(parent);
             if (x->fsids_lost)
                 return xf_say(XF_ERR, "cannot restore the filesystem ids");
             bind = 1;
         } else if (rv != 0) {
-            close(parent);
             return xf_say(XF_ERR, "mknod: %s", strerror(-rv));
         } else {
-            rv = xf_journal_unlink(x, parent, name, 0, xf_printf("remove node '%s'", n->path));
+            rv = xf_journal_unlink(x, parent, name, 0, xf_strcat3("remove node '", n->path, "'"));
             if (rv == 0 && x->fsids_lost)
                 rv = -EPERM;
             if (rv == 0 && n->chown &&
                 fchownat(parent, name, (uid_t)n->uid, (gid_t)n->gid, AT_SYMLINK_NOFOLLOW) != 0)
                 rv = -errno;
-            close(parent);
             if (rv != 0)
                 return xf_say(XF_ERR, "%s", strerror(-rv));
             *how = "mknod";

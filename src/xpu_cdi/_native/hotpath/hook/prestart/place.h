@@ -4,7 +4,7 @@
 #include "hook/prestart/plan.h"
 #include "hook/prestart/rootfs.h"
 
-/* _open_source: O_PATH fd of a mount source (see place.c). */
+/* O_PATH fd of a mount source, its owner and mode checked (see place.c). */
 int open_source(const char *host, const struct xf_plan_node *node, int *fd_out);
 /* Bind src at container path cpath (leaf 'd' dir or 'f' file), flags applied on a remount. */
 int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned long flags, int recursive,

@@ -82,8 +82,8 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
         !int_member_ok(j, "fileMode", in->present & XF_HAS_MODE, in->mode) ||
         !int_member_ok(j, "uid", in->present & XF_HAS_UID, in->uid) ||
         !int_member_ok(j, "gid", in->present & XF_HAS_GID, in->gid))
-        return xf_say(XF_ERR, "device node '%s': major, minor, fileMode, uid and gid must be integers (regenerate the spec with "
-                      "`xpu-cdi generate`)", in->path);
+        return xf_say(XF_ERR, "device node '%s': major, minor, fileMode, uid and gid must be integers (regenerate "
+                      "the spec with `xpu-cdi generate`)", in->path);
     if (j != NULL) {
         /* type: absent, null or one of c b u p; hostPath: absent (the path itself) or a
          * non-empty path; permissions: absent, null or "" ("rwm") or r, w and m */
@@ -109,8 +109,8 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     if (strspn(perms, "rwm") != strlen(perms))
         return xf_say(XF_ERR, "device node '%s': permissions '%s' must be made of r, w and m", in->path, perms);
     if (kind == 'p')
-        return xf_say(XF_ERR, "device node '%s': type p (a fifo) is not made by the hook: use CDI mode (a CDI-enabled runtime) for it",
-                      in->path);
+        return xf_say(XF_ERR, "device node '%s': type p (a fifo) is not made by the hook: use CDI mode (a "
+                      "CDI-enabled runtime) for it", in->path);
     if (kind != 0 && kind != 'c' && kind != 'u' && kind != 'b')
         return xf_say(XF_ERR, "device node '%s': type must be c, b, u or p", in->path);
 
@@ -118,16 +118,16 @@ static int plan_node(const struct xf_node *in, struct xf_plan_node *out, struct 
     out->host = in->host_path && in->host_path[0] ? in->host_path : in->path;
     /* stat(2) of the host node, following links, in the runtime's
      * namespace: the numbers when the spec has none, and the owner, group
-     * and mode the spec does not give (BOUNDARIES contract 1, as the vendor
-     * runtimes keep a node's HwHiAiUser 0660) */
+     * and mode the spec does not give (docs/hook.md, "Device nodes": as the
+     * vendor runtimes keep a node's HwHiAiUser 0660) */
     if (stat(out->host, &host) == 0 && (S_ISCHR(host.st_mode) || S_ISBLK(host.st_mode)))
         have_host = 1;
     if (!numbers) {
         struct stat st;
         char host_kind;
         if (stat(out->host, &st) != 0)
-            return xf_say(XF_ERR, "device node '%s': host node '%s': %s (is the driver loaded? else regenerate the spec)", in->path,
-                          out->host, strerror(errno));
+            return xf_say(XF_ERR, "device node '%s': host node '%s': %s (is the driver loaded? else regenerate the "
+                          "spec)", in->path, out->host, strerror(errno));
         if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
             return xf_say(XF_ERR, "device node '%s': host node '%s' is not a device node", in->path, out->host);
         host_kind = S_ISCHR(st.st_mode) ? 'c' : 'b';
@@ -187,8 +187,8 @@ static int plan_mount(const struct xf_mount *m, struct xf_plan_mount *out)
     int rbind = m->type && strcmp(m->type, "rbind") == 0;
 
     if (host == NULL || host[0] != '/' || strlen(host) >= PATH_MAX || !xf_good_cpath(target))
-        return xf_say(XF_ERR, "mount '%s' -> '%s': hostPath and containerPath must be absolute paths", host ? host : "(none)",
-                      target ? target : "(none)");
+        return xf_say(XF_ERR, "mount '%s' -> '%s': hostPath and containerPath must be absolute paths",
+                      host ? host : "(none)", target ? target : "(none)");
     if (!str_member_ok(m->json, "type", m->type) ||
         !strs_member_ok(m->json, "options", m->options, m->noptions))
         return xf_say(XF_ERR, "mount '%s' -> '%s': type must be a string and options a list of strings", host, target);
@@ -213,8 +213,8 @@ static int plan_mount(const struct xf_mount *m, struct xf_plan_mount *out)
             return xf_say(XF_ERR, "mount '%s' -> '%s': option '%s' is not supported by the hook", host, target, opt);
     }
     if (!bind)
-        return xf_say(XF_ERR, "mount '%s' -> '%s': only bind mounts can be made by the hook; use CDI mode for other mount types",
-                      host, target);
+        return xf_say(XF_ERR, "mount '%s' -> '%s': only bind mounts can be made by the hook; use CDI mode for other "
+                      "mount types", host, target);
     out->recursive = rbind;
     return XF_OK;
 }
@@ -250,7 +250,7 @@ static int plan_hook(const struct xf_hook *h, struct xf_plan *p, size_t max_fold
            (h->nargs > 0 && strncmp(base_name(h->args[0]), "xpu-cdi", 7) == 0);
     ldcache = strcmp(sub, "update-ldcache") == 0;
     if (!ours || (!ldcache && strcmp(sub, "create-symlinks") != 0)) {
-        p->notes[p->nnotes++] = xf_printf("spec hook %s %s not run: %s", rq_short(h->path, strlen(h->path)), sub,
+        p->notes[p->nnotes++] = xf_printf("spec hook %s %s not run: %s", xf_quoted_short(h->path, strlen(h->path)), sub,
                                           TOOLS_NOTE);
         return XF_OK;
     }

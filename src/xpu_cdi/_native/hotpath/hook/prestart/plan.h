@@ -4,7 +4,7 @@
  * here, worded. */
 #ifndef XF_PLAN_H
 #define XF_PLAN_H
-#include "kernel/cgroup.h"
+#include "hook/prestart/cgroup.h"
 #include "hook/create_symlinks.h"
 #include "lib/request.h"
 

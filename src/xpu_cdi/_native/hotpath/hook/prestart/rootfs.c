@@ -45,7 +45,7 @@ static int undo_unlink(const long *a)
  * kept for the undo step.  If even that fails, remove it now. */
 int xf_journal_unlink(struct xf_root *x, int dirfd, const char *name, int flags, const char *what)
 {
-    int keep = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+    int keep = xf_undo_keeps(&x->undo, dirfd) ? dirfd : fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
 
     if (keep < 0) {
         int err = errno;
@@ -53,7 +53,8 @@ int xf_journal_unlink(struct xf_root *x, int dirfd, const char *name, int flags,
             x->leaked = xf_printf("%s (cannot be journalled: %s)", what, strerror(err));
         return -err;
     }
-    xf_undo_keep_fd(&x->undo, keep);
+    if (keep != dirfd)
+        xf_undo_keep_fd(&x->undo, keep);
     xf_undo_push(&x->undo, what, undo_unlink, keep, (long)(intptr_t)xf_strdup(name), flags, 0);
     return 0;
 }
@@ -130,7 +131,7 @@ int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
     struct stat st;
     int fd, rv = xc_resolve_in_root(x->rootfd, cpath, 0, &fd);
 
-    if (rv == -ENOENT) { /* _inroot.walk with create: made relative to each resolved parent */
+    if (rv == -ENOENT) { /* the walk with create: made relative to each resolved parent */
         struct creating c = {x, cpath, leaf};
         rv = xc_walk_in_root(x->rootfd, cpath, 0, create_cb, &c, &fd);
     }
@@ -157,6 +158,7 @@ int xf_parent_of(struct xf_root *x, const char *cpath, int *fd_out, const char *
     struct xf_buf parent = {0};
     const char *s = cpath, *last = NULL;
     size_t lastlen = 0;
+    int rv;
 
     xf_buf_add(&parent, "", 0);
     while (*s) {
@@ -179,5 +181,13 @@ int xf_parent_of(struct xf_root *x, const char *cpath, int *fd_out, const char *
     if (parent.len == 0)
         xf_buf_add(&parent, "/", 1);
     *name = xf_strndup(last, lastlen);
-    return xf_ensure(x, parent.data, 'd', fd_out);
+    if (x->parent_path != NULL && strcmp(x->parent_path, parent.data) == 0) {
+        *fd_out = x->parent_fd;
+        return XF_OK;
+    }
+    if ((rv = xf_ensure(x, parent.data, 'd', fd_out)) != XF_OK)
+        return rv;
+    x->parent_path = parent.data;
+    x->parent_fd = xf_undo_keep_fd(&x->undo, *fd_out);
+    return XF_OK;
 }

@@ -19,6 +19,8 @@ struct xf_root {
     unsigned owner_uid, owner_gid, euid, egid;
     int fsids_lost;            /* the fs ids could not be switched back: stop */
     const char *leaked;        /* a change made that the journal cannot take back */
+    const char *parent_path;   /* the last parent xf_parent_of resolved (NULL: none, or a mount was */
+    int parent_fd;             /* made since), and its fd, which the journal keeps */
 };
 
 /* A container path that names something below the root:
@@ -29,8 +31,8 @@ int xf_good_cpath(const char *p);
 const char *xf_fd_path(char buf[32], int fd);
 
 /* Journal the removal of name (just made in dirfd): a dup of dirfd is
- * kept for the undo step.  If even that fails, remove it now (or set
- * x->leaked).  0 or -errno. */
+ * kept for the undo step (dirfd itself when the journal keeps it already).
+ * If even that fails, remove it now (or set x->leaked).  0 or -errno. */
 int xf_journal_unlink(struct xf_root *x, int dirfd, const char *name, int flags, const char *what);
 
 enum xf_mk { XF_MK_DIR, XF_MK_FILE, XF_MK_NODE, XF_MK_LINK };
@@ -48,8 +50,11 @@ int xf_create_as_owner(struct xf_root *x, enum xf_mk what, int dirfd, const char
  * XF_ERR (reason set). */
 int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out);
 
-/* (fd of the parent directory, made if missing; last
- * component) of an xf_good_cpath() path.  XF_OK or XF_ERR. */
+/* (fd of the parent directory, made if missing; last component) of an
+ * xf_good_cpath() path.  The fd is the journal's (kept until the end of
+ * the injection, never closed by the caller), and the same for the same
+ * parent until a mount is made: nodes in /dev resolve /dev once.  XF_OK
+ * or XF_ERR. */
 int xf_parent_of(struct xf_root *x, const char *cpath, int *fd_out, const char **name);
 
 #endif

@@ -30,6 +30,14 @@ int xf_undo_keep_fd(struct xf_undo *u, int fd)
     return fd;
 }
 
+int xf_undo_keeps(const struct xf_undo *u, int fd)
+{
+    for (size_t i = 0; i < u->nfds; i++)
+        if (u->fds[i] == fd)
+            return 1;
+    return 0;
+}
+
 size_t xf_undo_rollback(struct xf_undo *u, const char **failed)
 {
     struct xf_buf b = {0};

@@ -20,6 +20,7 @@ struct xf_undo {
 void xf_undo_push(struct xf_undo *u, const char *what, int (*fn)(const long *args),
                   long a0, long a1, long a2, long a3);
 int xf_undo_keep_fd(struct xf_undo *u, int fd);   /* returns fd */
+int xf_undo_keeps(const struct xf_undo *u, int fd); /* whether fd is kept already */
 /* Run every step newest first; return how many failed, their descriptions
  * ("what: strerror", "; "-joined) in *failed (NULL when none). Closes the fds. */
 size_t xf_undo_rollback(struct xf_undo *u, const char **failed);

@@ -7,7 +7,7 @@
 static const char *const hook_stages[] = {"prestart", "createRuntime", "createContainer",
                                           "startContainer", "poststart", "poststop"};
 
-int apply_hooks(fj *config, const struct xf_edits *e)
+static int apply_hooks(fj *config, const struct xf_edits *e)
 {
     static const char *const copied[] = {"args", "env", "timeout"};
 
@@ -40,7 +40,7 @@ int apply_hooks(fj *config, const struct xf_edits *e)
     return XF_OK;
 }
 
-void apply_gids(fj *config, const struct xf_edits *e)
+static void apply_gids(fj *config, const struct xf_edits *e)
 {
     fj *have;
 

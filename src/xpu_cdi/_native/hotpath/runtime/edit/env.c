@@ -109,7 +109,7 @@ int apply_env(fj *config, const struct xf_edits *e)
     rv = library_dirs(e, &dirs);
     if (rv != XF_OK || dirs.n == 0)
         return rv;
-    for (size_t i = 0; i < env->n; i++) /* _get_env: the last one wins */
+    for (size_t i = 0; i < env->n; i++) /* the last one wins, as the kernel's getenv sees it */
         if (fj_str_starts(env->items[i], LD_VAR "=", sizeof(LD_VAR)))
             cur = env->items[i];
     if (cur != NULL && fj_str(cur) == NULL)

@@ -102,7 +102,7 @@ static int oci_mount(const fj *m, fj **out)
         return xf_say(XF_ERR, "mount %s: options or type of an unusual type", dst->str);
     for (size_t i = 0; opts != NULL && i < opts->n; i++)
         fj_append(options, opts->items[i]);
-    if (typ == NULL || typ->len == 0) { /* none given: "bind" when the options bind, else none (the runtime's default) */
+    if (typ == NULL || typ->len == 0) { /* none: "bind" when the options bind, else none (the runtime's default) */
         typ = NULL;
         for (size_t i = 0; i < options->n && typ == NULL; i++)
             if (fj_str_eq(options->items[i], "bind", 4) || fj_str_eq(options->items[i], "rbind", 5))

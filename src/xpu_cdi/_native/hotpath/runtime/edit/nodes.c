@@ -55,7 +55,7 @@ static int oci_device(const fj *node, fj **dev, fj **rule)
     is_p = fj_str_eq(typ, "p", 1);
     if (uid == NULL || gid == NULL) {
         /* the owner and group the spec does not give are the host node's
-         * (BOUNDARIES contract 1); 0 when there is no host node to ask */
+         * (docs/hook.md, "Device nodes"); 0 when there is no host node to ask */
         const fj *host = getv(node, "hostPath");
         const char *hp = fj_str(host != NULL && host->type == FJ_STRING && host->len > 0 ? host : path);
         int have = hp != NULL && stat_once(&seen, hp, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode));

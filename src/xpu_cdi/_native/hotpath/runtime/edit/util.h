@@ -16,7 +16,5 @@ int contains(const fj *a, const fj *v);
 int apply_nodes(fj *config, const struct xf_edits *e);
 int apply_mounts(fj *config, const struct xf_edits *e);
 int apply_env(fj *config, const struct xf_edits *e);
-int apply_hooks(fj *config, const struct xf_edits *e);
-void apply_gids(fj *config, const struct xf_edits *e);
 
 #endif

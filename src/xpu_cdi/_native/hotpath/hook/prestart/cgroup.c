@@ -1,7 +1,8 @@
-/* Allowing devices in a container's cgroup (cgroup.h's xf_cgroup_allow):
- * devices.allow lines on v1, a patched device program on v2 (bpf_dev.h). */
-#include "kernel/cgroup.h"
+/* The container's device cgroup: found, opened, given the rules (cgroup.h). */
+#include "hook/prestart/cgroup.h"
 #include "kernel/bpf_dev.h"
+#include "kernel/cgroup.h"
+#include "lib/cgroup_locate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* /proc/self/mountinfo of a busy Kubernetes node is a few hundred KiB;
+ * /proc/PID/cgroup is one line per hierarchy. */
+#define MOUNTINFO_LIMIT (8u << 20)
+#define CGROUPS_LIMIT (1u << 20)
 #define MAX_PROGS 64 /* device programs attached to one cgroup */
 #define VERIFIER_LOG (1u << 16)
 
@@ -27,36 +32,16 @@ static int rule_ok(const struct xf_rule *r)
     return 1;
 }
 
-static int write_all(int fd, const char *s, size_t n)
-{
-    ssize_t w;
-
-    do
-        w = write(fd, s, n);
-    while (w < 0 && errno == EINTR);
-    if (w < 0)
-        return -errno;
-    return (size_t)w == n ? 0 : -EIO;
-}
-
-/* One write(2) per rule: the kernel applies only the first rule of a write. */
 static int allow_v1(const struct xf_cgroup *cg, const struct xf_rule *rules, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        char line[128];
-        int len = snprintf(line, sizeof(line), "%c %lld:%lld %s", rules[i].type, rules[i].major, rules[i].minor,
-                           rules[i].access);
-        int fd, rv;
-        do
-            fd = openat(cg->fd, "devices.allow", O_WRONLY | O_CLOEXEC);
-        while (fd < 0 && errno == EINTR);
-        if (fd < 0)
-            return xf_say(XF_ERR, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(errno));
-        rv = write_all(fd, line, (size_t)len);
-        close(fd);
-        if (rv != 0)
-            return xf_say(XF_ERR, "cgroup v1: cannot allow '%s' in '%s': %s", line, cg->path, strerror(-rv));
-    }
+    const char **lines = xf_alloc((n ? n : 1) * sizeof(*lines));
+    size_t failed;
+    int rv;
+
+    for (size_t i = 0; i < n; i++)
+        lines[i] = xf_printf("%c %lld:%lld %s", rules[i].type, rules[i].major, rules[i].minor, rules[i].access);
+    if ((rv = xc_devices_allow(cg->fd, lines, n, &failed)) != 0)
+        return xf_say(XF_ERR, "cgroup v1: cannot allow '%s' in '%s': %s", lines[failed], cg->path, strerror(-rv));
     return XF_OK;
 }
 
@@ -144,4 +129,39 @@ int xf_cgroup_allow(const struct xf_cgroup *cg, const struct xf_rule *rules, siz
     if (cg->version == 2)
         return allow_v2(cg, rules, n, undo, replaced);
     return xf_say(XF_ERR, "cgroup version %d", cg->version);
+}
+
+int xf_cgroup_open(int pid, struct xf_cgroup *out)
+{
+    char *cgroups, *mountinfo;
+    size_t clen, mlen;
+    const char *procfile = xf_printf("/proc/%d/cgroup", pid), *path, *v2path, *devpath;
+    int version, fd;
+
+    out->fd = -1;
+    if (xf_read_file(procfile, CGROUPS_LIMIT, &cgroups, &clen, NULL) != XF_OK)
+        return xf_wrap(XF_ERR, "cannot read the cgroups of container process %d", pid);
+    if (memchr(cgroups, '\0', clen) == NULL) {
+        xf_proc_cgroups(cgroups, &v2path, &devpath);
+        if ((fd = xc_cgroup_usual(pid, v2path, devpath, &version, &path)) >= 0)
+            goto found;
+    }
+    if (xf_read_file("/proc/self/mountinfo", MOUNTINFO_LIMIT, &mountinfo, &mlen, NULL) != XF_OK)
+        return xf_wrap(XF_ERR, "cannot read the cgroups of container process %d", pid);
+    if (xf_cgroup_locate(mountinfo, mlen, cgroups, clen, &version, &path) != XF_OK)
+        return XF_ERR;
+    if ((fd = xc_cgroup_open(path, version)) < 0)
+        return xf_say(XF_ERR, "cgroup '%s' of container process %d: %s", path, pid, strerror(-fd));
+found:
+    out->version = version;
+    out->path = path;
+    out->fd = fd;
+    return XF_OK;
+}
+
+void xf_cgroup_close(struct xf_cgroup *cg)
+{
+    if (cg->fd >= 0)
+        close(cg->fd);
+    cg->fd = -1;
 }

@@ -1,23 +1,14 @@
-/* Finding the container's devices cgroup (cgroup.h): its v1 devices
- * hierarchy or its cgroup2 directory, from /proc/self/mountinfo and
- * /proc/PID/cgroup, and opening it.
+/* Which cgroup directory holds the container's device rules, from the
+ * texts of /proc/self/mountinfo and /proc/PID/cgroup (cgroup_locate.h).
  *
  * Both texts are read the way the kernel writes them (proc(5), cgroups(7)).
  * A mount point can be named by whoever may mount (a container with
  * bidirectional mount propagation too), but the kernel escapes the bytes
  * that would split a mountinfo line (space, tab, newline, backslash), so
  * any other name -- non-ASCII, control characters -- is just a name. */
-#include "kernel/cgroup.h"
+#include "lib/cgroup_locate.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-#include <unistd.h>
-
-/* /proc/self/mountinfo of a busy Kubernetes node is a few hundred KiB;
- * /proc/PID/cgroup is one line per hierarchy. */
-#define MOUNTINFO_LIMIT (8u << 20)
-#define CGROUPS_LIMIT (1u << 20)
 
 /* A mountinfo line: mount ID, parent ID, major:minor, root, mount point,
  * mount options, zero or more optional fields, "-", file system type,
@@ -160,7 +151,7 @@ static int has_option(const char *opts, const char *want)
  * hierarchy, the path raw to the end of the line (it may hold ':'):
  * the cgroup2 line has an empty controller list ("0::/path"), a v1
  * hierarchy lists its controllers comma-separated ("7:devices:/path"). */
-static void proc_cgroups(const char *text, const char **v2, const char **devices)
+void xf_proc_cgroups(const char *text, const char **v2, const char **devices)
 {
     const char *line = text;
 
@@ -193,7 +184,7 @@ static void proc_cgroups(const char *text, const char **v2, const char **devices
  * whose mount shows the hierarchy from root (mountinfo's root field: "/"
  * unless a subtree was mounted): mountpoint joined with one "/" to the
  * path below root (a trailing "/" when path is root itself). */
-static const char *below(const char *mountpoint, const char *root, const char *path)
+const char *xf_cgroup_dir(const char *mountpoint, const char *root, const char *path)
 {
     size_t rl = strlen(root), ml = strlen(mountpoint);
 
@@ -222,7 +213,7 @@ int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, si
                       memchr(mountinfo, '\0', mlen) ? "mountinfo" : "/proc/PID/cgroup");
     if (cgroup_mounts(mountinfo, &m, &n) != XF_OK)
         return XF_ERR;
-    proc_cgroups(cgroups, &v2path, &devpath);
+    xf_proc_cgroups(cgroups, &v2path, &devpath);
     for (size_t i = 0; i < n; i++) {
         if (strcmp(m[i].fstype, "cgroup2") == 0) {
             if (unified == NULL)
@@ -240,49 +231,17 @@ int xf_cgroup_locate(const char *mountinfo, size_t mlen, const char *cgroups, si
         if (v2path == NULL)
             return xf_say(XF_ERR, "cgroup v2 is mounted but the container is in no cgroup v2 group");
         *version = 2;
-        *path = below(use->mountpoint, use->root, v2path);
+        *path = xf_cgroup_dir(use->mountpoint, use->root, v2path);
         return XF_OK;
     }
     if (v1 != NULL) {
         if (devpath == NULL)
             return xf_say(XF_ERR, "the container is in no cgroup v1 devices group");
         *version = 1;
-        *path = below(v1->mountpoint, v1->root, devpath);
+        *path = xf_cgroup_dir(v1->mountpoint, v1->root, devpath);
         return XF_OK;
     }
     return xf_say(XF_ERR, "no cgroup device controller is mounted (neither v1 devices nor cgroup2)");
 }
 
-int xf_cgroup_open(int pid, struct xf_cgroup *out)
-{
-    char *cgroups, *mountinfo;
-    size_t clen, mlen;
-    const char *procfile = xf_printf("/proc/%d/cgroup", pid);
-    int version, fd, flags;
-    const char *path;
-
-    out->fd = -1;
-    if (xf_read_file(procfile, CGROUPS_LIMIT, &cgroups, &clen, NULL) != XF_OK ||
-        xf_read_file("/proc/self/mountinfo", MOUNTINFO_LIMIT, &mountinfo, &mlen, NULL) != XF_OK)
-        return xf_say(XF_ERR, "cannot read the cgroups of container process %d: %s", pid, xf_strdup(xf_reason));
-    if (xf_cgroup_locate(mountinfo, mlen, cgroups, clen, &version, &path) != XF_OK)
-        return XF_ERR;
-    /* v2 needs a readable fd (bpf(2) refuses O_PATH); v1 only *at() calls */
-    flags = version == 2 ? O_RDONLY | O_DIRECTORY | O_CLOEXEC : O_PATH | O_DIRECTORY | O_CLOEXEC;
-    do
-        fd = open(path, flags);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return xf_say(XF_ERR, "cgroup '%s' of container process %d: %s", path, pid, strerror(errno));
-    out->version = version;
-    out->path = path;
-    out->fd = fd;
-    return XF_OK;
-}
-
-void xf_cgroup_close(struct xf_cgroup *cg)
-{
-    if (cg->fd >= 0)
-        close(cg->fd);
-    cg->fd = -1;
-}
+/* The directory of a cgroup opened as cgroup.h says (v2: readable, for bpf(2)). */

@@ -1,5 +1,6 @@
-/* The wrapper's cheap test on config.json's bytes (may_request.c): can
- * this container ask for a device at all?  Most cannot: no JSON parsed. */
+/* The cheap test on config.json's bytes (may_request.c), both binaries':
+ * can this container ask for a device at all?  Most cannot, and then no
+ * index is parsed (nor, by the wrapper, config.json). */
 #ifndef XF_MAY_REQUEST_H
 #define XF_MAY_REQUEST_H
 #include <stddef.h>

@@ -1,16 +1,13 @@
 /* See may_request.h. */
-#include "runtime/may_request.h"
 #include "lib/common.h"
+#include "lib/may_request.h"
+#include "lib/files.h"
+#include "lib/strings.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#define MAX_INDEX_TEXT ((size_t)1 << 20)         /* what is read of each hook index */
+#define MAX_INDEX_TEXT ((size_t)1 << 20) /* as hook_index.c: a larger index is not used */
 
 static int name_char(unsigned char c)
 {
@@ -69,42 +66,6 @@ static int has_name(const struct span *names, size_t n, const char *p, size_t le
     return n > 0 && bsearch(&key, names, n, sizeof(*names), span_cmp) != NULL;
 }
 
-/* The first MAX_INDEX_TEXT bytes of a file (an index is a few KiB: the
- * buffer is sized by fstat, not by the limit); NULL when it cannot be
- * opened or read (the index is then not looked at). */
-static char *read_head(const char *path, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    struct stat st;
-    size_t got = 0, want;
-    char *buf;
-
-    if (fd < 0)
-        return NULL;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return NULL;
-    }
-    want = st.st_size > 0 && (size_t)st.st_size < MAX_INDEX_TEXT ? (size_t)st.st_size : MAX_INDEX_TEXT;
-    buf = xf_alloc(want + 1);
-    while (got < want) {
-        ssize_t r = read(fd, buf + got, want - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            close(fd);
-            free(buf);
-            return NULL;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    close(fd);
-    *len = got;
-    return buf;
-}
-
 /* Whether an index's text holds, between two '"' (or the text's ends),
  * a token that is one of names. */
 static int index_mentions(const char *text, size_t len, const struct span *names, size_t n)
@@ -138,27 +99,19 @@ int xf_may_request(const char *data, size_t len, const char *const *dirs, size_t
     /* the profiles' known selection variables are in every index's text
      * (knownSelection), so the scan below sees them too */
     for (size_t d = 0; d < ndirs; d++) {
-        DIR *dir = opendir(dirs[d]);
-        struct dirent *e;
-        if (dir == NULL)
+        char **files;
+        size_t nfiles;
+        if (xf_list_dir(dirs[d], &files, &nfiles) != 0)
             continue;
-        while ((e = readdir(dir)) != NULL) {
-            size_t nl = strlen(e->d_name), tl;
+        for (size_t i = 0; i < nfiles; i++) {
             char *text;
-            int hit;
-            if (nl < 8 || strcmp(e->d_name + nl - 8, ".xpu-cdi") != 0)
-                continue;
-            text = read_head(xf_printf("%s/%s", dirs[d], e->d_name), &tl);
-            if (text == NULL)
-                continue;
-            hit = index_mentions(text, tl, names, n);
-            free(text);
-            if (hit) {
-                closedir(dir);
+            size_t tl;
+            struct stat st;
+            if (xf_ends_with(files[i], INDEX_SUFFIX) &&
+                xf_read_regular(xf_path_join(dirs[d], files[i]), MAX_INDEX_TEXT, &text, &tl, &st) == RD_OK &&
+                index_mentions(text, tl, names, n))
                 return 1;
-            }
         }
-        closedir(dir);
     }
     return 0;
 }
