@@ -106,7 +106,7 @@ def annotation(plugin: str, kind: str, device_ids: Iterable[str],
     Raises:
         SelectionError: an invalid name or key.
     """
-    ids = list(device_ids)
+    ids = list(dict.fromkeys(device_ids))  # a card named twice is injected once
     devices = qualified_names(kind, ids)
     key = annotation_key(plugin, allocation or allocation_id(ids))
     value = ",".join(devices)
