@@ -50,6 +50,10 @@ PACKAGES: Dict[str, List[str]] = {
                  "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libyajl2", "libyaml-0-2", "procps", *BUILD],
     "trixie": ["runc", "crun", "podman", "containerd", "docker.io", "docker-cli", "busybox-static",
                "iptables", "uidmap", "libffi8", "libexpat1", "zlib1g", "libyajl2", "libyaml-0-2", "procps", *BUILD],
+    # older than either line (glibc 2.31): the statically linked hook the DaemonSet installs
+    # on hosts of any distribution runs there under its runc; the dynamic build, its libraries
+    # present, does not (tests/c/test_static_build.py)
+    "bullseye": ["runc", "busybox-static", "libyajl2", "libyaml-0-2"],
 }
 OTHER = {"bookworm": "trixie", "trixie": "bookworm"}
 VERSION_OF = {"bookworm": "12", "trixie": "13"}

@@ -8,7 +8,7 @@ package module there: the package is not built yet) and calls
 not) puts the binaries in ``xpu_cdi/_native/bin/``.  The sanitizer tests
 (tests/c/) call :func:`build` with extra flags.
 
-    python src/xpu_cdi/_native/build_bin.py [--out DIR] [TARGET...]
+    python src/xpu_cdi/_native/build_bin.py [--out DIR] [--static] [TARGET...]
 """
 
 from __future__ import annotations
@@ -48,6 +48,13 @@ LDFLAGS = ["-pie", "-Wl,-z,relro,-z,now", "-Wl,--as-needed", "-Wl,--gc-sections"
 # scripts/install-deps.sh installs their -dev packages
 LINKED = ["yajl"]
 HEADERS_ONLY = ["yaml-0.1"]
+# --static (the DaemonSet's copy for the host, whatever its distribution): the same
+# sources and flags, linked static-pie against the static archives Debian's -dev
+# packages ship (libyajl-dev names its archive libyajl_s.a) and glibc's libc.a;
+# libyaml is linked in too (a static binary cannot dlopen it)
+STATIC_LDFLAGS = ["-static-pie", "-Wl,-z,relro,-z,now"]
+STATIC_CFLAGS = ["-DXPU_CDI_LINKED_YAML"]
+STATIC_LIBRARIES = ["-l:libyajl_s.a", "-l:libyaml.a"]
 
 
 def library_flags() -> List[str]:
@@ -75,15 +82,20 @@ def compiler() -> List[str]:
     return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
-def command(name: str, out: str, extra_cflags: Sequence[str] = (), libs: Optional[Sequence[str]] = None) -> List[str]:
+def command(name: str, out: str, extra_cflags: Sequence[str] = (), libs: Optional[Sequence[str]] = None,
+            static: bool = False) -> List[str]:
     """The one compile-and-link command of target *name* writing *out* (the other
     Debian release's build test, tests/c/test_build_other_release.py, runs it in that
-    release's tree)."""
-    return [*compiler(), *CFLAGS, *extra_cflags, f"-I{ROOT}", "-o", out, *(str(ROOT / s) for s in TARGETS[name]),
-            *LDFLAGS, *(library_flags() if libs is None else libs)]
+    release's tree); *static* links it statically (:data:`STATIC_LDFLAGS`)."""
+    if static:
+        libs = [*(f for f in library_flags() if not f.startswith("-l")), *STATIC_LIBRARIES]
+    return [*compiler(), *CFLAGS, *(STATIC_CFLAGS if static else ()), *extra_cflags, f"-I{ROOT}", "-o", out,
+            *(str(ROOT / s) for s in TARGETS[name]),
+            *(STATIC_LDFLAGS if static else LDFLAGS), *(library_flags() if libs is None else libs)]
 
 
-def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: Sequence[str] = ()) -> List[str]:
+def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: Sequence[str] = (),
+          static: bool = False) -> List[str]:
     """Compile *targets* (default: all of :data:`TARGETS`) into *out_dir*; return their paths.
 
     *extra_cflags* go after the usual flags of the one compile-and-link
@@ -99,7 +111,7 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
     for name in targets or TARGETS:
         out = os.path.join(out_dir, name)
         tmp = f"{out}.tmp-{os.getpid()}"
-        subprocess.run(command(name, tmp, extra_cflags, libs), check=True)
+        subprocess.run(command(name, tmp, extra_cflags, None if static else libs, static), check=True)
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
         made.append(out)
@@ -109,10 +121,11 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
 def main(argv: "Sequence[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT.parent / "bin"))
+    parser.add_argument("--static", action="store_true", help="link statically (the DaemonSet's host copy)")
     parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], metavar="TARGET")
     args = parser.parse_args(argv)
     try:
-        for path in build(args.out, args.targets or None):
+        for path in build(args.out, args.targets or None, static=args.static):
             print(path)
     except subprocess.CalledProcessError as err:
         print(f"build failed: {shlex.join(err.cmd)}", file=sys.stderr)

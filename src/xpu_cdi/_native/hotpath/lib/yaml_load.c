@@ -4,7 +4,9 @@
 #include "lib/tree_build.h"
 #include "lib/yaml_scalar.h"
 
+#ifndef XPU_CDI_LINKED_YAML
 #include <dlfcn.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -28,6 +30,20 @@ static struct {
     void (*parser_delete)(yaml_parser_t *);
 } yl;
 
+#ifdef XPU_CDI_LINKED_YAML
+/* The static build (build_bin.py --static): libyaml is linked in. */
+int fy_load_library(char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    yl.initialize = yaml_parser_initialize;
+    yl.set_input_string = yaml_parser_set_input_string;
+    yl.parse = yaml_parser_parse;
+    yl.event_delete = yaml_event_delete;
+    yl.parser_delete = yaml_parser_delete;
+    return 1;
+}
+#else
 int fy_load_library(char *err, size_t errlen)
 {
     void *h;
@@ -52,6 +68,7 @@ int fy_load_library(char *err, size_t errlen)
     }
     return 1;
 }
+#endif
 
 
 struct anchor {
