@@ -27,6 +27,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "device-plugin": ("xpu_cdi.deviceplugin.command", "command"),
     "exporter": ("xpu_cdi.exporter.command", "command"),
     "dra-driver": ("xpu_cdi.dra.command", "command"),
+    "host": ("xpu_cdi.host.command", "command"),
 }
 
 

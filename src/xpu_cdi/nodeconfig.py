@@ -1,7 +1,8 @@
 """The node config file, ``/etc/xpu-cdi/config.yaml``: settings of this node's hook and wrapper.
 
-One setting so far, read by the hook and the wrapper (in C) and here, for
-``doctor``:
+The hook and the wrapper (in C) read the first setting, ``doctor`` reads it
+here; the daemons the second; the DaemonSet's optional runtime wiring
+(``xpu-cdi host wire-runtime``, :mod:`xpu_cdi.host.wiring`) the last two:
 
 ``accept-env-selection-when-unprivileged`` (bool, default ``true``)
     Whether selection variables (``CXPU_VISIBLE_DEVICES``,
@@ -21,6 +22,15 @@ One setting so far, read by the hook and the wrapper (in C) and here, for
     (:mod:`xpu_cdi.servemode`).  Two ways for one kind would let two pods
     get the same card.
 
+``configure-containerd`` (bool, default ``false``)
+    Whether the DaemonSet's runtime wiring configures this host's containerd
+    (``runtime configure --enable-cdi``: CDI on for 1.7, the ``xpu`` handler).
+
+``restart-containerd`` (bool, default ``true``)
+    Whether that wiring also restarts containerd when the files it wrote are
+    newer than the running containerd (containers keep running: their shims
+    outlive the daemon); ``false`` leaves the restart to the admin.
+
 An absent file means the defaults; a file that is not a YAML mapping, or a
 setting of the wrong type, is a :class:`~xpu_cdi.errors.ConfigError` (the
 hook and the wrapper fail closed on it).
@@ -37,7 +47,10 @@ DEFAULT_PATH = "/etc/xpu-cdi/config.yaml"
 ACCEPT_ENV = "accept-env-selection-when-unprivileged"
 ALLOCATION = "kubernetes-allocation"
 WAYS = ("device-plugin", "dra")
-DEFAULTS: Dict[str, Any] = {ACCEPT_ENV: True, ALLOCATION: None}
+CONFIGURE_CONTAINERD = "configure-containerd"
+RESTART_CONTAINERD = "restart-containerd"
+DEFAULTS: Dict[str, Any] = {ACCEPT_ENV: True, ALLOCATION: None, CONFIGURE_CONTAINERD: False, RESTART_CONTAINERD: True}
+BOOLS = (ACCEPT_ENV, CONFIGURE_CONTAINERD, RESTART_CONTAINERD)
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,8 @@ class NodeConfig:
     accept_env_selection_when_unprivileged: bool = True
     allocation: Tuple[Tuple[str, str], ...] = ()  # (kind or "*", way)
     unknown: Tuple[str, ...] = field(default_factory=tuple)  # keys this version does not know
+    configure_containerd: bool = False
+    restart_containerd: bool = True
 
 
 def read_yaml(path: str, what: str) -> Tuple[bool, Any]:
@@ -85,11 +100,15 @@ def read(path: str = DEFAULT_PATH) -> NodeConfig:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"node config {path!r}: expected a mapping such as `{ACCEPT_ENV}: false`")
-    accept = data.get(ACCEPT_ENV, DEFAULTS[ACCEPT_ENV])
-    if not isinstance(accept, bool):
-        raise ConfigError(f"node config {path!r}: {ACCEPT_ENV} must be true or false, not {accept!r}")
+    flags = {}
+    for key in BOOLS:
+        value = data.get(key, DEFAULTS[key])
+        if not isinstance(value, bool):
+            raise ConfigError(f"node config {path!r}: {key} must be true or false, not {value!r}")
+        flags[key] = value
     unknown = tuple(sorted(str(k) for k in data if k not in DEFAULTS))
-    return NodeConfig(path, True, accept, _allocation(path, data.get(ALLOCATION)), unknown)
+    return NodeConfig(path, True, flags[ACCEPT_ENV], _allocation(path, data.get(ALLOCATION)), unknown,
+                      flags[CONFIGURE_CONTAINERD], flags[RESTART_CONTAINERD])
 
 
 def _allocation(path: str, value: Any) -> Tuple[Tuple[str, str], ...]:

@@ -43,6 +43,9 @@ class Options:
     oci_hook: Optional[bool] = None  # default: on for podman and CRI-O
     hook_path: str = field(default_factory=lambda: binaries.installed("xpu-cdi-hook"))
     hooks_dir: str = ocihooks.DEFAULT_HOOKS_DIR
+    # the runtime's release when the caller knows it (the DaemonSet asks the running
+    # containerd); None: `containerd --version` on PATH
+    release: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ def _toml(doc: object, before: Optional[str]) -> str:
 def _containerd(opts: Options, path: str, plan: Plan) -> None:
     text = tomlconf.read_text(path)
     main = tomlconf.parse(text, path) if text is not None else tomlconf.empty()
-    release = containerd.installed_version()
+    release = opts.release or containerd.installed_version()
     new_version = containerd.version_for_release(release)
     if opts.enable_cdi and release and release.startswith(("1.5.", "1.6.")):
         plan.notes.append(f"containerd {release} has no CDI and ignores enable_cdi: the '{opts.runtime_name}' "
