@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all deps install lint test demo bench fuzz fuzz-native check-schemas clean deb rpm
+.PHONY: all deps install lint test demo bench fuzz fuzz-native check-schemas clean deb rpm image
 FUZZ_SECONDS ?= 60
 
 all: install
@@ -58,6 +58,12 @@ deb:
 rpm:
 	sh packaging/rpm/build.sh
 
+# the DaemonSet's image as an OCI archive (packaging/image/out/), no registry needed:
+# deploy/Containerfile built by buildah on a debootstrapped Debian 12 (packaging/image/build.py)
+image:
+	@sh scripts/install-deps.sh buildah debootstrap
+	/usr/bin/python3 packaging/image/build.py
+
 demo: install
 	$(BIN)/python scripts/demo.py
 
@@ -79,6 +85,6 @@ check-schemas: install
 	$(BIN)/python -m pytest tests/cdi/test_validate.py tests/generate/test_profile.py -q
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info packaging/deb/out packaging/rpm/out src/xpu_cdi/_native/bin \
+	rm -rf $(VENV) build src/*.egg-info packaging/deb/out packaging/rpm/out packaging/image/out src/xpu_cdi/_native/bin \
 	  src/xpu_cdi/_native/_hoststat*.so src/xpu_cdi/_native/_hoststat.c src/xpu_cdi/_native/_hoststat.o \
 	  src/xpu_cdi/_native/__pycache__

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The host side of the test suite's runtime matrix (tests/support/releasetree.py):
-# debootstrap (builds the other Debian release's runtimes in a tree),
+# debootstrap (builds the other Debian release's runtimes in a tree, and the
+# base of the DaemonSet's image with buildah: packaging/image/build.py),
 # docker.io (the host's own Docker line) and rpm (rpmspec, for the .rpm
 # scriptlet tests).  Installing docker.io must not start a dockerd on the
 # machine (it would rewrite iptables and add a bridge): while it installs, a
@@ -15,7 +16,7 @@ if [ "$(id -u)" -eq 0 ] && [ ! -e "$policy" ]; then
   ours=1
 fi
 rc=0
-sh "$here/install-deps.sh" debootstrap docker.io rpm || rc=$?
+sh "$here/install-deps.sh" debootstrap docker.io rpm buildah || rc=$?
 # Debian 13's docker.io no longer ships the client: it moved to docker-cli (only
 # a Recommends there, and recommends are not installed).  Asked for when no
 # package provides /usr/bin/docker, so Debian 12 (client in docker.io) is unchanged.

@@ -5,6 +5,8 @@
 #
 #   sh packaging/deb/build.sh            build + lintian
 #   LINTIAN=0 sh packaging/deb/build.sh  build only
+#   BUILD_DEPS=0 ...                     the build dependencies are installed already
+#                                        (the image's build stage: apt-get build-dep)
 set -eu
 # Debian's own interpreter and tools only: a version manager's python3 or
 # an active venv on PATH would build the extension for the wrong Python.
@@ -17,7 +19,7 @@ OUT="$HERE/out"
 VERSION=$(sed -n '1s/^xpu-cdi (\([^)]*\)).*/\1/p' "$HERE/debian/changelog")
 STAGE="$OUT/build/xpu-cdi-$VERSION"
 
-sh "$REPO/packaging/install-build-deps.sh"
+[ "${BUILD_DEPS:-1}" = 0 ] || sh "$REPO/packaging/install-build-deps.sh"
 
 rm -rf "$OUT/build"
 mkdir -p "$STAGE"

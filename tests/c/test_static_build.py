@@ -7,7 +7,6 @@ The dynamically linked build (the .deb/.rpm's) is the control: each check fails 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -22,22 +21,14 @@ from support.hookkit import HookHost, container_output, hook_binary, node_line, 
 
 pytestmark = [pytest.mark.privileged]
 
-BUILD_BIN = releasetree.REPO / "src" / "xpu_cdi" / "_native" / "build_bin.py"
 OLD_RELEASE, OLD_GLIBC = "bullseye", (2, 31)
 
 
-def build_bin() -> Any:
-    spec = importlib.util.spec_from_file_location("xpu_cdi_build_bin", BUILD_BIN)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
 @pytest.fixture(scope="module")
-def static(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
+def static(build_bin: Any, tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     out = tmp_path_factory.mktemp("static")
     out.chmod(0o755)
-    return {Path(p).name: Path(p) for p in build_bin().build(str(out), static=True)}
+    return {Path(p).name: Path(p) for p in build_bin.build(str(out), static=True)}
 
 
 def dynamic(name: str) -> Path:

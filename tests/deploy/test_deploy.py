@@ -58,14 +58,20 @@ def container(ds: Dict[str, Any], name: str) -> Dict[str, Any]:
 
 # what each container may write on the host; everything else it mounts is read-only
 WRITABLE = {"generate": {SPEC_DIR}, "watch": {SPEC_DIR}, "node-config": {"/etc/xpu-cdi"},
+            "install-binaries": {"/usr/local/xpu-cdi"},
             "device-plugin": {"/var/lib/kubelet/device-plugins", "/run/xpu-cdi"}}
+HOST_BIN_DIR = "/usr/local/xpu-cdi/bin"
 
 
 def cli_accepts(args: List[str]) -> click.Context:
     """Parse *args* with the real xpu-cdi CLI (without running the command)."""
-    sub = cli.main.get_command(click.Context(cli.main), args[0])
-    assert sub is not None, f"xpu-cdi has no command {args[0]!r}"
-    return sub.make_context(args[0], list(args[1:]))
+    group: click.Group = cli.main
+    while True:  # down through groups (`host install-binaries ...`)
+        sub = group.get_command(click.Context(group), args[0])
+        assert sub is not None, f"xpu-cdi has no command {args[0]!r}"
+        if not isinstance(sub, click.Group):
+            return sub.make_context(args[0], list(args[1:]))
+        group, args = sub, args[1:]
 
 
 # --- OpenAPI field names -----------------------------------------------------
@@ -149,9 +155,29 @@ class TestDaemonSet:
         gen, wat = cli_accepts(init["args"]), cli_accepts(main["args"])
         assert init["args"][0] == "generate" and main["args"][0] == "watch"
         assert gen.params["spec_dir"] == wat.params["spec_dir"] == SPEC_DIR
-        # the same spec options, or the watch would rewrite what the init container wrote
-        assert gen.params["ld_library_path_env"] == wat.params["ld_library_path_env"] is True
+        # the same spec options, or the watch would rewrite what the init container wrote; the libraries
+        # through the update-ldcache hook installed on the host, never LD_LIBRARY_PATH
+        assert gen.params["ld_library_path_env"] == wat.params["ld_library_path_env"] is False
+        assert gen.params["hook_path"] == wat.params["hook_path"] == f"{HOST_BIN_DIR}/xpu-cdi-hook"
         assert init["image"] == main["image"]
+
+    def test_the_hook_is_installed_where_the_specs_name_it(self, daemonset: Dict[str, Any]) -> None:
+        """install-binaries runs first and installs into the directory whose hook the specs name, mounted
+        at its host path (with the host's /usr/local above it, read-only, for the ownership check)."""
+        inits = [c["name"] for c in pod(daemonset)["initContainers"]]
+        assert inits.index("install-binaries") < inits.index("generate")
+        c = container(daemonset, "install-binaries")
+        params = cli_accepts(c["args"]).params
+        assert c["args"][:2] == ["host", "install-binaries"] and params["dest"] == HOST_BIN_DIR
+        mounts = {m["mountPath"]: m.get("readOnly", False) for m in c["volumeMounts"]}
+        assert mounts == {"/usr/local": True, "/usr/local/xpu-cdi": False}
+        from xpu_cdi.host import install
+
+        assert params["source"] == install.IMAGE_DIR
+
+    def test_no_container_asks_for_ld_library_path(self, daemonset: Dict[str, Any]) -> None:
+        for c in all_containers(daemonset):
+            assert "--ld-library-path-env" not in c.get("args", []) + c.get("command", []), c["name"]
 
     def test_host_paths_are_mounted_at_the_same_path(self, daemonset: Dict[str, Any]) -> None:
         """Specs name host paths, so host dirs appear at their host path; each container writes only
@@ -167,7 +193,7 @@ class TestDaemonSet:
                     continue
                 assert vol["hostPath"]["path"] == m["mountPath"], m
                 assert m.get("readOnly", False) == (m["mountPath"] not in WRITABLE[c["name"]]), (c["name"], m)
-            if c["name"] != "node-config":
+            if c["name"] not in ("node-config", "install-binaries"):
                 assert {"/dev", "/usr/local", SPEC_DIR} <= set(mounts), c["name"]
         assert volumes["host-cdi"]["hostPath"]["type"] == "DirectoryOrCreate"
 
@@ -247,10 +273,17 @@ class TestContainerfile:
     text = (DEPLOY / "Containerfile").read_text()
 
     def test_installs_the_deb_this_build_makes(self) -> None:
-        """COPY names the file packaging/deb/build.sh produces, for this version."""
+        """The build stage makes the .deb with packaging/deb/build.sh and the static binaries with
+        build_bin.py --static; the image installs the .deb the build names for this version and keeps
+        the static copies where install-binaries takes them from."""
+        from xpu_cdi.host import install
+
         assert re.search(rf"^ARG VERSION={re.escape(VERSION)}$", self.text, re.M)
-        assert "COPY packaging/deb/out/xpu-cdi_${VERSION}_${TARGETARCH}.deb" in self.text
+        assert "sh packaging/deb/build.sh" in self.text
+        assert "build_bin.py --static --out /out/host" in self.text
+        assert "COPY --from=build /src/packaging/deb/out/xpu-cdi_${VERSION}_${TARGETARCH}.deb /tmp/" in self.text
         assert "apt-get install -y --no-install-recommends /tmp/xpu-cdi_${VERSION}_${TARGETARCH}.deb" in self.text
+        assert f"COPY --from=build /out/host/ {install.IMAGE_DIR}/" in self.text
 
     def test_default_command_is_the_watch(self, daemonset: Dict[str, Any]) -> None:
         """ENTRYPOINT + CMD is the DaemonSet's main container, and the CLI accepts it."""
@@ -261,3 +294,48 @@ class TestContainerfile:
         main = container(daemonset, "watch")
         assert entry == main["command"] and cmd == main["args"]
         cli_accepts(cmd)
+
+
+# --- what the DaemonSet's containers write, run here -----------------------------
+
+@pytest.mark.privileged
+@pytest.mark.parametrize("kind", ["kunlunxin", "ascend"])
+def test_the_specs_it_writes_never_set_ld_library_path(daemonset: Dict[str, Any], tmp_path: Path,
+                                                       kind: str) -> None:
+    """The generate init container's and the watch container's own arguments, run on a fake host (its
+    roots added): every spec they write has no LD_LIBRARY_PATH anywhere, and the driver's library dirs
+    reach containers through an update-ldcache hook at the installed hook's path."""
+    import json
+    import sys
+
+    from support import fakehost
+
+    host = (fakehost.kunlunxin if kind == "kunlunxin" else fakehost.ascend)(tmp_path / "host")
+    xpu_cdi = str(Path(sys.executable).parent / "xpu-cdi")
+    try:
+        for name, extra in (("generate", []), ("watch", ["--once", "--source", "none"])):
+            c = container(daemonset, name)
+            spec_dir = tmp_path / name
+            args = [a if a != SPEC_DIR else str(spec_dir) for a in c["args"]]
+            r = subprocess.run([xpu_cdi, *args, *extra, *host.cli_roots], capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode == 0, r.stderr
+            (spec_file,) = spec_dir.glob("*.json")
+            text = spec_file.read_text()
+            assert "LD_LIBRARY_PATH" not in text, name
+            hooks = [h for h in json.loads(text)["containerEdits"]["hooks"] if "update-ldcache" in h["args"]]
+            assert len(hooks) == 1 and hooks[0]["path"] == f"{HOST_BIN_DIR}/xpu-cdi-hook", hooks
+            assert hooks[0]["args"].count("--folder") >= 1
+    finally:
+        fakehost.remove_tree(host.root)
+
+
+def test_no_termination_log_in_the_hosts_dev(daemonset: Dict[str, Any]) -> None:
+    """A container with the host's /dev mounted (read-only) at /dev writes its termination message
+    elsewhere: runc cannot create kubelet's default /dev/termination-log mount point in a read-only /dev
+    (found on the suite's node: the container never started)."""
+    for c in all_containers(daemonset):
+        if "/dev" in {m["mountPath"] for m in c.get("volumeMounts", [])}:
+            path = c.get("terminationMessagePath", "/dev/termination-log")
+            assert not path.startswith("/dev/"), c["name"]
+            assert c["terminationMessagePolicy"] == "FallbackToLogsOnError", c["name"]

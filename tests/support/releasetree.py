@@ -75,18 +75,10 @@ def other_release() -> Optional[str]:
 
 
 def host_mirror() -> str:
-    """The Debian archive the host's apt uses (deb822 or one-line sources), default deb.debian.org."""
-    files = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
-    for f in files:
-        try:
-            text = f.read_text()
-        except OSError:
-            continue
-        for m in re.finditer(r"^(?:URIs:\s*|deb\s+(?:\[[^]]*\]\s+)?)(\S+)", text, re.M):
-            uri = m.group(1).rstrip("/")
-            if uri.endswith("/debian"):
-                return uri
-    return "http://deb.debian.org/debian"
+    """The Debian archive the host's apt uses (`make image`'s base comes from it too)."""
+    from .imagebuild import builder
+
+    return builder().host_mirror()
 
 
 def tree_key(release: str) -> str:

@@ -1,0 +1,192 @@
+"""deploy/ on the suite's node through an overlay of the test's (tests/k8s/test_daemonset_node.py
+says why and what it moves): a fake 8-card Kunlunxin host with a real shared library in its
+driver, the session's install dir, and the DaemonSet's rollout and listings."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Set
+
+import yaml
+
+from support import fakehost, imagebuild, matrix
+from support.k8s import nodekit
+from support.k8s.cluster import Cluster
+from xpu_cdi.host import install
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+NS = "kube-system"
+DS = "xpu-cdi"
+WIRING_DS = "xpu-cdi-runtime-wiring"
+XPU = nodekit.XPU
+CARDS = 8
+DRIVER_SO = "libxpufake.so.1"
+ACCEL_LABEL = "xpu-cdi.io/accelerator"
+
+
+class Node:
+    """The session's node with deploy/ applied through the test's overlay."""
+
+    def __init__(self, cluster: Cluster, base: Path) -> None:
+        self.cluster, self.base = cluster, base
+        self.host = fakehost.kunlunxin(matrix.device_dir(base / "fake") / "host", CARDS)
+        for n in sorted(set(self.host.numa.values())):
+            (self.host.root / "sys/devices/system/node" / f"node{n}").mkdir(parents=True, exist_ok=True)
+        # a real shared library in the driver's lib64, as the XRE's are (ldconfig ignores the fake text ones)
+        lib64 = self.host.path("/usr/local/xpu/lib64")
+        imagebuild.shared_library(lib64 / DRIVER_SO, DRIVER_SO, "xpu_fake_answer", 42)
+        # the host's install dir: root's, 0755, as /usr/local/xpu-cdi would be (the checks run on it)
+        self.install_dir = base / "usr-local-xpu-cdi"
+        self.install_dir.mkdir(mode=0o755)
+        self.install_dir.chmod(0o755)
+        self.host.path("/lib/modules").mkdir(parents=True, exist_ok=True)
+        self.overlay = base / "overlay"
+        self.overlay.mkdir()
+
+    @property
+    def hook(self) -> str:
+        return f"{self.install_dir}/bin/xpu-cdi-hook"
+
+    def write_overlay(self, tag: str, wiring: bool = False) -> None:
+        """The overlay (see test_daemonset_node's doc) for image tag *tag*; *wiring*: with the
+        runtime-wiring component, its containerd paths moved to the session's containerd."""
+        fake = str(self.host.root)
+        roots = self.host.cli_roots
+        fake_mount = {"name": "fake-host", "mountPath": fake, "readOnly": True}
+
+        def args_patch(container: str, index: int, args: List[str]) -> Dict[str, Any]:
+            return {"op": "replace", "path": f"/spec/template/spec/{container}/{index}/args", "value": args}
+
+        ds = yaml.safe_load((DEPLOY / "daemonset.yaml").read_text())
+        spec = ds["spec"]["template"]["spec"]
+        inits = {c["name"]: i for i, c in enumerate(spec["initContainers"])}
+        mains = {c["name"]: i for i, c in enumerate(spec["containers"])}
+        ops: List[Dict[str, Any]] = []
+        # the spec dir containerd reads, the install dir (same paths inside as outside); this machine's
+        # kernel has no /lib/modules (a hostPath of type Directory): the fake host's stands in
+        for v, path in (("host-cdi", str(self.cluster.cdi_dir)), ("host-xpu-cdi", str(self.install_dir)),
+                        ("host-lib-modules", str(self.host.path("/lib/modules")))):
+            idx = next(i for i, vol in enumerate(spec["volumes"]) if vol["name"] == v)
+            ops.append({"op": "replace", "path": f"/spec/template/spec/volumes/{idx}/hostPath/path", "value": path})
+        ops.append({"op": "add", "path": "/spec/template/spec/volumes/-",
+                    "value": {"name": "fake-host", "hostPath": {"path": fake, "type": "Directory"}}})
+
+        def remount(kind: str, index: int, container: Dict[str, Any]) -> None:
+            mounts = []
+            for m in container["volumeMounts"]:
+                m = dict(m)
+                if m["name"] == "host-cdi":
+                    m["mountPath"] = str(self.cluster.cdi_dir)
+                if not (container["name"] == "install-binaries" and m["name"] == "host-usr-local"):
+                    mounts.append(m)
+            if container["name"] not in ("install-binaries", "node-config"):
+                mounts.append(fake_mount)
+            ops.append({"op": "replace", "path": f"/spec/template/spec/{kind}/{index}/volumeMounts", "value": mounts})
+
+        for kind, table in (("initContainers", inits), ("containers", mains)):
+            for name, i in table.items():
+                remount(kind, i, spec[kind][i])
+
+        def moved(args: List[str]) -> List[str]:
+            out = []
+            for a in args:
+                a = a.replace("/var/run/cdi", str(self.cluster.cdi_dir))
+                a = a.replace(install.DEFAULT_DIR, f"{self.install_dir}/bin")
+                out.append(a)
+            return out
+
+        gen = spec["initContainers"][inits["generate"]]["args"]
+        ops.append(args_patch("initContainers", inits["generate"], moved(gen) + roots))
+        ops.append(args_patch("containers", mains["watch"], moved(spec["containers"][mains["watch"]]["args"]) +
+                              roots + ["--source", "none", "--poll-interval", "1"]))
+        ops.append(args_patch("containers", mains["device-plugin"],
+                              moved(spec["containers"][mains["device-plugin"]]["args"]) + roots +
+                              ["--uevents", "none", "--health-interval", "0.5"]))
+        rel = os.path.relpath(DEPLOY, self.overlay)
+        (self.overlay / "patch.json").write_text(json.dumps(ops, indent=1))
+        kustomization: Dict[str, Any] = {
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [rel],
+            "images": [{"name": "xpu-cdi", "newName": "docker.io/library/xpu-cdi", "newTag": tag}],
+            "patches": [{"path": "patch.json", "target": {"kind": "DaemonSet", "name": DS}}]}
+        if wiring:
+            kustomization["components"] = [os.path.join(rel, "runtime-wiring")]
+            (self.overlay / "wiring.json").write_text(json.dumps(self.wiring_ops(), indent=1))
+            kustomization["patches"].append({"path": "wiring.json",
+                                             "target": {"kind": "DaemonSet", "name": WIRING_DS}})
+        (self.overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+
+    def wiring_ops(self) -> List[Dict[str, Any]]:
+        """The wiring DaemonSet's containerd paths moved to the session's containerd (its config dir and
+        socket; same paths inside as outside), the wrapper and hook to the session's install dir."""
+        ds = yaml.safe_load((DEPLOY / "runtime-wiring" / "daemonset.yaml").read_text())
+        spec = ds["spec"]["template"]["spec"]
+        ctrd = str(self.cluster.containerd_config.parent)
+        moves = {"/etc/containerd/config.toml": str(self.cluster.containerd_config),
+                 "/etc/containerd/conf.d/99-xpu-cdi.toml": f"{ctrd}/conf.d/99-xpu-cdi.toml",
+                 "/run/containerd/containerd.sock": str(self.cluster.containerd_socket),
+                 install.DEFAULT_DIR: f"{self.install_dir}/bin"}
+        (init,) = spec["initContainers"]
+        args = []
+        for a in init["args"]:
+            for old, new in moves.items():
+                a = a.replace(old, new)
+            args.append(a)
+        # the spec dir the DaemonSet writes is the session's (deploy/'s default: /var/run/cdi)
+        args += ["--cdi-spec-dir", str(self.cluster.cdi_dir)]
+        ops: List[Dict[str, Any]] = [{"op": "replace", "path": "/spec/template/spec/initContainers/0/args",
+                                      "value": args}]
+        # the config dir and the socket's dir are one directory of the session's: mounted once, writable
+        # (the drop-in goes there), at its own path
+        for i, vol in enumerate(spec["volumes"]):
+            if vol["name"] in ("host-etc-containerd", "host-run-containerd"):
+                ops.append({"op": "replace", "path": f"/spec/template/spec/volumes/{i}/hostPath/path", "value": ctrd})
+        mounts = [dict(m, mountPath=ctrd) if m["name"] == "host-etc-containerd" else m
+                  for m in init["volumeMounts"] if m["name"] != "host-run-containerd"]
+        ops.append({"op": "replace", "path": "/spec/template/spec/initContainers/0/volumeMounts", "value": mounts})
+        return ops
+
+    def apply(self, tag: str, wiring: bool = False) -> None:
+        self.write_overlay(tag, wiring)
+        self.cluster.kubectl("apply", "-k", str(self.overlay), timeout=180)
+
+    def ds(self, name: str = DS) -> Dict[str, Any]:
+        return self.cluster.get("daemonset", name, "-n", NS)
+
+    def wait_rolled_out(self, tag: str, timeout: float = 240, name: str = DS,
+                        component: str = "cdi-spec") -> Dict[str, Any]:
+        """Until DaemonSet *name*'s one pod runs image *tag* and is Ready (all containers)."""
+        image = f"docker.io/library/xpu-cdi:{tag}"
+
+        def done() -> Any:
+            d = self.ds(name)
+            st = d.get("status", {})
+            if st.get("observedGeneration") != d["metadata"]["generation"]:
+                return None
+            if (st.get("updatedNumberScheduled"), st.get("numberReady"), st.get("desiredNumberScheduled")) != (1, 1, 1):
+                return None
+            (p,) = self.pods(component)
+            if any(c["image"] != image for c in p["spec"]["containers"]):
+                return None
+            return p if all(s.get("ready") for s in p["status"].get("containerStatuses", [])) else None
+
+        try:
+            return self.cluster.wait(done, timeout, f"DaemonSet {name} rolled out with {tag}", interval=0.5)
+        except Exception:
+            for p in self.pods(component):
+                pod = p["metadata"]["name"]
+                print(self.cluster.describe_pod(pod, NS))
+                for cs in p["status"].get("initContainerStatuses", []) + p["status"].get("containerStatuses", []):
+                    for previous in ([], ["-p"]):
+                        r = self.cluster.kubectl("logs", pod, "-n", NS, "-c", cs["name"], *previous, check=False)
+                        print(f"--- {cs['name']} {' '.join(previous)}: {r.stdout[-2000:]}{r.stderr[-300:]}")
+            raise
+
+    def pods(self, component: str = "cdi-spec") -> List[Dict[str, Any]]:
+        return self.cluster.get("pods", "-n", NS, "-l", f"app.kubernetes.io/component={component}")["items"]
+
+    def node_listing(self, *paths: str) -> Set[str]:
+        """Every path below *paths* as the node sees them (its /etc, /run are the session's)."""
+        r = self.cluster.run_on_node(["sh", "-c", 'for p; do [ -e "$p" ] && find "$p"; done; true', "ls", *paths])
+        return set(r.stdout.split())
