@@ -330,6 +330,88 @@ def test_the_specs_it_writes_never_set_ld_library_path(daemonset: Dict[str, Any]
         fakehost.remove_tree(host.root)
 
 
+# --- the optional runtime wiring (deploy/runtime-wiring, a kustomize component) ----------
+
+@pytest.fixture(scope="module")
+def wiring() -> Dict[str, Any]:
+    (ds,) = docs("runtime-wiring/daemonset.yaml")
+    return ds
+
+
+class TestRuntimeWiring:
+    def test_off_by_default(self, daemonset: Dict[str, Any]) -> None:
+        """deploy/ alone: no wiring container, no hostPID, and its node config leaves containerd alone."""
+        from xpu_cdi import nodeconfig
+
+        assert "wire-runtime" not in [c["name"] for c in all_containers(daemonset)]
+        assert not pod(daemonset).get("hostPID")
+        (cm,) = docs("node-config.yaml")
+        cfg = nodeconfig.NodeConfig  # the defaults apply to what the file does not name
+        assert "configure-containerd" not in cm["data"]["config.yaml"] and cfg("x", True).configure_containerd is False
+
+    def test_component_adds_its_daemonset_and_turns_it_on(self) -> None:
+        import tempfile
+
+        (k,) = docs("runtime-wiring/kustomization.yaml")
+        assert (k["apiVersion"], k["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+        files = k["resources"] + [p["path"] for p in k["patches"]]
+        assert all((DEPLOY / "runtime-wiring" / f).is_file() for f in files)
+        (patch,) = docs("runtime-wiring/node-config.yaml")
+        (base,) = docs("node-config.yaml")
+        assert patch["metadata"] == {k: base["metadata"][k] for k in ("name", "namespace")}
+        from xpu_cdi import nodeconfig
+
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(patch["data"]["config.yaml"])
+            f.flush()
+            cfg = nodeconfig.read(f.name)
+        assert (cfg.configure_containerd, cfg.restart_containerd, cfg.accept_env_selection_when_unprivileged,
+                cfg.unknown) == (True, True, False, ())
+
+    def test_its_pod_alone_has_hostpid(self, wiring: Dict[str, Any]) -> None:
+        """hostPID (to signal containerd) only in the wiring's pod, whose long-running container is an idle
+        sleep as nobody; the work is one init container's, no capabilities, no token; on the host's
+        network, as the main pod."""
+        spec = pod(wiring)
+        assert spec["hostPID"] is True and spec["automountServiceAccountToken"] is False
+        assert spec["hostNetwork"] is True  # as the main pod: node plumbing, independent of the pod network
+        (init,) = spec["initContainers"]
+        (idle,) = spec["containers"]
+        assert idle["command"] == ["/bin/sleep", "infinity"] and idle["securityContext"]["runAsUser"] == 65534
+        assert "volumeMounts" not in idle
+        for c in (init, idle):
+            sc = c["securityContext"]
+            assert sc["capabilities"]["drop"] == ["ALL"] and sc["allowPrivilegeEscalation"] is False
+            assert sc["readOnlyRootFilesystem"] is True
+
+    def test_wire_runtime_arguments(self, daemonset: Dict[str, Any], wiring: Dict[str, Any]) -> None:
+        """The CLI accepts them; the handler runs the wrapper install-binaries installs; the node config is
+        the host's, the ConfigMap's the fallback; containerd's dir the only writable mount, at its host path."""
+        (init,) = pod(wiring)["initContainers"]
+        params = cli_accepts(init["args"]).params
+        assert params["wrapper_path"] == f"{HOST_BIN_DIR}/xpu-container-runtime"
+        assert params["hook_path"] == f"{HOST_BIN_DIR}/xpu-cdi-hook"
+        assert params["node_config"] == "/etc/xpu-cdi/config.yaml"
+        volumes = {v["name"]: v for v in pod(wiring)["volumes"]}
+        mounts = {m["mountPath"]: m for m in init["volumeMounts"]}
+        assert os.path.dirname(params["config"]) == os.path.dirname(os.path.dirname(params["drop_in"])) == \
+            "/etc/containerd"
+        assert [p for p, m in mounts.items() if not m.get("readOnly")] == ["/etc/containerd"]
+        assert os.path.dirname(params["socket"]) in mounts
+        for path, m in mounts.items():
+            vol = volumes[m["name"]]
+            if "hostPath" in vol:
+                assert vol["hostPath"]["path"] == path
+            else:
+                assert vol["configMap"]["name"] == "xpu-cdi-node-config"
+                assert params["fallback_config"] == f"{path}/config.yaml"
+        assert pod(wiring)["nodeSelector"] == pod(daemonset)["nodeSelector"]
+        assert pod(wiring)["tolerations"] == pod(daemonset)["tolerations"]
+
+    def test_every_field_is_an_api_field(self, wiring: Dict[str, Any]) -> None:
+        assert api_problems(wiring, "V1DaemonSet") == []
+
+
 def test_no_termination_log_in_the_hosts_dev(daemonset: Dict[str, Any]) -> None:
     """A container with the host's /dev mounted (read-only) at /dev writes its termination message
     elsewhere: runc cannot create kubelet's default /dev/termination-log mount point in a read-only /dev
