@@ -13,23 +13,15 @@ import click
 
 from . import clikit
 
-# name -> (module, the function of it that builds the click command)
-COMMANDS: Dict[str, Tuple[str, str]] = {
-    "generate": ("xpu_cdi.generate.command", "command"),
-    "list": ("xpu_cdi.cdi.command", "list_command"),
-    "validate": ("xpu_cdi.cdi.command", "validate_command"),
-    "hook": ("xpu_cdi.binaries", "hook_command"),
-    "runtime": ("xpu_cdi.runtime.command", "command"),
-    "watch": ("xpu_cdi.watch.command", "command"),
-    "topology": ("xpu_cdi.topology.command", "command"),
-    "doctor": ("xpu_cdi.doctor.command", "command"),
-    "system": ("xpu_cdi.system.command", "command"),
-    "device-plugin": ("xpu_cdi.deviceplugin.command", "command"),
-    "exporter": ("xpu_cdi.exporter.command", "command"),
-    "dra-driver": ("xpu_cdi.dra.command", "command"),
-    "host": ("xpu_cdi.host.command", "command"),
-}
-
+# name -> (module, the function of it that builds the click command): most are the
+# command() of a subsystem's command.py
+COMMANDS: Dict[str, Tuple[str, str]] = {name: (f"xpu_cdi.{package}.command", "command") for name, package in (
+    ("generate", "generate"), ("runtime", "runtime"), ("watch", "watch"), ("topology", "topology"),
+    ("doctor", "doctor"), ("system", "system"), ("device-plugin", "deviceplugin"), ("exporter", "exporter"),
+    ("dra-driver", "dra"), ("host", "host"))}
+COMMANDS.update({"list": ("xpu_cdi.cdi.command", "list_command"),
+                 "validate": ("xpu_cdi.cdi.command", "validate_command"),
+                 "hook": ("xpu_cdi.binaries", "hook_command")})
 
 class Group(clikit.Group):
     """The top-level group: builds the commands of :data:`COMMANDS` when first asked for."""

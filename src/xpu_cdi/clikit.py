@@ -15,7 +15,8 @@ from typing import Any, Optional, Sequence, Tuple
 
 import click
 
-from . import binaries, errors
+from . import binaries, errors, nodeconfig
+from .cdi import registry
 from .generate import discover as _discover
 from .generate import edits as _edits
 from .generate import profile as _profile
@@ -73,6 +74,13 @@ def subcommand(name: str, f: Any, options: Tuple[Any, ...]) -> click.Command:
         f = opt(f)
     return click.command(name)(root_options(f))
 
+
+# where the commands that read specs (list, doctor, the daemons) look, and the node config they follow
+SPEC_DIRS_OPTION = click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS,
+                                show_default=True, help="CDI spec directory, lowest priority first (repeatable).")
+NODE_CONFIG_OPTION = click.option("--node-config", default=nodeconfig.DEFAULT_PATH, show_default=True,
+                                  help="The node config (docs/operations.md): what the hook, the wrapper and "
+                                       "the daemons follow on this node.")
 
 # the flags generate and watch share: how the spec they write is built
 SPEC_OPTIONS = (

@@ -17,7 +17,7 @@ another copy of the same proto (a test's stubs, a library) would clash.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Sequence, Tuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -93,3 +93,14 @@ def method_path(package: str, service: str, method: str) -> str:
     """``/<package>.<Service>/<Method>``: the gRPC path a client calls."""
     return f"/{package}.{service}/{method}"
 
+
+
+def attributes(module: str, *tables: Mapping[str, Any]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) giving the classes of *tables* as its attributes
+    (``api.Device``), so no module lists them twice."""
+    def get(name: str) -> Any:
+        for table in tables:
+            if name in table:
+                return table[name]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return get

@@ -8,12 +8,12 @@ from typing import Tuple
 
 import click
 
+from ..clikit import SPEC_DIRS_OPTION
 from . import registry
 
 
 @click.command("list")
-@click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
-              help="Spec directory, lowest priority first (repeatable).")
+@SPEC_DIRS_OPTION
 def list_devices(spec_dirs: Tuple[str, ...]) -> None:
     """Print the qualified CDI devices the spec directories define."""
     reg = registry.load(spec_dirs)

@@ -73,26 +73,7 @@ def file_descriptor() -> descriptor_pb2.FileDescriptorProto:
 
 
 _CLASSES = protobuild.build(PACKAGE, MESSAGES, SERVICES)
-DevicePluginOptions = _CLASSES["DevicePluginOptions"]
-RegisterRequest = _CLASSES["RegisterRequest"]
-Empty = _CLASSES["Empty"]
-ListAndWatchResponse = _CLASSES["ListAndWatchResponse"]
-TopologyInfo = _CLASSES["TopologyInfo"]
-NUMANode = _CLASSES["NUMANode"]
-Device = _CLASSES["Device"]
-PreStartContainerRequest = _CLASSES["PreStartContainerRequest"]
-PreStartContainerResponse = _CLASSES["PreStartContainerResponse"]
-PreferredAllocationRequest = _CLASSES["PreferredAllocationRequest"]
-ContainerPreferredAllocationRequest = _CLASSES["ContainerPreferredAllocationRequest"]
-PreferredAllocationResponse = _CLASSES["PreferredAllocationResponse"]
-ContainerPreferredAllocationResponse = _CLASSES["ContainerPreferredAllocationResponse"]
-AllocateRequest = _CLASSES["AllocateRequest"]
-ContainerAllocateRequest = _CLASSES["ContainerAllocateRequest"]
-CDIDevice = _CLASSES["CDIDevice"]
-AllocateResponse = _CLASSES["AllocateResponse"]
-ContainerAllocateResponse = _CLASSES["ContainerAllocateResponse"]
-Mount = _CLASSES["Mount"]
-DeviceSpec = _CLASSES["DeviceSpec"]
+__getattr__ = protobuild.attributes(__name__, _CLASSES)  # api.Device, api.AllocateResponse, ...
 
 
 def method_path(service: str, method: str) -> str:

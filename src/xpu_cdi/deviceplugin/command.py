@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ..clikit import subcommand
+from ..clikit import SPEC_DIRS_OPTION, subcommand
 from . import config, response
 from .status import probe as _probe
 
@@ -75,8 +75,7 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
 OPTIONS = (
     click.option("--plugin-dir", default=config.DEFAULT_PLUGIN_DIR, show_default=True,
                  help="kubelet's device-plugins directory (kubelet's socket is DIR/kubelet.sock)."),
-    click.option("--spec-dir", "spec_dirs", multiple=True, default=config.Settings.spec_dirs, show_default=True,
-                 help="CDI spec directory, lowest priority first (repeatable), as for `list`."),
+    SPEC_DIRS_OPTION,
     click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
     click.option("--resource-name", "resource_names", multiple=True, metavar="KIND=NAME",
                  help="Resource name for a CDI kind (repeatable; default: the kind itself, e.g. kunlunxin.com/xpu). "

@@ -20,10 +20,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from ..cdi import registry
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
-from ..generate import profile as _profile
+from ..nodedaemon import HostView
 from . import response
 from .status import DEFAULT_STATUS_FILE
 
@@ -35,17 +34,10 @@ _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(HostView):
     """Everything the daemon needs to know."""
 
     plugin_dir: str = DEFAULT_PLUGIN_DIR
-    spec_dirs: Tuple[str, ...] = registry.DEFAULT_DIRS
-    dev_root: str = "/"
-    driver_root: str = "/"
-    sysfs_root: str = "/"
-    proc_root: Optional[str] = None  # default: sysfs_root (both are the kernel's)
-    profiles: Tuple[str, ...] = ()  # () = every profile
-    profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
     resource_names: Dict[str, str] = field(default_factory=dict)  # CDI kind -> resource name
     strategies: Tuple[str, ...] = response.DEFAULT_STRATEGIES
     status_file: str = DEFAULT_STATUS_FILE
@@ -53,10 +45,6 @@ class Settings:
     removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
     uevents: str = "auto"
     node_config: str = "/etc/xpu-cdi/config.yaml"  # kubernetes-allocation: which way serves each kind
-
-    @property
-    def proc(self) -> str:
-        return self.proc_root or self.sysfs_root
 
     @property
     def run_dir(self) -> str:

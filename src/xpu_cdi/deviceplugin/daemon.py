@@ -22,37 +22,33 @@ It never talks to the API server: everything it needs is on the node.
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import signal
-import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .. import atomic, servemode
+from .. import servemode
 from ..errors import XpuCdiError
 from ..generate import profile as _profile
 from ..generate.discover import Roots
-from ..log import Log
+from ..log import Log, to_stderr
+from ..nodedaemon import Loop
 from . import devices, health, inotify, registration, stale
 from . import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin
 
 
-def stderr_log(message: str) -> None:
-    print(f"xpu-cdi device-plugin: {message}", file=sys.stderr, flush=True)
+stderr_log = to_stderr("xpu-cdi device-plugin")
 
 
-class Daemon:
+class Daemon(Loop):
     """The device plugin daemon's state."""
 
     def __init__(self, settings: Settings, log: Log = stderr_log,
                  reload_settings: Optional[Callable[[], Settings]] = None) -> None:
+        super().__init__(log)
         self.s = settings
-        self.log = log
         self.reload_settings = reload_settings
         self.plugins: Dict[str, KindPlugin] = {}
         self.kinds: Dict[str, devices.KindSet] = {}  # what the specs define now
@@ -64,42 +60,13 @@ class Daemon:
         self.profiles: List[Any] = []
         self.sig: Optional[Tuple[Any, ...]] = None
         self.lock = threading.RLock()  # the main loop and Allocate threads both refresh the inventory
-        self.stop = threading.Event()
         self.reload_asked = False
-        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self.ino: Optional[inotify.Inotify] = None
         self.monitor: Any = None
-        self.logged: Set[str] = set()  # one-off lines already said (problems, waiting)
-        self.status_text = ""
-        self.started = time.time()
         self.stale_due = False
         self.pid_namespace = _status.pid_namespace()
 
-    # -- signals and wake-ups ------------------------------------------------------------------------------
-
-    def wake(self) -> None:
-        try:
-            os.write(self.wake_w, b"x")
-        except OSError:
-            pass  # pipe full: the loop is awake anyway
-
-    def install_signals(self) -> None:
-        def term(*_: Any) -> None:
-            self.stop.set()
-            self.wake()
-
-        def hup(*_: Any) -> None:
-            self.reload_asked = True
-            self.wake()
-
-        signal.signal(signal.SIGTERM, term)
-        signal.signal(signal.SIGINT, term)
-        signal.signal(signal.SIGHUP, hup)
-
-    def say_once(self, key: str, message: str) -> None:
-        if key not in self.logged:
-            self.logged.add(key)
-            self.log(message)
+    def ask_reload(self) -> None:
+        self.reload_asked = True
 
     # -- inventory -----------------------------------------------------------------------------------------
 
@@ -254,31 +221,14 @@ class Daemon:
                    "plugin_dir": self.s.plugin_dir,
                    "spec_dirs": list(self.s.spec_dirs), "strategies": list(self.s.strategies),
                    "kinds": {k: p.status() for k, p in sorted(self.plugins.items())}}
-        text = json.dumps(doc, indent=1, sort_keys=True)
-        if text == self.status_text:
-            return
-        try:
-            os.makedirs(os.path.dirname(self.s.status_file), mode=0o755, exist_ok=True)
-            atomic.write_atomic(self.s.status_file, text.encode() + b"\n", durable=False)
-            self.status_text = text
-        except OSError as err:
-            self.say_once("status:" + str(err), f"cannot write the status file {self.s.status_file}: "
-                                                f"{err.strerror} (--probe and doctor need it)")
+        self.publish_status(self.s.status_file, doc, "--probe and doctor need it")
 
     # -- the loop ------------------------------------------------------------------------------------------
 
     def watch_dirs(self) -> None:
-        if self.ino is None:
-            return
-        wanted = [self.s.plugin_dir, *self.s.spec_dirs]
         with self.lock:
-            for ks in self.kinds.values():
-                for card in ks.cards.values():
-                    wanted += [os.path.dirname(n.path) for n in card.nodes]
-        have = set(self.ino.watched())
-        for d in dict.fromkeys(wanted):
-            if d not in have and os.path.isdir(d):
-                self.ino.watch(d)
+            node_dirs = devices.node_dirs(self.kinds)
+        self.watch([self.s.plugin_dir, *self.s.spec_dirs, *node_dirs])
 
     def open_sources(self) -> None:
         self.ino = inotify.open_inotify()
@@ -289,25 +239,9 @@ class Daemon:
 
             self.monitor = open_source(self.s.uevents, self.log)
 
-    def wait(self, timeout: float) -> None:
+    def wait_events(self, timeout: float) -> None:
         """Sleep until an event or *timeout*; the events are read and dropped: the pass looks at what is there."""
-        fds: List[Any] = [self.wake_r]
-        if self.ino is not None:
-            fds.append(self.ino)
-        if self.monitor is not None:
-            fds.append(self.monitor)
-        try:
-            ready, _w, _x = select.select(fds, [], [], max(0.0, timeout))
-        except InterruptedError:
-            ready = []
-        if self.wake_r in ready:
-            try:
-                os.read(self.wake_r, 4096)
-            except BlockingIOError:
-                pass
-        if self.ino is not None and self.ino in ready:
-            self.ino.read()
-        if self.monitor is not None and self.monitor in ready:
+        if self.wait(timeout, [self.monitor] if self.monitor is not None else []):
             try:
                 while self.monitor.poll(timeout=0) is not None:  # any uevent: health is re-checked below
                     pass
@@ -351,7 +285,7 @@ class Daemon:
 
     def run(self) -> int:
         """Until SIGTERM; exit status 0."""
-        self.install_signals()
+        self.install_signals(on_hup=self.ask_reload)
         self.load_profiles()
         self.open_sources()
         self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
@@ -363,7 +297,7 @@ class Daemon:
             due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
             if due:
                 timeout = min(timeout, max(0.0, min(due) - time.monotonic()))
-            self.wait(timeout)
+            self.wait_events(timeout)
         self.close()
         return 0
 
@@ -372,10 +306,5 @@ class Daemon:
         for plugin in self.plugins.values():
             plugin.shutdown(grace=0.2)
         self.plugins.clear()
-        try:
-            os.unlink(self.s.status_file)
-        except OSError:
-            pass
-        if self.ino is not None:
-            self.ino.close()
+        self.close_loop(self.s.status_file)
         self.log("stopped: sockets removed")

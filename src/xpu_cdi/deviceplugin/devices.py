@@ -188,3 +188,8 @@ def signature(spec_dirs: Sequence[str]) -> Tuple[Any, ...]:
                     continue
                 out.append((d, name, st.st_ino, st.st_size, st.st_mtime_ns))
     return tuple(out)
+
+
+def node_dirs(kinds: Dict[str, KindSet]) -> List[str]:
+    """The directories of every card's device nodes: where a node vanishing or coming back is seen."""
+    return [os.path.dirname(n.path) for ks in kinds.values() for card in ks.cards.values() for n in card.nodes]

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from concurrent import futures
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import grpc
 
@@ -28,6 +28,31 @@ from .registration import Identity, same_inode, socket_identity
 from .restart import Registrar
 
 MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
+
+
+def serve_unix(path: str, handlers: Sequence[Any], workers: int, name: str,
+               dir_option: str) -> Tuple[grpc.Server, futures.ThreadPoolExecutor]:
+    """A started gRPC server on the unix socket *path* (a stale socket there replaced).
+
+    Raises:
+        OSError: the path is too long, or cannot be listened on (the message names *dir_option*).
+    """
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise OSError(f"socket path {path} is {len(os.fsencode(path))} bytes, over the {MAX_SOCKET_PATH}-byte "
+                      f"limit of unix sockets: use a shorter {dir_option}")
+    remove_stale_socket(path)
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+    server = grpc.server(pool)
+    server.add_generic_rpc_handlers(tuple(handlers))
+    try:
+        port = server.add_insecure_port("unix:" + path)
+    except RuntimeError:  # newer grpcio raises where older ones return 0
+        port = 0
+    if port == 0:
+        pool.shutdown(wait=False)
+        raise OSError(f"cannot listen on {path}: is {dir_option} there, and writable?")
+    server.start()
+    return server, pool
 
 
 def socket_name(kind: str) -> str:
@@ -199,28 +224,16 @@ class KindPlugin:
         Raises:
             OSError: the path is too long, not writable, or another process serves there.
         """
-        if len(os.fsencode(self.socket)) > MAX_SOCKET_PATH:
-            raise OSError(f"socket path is {len(os.fsencode(self.socket))} bytes, over the {MAX_SOCKET_PATH}-byte "
-                          f"limit of unix sockets: use a shorter --plugin-dir")
         self.shutdown(grace=0)  # first: gRPC unlinks its path by name as it stops, whatever is there by then
-        remove_stale_socket(self.socket)
         with self.cond:
             self.stopping = False
-        # ListAndWatch holds a worker per stream: kubelet opens one, a restart briefly two
-        self.pool = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp-" + self.kind)
-        server = grpc.server(self.pool)
-        server.add_generic_rpc_handlers((api.handler("DevicePlugin", {
+        handler = api.handler("DevicePlugin", {
             "GetDevicePluginOptions": self.get_options, "ListAndWatch": self.list_and_watch,
             "GetPreferredAllocation": self.get_preferred, "Allocate": self.allocate,
-            "PreStartContainer": self.pre_start}),))
-        try:
-            port = server.add_insecure_port("unix:" + self.socket)
-        except RuntimeError:  # newer grpcio raises where older ones return 0
-            port = 0
-        if port == 0:
-            self.pool.shutdown(wait=False)
-            raise OSError("cannot listen there: is --plugin-dir kubelet's device-plugins directory, and writable?")
-        server.start()
+            "PreStartContainer": self.pre_start})
+        # ListAndWatch holds a worker per stream: kubelet opens one, a restart briefly two
+        server, self.pool = serve_unix(self.socket, [handler], 8, "dp-" + self.kind,
+                                       "--plugin-dir (kubelet's device-plugins directory)")
         with self.cond:
             self.serving_gen += 1
         self.server, self.bound = server, socket_identity(self.socket)

@@ -9,8 +9,7 @@ from typing import Callable, List, Optional, Tuple
 
 import click
 
-from ..cdi import registry
-from ..clikit import roots_of, subcommand
+from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, roots_of, subcommand
 from ..errors import XpuCdiError
 from . import devices, driverfiles, exporter, k8s, plugin, runtimes, specs, stale, topo, wiring
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
@@ -106,8 +105,7 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
 
 OPTIONS = (
     click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
-    click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
-                 help="CDI spec directory, lowest priority first (repeatable)."),
+    SPEC_DIRS_OPTION,
     click.option("--containerd-config", default=Options.containerd_config, show_default=True),
     click.option("--crio-config", default=Options.crio_config, show_default=True,
                  help="CRI-O config; drop-ins in crio.conf.d beside it are read too."),
@@ -123,10 +121,9 @@ OPTIONS = (
                       "'none': no runtime installed."),
     click.option("--plugin-dir", default=Options.plugin_dir, show_default=True,
                  help="kubelet's device-plugins directory (kubelet.sock and the plugins' sockets)."),
+    NODE_CONFIG_OPTION,
     click.option("--plugin-status-file", default=Options.plugin_status_file, show_default=True,
                  help="The status file of `xpu-cdi device-plugin` (its --status-file)."),
-    click.option("--node-config", default=Options.node_config, show_default=True,
-                 help="The node config the hook and the wrapper read (accept-env-selection-when-unprivileged)."),
     click.option("--exporter-status-file", default=Options.exporter_status_file, show_default=True,
                  help="The status file of `xpu-cdi exporter` (its --status-file)."),
     click.option("--json", "as_json", is_flag=True, help='Print a JSON list of {"check","status","found","fix"}.'),

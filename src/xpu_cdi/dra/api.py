@@ -88,25 +88,7 @@ HEALTH_MESSAGE_MAX = 1024  # kubelet truncates longer messages
 _REG = protobuild.build(REGISTRATION_PACKAGE, REGISTRATION_MESSAGES, REGISTRATION_METHODS)
 _DRA = protobuild.build(DRA_PACKAGE, DRA_MESSAGES, DRA_METHODS)
 _HEALTH = protobuild.build(HEALTH_PACKAGE, HEALTH_MESSAGES, HEALTH_METHODS, HEALTH_ENUMS)
-
-PluginInfo = _REG["PluginInfo"]
-RegistrationStatus = _REG["RegistrationStatus"]
-RegistrationStatusResponse = _REG["RegistrationStatusResponse"]
-InfoRequest = _REG["InfoRequest"]
-
-NodePrepareResourcesRequest = _DRA["NodePrepareResourcesRequest"]
-NodePrepareResourcesResponse = _DRA["NodePrepareResourcesResponse"]
-NodePrepareResourceResponse = _DRA["NodePrepareResourceResponse"]
-Device = _DRA["Device"]
-NodeUnprepareResourcesRequest = _DRA["NodeUnprepareResourcesRequest"]
-NodeUnprepareResourcesResponse = _DRA["NodeUnprepareResourcesResponse"]
-NodeUnprepareResourceResponse = _DRA["NodeUnprepareResourceResponse"]
-Claim = _DRA["Claim"]
-
-NodeWatchResourcesRequest = _HEALTH["NodeWatchResourcesRequest"]
-DeviceIdentifier = _HEALTH["DeviceIdentifier"]
-DeviceHealth = _HEALTH["DeviceHealth"]
-NodeWatchResourcesResponse = _HEALTH["NodeWatchResourcesResponse"]
+__getattr__ = protobuild.attributes(__name__, _REG, _DRA, _HEALTH)  # api.PluginInfo, api.Device, ...
 
 
 def message(table: str, name: str) -> Any:

@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import subcommand
+from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, subcommand
 from ..errors import ConfigError
 from . import config
 
@@ -92,13 +92,11 @@ OPTIONS = (
     click.option("--pod-uid", default=None,
                  help="This pod's uid (default: $POD_UID): names the sockets, so the two pods of a rolling "
                       "update both serve."),
-    click.option("--spec-dir", "spec_dirs", multiple=True, default=("/etc/cdi", "/var/run/cdi"), show_default=True,
-                 help="CDI spec directory, lowest priority first (repeatable)."),
+    SPEC_DIRS_OPTION,
     click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
     click.option("--driver-name", "driver_names", multiple=True, metavar="KIND=NAME",
                  help="Driver name of a CDI kind (repeatable; default: the CDI vendor, kunlunxin.com)."),
-    click.option("--node-config", default="/etc/xpu-cdi/config.yaml", show_default=True,
-                 help="The node config (kubernetes-allocation: which way serves each kind)."),
+    NODE_CONFIG_OPTION,
     click.option("--health-interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True,
                  help="Seconds between health polls (inotify triggers checks at once)."),
     click.option("--no-health-service", is_flag=True,

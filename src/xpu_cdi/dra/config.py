@@ -6,11 +6,10 @@ import os
 import re
 import socket
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence
 
-from ..cdi import registry
 from ..errors import ConfigError
-from ..generate import profile as _profile
+from ..nodedaemon import HostView
 
 KUBELET_DIR = "/var/lib/kubelet"
 REGISTRY_DIR = f"{KUBELET_DIR}/plugins_registry"  # kubelet's plugin watcher
@@ -22,29 +21,18 @@ _NODE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 
 
 @dataclass(frozen=True)
-class Settings:
-    node_name: str
+class Settings(HostView):
+    node_name: str = ""  # what node_name() gives: checked, never empty
     kubeconfig: Optional[str] = None
     registry_dir: str = REGISTRY_DIR
     plugins_dir: str = PLUGINS_DIR
     run_dir: str = RUN_DIR
     pod_uid: str = ""
-    spec_dirs: Tuple[str, ...] = registry.DEFAULT_DIRS
-    dev_root: str = "/"
-    driver_root: str = "/"
-    sysfs_root: str = "/"
-    proc_root: Optional[str] = None
-    profiles: Tuple[str, ...] = ()
-    profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
     driver_names: Dict[str, str] = field(default_factory=dict)  # CDI kind -> driver name
     node_config: str = "/etc/xpu-cdi/config.yaml"
     health_interval: float = 1.0
     health_service: bool = True
     boot_id_file: str = "/proc/sys/kernel/random/boot_id"
-
-    @property
-    def proc(self) -> str:
-        return self.proc_root or self.sysfs_root
 
     def driver(self, kind: str) -> str:
         """The driver name of *kind*: the CDI vendor unless set (``kunlunxin.com``)."""

@@ -22,21 +22,18 @@ the other pod of a rolling update still serves, stop, exit 0.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import select
-import signal
-import sys
 import threading
-import time
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .. import atomic, nodeconfig, servemode
+from .. import nodeconfig, servemode
 from ..deviceplugin import devices as _devices
 from ..deviceplugin import health as _health
 from ..deviceplugin import inotify
 from ..errors import XpuCdiError
+from ..log import Log, to_stderr
+from ..nodedaemon import Loop
 from ..generate import profile as _profile
 from . import checkpoint as _cp
 from . import claims as _claims
@@ -46,11 +43,7 @@ from .kube import ApiError, Kube, claim_path
 from .publisher import Publisher
 from .server import Server, Services, dra_socket, registration_socket
 
-Log = Callable[[str], None]
-
-
-def stderr_log(message: str) -> None:
-    print(f"xpu-cdi dra-driver: {message}", file=sys.stderr, flush=True)
+stderr_log = to_stderr("xpu-cdi dra-driver")
 
 
 class KindDriver:
@@ -274,11 +267,12 @@ class KindDriver:
         self.dra.stop(0.5)
 
 
-class Daemon:
+class Daemon(Loop):
     """Every kind's driver, and the loop."""
 
     def __init__(self, settings: Settings, log: Log = stderr_log, kube: Optional[Kube] = None) -> None:
-        self.s, self.log = settings, log
+        super().__init__(log)
+        self.s = settings
         self.kube = kube
         self.drivers: Dict[str, KindDriver] = {}
         self.profiles: List[Any] = []
@@ -286,31 +280,7 @@ class Daemon:
         self.kinds: Dict[str, _devices.KindSet] = {}
         self.sig: Optional[Tuple[Any, ...]] = None
         self.described: Dict[str, Dict[str, _slices.DeviceInfo]] = {}  # kind -> slice device name -> card
-        self.logged: Set[str] = set()
-        self.stop = threading.Event()
-        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self.ino: Optional[inotify.Inotify] = None
         self.boot = _cp.boot_id(settings.boot_id_file)
-        self.started = time.time()
-
-    def wake(self) -> None:
-        try:
-            os.write(self.wake_w, b"x")
-        except OSError:
-            pass
-
-    def say_once(self, key: str, message: str) -> None:
-        if key not in self.logged:
-            self.logged.add(key)
-            self.log(message)
-
-    def install_signals(self) -> None:
-        def term(*_: Any) -> None:
-            self.stop.set()
-            self.wake()
-
-        signal.signal(signal.SIGTERM, term)
-        signal.signal(signal.SIGINT, term)
 
     # -- inventory -----------------------------------------------------------------------------------------
 
@@ -394,38 +364,10 @@ class Daemon:
         doc = {"pid": os.getpid(), "started": int(self.started), "node": self.s.node_name, "boot_id": self.boot,
                "pod_uid": self.s.pod_uid, "spec_dirs": list(self.s.spec_dirs),
                "kinds": {k: d.status() for k, d in sorted(self.drivers.items())}}
-        try:
-            os.makedirs(self.s.run_dir, mode=0o755, exist_ok=True)
-            atomic.write_atomic(self.s.status_file, json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n",
-                                durable=False)
-        except OSError as err:
-            self.say_once("status", f"cannot write {self.s.status_file}: {err.strerror}")
+        self.publish_status(self.s.status_file, doc, "--probe and doctor need it")
 
     def watch_dirs(self) -> None:
-        if self.ino is None:
-            return
-        wanted = list(self.s.spec_dirs)
-        for ks in self.kinds.values():
-            for card in ks.cards.values():
-                wanted += [os.path.dirname(n.path) for n in card.nodes]
-        have = set(self.ino.watched())
-        for d in dict.fromkeys(wanted):
-            if d not in have and os.path.isdir(d):
-                self.ino.watch(d)
-
-    def wait(self, timeout: float) -> None:
-        fds: List[Any] = [self.wake_r] + ([self.ino] if self.ino is not None else [])
-        try:
-            ready, _w, _x = select.select(fds, [], [], max(0.0, timeout))
-        except InterruptedError:
-            return
-        if self.wake_r in ready:
-            try:
-                os.read(self.wake_r, 4096)
-            except BlockingIOError:
-                pass
-        if self.ino is not None and self.ino in ready:
-            self.ino.read()
+        self.watch([*self.s.spec_dirs, *_devices.node_dirs(self.kinds)])
 
     def step(self) -> None:
         self.refresh()
@@ -455,10 +397,5 @@ class Daemon:
         for kind, driver in self.drivers.items():
             driver.shutdown(withdraw=servemode.release_last(kind, servemode.DRA, self.s.run_dir))
         self.drivers.clear()
-        try:
-            os.unlink(self.s.status_file)
-        except OSError:
-            pass
-        if self.ino is not None:
-            self.ino.close()
+        self.close_loop(self.s.status_file)
         self.log("stopped")

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 import grpc
 
-from ..deviceplugin.server import MAX_SOCKET_PATH, remove_stale_socket
+from ..deviceplugin.server import MAX_SOCKET_PATH, remove_stale_socket, serve_unix
 from . import api
 
 HEALTH_RESEND = 10.0  # kubelet marks a device Unknown after 30 s without news of it
@@ -181,22 +181,9 @@ class Server:
     def start(self) -> None:
         """Listen on the socket (a stale socket of ours replaced)."""
         self.stop(0)
-        if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
-            raise OSError(f"socket path {self.path} is over the {MAX_SOCKET_PATH}-byte limit of unix sockets")
         os.makedirs(os.path.dirname(self.path), mode=0o750, exist_ok=True)
-        remove_stale_socket(self.path)
-        self.pool = futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=self.name)
-        server = grpc.server(self.pool)
-        server.add_generic_rpc_handlers(tuple(self.handlers))
-        try:
-            port = server.add_insecure_port("unix:" + self.path)
-        except RuntimeError:  # newer grpcio raises where older ones return 0
-            port = 0
-        if port == 0:
-            self.pool.shutdown(wait=False)
-            raise OSError(f"cannot listen on {self.path}: is the directory there and writable?")
-        server.start()
-        self.server = server
+        self.server, self.pool = serve_unix(self.path, self.handlers, self.workers, self.name,
+                                            "--plugins-dir")
 
     def stop(self, grace: float = 0.5) -> None:
         if self.server is None:

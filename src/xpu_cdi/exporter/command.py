@@ -8,8 +8,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..cdi import registry
-from ..clikit import subcommand
+from ..clikit import SPEC_DIRS_OPTION, subcommand
 from ..errors import ConfigError
 
 
@@ -58,8 +57,7 @@ OPTIONS = (
                  help="Seconds between refreshes: one run of each vendor tool for all cards, kubelet asked once."),
     click.option("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock", show_default=True,
                  help="kubelet's PodResources API socket (<kubelet root>/pod-resources/kubelet.sock)."),
-    click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS, show_default=True,
-                 help="CDI spec directory, lowest priority first (repeatable), as for `list`."),
+    SPEC_DIRS_OPTION,
     click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
     click.option("--status-file", default="/run/xpu-cdi/exporter.json", show_default=True,
                  help="Where the exporter writes its sources' state (read by doctor)."),

@@ -22,51 +22,39 @@ import json
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
 from .. import atomic
-from ..cdi import registry as cdi_registry
+from ..log import Log, to_stderr
+from ..nodedaemon import HostView
 from ..deviceplugin import devices, health
 from ..deviceplugin.status import pid_namespace
 from ..generate import profile as _profile
 from . import holders, metrics, sources
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
-Log = Callable[[str], None]
+
 DEFAULT_PORT = 28470
 DEFAULT_STATUS_FILE = "/run/xpu-cdi/exporter.json"
 
 
-def stderr_log(message: str) -> None:
-    print(f"xpu-cdi exporter: {message}", file=sys.stderr, flush=True)
+stderr_log = to_stderr("xpu-cdi exporter")
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(HostView):
     listen: str = f":{DEFAULT_PORT}"
     interval: float = 10.0
     pod_resources_socket: str = DEFAULT_SOCKET
-    spec_dirs: Tuple[str, ...] = cdi_registry.DEFAULT_DIRS
-    dev_root: str = "/"
-    driver_root: str = "/"
-    sysfs_root: str = "/"
-    proc_root: Optional[str] = None
-    profiles: Tuple[str, ...] = ()
-    profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
     status_file: str = DEFAULT_STATUS_FILE
-
-    @property
-    def proc(self) -> str:
-        return self.proc_root or self.sysfs_root
 
 
 def parse_listen(listen: str) -> Tuple[str, int]:
