@@ -175,7 +175,13 @@ def unique(prefix: str) -> str:
 def run_card_pod(cluster: Cluster, name: str, limits: Optional[Dict[str, int]] = None,
                  timeout: float = 120, **kw: Any) -> str:
     """Create a card_pod, wait until it runs and has printed its view; that view."""
-    cluster.apply(card_pod(name, limits, **kw))
+    return run_pod(cluster, card_pod(name, limits, **kw), timeout)
+
+
+def run_pod(cluster: Cluster, obj: Dict[str, Any], timeout: float = 120) -> str:
+    """Create pod *obj* (a card_pod), wait until it runs and has printed its view; that view."""
+    name = obj["metadata"]["name"]
+    cluster.apply(obj)
     cluster.wait_pod_phase(name, "Running", timeout)
     return cluster.wait(lambda: (lambda out: out if DONE in out else None)(cluster.logs(name)), 60,
                         f"pod {name}'s output")
