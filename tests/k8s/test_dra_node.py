@@ -361,3 +361,19 @@ def test_boot_id_changed_rebuilt_from_the_api(cluster: Cluster, driver: DraDrive
     fresh = allocated(cluster, pods[1])
     matrix.check_cards(out, fresh)
     assert not set(fresh) & set(held)
+
+
+def test_extended_resource_served_by_dra(cluster: Cluster, driver: DraDriver, pods: List[str]) -> None:
+    """A pod that still asks `limits: {kunlunxin.com/xpu: 2}` on a node where no device plugin
+    advertises it: the DeviceClass's extendedResourceName has the scheduler make a claim for it
+    (DRAExtendedResource), the driver prepares it, the container has exactly those 2 cards."""
+    assert cluster.capacity(XPU) == 0
+    name = nodekit.unique("ext")
+    pods.append(name)
+    out = nodekit.run_card_pod(cluster, name, {XPU: 2})
+    status = cluster.pod(name)["status"]["extendedResourceClaimStatus"]
+    claim = cluster.get("resourceclaim", status["resourceClaimName"])
+    got = sorted(int(r["device"]) for r in claim["status"]["allocation"]["devices"]["results"])
+    assert len(got) == 2, claim["status"]
+    matrix.check_cards(out, got)
+    assert claim["metadata"]["uid"] in driver.checkpoint()
