@@ -101,8 +101,20 @@ class DraDriver:
                 "--node-config", str(self.work / "config.yaml"), "--health-interval", "0.5",
                 "--boot-id-file", str(self.boot_id), *self.extra]
 
+    @property
+    def status_file(self) -> Path:
+        return self.run_dir / f"dra-driver-{self.identity.uid}.json"
+
+    def status(self) -> Dict[str, Any]:
+        """What the running driver's status file says of the kind (``registered``, ``published``, ...)."""
+        try:
+            return json.loads(self.status_file.read_text())["kinds"].get(self.cards.kind) or {}
+        except (OSError, ValueError, KeyError):
+            return {}
+
     def start(self) -> None:
         """Start a new process (its own log); see :meth:`wait_served`."""
+        self.status_file.unlink(missing_ok=True)  # a killed process's
         self.log = self.work / f"dra-{uuid.uuid4().hex[:6]}.log"
         self.started = time.monotonic()
         self.proc = kubeletkit.PluginProcess("pypi", self.args(), self.log, command="dra-driver",
@@ -125,9 +137,6 @@ class DraDriver:
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log is not None and self.log.exists() else ""
 
-    def registered(self) -> bool:
-        return "registered with kubelet" in self.text()
-
     def slices(self) -> List[Dict[str, Any]]:
         return self.cluster.get("resourceslices", "--field-selector",
                                 f"spec.nodeName={self.cluster.node_name},spec.driver={DRIVER}")["items"]
@@ -137,17 +146,25 @@ class DraDriver:
         return {d["name"]: d for s in self.slices() for d in s["spec"].get("devices") or []}
 
     def wait_served(self, timeout: float = 60) -> float:
-        """Until kubelet took the registration and every card is published untainted; seconds since
-        the process started."""
-        def served() -> bool:
+        """Until kubelet took the registration and every card is published untainted; the seconds from
+        the process's start to its status file saying both (:attr:`served_after`)."""
+        def alive() -> None:
             if self.proc is None or self.proc.proc.poll() is not None:
                 raise AssertionError(f"the driver exited:\n{self.text()}")
-            devices = self.devices()
-            return self.registered() and len(devices) == self.cards.count and \
-                not any(d.get("taints") for d in devices.values())
 
-        self.cluster.wait(served, timeout, "the driver registered, its cards published", interval=0.05)
+        def said() -> bool:
+            alive()
+            st = self.status()
+            return bool(st.get("registered") and st.get("published"))
+
+        def published() -> bool:
+            alive()
+            devices = self.devices()
+            return len(devices) == self.cards.count and not any(d.get("taints") for d in devices.values())
+
+        self.cluster.wait(said, timeout, "the driver registered and published", interval=0.01)
         self.served_after = time.monotonic() - self.started
+        self.cluster.wait(published, timeout, "every card published untainted", interval=0.05)
         return self.served_after
 
     def checkpoint(self) -> Dict[str, Any]:
@@ -173,7 +190,11 @@ def claim_template(cluster: Cluster, exactly: Dict[str, Any], constraints: Optio
 
 def claim_pod(name: str, template: str) -> Dict[str, Any]:
     """A card_pod whose container uses a claim made from *template*."""
-    obj = nodekit.card_pod(name)
+    return with_claim(nodekit.card_pod(name), template)
+
+
+def with_claim(obj: Dict[str, Any], template: str) -> Dict[str, Any]:
+    """Pod *obj* with its (first) container using a claim made from *template*."""
     obj["spec"]["resourceClaims"] = [{"name": "xpus", "resourceClaimTemplateName": template}]
     obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "xpus"}]}
     return obj
