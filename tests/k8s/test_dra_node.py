@@ -13,9 +13,11 @@ down) hand out no card twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
+from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
@@ -377,3 +379,33 @@ def test_extended_resource_served_by_dra(cluster: Cluster, driver: DraDriver, po
     assert len(got) == 2, claim["status"]
     matrix.check_cards(out, got)
     assert claim["metadata"]["uid"] in driver.checkpoint()
+
+
+
+def test_older_kubelet(compat_cluster: Cluster, tmp_path: Path) -> None:
+    """kubelet 1.34.4 (the oldest with resource.k8s.io/v1; no health stream, its gate is off) against
+    the pinned control plane: the driver registers, a 2-card claim's pod runs with exactly those
+    cards, and a kubelet restart's wipe of the slices is undone."""
+    c = compat_cluster
+    with contextlib.ExitStack() as stack:
+        cards = Cards(c, tmp_path / "xpu")
+        stack.callback(cards.close)
+        identity = Identity(c, tmp_path)
+        stack.callback(identity.close)
+        work = short_dir()
+        stack.callback(shutil.rmtree, work, True)
+        d = DraDriver(c, cards, work, identity)
+        stack.callback(d.close)
+        d.wait_served()
+        tmpl = claim_template(c, {"count": 2})
+        stack.callback(c.kubectl, "delete", "resourceclaimtemplate", tmpl, "--ignore-not-found")
+        pods: List[str] = []
+        stack.callback(lambda: pods and nodekit.wait_gone(c, *pods))
+        out = run(c, pods, "old", tmpl)
+        got = allocated(c, pods[0])
+        assert len(got) == 2, got
+        matrix.check_cards(out, got)
+        (old,) = d.slices()
+        c.restart_kubelet()
+        c.wait(lambda: [s["metadata"]["uid"] for s in d.slices()] not in ([], [old["metadata"]["uid"]]), 30,
+               "the slices published again")
