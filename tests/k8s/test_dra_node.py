@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
@@ -230,6 +231,41 @@ def test_device_plugin_refused_for_the_same_kind(cluster: Cluster, driver: DraDr
     finally:
         dp.stop()
 
+
+def doctor(cluster: Cluster, driver: DraDriver, cards: Cards, plugin_status: Path) -> Dict[str, List[Dict[str, str]]]:
+    """`xpu-cdi doctor --json` on the machine for the node: check name -> its results."""
+    r = subprocess.run([matrix.XPU_CDI, "doctor", "--json", "--profile", "kunlunxin", "--profiles-dir", "/nonexistent",
+                        *cards.host.cli_roots, "--spec-dir", str(cluster.cdi_dir), "--dra-run-dir", str(driver.run_dir),
+                        "--plugin-dir", str(cluster.plugin_dir), "--plugin-status-file", str(plugin_status)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip().startswith("["), r.stdout + r.stderr
+    out: Dict[str, List[Dict[str, str]]] = {}
+    for c in json.loads(r.stdout):
+        out.setdefault(c["check"], []).append(c)
+    return out
+
+
+def test_doctor_on_the_dra_node(cluster: Cluster, driver: DraDriver, cards: Cards, tmp_path: Path) -> None:
+    """doctor: the driver registered, its 8 cards published and defined by the spec, the checkpoint
+    readable, the kind served one way; then a device plugin serving the same kind beside it (its
+    own run dir, so neither refuses): one-way fails, naming the kind."""
+    checks = doctor(cluster, driver, cards, tmp_path / "none.json")
+    (reg,), (slices,), (cp,), (one,) = (checks[n] for n in ("dra-registered", "dra-slices", "dra-checkpoint",
+                                                            "one-way"))
+    assert reg["status"] == "ok" and f"{XPU} as driver {DRIVER}: registered with kubelet" in reg["found"], reg
+    assert slices["status"] == "ok" and "publishes 8 device(s), all defined by a spec, none tainted" in \
+        slices["found"], slices
+    assert cp["status"] == "ok" and "checkpoint readable" in cp["found"], cp
+    assert one["status"] == "ok" and f"{XPU} by DRA" in one["found"], one
+    dp = DevicePlugin(cluster, cards, tmp_path)
+    try:
+        dp.wait_served()
+        (one,) = doctor(cluster, driver, cards, dp.status)["one-way"]
+        assert one["status"] == "fail" and f"{XPU} served by the device plugin and the DRA driver both" in \
+            one["found"], one
+    finally:
+        dp.stop()
+        cluster.wait_allocatable(XPU, 0, timeout=60)
 
 def taint_of(driver: DraDriver, card: int) -> List[Dict[str, Any]]:
     return driver.devices().get(str(card), {}).get("taints") or []

@@ -36,6 +36,7 @@ from .. import atomic, nodeconfig, servemode
 from ..deviceplugin import devices as _devices
 from ..deviceplugin import health as _health
 from ..deviceplugin import inotify
+from ..deviceplugin import status as _status
 from ..errors import XpuCdiError
 from ..generate import profile as _profile
 from . import checkpoint as _cp
@@ -291,6 +292,7 @@ class Daemon:
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.ino: Optional[inotify.Inotify] = None
         self.boot = _cp.boot_id(settings.boot_id_file)
+        self.pid_namespace = _status.pid_namespace()  # doctor elsewhere asks the sockets instead of the pid
         self.started = time.time()
 
     def wake(self) -> None:
@@ -391,7 +393,8 @@ class Daemon:
     # -- status and the loop -------------------------------------------------------------------------------
 
     def write_status(self) -> None:
-        doc = {"pid": os.getpid(), "started": int(self.started), "node": self.s.node_name, "boot_id": self.boot,
+        doc = {"pid": os.getpid(), "pid_namespace": self.pid_namespace, "started": int(self.started),
+               "node": self.s.node_name, "boot_id": self.boot,
                "pod_uid": self.s.pod_uid, "spec_dirs": list(self.s.spec_dirs),
                "kinds": {k: d.status() for k, d in sorted(self.drivers.items())}}
         try:
