@@ -446,3 +446,29 @@ def test_older_kubelet(compat_cluster: Cluster, tmp_path: Path) -> None:
         c.restart_kubelet()
         c.wait(lambda: [s["metadata"]["uid"] for s in d.slices()] not in ([], [old["metadata"]["uid"]]), 30,
                "the slices published again")
+
+
+def test_corrupt_checkpoint_is_an_event(cluster: Cluster, driver: DraDriver, templates: Dict[str, str],
+                                        pods: List[str]) -> None:
+    """A damaged checkpoint: the driver starts (no crash loop), says so in one line and in a
+    CheckpointCorrupt Event on the node (as its service account may), and takes the running pod's
+    claim back from the API."""
+    run(cluster, pods, "kept", two(cluster, templates))
+    uid = pod_claim(cluster, pods[0])["metadata"]["uid"]
+    driver.stop()
+    (driver.dir / "checkpoint.json").write_text('{"version": 1, "claims": {"x": ')
+    driver.start()
+    driver.wait_served()
+    lines = [ln for ln in driver.text().splitlines() if "is corrupt" in ln]
+    assert len(lines) == 1, driver.text()
+
+    def event() -> Dict[str, Any]:
+        items = cluster.get("events", "-n", "default", "--field-selector", "reason=CheckpointCorrupt")["items"]
+        return next((e for e in items if e["involvedObject"]["name"] == cluster.node_name), {})
+
+    try:
+        ev = cluster.wait(event, 30, "the CheckpointCorrupt event")
+        assert ev["involvedObject"]["kind"] == "Node" and "is corrupt" in ev["message"], ev
+    finally:
+        cluster.kubectl("delete", "events", "-n", "default", "--field-selector", "reason=CheckpointCorrupt")
+    assert uid in driver.checkpoint()
