@@ -65,7 +65,7 @@ def measure(cluster: Cluster, driver: dranode.DraDriver, calls: int = 300, start
         cluster.apply(dranode.claim_pod(name, template))
         cluster.wait_pod_phase(name, "Running")
         meta = dranode.pod_claim(cluster, name)["metadata"]
-        channel = grpc.insecure_channel(f"unix:{driver.dir / f'dra-{driver.identity.uid}.sock'}")
+        channel = grpc.insecure_channel(f"unix:{driver.dir / f'dra-{driver.pod_uid}.sock'}")
         stub = dra_grpc.DRAPluginStub(channel)
         req = dra.NodePrepareResourcesRequest(claims=[dra.Claim(namespace="default", name=meta["name"],
                                                                 uid=meta["uid"])])

@@ -18,6 +18,7 @@ import json
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -472,3 +473,38 @@ def test_corrupt_checkpoint_is_an_event(cluster: Cluster, driver: DraDriver, tem
     finally:
         cluster.kubectl("delete", "events", "-n", "default", "--field-selector", "reason=CheckpointCorrupt")
     assert uid in driver.checkpoint()
+
+
+def test_rolling_update_two_drivers(cluster: Cluster, driver: DraDriver, cards: Cards, identity: Identity,
+                                    templates: Dict[str, str], pods: List[str]) -> None:
+    """A second driver pod (another pod uid: its own sockets, the same run dir, boot and checkpoint;
+    a uid long enough that its sockets get hashed names) registers beside the first; the old one
+    stopped leaves the slices in place (the new one still serves); kubelet prepares the next claim
+    through the new one, which also unprepares a claim the old one prepared."""
+    run(cluster, pods, "old", two(cluster, templates))
+    old_claim = pod_claim(cluster, pods[0])["metadata"]["name"]
+    new = DraDriver(cluster, cards, driver.work, identity, pod_uid=f"rolling-{uuid.uuid4()}")
+    try:
+        new.wait_served()
+        assert new.status()["dra_socket"] != driver.status()["dra_socket"]
+        (before,) = driver.slices()
+        old_text = driver.text()
+        driver.stop()
+        assert "slices withdrawn" not in driver.text()[len(old_text):], driver.text()
+        time.sleep(1)
+        assert [s["metadata"]["uid"] for s in driver.slices()] == [before["metadata"]["uid"]]
+        out = run(cluster, pods, "new", two(cluster, templates))
+        fresh = allocated(cluster, pods[1])
+        matrix.check_cards(out, fresh)
+        new_claim = pod_claim(cluster, pods[1])["metadata"]["name"]
+        assert f"claim default/{new_claim} prepared" in new.text(), new.text()
+        nodekit.wait_gone(cluster, pods.pop(0))
+        cluster.wait(lambda: f"claim default/{old_claim} unprepared" in new.text(), 30,
+                     "the old pod's claim unprepared by the new driver")
+    finally:
+        nodekit.wait_gone(cluster, *pods)
+        pods.clear()
+        new.stop()  # the last one: withdraws the slices (not close: the plugin dir is the first one's too)
+        if driver.proc is None:
+            driver.start()
+        driver.wait_served()

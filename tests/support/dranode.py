@@ -73,12 +73,18 @@ class Identity:
 class DraDriver:
     """`xpu-cdi dra-driver` serving *cards* to the cluster's kubelet, as :class:`Identity`."""
 
-    def __init__(self, cluster: Cluster, cards: Cards, work: Path, identity: Identity, *extra: str) -> None:
+    def __init__(self, cluster: Cluster, cards: Cards, work: Path, identity: Identity, *extra: str,
+                 pod_uid: str = "") -> None:
+        """*pod_uid*: the uid its sockets and status file are named with (default: the stand-in pod's;
+        another one, with another driver's *work*, is the second pod of a rolling update: the same
+        run dir and boot)."""
         self.cluster, self.cards, self.identity = cluster, cards, identity
         self.work = work
+        self.pod_uid = pod_uid or identity.uid
         self.run_dir = work / "run"  # the status file and the one-way-per-kind locks
         self.boot_id = work / "boot_id"
-        self.boot_id.write_text(str(uuid.uuid4()) + "\n")
+        if not self.boot_id.exists():
+            self.boot_id.write_text(str(uuid.uuid4()) + "\n")
         self.extra = list(extra)
         self.proc: Optional[kubeletkit.PluginProcess] = None
         self.log: Optional[Path] = None
@@ -97,13 +103,13 @@ class DraDriver:
         return [*self.cards.host.cli_roots, "--profile", self.cards.profile, "--profiles-dir", "/nonexistent",
                 "--kubeconfig", str(self.identity.kubeconfig), "--node-name", c.node_name,
                 "--registry-dir", str(c.plugins_registry_dir), "--plugins-dir", str(c.plugins_dir),
-                "--run-dir", str(self.run_dir), "--pod-uid", self.identity.uid, "--spec-dir", str(c.cdi_dir),
+                "--run-dir", str(self.run_dir), "--pod-uid", self.pod_uid, "--spec-dir", str(c.cdi_dir),
                 "--node-config", str(self.work / "config.yaml"), "--health-interval", "0.5",
                 "--boot-id-file", str(self.boot_id), *self.extra]
 
     @property
     def status_file(self) -> Path:
-        return self.run_dir / f"dra-driver-{self.identity.uid}.json"
+        return self.run_dir / f"dra-driver-{self.pod_uid}.json"
 
     def status(self) -> Dict[str, Any]:
         """What the running driver's status file says of the kind (``registered``, ``published``, ...)."""
