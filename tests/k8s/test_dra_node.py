@@ -28,7 +28,7 @@ from support import fakehost
 from support import matrix
 from support.dpnode import short_dir
 from support.dranode import (DEPLOY, DRIVER, Identity, DraDriver, allocated, claim_pod, claim_template, manifests,
-                             pod_claim, unschedulable)
+                             pod_claim, unschedulable, with_claim)
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import XPU, Cards, DevicePlugin
@@ -508,3 +508,30 @@ def test_rolling_update_two_drivers(cluster: Cluster, driver: DraDriver, cards: 
         if driver.proc is None:
             driver.start()
         driver.wait_served()
+
+
+def test_ascend_npu(cluster: Cluster, driver: DraDriver, identity: Identity, tmp_path: Path,
+                    pods: List[str]) -> None:
+    """An Ascend host beside the P800 one: a second driver (huawei.com) publishes its 4 NPUs; a claim
+    of DeviceClass npu.huawei.com gets one, the pod sees that NPU and davinci_manager."""
+    npu = Cards(cluster, tmp_path / "npu", profile="ascend")
+    work = short_dir()
+    d = DraDriver(cluster, npu, work, identity)
+    try:
+        d.wait_served()
+        assert sorted(d.devices()) == ["0", "1", "2", "3"] and d.name == "huawei.com"
+        tmpl = claim_template(cluster, {}, device_class="npu.huawei.com")
+        try:
+            name = nodekit.unique("npu")
+            pods.append(name)
+            out = nodekit.run_pod(cluster, with_claim(nodekit.npu_pod(name), tmpl))
+            (got,) = allocated(cluster, name, driver="huawei.com")
+            nodekit.check_npu(out, got)
+        finally:
+            nodekit.wait_gone(cluster, *pods)
+            pods.clear()
+            cluster.kubectl("delete", "resourceclaimtemplate", tmpl, "--ignore-not-found")
+    finally:
+        d.close()
+        shutil.rmtree(work, ignore_errors=True)
+        npu.close()

@@ -96,7 +96,12 @@ class DraDriver:
     @property
     def dir(self) -> Path:
         """The driver's own directory below kubelet's plugins dir (its DRA socket, checkpoint.json)."""
-        return self.cluster.plugins_dir / DRIVER
+        return self.cluster.plugins_dir / self.name
+
+    @property
+    def name(self) -> str:
+        """The driver name: the CDI vendor of the cards' kind (``kunlunxin.com``, ``huawei.com``)."""
+        return self.cards.kind.partition("/")[0]
 
     def args(self) -> List[str]:
         c = self.cluster
@@ -145,7 +150,7 @@ class DraDriver:
 
     def slices(self) -> List[Dict[str, Any]]:
         return self.cluster.get("resourceslices", "--field-selector",
-                                f"spec.nodeName={self.cluster.node_name},spec.driver={DRIVER}")["items"]
+                                f"spec.nodeName={self.cluster.node_name},spec.driver={self.name}")["items"]
 
     def devices(self) -> Dict[str, Dict[str, Any]]:
         """The node's published devices of this driver, by name."""
@@ -182,11 +187,12 @@ class DraDriver:
 
 
 def claim_template(cluster: Cluster, exactly: Dict[str, Any], constraints: Optional[List[Dict[str, Any]]] = None,
-                   request: str = "xpus") -> str:
-    """A ResourceClaimTemplate of one request (``exactly``: count, selectors, allocationMode; the
-    DeviceClass is ours unless given), created; its name."""
+                   request: str = "xpus", device_class: str = CLASS) -> str:
+    """A ResourceClaimTemplate of one request (``exactly``: count, selectors, allocationMode) of
+    *device_class* (deploy/dra's), created; its name."""
     name = nodekit.unique("rct")
-    devices: Dict[str, Any] = {"requests": [{"name": request, "exactly": {"deviceClassName": CLASS, **exactly}}]}
+    devices: Dict[str, Any] = {"requests": [{"name": request, "exactly": {"deviceClassName": device_class,
+                                                                          **exactly}}]}
     if constraints:
         devices["constraints"] = constraints
     cluster.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
@@ -213,10 +219,10 @@ def pod_claim(cluster: Cluster, pod: str) -> Dict[str, Any]:
     return cluster.get("resourceclaim", name)
 
 
-def allocated(cluster: Cluster, pod: str) -> List[int]:
+def allocated(cluster: Cluster, pod: str, driver: str = DRIVER) -> List[int]:
     """The cards the scheduler allocated to *pod*'s claim (device names are the cards' indexes)."""
     results = pod_claim(cluster, pod)["status"]["allocation"]["devices"]["results"]
-    assert all(r["driver"] == DRIVER and r["pool"] == cluster.node_name for r in results), results
+    assert all(r["driver"] == driver and r["pool"] == cluster.node_name for r in results), results
     return sorted(int(r["device"]) for r in results)
 
 
