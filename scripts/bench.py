@@ -29,10 +29,11 @@ differences below are fair:
 * device plugin (scripts/bench_deviceplugin.py, after the rounds): Allocate
   latency, resident memory, re-registration after a kubelet restart, time to
   report a vanished card Unhealthy, on each installed grpcio/protobuf stack;
-* DRA driver (scripts/bench_dra.py): NodePrepareResources p99, resident
-  memory, start -> slices published, against a real API server.
 * Kubernetes (scripts/bench_k8s.py, last): pod created -> container running on
-  the real one-node cluster of tests/k8s, 8 cards vs none, interleaved.
+  the real one-node cluster of tests/k8s, 8 cards through the device plugin,
+  8 through a DRA claim, none, interleaved; then the DRA driver's own figures
+  there (scripts/bench_dra.py): NodePrepareResources p99, resident memory,
+  start -> slices published.
 
 Prints a table; writes ``bench-out/bench.json`` (every sample and the
 machine), ``bench-out/performance.md`` (the README's Performance section)
@@ -594,11 +595,6 @@ def main(argv: "Sequence[str] | None" = None) -> int:
 
                 ex_rows, ex_samples = bench_exporter.run(work)
                 dp_rows, dp_samples = dp_rows + ex_rows, dict(dp_samples, exporter=ex_samples)
-                import bench_dra  # an API server through XPU_CDI_BENCH_KUBECONFIG, else skipped saying so
-
-                dra_rows, dra_samples = bench_dra.run(work)
-                dp_rows += dra_rows
-                dp_samples["dra"] = dra_samples
             import bench_k8s
 
             k8s_rows, k8s_samples = bench_k8s.run(work, args.seed)

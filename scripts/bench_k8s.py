@@ -1,18 +1,25 @@
-"""The Kubernetes figure of `make bench` (scripts/bench.py calls :func:`run`).
+"""The Kubernetes figures of `make bench` (scripts/bench.py calls :func:`run`).
 
 On the one-node cluster of tests/k8s (kubelet, scheduler, API server and containerd 2.x built
-from their pinned modules; `xpu-cdi device-plugin` serving 8 fake cards), pods of the same busybox
-image and command are created one at a time, interleaved in a shuffled order each round: one
-asking for all 8 cards (the plugin's Allocate, kubelet's CDI names, containerd's CDI injection
-of 8 cards with the spec's update-ldcache hook) and one asking for none.  Each is timed from its
+from their pinned modules; `xpu-cdi device-plugin` and `xpu-cdi dra-driver` both serving the
+same 8 fake cards, each with its own run dir so neither refuses the kind: the pods run one at a
+time, so no card is ever handed out twice), pods of the same busybox image and command are
+created one at a time, interleaved in a shuffled order each round: one asking for all 8 cards
+through the device plugin (its Allocate, kubelet's CDI names, containerd's CDI injection of 8
+cards with the spec's update-ldcache hook), one through a DRA claim of 8 cards from a
+ResourceClaimTemplate (the claim made by the controller, allocated by the scheduler, prepared
+by the driver with the same static CDI names), and one asking for none.  Each is timed from its
 creation (the API server's ADDED event on a watch) to its container running (containerd's CRI
 ``started_at``, nanoseconds): kubelet posts the Running phase only on its next PLEG relist, a
 second later, for both alike.  The difference of the medians is what our part of the chain
-adds; target <= 50 ms.  Where it goes is split with the CRI's own timestamps: pod created ->
+adds; target <= 50 ms; the DRA route minus the device plugin's, target <= 100 ms.  Where it
+goes is split with the CRI's own timestamps: pod created ->
 sandbox created (scheduling, admission with the plugin's Allocate, volumes, the pause
 container), sandbox -> container created (kubelet's container config with the CDI names,
 containerd's CDI refresh and injection), created -> started (runc: the device nodes, their
-cgroup rules, the driver mounts, the spec's update-ldcache hook).
+cgroup rules, the driver mounts, the spec's update-ldcache hook).  The driver's own figures
+(NodePrepareResources p99, resident memory, start -> slices published) are bench_dra.py's, on
+this cluster after the pods.
 
 Without Go (or not root) the rows are left out, saying why.  ``BENCH_K8S_PODS`` sets the pods
 per variant (default 24).
@@ -23,23 +30,29 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # support: the test helpers
 
+import bench_dra  # noqa: E402
+from support import dranode  # noqa: E402
+from support.dpnode import short_dir  # noqa: E402
 from support.k8s import builds  # noqa: E402
 from support.k8s import nodekit  # noqa: E402
 
 TARGET_MS = 50.0
+TARGET_DRA_MS = 100.0
 Rows = List[Tuple[str, str, str]]
-VARIANTS = {"8 cards": 8, "no cards": 0}
+DP, DRA, NONE = "8 cards", "8 cards, DRA claim", "no cards"
+VARIANTS = (DP, DRA, NONE)
 
 
 class Watch:
@@ -124,11 +137,12 @@ class CriStatus:
 SPANS = ("total", "to sandbox", "sandbox to container created", "created to started")
 
 
-def one_pod(cluster: "nodekit.Cluster", watch: Watch, cri: CriStatus, cards: int) -> Dict[str, float]:
-    """Seconds of each of SPANS for one pod; the pod is gone afterwards."""
+def one_pod(cluster: "nodekit.Cluster", watch: Watch, cri: CriStatus, variant: str, template: str) -> Dict[str, float]:
+    """Seconds of each of SPANS for one pod of *variant* (*template*: the DRA claim's); the pod is gone afterwards."""
     name = nodekit.unique("bench")
     command = ["sh", "-c", 'trap "exit 0" TERM; sleep 2147483647 & wait']
-    cluster.apply(nodekit.pod(name, command, {nodekit.XPU: cards} if cards else None))
+    obj = nodekit.pod(name, command, {nodekit.XPU: 8} if variant == DP else None)
+    cluster.apply(dranode.with_claim(obj, template) if variant == DRA else obj)
     try:
         added = watch.added(name)
         sandbox, created, started = cluster.wait(lambda: cri.stamps(name), 120, f"pod {name}'s container running",
@@ -144,33 +158,47 @@ def p95(values: List[float]) -> float:
     return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
 
 
-def measure(work: Path, pods: int, seed: int) -> Dict[str, Dict[str, List[float]]]:
+def measure(work: Path, pods: int, seed: int) -> Tuple[Dict[str, Dict[str, List[float]]], Dict[str, List[float]]]:
+    """The pods' spans by variant, and bench_dra's samples of the driver."""
     cluster = nodekit.xpu_cluster().start()
     cards: Optional[nodekit.Cards] = None
     dp: Optional[nodekit.DevicePlugin] = None
+    identity: Optional[dranode.Identity] = None
+    dra: Optional[dranode.DraDriver] = None
+    dra_dir = short_dir()
     watch: Optional[Watch] = None
     cri: Optional[CriStatus] = None
     try:
         cards = nodekit.Cards(cluster, work / "k8s-cards")
         dp = nodekit.DevicePlugin(cluster, cards, work)
         dp.wait_served()
+        (work / "dra-id").mkdir()
+        identity = dranode.Identity(cluster, work / "dra-id")
+        dra = dranode.DraDriver(cluster, cards, dra_dir, identity)
+        dra.wait_served()
+        template = dranode.claim_template(cluster, {"count": 8})
         watch, cri = Watch(cluster), CriStatus(cluster)
-        one_pod(cluster, watch, cri, 8)  # warm-up: the image's snapshot, the spec in containerd's CDI cache
-        one_pod(cluster, watch, cri, 0)
+        for v in VARIANTS:  # warm-up: the image's snapshot, the spec in containerd's CDI cache
+            one_pod(cluster, watch, cri, v, template)
         rng = random.Random(seed)
         out: Dict[str, Dict[str, List[float]]] = {v: {s: [] for s in SPANS} for v in VARIANTS}
         for _ in range(pods):
             order = list(VARIANTS)
             rng.shuffle(order)
             for v in order:
-                for span, value in one_pod(cluster, watch, cri, VARIANTS[v]).items():
+                for span, value in one_pod(cluster, watch, cri, v, template).items():
                     out[v][span].append(value)
-        return out
+        return out, bench_dra.measure(cluster, dra)
     finally:
         if watch is not None:
             watch.close()
         if cri is not None:
             cri.close()
+        if dra is not None:
+            dra.close()
+        if identity is not None:
+            identity.close()
+        shutil.rmtree(dra_dir, ignore_errors=True)
         if dp is not None:
             dp.stop()
         if cards is not None:
@@ -178,8 +206,9 @@ def measure(work: Path, pods: int, seed: int) -> Dict[str, Dict[str, List[float]
         cluster.stop()
 
 
-def run(work: Path, seed: int = 0) -> Tuple[Rows, Dict[str, Dict[str, List[float]]]]:
-    """The rows and samples (seconds) of the Kubernetes figure; ``([], {})``, saying why, where it cannot run."""
+def run(work: Path, seed: int = 0) -> Tuple[Rows, Dict[str, Any]]:
+    """The rows and samples (seconds) of the Kubernetes figures and the DRA driver's; ``([], {})``, saying
+    why, where they cannot run."""
     if os.geteuid() != 0:
         print("bench: Kubernetes pod start skipped: needs root", file=sys.stderr)
         return [], {}
@@ -190,12 +219,13 @@ def run(work: Path, seed: int = 0) -> Tuple[Rows, Dict[str, Dict[str, List[float
         print(f"bench: Kubernetes pod start skipped: {err}", file=sys.stderr)
         return [], {}
     pods = int(os.environ.get("BENCH_K8S_PODS", "24"))
-    samples = measure(work, pods, seed)
+    samples, dra_samples = measure(work, pods, seed)
 
     def med(variant: str, span: str) -> float:
         return statistics.median(samples[variant][span]) * 1e3
 
-    added = med("8 cards", "total") - med("no cards", "total")
+    added = med(DP, "total") - med(NONE, "total")
+    dra_added = med(DRA, "total") - med(DP, "total")
     versions = (f"kubelet {builds.COMPONENTS['kubernetes'].version()}, "
                 f"containerd {builds.COMPONENTS['containerd'].version()}")
     verdict = "met" if added <= TARGET_MS else "missed"
@@ -206,9 +236,16 @@ def run(work: Path, seed: int = 0) -> Tuple[Rows, Dict[str, Dict[str, List[float
     rows.append(("**Kubernetes: added by 8 cards** (Allocate + CDI injection)", f"**{added:.0f} ms**",
                  f"median with 8 cards minus median with none; target <= {TARGET_MS:.0f} ms: **{verdict}**"))
     rows.append(("Kubernetes: added by 8 cards, per span", " / ".join(
-        f"{med('8 cards', s) - med('no cards', s):+.0f}" for s in SPANS[1:]) + " ms",
+        f"{med(DP, s) - med(NONE, s):+.0f}" for s in SPANS[1:]) + " ms",
         "differences of the medians: " + ", ".join(SPANS[1:]) + " (CRI timestamps)"))
-    return rows, samples
+    dra_verdict = "met" if dra_added <= TARGET_DRA_MS else "missed"
+    rows.append(("**Kubernetes: DRA claim vs device plugin, 8 cards**", f"**{dra_added:+.0f} ms**",
+                 f"median through a claim (template) minus median through the device plugin, same node; "
+                 f"target <= {TARGET_DRA_MS:.0f} ms: **{dra_verdict}**"))
+    rows.append(("Kubernetes: DRA claim vs device plugin, per span", " / ".join(
+        f"{med(DRA, s) - med(DP, s):+.0f}" for s in SPANS[1:]) + " ms",
+        "differences of the medians: " + ", ".join(SPANS[1:]) + " (CRI timestamps)"))
+    return rows + bench_dra.rows_of(dra_samples), dict(samples, dra=dra_samples)
 
 
 if __name__ == "__main__":

@@ -241,3 +241,17 @@ def test_refused_when_the_device_plugin_serves_the_kind(dra_node, kube) -> None:
         assert len([line for line in dra_node.logs if "not served" in line]) == 1  # said once
     finally:
         servemode.release("kunlunxin.com/xpu", servemode.DEVICE_PLUGIN, run)
+
+
+def test_socket_names_fit_the_unix_limit() -> None:
+    """A pod uid that makes a socket path too long (a long kubelet --root-dir) gets a hashed name:
+    one per uid, both sockets under the 107-byte limit; short paths keep the uid."""
+    from xpu_cdi.deviceplugin.server import MAX_SOCKET_PATH
+    from xpu_cdi.dra.server import dra_socket, registration_socket
+
+    uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    assert dra_socket("/var/lib/kubelet/plugins/kunlunxin.com", uid).endswith(f"dra-{uid}.sock")
+    deep = "/" + "d" * 40 + "/kubelet/plugins/kunlunxin.com"
+    paths = {dra_socket(deep, u) for u in (uid, uid[::-1])} | {registration_socket(deep, DRIVER, uid)}
+    assert len(paths) == 3 and all(len(p.encode()) <= MAX_SOCKET_PATH for p in paths), paths
+    assert dra_socket(deep, uid) == dra_socket(deep, uid)

@@ -321,20 +321,13 @@ def test_ascend_resource(node: Cluster, tmp_path: Path, pods: List[str]) -> None
         assert node.capacity(nodekit.NPU) == 4
         name = nodekit.unique("npu")
         pods.append(name)
-        script = ("for n in /dev/davinci0 /dev/davinci1 /dev/davinci2 /dev/davinci3 /dev/davinci_manager; do "
-                  "[ -e $n ] && { echo present $n; (echo x > $n) 2>&1; }; done; echo " + nodekit.DONE +
-                  "; exec sleep 2147483647")
-        node.apply(nodekit.pod(name, ["sh", "-c", script], {nodekit.NPU: 1}))
-        node.wait_pod_phase(name)
-        out = node.wait(lambda: (lambda o: o if nodekit.DONE in o else None)(node.logs(name)), 60, "its output")
+        out = nodekit.run_pod(node, nodekit.npu_pod(name, {nodekit.NPU: 1}))
         pr = PodResources(node)
         try:
             (npu_id,) = pr.devices(name, nodekit.NPU)
         finally:
             pr.close()
-        present = [ln.split()[1] for ln in out.splitlines() if ln.startswith("present ")]
-        assert present == [f"/dev/davinci{npu_id}", "/dev/davinci_manager"], out
-        assert out.count(matrix.ENXIO) == 2, out
+        nodekit.check_npu(out, int(npu_id))
     finally:
         dp.stop()
         node.wait_allocatable(nodekit.NPU, 0, timeout=60)

@@ -40,7 +40,7 @@ import time
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -289,12 +289,15 @@ class PluginProcess:
     side by side.
     """
 
-    def __init__(self, stack: str, args: List[str], log: Path) -> None:
+    def __init__(self, stack: str, args: List[str], log: Path, command: str = "device-plugin",
+                 prefix: Sequence[str] = ()) -> None:
+        """*command*: the subcommand (``dra-driver``); *prefix*: what runs it (``nsenter ... --``, which
+        execs it: the process is still :attr:`proc`)."""
         python, env = stack_python(stack)
         self.log = log
         self.out = open(log, "wb")
-        self.proc = subprocess.Popen([python, "-c", "import sys; from xpu_cdi.cli import main; "
-                                                    "sys.argv[0] = 'xpu-cdi'; main()", "device-plugin", *args],
+        self.proc = subprocess.Popen([*prefix, python, "-c", "import sys; from xpu_cdi.cli import main; "
+                                                             "sys.argv[0] = 'xpu-cdi'; main()", command, *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         self.reader = threading.Thread(target=self._read, name="plugin-log", daemon=True)
         self.reader.start()

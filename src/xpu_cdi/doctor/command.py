@@ -11,7 +11,7 @@ import click
 
 from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, roots_of, subcommand
 from ..errors import XpuCdiError
-from . import devices, driverfiles, exporter, k8s, plugin, runtimes, specs, stale, topo, wiring
+from . import devices, dra, driverfiles, exporter, k8s, plugin, runtimes, specs, stale, topo, wiring
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
 from .result import Result, exit_code, fail, line, summary
 
@@ -44,6 +44,8 @@ CHECKS: Tuple[Tuple[str, Check], ...] = (
     ("topology", topo.check_topology),
     ("device-plugin", plugin.check_plugin),
     ("env-selection", plugin.check_env_selection),
+    ("dra-driver", dra.check_dra),
+    ("one-way", dra.check_one_way),
     ("exporter", exporter.check_exporter),
 )
 
@@ -75,10 +77,10 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
            sysfs_root: str, proc_root: Optional[str], spec_dirs: Tuple[str, ...], containerd_config: str,
            crio_config: str, docker_config: str, runtimeclasses: Tuple[str, ...], hooks_dirs: Tuple[str, ...],
            runtime_name: str, runtime_versions: Tuple[str, ...], plugin_dir: str, plugin_status_file: str,
-           node_config: str, exporter_status_file: str, as_json: bool) -> None:
+           node_config: str, exporter_status_file: str, dra_run_dir: str, as_json: bool) -> None:
     """Check the chain from driver to pod: cards, nodes, driver files, specs,
     runtime config, hook, RuntimeClass, topology, device plugin, env selection,
-    exporter.
+    DRA driver, one way per kind, exporter.
 
     One line per check with what it found and the fix. Exit 0 all ok,
     1 any fail, 2 warnings only.
@@ -92,7 +94,8 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
                    versions=runtimes.parse_option(runtime_versions) if runtime_versions else None,
                    plugin_dir=os.path.abspath(plugin_dir), plugin_status_file=os.path.abspath(plugin_status_file),
                    node_config=os.path.abspath(node_config),
-                   exporter_status_file=os.path.abspath(exporter_status_file))
+                   exporter_status_file=os.path.abspath(exporter_status_file),
+                   dra_run_dir=os.path.abspath(dra_run_dir))
     results = run(opts)
     if as_json:
         click.echo(json.dumps(results, indent=2))
@@ -126,6 +129,8 @@ OPTIONS = (
                  help="The status file of `xpu-cdi device-plugin` (its --status-file)."),
     click.option("--exporter-status-file", default=Options.exporter_status_file, show_default=True,
                  help="The status file of `xpu-cdi exporter` (its --status-file)."),
+    click.option("--dra-run-dir", default=Options.dra_run_dir, show_default=True,
+                 help="The run dir of `xpu-cdi dra-driver` (its --run-dir: status files dra-driver-*.json)."),
     click.option("--json", "as_json", is_flag=True, help='Print a JSON list of {"check","status","found","fix"}.'),
 )
 

@@ -46,6 +46,7 @@ class Options:
     plugin_status_file: str = "/run/xpu-cdi/device-plugin.json"  # what `xpu-cdi device-plugin` writes
     node_config: str = "/etc/xpu-cdi/config.yaml"  # nodeconfig.DEFAULT_PATH
     exporter_status_file: str = "/run/xpu-cdi/exporter.json"  # what `xpu-cdi exporter` writes
+    dra_run_dir: str = "/run/xpu-cdi"  # where `xpu-cdi dra-driver` writes dra-driver-<pod uid>.json
 
 
 @dataclass

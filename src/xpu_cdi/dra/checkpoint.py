@@ -100,6 +100,20 @@ def _parse(raw: bytes) -> Dict[str, Prepared]:
     return out
 
 
+def read(path: str) -> Tuple[Dict[str, Prepared], str]:
+    """The claims of the checkpoint at *path* and the boot id it was written on; reads only (doctor).
+
+    Raises:
+        OSError: absent or unreadable.
+        ValueError: corrupt (the message says how).
+    """
+    with open(path, "rb") as f:
+        raw = f.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise ValueError(f"it is over {MAX_BYTES >> 20} MiB")
+    return _parse(raw), str(json.loads(raw).get("bootId", ""))
+
+
 def load(path: str, current_boot: str) -> Tuple[Checkpoint, Optional[str], bool]:
     """The checkpoint at *path* for this boot.
 
@@ -110,17 +124,11 @@ def load(path: str, current_boot: str) -> Tuple[Checkpoint, Optional[str], bool]
     """
     atomic.remove_stale_temps(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+        claims, written_on = read(path)
     except FileNotFoundError:
         return Checkpoint(current_boot), None, False
     except OSError as err:
         return Checkpoint(current_boot), f"checkpoint {path} is unreadable ({err.strerror}): starting empty", True
-    try:
-        if len(raw) > MAX_BYTES:
-            raise ValueError(f"it is over {MAX_BYTES >> 20} MiB")
-        claims = _parse(raw)
-        written_on = json.loads(raw).get("bootId", "")
     except ValueError as err:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
         return (Checkpoint(current_boot),
                 f"checkpoint {path} is corrupt ({' '.join(str(err).split())}): starting empty; kubelet prepares "

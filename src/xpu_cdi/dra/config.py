@@ -15,6 +15,7 @@ KUBELET_DIR = "/var/lib/kubelet"
 REGISTRY_DIR = f"{KUBELET_DIR}/plugins_registry"  # kubelet's plugin watcher
 PLUGINS_DIR = f"{KUBELET_DIR}/plugins"  # <driver>/dra-<pod uid>.sock, checkpoint.json
 RUN_DIR = "/run/xpu-cdi"
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 # a driver name is a DNS subdomain of at most 63 characters (ResourceSlice validation)
 _DRIVER = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NODE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -32,7 +33,7 @@ class Settings(HostView):
     node_config: str = "/etc/xpu-cdi/config.yaml"
     health_interval: float = 1.0
     health_service: bool = True
-    boot_id_file: str = "/proc/sys/kernel/random/boot_id"
+    boot_id_file: str = BOOT_ID_FILE
 
     def driver(self, kind: str) -> str:
         """The driver name of *kind*: the CDI vendor unless set (``kunlunxin.com``)."""

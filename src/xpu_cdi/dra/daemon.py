@@ -31,6 +31,7 @@ from .. import nodeconfig, servemode
 from ..deviceplugin import devices as _devices
 from ..deviceplugin import health as _health
 from ..deviceplugin import inotify
+from ..deviceplugin import status as _status
 from ..errors import XpuCdiError
 from ..log import Log, to_stderr
 from ..nodedaemon import Loop
@@ -281,6 +282,7 @@ class Daemon(Loop):
         self.sig: Optional[Tuple[Any, ...]] = None
         self.described: Dict[str, Dict[str, _slices.DeviceInfo]] = {}  # kind -> slice device name -> card
         self.boot = _cp.boot_id(settings.boot_id_file)
+        self.pid_namespace = _status.pid_namespace()  # doctor elsewhere asks the sockets instead of the pid
 
     # -- inventory -----------------------------------------------------------------------------------------
 
@@ -361,7 +363,8 @@ class Daemon(Loop):
     # -- status and the loop -------------------------------------------------------------------------------
 
     def write_status(self) -> None:
-        doc = {"pid": os.getpid(), "started": int(self.started), "node": self.s.node_name, "boot_id": self.boot,
+        doc = {"pid": os.getpid(), "pid_namespace": self.pid_namespace, "started": int(self.started),
+               "node": self.s.node_name, "boot_id": self.boot,
                "pod_uid": self.s.pod_uid, "spec_dirs": list(self.s.spec_dirs),
                "kinds": {k: d.status() for k, d in sorted(self.drivers.items())}}
         self.publish_status(self.s.status_file, doc, "--probe and doctor need it")

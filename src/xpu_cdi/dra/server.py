@@ -63,8 +63,18 @@ def registration_socket(registry_dir: str, driver: str, pod_uid: str) -> str:
 
 
 def dra_socket(plugin_dir: str, pod_uid: str) -> str:
-    """``dra-<pod uid>.sock`` in the driver's own plugin directory."""
-    return os.path.join(plugin_dir, f"dra-{pod_uid}.sock" if pod_uid else "dra.sock")
+    """``dra-<pod uid>.sock`` in the driver's own plugin directory; ``dra-<hash of the uid>.sock`` where
+    that path would be over the unix socket limit (a long kubelet --root-dir)."""
+    import base64
+    import hashlib
+
+    if not pod_uid:
+        return os.path.join(plugin_dir, "dra.sock")
+    path = os.path.join(plugin_dir, f"dra-{pod_uid}.sock")
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    short = base64.urlsafe_b64encode(hashlib.sha256(pod_uid.encode()).digest()[:8]).decode().rstrip("=")
+    return os.path.join(plugin_dir, f"dra-{short}.sock")
 
 
 def _unary(fn: Any, req: Any, resp: Any) -> Any:

@@ -168,6 +168,22 @@ def card_pod(name: str, limits: Optional[Dict[str, int]] = None, **kw: Any) -> D
     return pod(name, ["sh", "-c", f"{matrix.SCRIPT}; echo {DONE}; exec sleep 2147483647"], limits, **kw)
 
 
+#: What an Ascend pod prints of the NPUs (4 on the fake host) and the manager node, then stays running.
+NPU_SCRIPT = ("for n in /dev/davinci0 /dev/davinci1 /dev/davinci2 /dev/davinci3 /dev/davinci_manager; do "
+              "[ -e $n ] && { echo present $n; (echo x > $n) 2>&1; }; done; echo " + DONE + "; exec sleep 2147483647")
+
+
+def npu_pod(name: str, limits: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    return pod(name, ["sh", "-c", NPU_SCRIPT], limits)
+
+
+def check_npu(out: str, npu: int) -> None:
+    """What NPU_SCRIPT printed shows exactly NPU *npu* and the manager node, both usable (ENXIO)."""
+    present = [ln.split()[1] for ln in out.splitlines() if ln.startswith("present ")]
+    assert present == [f"/dev/davinci{npu}", "/dev/davinci_manager"], out
+    assert out.count(matrix.ENXIO) == 2, out
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
@@ -175,7 +191,13 @@ def unique(prefix: str) -> str:
 def run_card_pod(cluster: Cluster, name: str, limits: Optional[Dict[str, int]] = None,
                  timeout: float = 120, **kw: Any) -> str:
     """Create a card_pod, wait until it runs and has printed its view; that view."""
-    cluster.apply(card_pod(name, limits, **kw))
+    return run_pod(cluster, card_pod(name, limits, **kw), timeout)
+
+
+def run_pod(cluster: Cluster, obj: Dict[str, Any], timeout: float = 120) -> str:
+    """Create pod *obj* (a card_pod), wait until it runs and has printed its view; that view."""
+    name = obj["metadata"]["name"]
+    cluster.apply(obj)
     cluster.wait_pod_phase(name, "Running", timeout)
     return cluster.wait(lambda: (lambda out: out if DONE in out else None)(cluster.logs(name)), 60,
                         f"pod {name}'s output")

@@ -1,0 +1,65 @@
+"""doctor's DRA checks on what a driver leaves: its status file and its checkpoint (the driver on a
+real node, registered and publishing, is tests/k8s/test_dra_node.py's)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict
+
+from support.doctornode import Node, checks, worst
+from xpu_cdi.deviceplugin import status as _status
+from xpu_cdi.dra import checkpoint as _cp
+
+
+def status_file(run: Path, checkpoint: Path, pid: int, **kind: Any) -> None:
+    """A driver's status file as `xpu-cdi dra-driver` writes it, with *kind*'s fields changed."""
+    st: Dict[str, Any] = {"driver": "kunlunxin.com", "pool": "n1", "registered": True, "registration_error": "",
+                          "published": True, "publish_error": "", "generation": 1,
+                          "devices": {"0": "kunlunxin.com/xpu=0"}, "unhealthy": {},
+                          "dra_socket": str(run / "none.sock"), "checkpoint": str(checkpoint), **kind}
+    run.mkdir(exist_ok=True)
+    (run / "dra-driver-pod1.json").write_text(json.dumps({
+        "pid": pid, "pid_namespace": _status.pid_namespace(), "boot_id": "b1", "spec_dirs": [],
+        "kinds": {"kunlunxin.com/xpu": st}}))
+
+
+def test_not_running_is_ok_and_names_the_file_left(node: Node, tmp_path: Path) -> None:
+    node.kunlunxin()
+    node.generate()
+    status_file(tmp_path / "run", tmp_path / "cp.json", pid=2 ** 22 + 7)  # no such pid
+    _code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"))
+    (r,) = checks(results, "dra-registered")
+    assert r["status"] == "ok" and "not running" in r["found"] and "dra-driver-pod1.json" in r["found"], r
+    assert not checks(results, "dra-slices")
+
+
+def test_unpublished_and_corrupt_checkpoint(node: Node, tmp_path: Path) -> None:
+    """The API server's refusal quoted; a corrupt checkpoint warns (the driver started empty)."""
+    node.kunlunxin()
+    node.generate()
+    cp = tmp_path / "cp.json"
+    cp.write_text("{not json")
+    status_file(tmp_path / "run", cp, os.getpid(), published=False,
+                publish_error="POST ...: 403 denied by the admission policy")
+    _code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"))
+    assert worst(results, "dra-registered")["status"] == "ok"
+    s = worst(results, "dra-slices")
+    assert s["status"] == "fail" and "403 denied by the admission policy" in s["found"], s
+    c = worst(results, "dra-checkpoint")
+    assert c["status"] == "warn" and "corrupt" in c["found"], c
+
+
+def test_published_names_no_spec_defines_and_checkpoint_of_another_boot(node: Node, tmp_path: Path) -> None:
+    node.kunlunxin()
+    node.generate()
+    cp = tmp_path / "cp.json"
+    _cp.save(str(cp), _cp.Checkpoint("b0"))
+    status_file(tmp_path / "run", cp, os.getpid(), devices={"0": "kunlunxin.com/xpu=0", "9": "kunlunxin.com/xpu=9"})
+    _code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"))
+    s = worst(results, "dra-slices")
+    assert s["status"] == "fail" and "kunlunxin.com/xpu=9" in s["found"] and "xpu=0" not in s["found"], s
+    c = worst(results, "dra-checkpoint")
+    assert c["status"] == "warn" and "from boot b0" in c["found"], c
+    assert worst(results, "one-way")["status"] == "ok"
