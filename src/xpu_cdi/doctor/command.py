@@ -125,12 +125,11 @@ OPTIONS = (
     click.option("--plugin-dir", default=Options.plugin_dir, show_default=True,
                  help="kubelet's device-plugins directory (kubelet.sock and the plugins' sockets)."),
     NODE_CONFIG_OPTION,
-    click.option("--plugin-status-file", default=Options.plugin_status_file, show_default=True,
-                 help="The status file of `xpu-cdi device-plugin` (its --status-file)."),
-    click.option("--exporter-status-file", default=Options.exporter_status_file, show_default=True,
-                 help="The status file of `xpu-cdi exporter` (its --status-file)."),
-    click.option("--dra-run-dir", default=Options.dra_run_dir, show_default=True,
-                 help="The run dir of `xpu-cdi dra-driver` (its --run-dir: status files dra-driver-*.json)."),
+    *(click.option(flag, default=getattr(Options, flag[2:].replace("-", "_")), show_default=True,
+                   help=f"The {what} of `xpu-cdi {daemon}` (its {own}).") for flag, what, daemon, own in (
+        ("--plugin-status-file", "status file", "device-plugin", "--status-file"),
+        ("--exporter-status-file", "status file", "exporter", "--status-file"),
+        ("--dra-run-dir", "run dir", "dra-driver", "--run-dir: status files dra-driver-*.json"))),
     click.option("--json", "as_json", is_flag=True, help='Print a JSON list of {"check","status","found","fix"}.'),
 )
 
