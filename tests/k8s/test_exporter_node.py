@@ -1,6 +1,7 @@
 """`xpu-cdi exporter` on the cluster's node: the holder of each card read from the real kubelet's
 PodResources API (``<kubelet root>/pod-resources/kubelet.sock``), while `xpu-cdi device-plugin`
-serves the fake host's 8 cards to that kubelet and the real scheduler places pods on them.
+serves the fake host's 8 cards to that kubelet and the real scheduler places pods on them; on
+the pinned kubelet and on the older one (test_deviceplugin_node.py's two nodes).
 
 Scrapes go over HTTP to the daemon and are parsed with prometheus_client's own text parser."""
 
@@ -23,33 +24,39 @@ pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 Allocation = Dict[str, Tuple[float, str, str, str]]
 
 
+@pytest.fixture(scope="module", params=["kubernetes", "kubelet-compat"], ids=["kubelet-pinned", "kubelet-older"])
+def node(request: pytest.FixtureRequest) -> Cluster:
+    """The session's cluster, or the one whose kubelet is the older release."""
+    return request.getfixturevalue("cluster" if request.param == "kubernetes" else "compat_cluster")
+
+
 @pytest.fixture(scope="module")
-def cards(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cards]:
-    c = Cards(cluster, tmp_path_factory.mktemp("xpu"))
+def cards(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cards]:
+    c = Cards(node, tmp_path_factory.mktemp("xpu"))
     yield c
     c.close()
 
 
 @pytest.fixture(scope="module")
-def plugin(cluster: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevicePlugin]:
-    p = DevicePlugin(cluster, cards, tmp_path_factory.mktemp("dp"))
+def plugin(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevicePlugin]:
+    p = DevicePlugin(node, cards, tmp_path_factory.mktemp("dp"))
     try:
         p.wait_served()
         yield p
     finally:
         p.stop()
-        cluster.wait_allocatable(XPU, 0, timeout=60)
+        node.wait_allocatable(XPU, 0, timeout=60)
 
 
 @pytest.fixture(scope="module")
-def exporter(cluster: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExporterProcess]:
+def exporter(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExporterProcess]:
     """The exporter on the machine, reading the node's specs and asking the node's kubelet every second."""
     d = tmp_path_factory.mktemp("exporter")
     p = ExporterProcess([*cards.host.cli_roots, "--profile", cards.profile, "--profiles-dir", "/nonexistent",
-                         "--spec-dir", str(cluster.cdi_dir), "--status-file", str(d / "exporter.json"),
-                         "--pod-resources-socket", str(cluster.pod_resources_socket), "--interval", "1"],
+                         "--spec-dir", str(node.cdi_dir), "--status-file", str(d / "exporter.json"),
+                         "--pod-resources-socket", str(node.pod_resources_socket), "--interval", "1"],
                         d / "exporter.log")
-    cluster.on_stop(p.stop)
+    node.on_stop(p.stop)
     try:
         yield p
     finally:
@@ -68,25 +75,25 @@ def allocation(exporter: ExporterProcess) -> Allocation:
     return out
 
 
-def test_pod_holding_two_cards(cluster: Cluster, plugin: DevicePlugin, exporter: ExporterProcess) -> None:
+def test_pod_holding_two_cards(node: Cluster, plugin: DevicePlugin, exporter: ExporterProcess) -> None:
     """A pod with limits 2: allocated 1 with its namespace, pod and container on exactly the 2 cards
     kubelet gave it (kubelet's PodResources says which), 0 and no holder on the 6 others; the pod
     deleted: all 8 at 0, its labels gone."""
     free: Allocation = {str(i): (0.0, "", "", "") for i in range(8)}
-    cluster.wait(lambda: allocation(exporter) == free, 30, "8 free cards in the scrape")
+    node.wait(lambda: allocation(exporter) == free, 30, "8 free cards in the scrape")
     name = nodekit.unique("held")
     try:
-        nodekit.run_card_pod(cluster, name, {XPU: 2})
-        podres = PodResources(cluster)
+        nodekit.run_card_pod(node, name, {XPU: 2})
+        podres = PodResources(node)
         try:
             held = podres.devices(name, XPU)
         finally:
             podres.close()
         assert len(held) == 2, held
         want = {**free, **{card: (1.0, "default", name, "c") for card in held}}
-        last = cluster.wait(lambda: (lambda a: a if a == want else None)(allocation(exporter)), 30,
+        last = node.wait(lambda: (lambda a: a if a == want else None)(allocation(exporter)), 30,
                             f"cards {held} held by default/{name}/c in the scrape")
         assert sum(v for v, *_ in last.values()) == 2
     finally:
-        nodekit.wait_gone(cluster, name)
-    cluster.wait(lambda: allocation(exporter) == free, 30, "the pod's labels gone from the scrape")
+        nodekit.wait_gone(node, name)
+    node.wait(lambda: allocation(exporter) == free, 30, "the pod's labels gone from the scrape")
