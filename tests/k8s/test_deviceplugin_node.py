@@ -16,7 +16,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 import yaml
@@ -234,6 +234,71 @@ def test_kubelet_restart(node: Cluster, plugin: DevicePlugin, podres: PodResourc
     fresh = assigned(podres, pods[1])
     matrix.check_cards(out, fresh)
     assert not set(fresh) & set(held), (held, fresh)
+
+
+#: what kubelet logs (at every verbosity) for each Register it is sent, whatever it answers
+REGISTER_REQUEST = 'Got registration request from device plugin with resource" resourceName="{}"'
+
+
+def kubelet_sock(node: Cluster) -> Optional[Tuple[int, int]]:
+    """kubelet.sock's inode and ctime: a new kubelet's device manager creates it anew."""
+    try:
+        st = (node.plugin_dir / "kubelet.sock").stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_ctime_ns
+
+
+def test_kubelet_restarts_one_registration_each(node: Cluster, plugin: DevicePlugin) -> None:
+    """kubelet restarted 10 times: 7 one at a time, then 3 back to back, the next one 0.1 s and 1 s
+    after the new kubelet.sock (a crash loop: the plugin is registering when kubelet goes again).
+    After each: allocatable 8 again (kubelet's PodResources and the node's status).  Each kubelet
+    was asked to register at most once (its own log, split per instance), each that served until
+    the next restart exactly once, the plugin's count of registrations agrees, and nothing comes
+    after: no restart handled twice, no storm (issue 22: ~115 a second, without end)."""
+    request = REGISTER_REQUEST.format(XPU)
+    starts: List[int] = []  # where each kubelet's log starts in the appended log
+
+    def start(wait_ready: bool) -> None:
+        starts.append(len(node.kubelet_log()))
+        node.start_kubelet(wait_ready=wait_ready)
+
+    def per_kubelet() -> List[int]:
+        log = node.kubelet_log()
+        return [log[a:b].count(request) for a, b in zip(starts, [*starts[1:], len(log)])]
+
+    def quiet(since: int) -> None:
+        assert plugin.registrations() == since, plugin.text()[-3000:]
+
+    plugin_before = plugin.registrations()
+    for _ in range(7):
+        count = plugin.registrations()
+        node.stop_kubelet()
+        start(wait_ready=True)
+        plugin.wait_served(count + 1)
+        quiet(count + 1)  # wait_served waited for kubelet and the node status meanwhile
+    assert per_kubelet() == [1] * 7, per_kubelet()
+
+    count = plugin.registrations()
+    first = len(starts)
+    gaps = []
+    for gap in (0.1, 1.0, None):
+        old = kubelet_sock(node)
+        node.stop_kubelet()
+        start(wait_ready=gap is None)
+        if gap is not None:
+            node.wait(lambda: kubelet_sock(node) not in (None, old), 60, "the new kubelet.sock", interval=0.01)
+            t0 = time.monotonic()
+            time.sleep(gap)
+            gaps.append(time.monotonic() - t0)
+    plugin.wait_served(count + 1)
+    time.sleep(3)  # a storm registers ~100 times a second; a restart handled twice, within a second
+    got = per_kubelet()
+    assert all(n <= 1 for n in got[first:]) and got[-1] == 1, (got, gaps)
+    added = plugin.registrations() - count
+    assert 1 <= added <= sum(got[first:]), (added, got, plugin.text()[-3000:])
+    assert plugin.registrations() - plugin_before == 7 + added
+    assert node.allocatable(XPU) == 8 and "already connected" not in plugin.text()
 
 
 def moved_and_back(plugin: DevicePlugin, path: Path) -> None:

@@ -385,6 +385,10 @@ class Cluster:
         self.stop_kubelet()
         self.start_kubelet()
 
+    def kubelet_log(self) -> str:
+        """kubelet's log: every instance's, one after the other (a start appends)."""
+        return self.daemons["kubelet"].tail(n=1 << 30)
+
     def _kubelet_healthy(self) -> bool:
         if not self.daemons["kubelet"].alive():
             raise ClusterError(f"kubelet exited:\n{self.daemons['kubelet'].tail()}")
