@@ -7,18 +7,17 @@ Scrapes go over HTTP to the daemon and are parsed with prometheus_client's own t
 
 from __future__ import annotations
 
-import subprocess
+import shutil
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import matrix
 
+from support.dpnode import short_dir
+from support.dranode import CLASS, DRIVER, DraDriver, Identity
 from support.exporternode import ExporterProcess
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
@@ -26,8 +25,6 @@ from support.k8s.nodekit import XPU, Cards, DevicePlugin, PodResources
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 REPO = Path(__file__).resolve().parent.parent.parent
-DRIVER = "kunlunxin.com"  # the DRA driver's name for the kind (the CDI vendor)
-CLASS = "xpu.kunlunxin.com"  # deploy/dra/deviceclasses.yaml's DeviceClass for it
 
 #: card -> its xpu_cdi_card_allocated series' (value, namespace, pod, container)
 Allocation = Dict[str, Tuple[float, str, str, str]]
@@ -73,43 +70,19 @@ def exporter(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.fixture(scope="module")
-def dra_driver(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """`xpu-cdi dra-driver` for the same cards on the machine, in the node's network namespace (the
-    API server is there), registered with kubelet through its plugin watcher, its ResourceSlice of
-    8 cards published; deploy/dra's DeviceClass for the kind applied.  Its log's path."""
-    d = tmp_path_factory.mktemp("dra")
-    log = d / "dra-driver.log"
-    argv = [matrix.XPU_CDI, "dra-driver", "--profile", cards.profile, "--profiles-dir", "/nonexistent",
-            *cards.host.cli_roots, "--spec-dir", str(node.cdi_dir), "--node-name", node.node_name,
-            "--kubeconfig", str(node.kubeconfig), "--registry-dir", str(node.plugins_registry_dir),
-            "--plugins-dir", str(node.plugins_dir), "--run-dir", str(d / "run"), "--node-config", "/nonexistent",
-            "--pod-uid", uuid.uuid4().hex[:8]]
-    with open(log, "wb") as out:  # nsenter without a pid namespace execs the driver: SIGTERM reaches it
-        proc = subprocess.Popen(node.on_node(argv, mount=False), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-
-    def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-    node.on_stop(stop)
-    (cls,) = [c for c in yaml.safe_load_all((REPO / "deploy/dra/deviceclasses.yaml").read_text())
-              if c["metadata"]["name"] == CLASS]
+def dra_driver(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DraDriver]:
+    """`xpu-cdi dra-driver` for the same cards (test_dra_node.py's runner, as deploy/dra's service
+    account), registered with kubelet, its ResourceSlice of 8 cards published."""
+    identity = Identity(node, tmp_path_factory.mktemp("dra-id"))
+    work = short_dir()
+    d = DraDriver(node, cards, work, identity)
     try:
-        node.apply(cls)
-        node.wait(lambda: "registered with kubelet" in log.read_text(errors="replace"), 60, "the DRA driver registered")
-        node.wait(lambda: sum(len(sl["spec"].get("devices", [])) for sl in node.get("resourceslices")["items"]
-                              if sl["spec"]["driver"] == DRIVER) == 8, 60, "a ResourceSlice of 8 cards")
-        yield log
+        d.wait_served()
+        yield d
     finally:
-        stop()
-        node.delete("deviceclass", CLASS)
-    assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
+        d.close()
+        identity.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def allocation(exporter: ExporterProcess) -> Allocation:
@@ -148,7 +121,7 @@ def test_pod_holding_two_cards(node: Cluster, plugin: DevicePlugin, exporter: Ex
     node.wait(lambda: allocation(exporter) == free, 30, "the pod's labels gone from the scrape")
 
 
-def test_dra_claim_of_two_cards(node: Cluster, dra_driver: Path, exporter: ExporterProcess) -> None:
+def test_dra_claim_of_two_cards(node: Cluster, dra_driver: DraDriver, exporter: ExporterProcess) -> None:
     """A ResourceClaim of 2 cards (deploy/dra's DeviceClass) in a pod's container, prepared by
     `xpu-cdi dra-driver`: allocated 1 with the pod's labels on exactly the 2 the scheduler
     allocated (the claim's status says which), 0 on the others; pod and claim deleted: all free.
