@@ -279,16 +279,21 @@ def test_exporter_one_series_per_card_holder_labelled(cluster: Cluster, exporter
 
 
 def test_delete_withdraws_slices_and_sockets(cluster: Cluster, dra: DraNode, holder: Dict[str, Any]) -> None:
-    """`kubectl delete -k` of deploy/dra (the holder pod gone first): the pod goes, no socket of the driver
-    is left in kubelet's directories, the node's slices are withdrawn.  Not by the driver: `delete -k`
-    removes its ClusterRoleBinding with the DaemonSet, so the driver's own withdrawal at SIGTERM is
-    refused (403, one log line); kubelet wipes the slices of a driver that stays unregistered 30 s
-    after it went (docs/dra.md, "Removing the driver": delete the DaemonSet first to have them go at once)."""
+    """Removal as docs/dra.md says (the holder pod gone first): the DaemonSet deleted first, its pod
+    withdraws the node's slices itself as it stops (within 5 s of the pod gone), then `kubectl delete -k
+    --ignore-not-found` removes the rest (RBAC, policy, DeviceClasses); no socket of the driver is left in kubelet's
+    directories.  (`kubectl delete -k` alone removes the driver's ClusterRoleBinding with the
+    DaemonSet: its withdrawal is refused with one log line, and kubelet wipes the slices of a driver
+    that stays unregistered 30 s after it went: 31 s on this node.)"""
     nodekit.wait_gone(cluster, holder["name"])
     assert len(dra.pods("dra-driver")) == 1
-    started = time.monotonic()
-    cluster.kubectl("delete", "-k", str(dra.dra_overlay), "--wait=true", timeout=180)
-    cluster.wait(lambda: not dra.pods("dra-driver"), 120, "the driver's pods gone")
+    cluster.kubectl("delete", "daemonset", DS, "-n", NS, "--wait=true", timeout=120)
+    cluster.wait(lambda: not dra.pods("dra-driver"), 120, "the driver's pod gone")
+    gone = time.monotonic()
+    cluster.wait(lambda: not dra.slices(), 5, "the node's slices withdrawn by the driver", interval=0.2)
+    print(f"DaemonSet deleted: slices withdrawn {time.monotonic() - gone:.1f} s after the pod went")
     assert dra.sockets() == []
-    cluster.wait(lambda: not dra.slices(), 45, "the node's slices withdrawn", interval=0.5)
-    print(f"delete -k: pod gone and slices withdrawn {time.monotonic() - started:.1f} s after")
+    cluster.kubectl("delete", "-k", str(dra.dra_overlay), "--ignore-not-found", "--wait=true", timeout=180)
+    assert cluster.get("deviceclasses", "-l", "app.kubernetes.io/name=xpu-cdi")["items"] == []
+    for kind, name in (("clusterrolebinding", DS), ("validatingadmissionpolicy", "xpu-cdi-dra-driver-own-node-slices")):
+        assert cluster.kubectl("get", kind, name, check=False).returncode != 0, (kind, name)
