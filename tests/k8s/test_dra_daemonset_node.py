@@ -128,10 +128,19 @@ class DraNode:
         found = list(c.plugins_registry_dir.glob("*.sock")) + list((c.plugins_dir / DRIVER).glob("*.sock"))
         return sorted(str(p) for p in found)
 
-    def scrape(self) -> str:
-        """GET /metrics of the exporter as a client on the node's network would."""
+    def target(self) -> str:
+        """``address:port`` of the exporter as Prometheus discovers it: the EndpointSlice of deploy/'s
+        headless Service, its ``metrics`` port (the ServiceMonitor's endpoint), else ''."""
+        slices = self.cluster.get("endpointslices", "-n", NS, "-l", f"kubernetes.io/service-name={EXPORTER}")
+        found = [(a, p["port"]) for s in slices["items"] for e in s.get("endpoints") or []
+                 if (e.get("conditions") or {}).get("ready") for a in e["addresses"]
+                 for p in s.get("ports") or [] if p.get("name") == "metrics"]
+        return f"{found[0][0]}:{found[0][1]}" if len(found) == 1 else ""
+
+    def scrape(self, target: str) -> str:
+        """GET /metrics of *target* as a client on the node's network would."""
         code = ("import sys, urllib.request; "
-                f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{PORT}/metrics', timeout=10)"
+                f"sys.stdout.write(urllib.request.urlopen('http://{target}/metrics', timeout=10)"
                 ".read().decode())")
         r = self.cluster.run_on_node([sys.executable, "-c", code], mount=False, timeout=30)
         assert r.returncode == 0, r.stderr
@@ -237,14 +246,18 @@ def exporter(cluster: Cluster, dra: DraNode) -> DraNode:
 
 def test_exporter_one_series_per_card_holder_labelled(cluster: Cluster, exporter: DraNode,
                                                       holder: Dict[str, Any]) -> None:
-    """The exporter's DaemonSet Ready; its /metrics parsed by prometheus_client's own parser: one
-    health and one allocation series per card with kind, card, pci_bus_id and model; the 2 cards of
-    the DRA pod allocated and labelled with it (kubelet's PodResources API reports DRA claims), the
-    others free; kubelet's source up."""
+    """The exporter's DaemonSet Ready, its pod the one endpoint of the headless Service's ``metrics``
+    port (what the ServiceMonitor and the scrape config discover); its /metrics there parsed by
+    prometheus_client's own parser: one health and one allocation series per card with kind, card,
+    pci_bus_id and model; the 2 cards of the DRA pod allocated and labelled with it (kubelet's
+    PodResources API reports DRA claims), the others free; kubelet's source up."""
     from prometheus_client.parser import text_string_to_metric_families
 
+    target = cluster.wait(exporter.target, 30, "the exporter's endpoint in its Service")
+    assert target == f"{exporter.pods('metrics')[0]['status']['podIP']}:{PORT}", target
+
     def families() -> Any:
-        fams = {f.name: f for f in text_string_to_metric_families(exporter.scrape())}
+        fams = {f.name: f for f in text_string_to_metric_families(exporter.scrape(target))}
         alloc = fams.get("xpu_cdi_card_allocated")
         if alloc is None or sum(s.value for s in alloc.samples) != 2:
             return None
