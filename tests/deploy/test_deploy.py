@@ -412,11 +412,14 @@ class TestRuntimeWiring:
         assert api_problems(wiring, "V1DaemonSet") == []
 
 
-def test_no_termination_log_in_the_hosts_dev(daemonset: Dict[str, Any]) -> None:
+@pytest.mark.parametrize("path", ["daemonset.yaml", "dra/daemonset.yaml", "exporter.yaml",
+                                  "runtime-wiring/daemonset.yaml"])
+def test_no_termination_log_in_the_hosts_dev(path: str) -> None:
     """A container with the host's /dev mounted (read-only) at /dev writes its termination message
     elsewhere: runc cannot create kubelet's default /dev/termination-log mount point in a read-only /dev
-    (found on the suite's node: the container never started)."""
-    for c in all_containers(daemonset):
+    (found on the suite's node: the container never started; deploy/dra's and the exporter's too)."""
+    (ds,) = [d for d in docs(path) if d["kind"] == "DaemonSet"]
+    for c in all_containers(ds):
         if "/dev" in {m["mountPath"] for m in c.get("volumeMounts", [])}:
             path = c.get("terminationMessagePath", "/dev/termination-log")
             assert not path.startswith("/dev/"), c["name"]

@@ -190,3 +190,52 @@ class Node:
         """Every path below *paths* as the node sees them (its /etc, /run are the session's)."""
         r = self.cluster.run_on_node(["sh", "-c", 'for p; do [ -e "$p" ] && find "$p"; done; true', "ls", *paths])
         return set(r.stdout.split())
+
+
+def same_path_ops(ds: Dict[str, Any], moves: Dict[str, str], fake: str, extra_args: Dict[str, List[str]],
+                  arg_moves: Dict[str, str], env: Dict[str, Dict[str, str]],
+                  host_network: bool) -> List[Dict[str, Any]]:
+    """JSON-patch ops for DaemonSet *ds* on the suite's node (test_dra_daemonset_node's doc says why):
+    the hostPath of each volume named in *moves* becomes that path, mounted at the same path inside
+    (kubelet connects to the sockets the driver names; its root dir is the session's); the fake host's
+    root *fake* mounted read-only, at its own path, in every container but ``node-config``; *arg_moves*
+    replaced in every container's args, *extra_args* appended to the named ones; *env* added to the
+    named containers; ``hostNetwork`` set to *host_network*."""
+    spec = ds["spec"]["template"]["spec"]
+    ops: List[Dict[str, Any]] = [{"op": "add", "path": "/spec/template/spec/hostNetwork", "value": host_network}]
+    for i, vol in enumerate(spec["volumes"]):
+        if vol["name"] in moves:
+            ops.append({"op": "replace", "path": f"/spec/template/spec/volumes/{i}/hostPath/path",
+                        "value": moves[vol["name"]]})
+    ops.append({"op": "add", "path": "/spec/template/spec/volumes/-",
+                "value": {"name": "fake-host", "hostPath": {"path": fake, "type": "Directory"}}})
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(kind) or []):
+            base = f"/spec/template/spec/{kind}/{i}"
+            mounts = [dict(m, mountPath=moves[m["name"]]) if m["name"] in moves else dict(m) for m in c["volumeMounts"]]
+            if c["name"] != "node-config":
+                mounts.append({"name": "fake-host", "mountPath": fake, "readOnly": True})
+            ops.append({"op": "replace", "path": f"{base}/volumeMounts", "value": mounts})
+            if c["name"] != "node-config":
+                args = list(c.get("args") or [])
+                for old, new in arg_moves.items():
+                    args = [a.replace(old, new) for a in args]
+                ops.append({"op": "replace", "path": f"{base}/args", "value": args + extra_args.get(c["name"], [])})
+            if c["name"] in env:
+                ops.append({"op": "add", "path": f"{base}/env",
+                            "value": list(c.get("env") or []) + [{"name": k, "value": v}
+                                                                 for k, v in env[c["name"]].items()]})
+    return ops
+
+
+def write_kustomization(overlay: Path, resources: List[str], tag: str,
+                        patches: Dict[str, List[Dict[str, Any]]]) -> None:
+    """*overlay*/kustomization.yaml: *resources*, the xpu-cdi image as imported (tag *tag*), and a JSON
+    patch per DaemonSet named in *patches*."""
+    kustomization: Dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources,
+        "images": [{"name": "xpu-cdi", "newName": "docker.io/library/xpu-cdi", "newTag": tag}], "patches": []}
+    for name, ops in patches.items():
+        (overlay / f"{name}.json").write_text(json.dumps(ops, indent=1))
+        kustomization["patches"].append({"path": f"{name}.json", "target": {"kind": "DaemonSet", "name": name}})
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
