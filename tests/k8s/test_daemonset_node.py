@@ -42,7 +42,7 @@ from support import matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from xpu_cdi._version import VERSION
-from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, NS, XPU, Node
+from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, NS, XPU, Node
 from xpu_cdi.host import install
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
@@ -69,6 +69,7 @@ def node(cluster: Cluster, images: Dict[str, Dict[str, Any]],
     try:
         n.apply(VERSION)
         n.wait_rolled_out(VERSION)
+        n.wait_rolled_out(VERSION, name=EXPORTER, component="metrics")
         yield n
     finally:
         cluster.kubectl("delete", "-k", str(n.overlay), "--ignore-not-found", "--wait=true", check=False, timeout=180)
@@ -86,6 +87,14 @@ def pods(cluster: Cluster) -> Iterator[List[str]]:
     yield names
     if names:
         nodekit.wait_gone(cluster, *names)
+
+
+def test_every_daemonset_of_deploy_ready(node: Node) -> None:
+    """`kubectl apply -k deploy/` starts the exporter's DaemonSet beside the device plugin's, both
+    Ready on the node (the exporter's readiness probe is its /healthz)."""
+    for name in (DS, EXPORTER):
+        st = node.ds(name)["status"]
+        assert (st.get("desiredNumberScheduled"), st.get("numberReady")) == (1, 1), (name, st)
 
 
 def test_daemonset_ready_hook_on_the_host(node: Node) -> None:

@@ -34,21 +34,20 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 
-from support import exporternode
 from support import fakehost
 from support import imagebuild
 from support import matrix
 from support.dranode import DEPLOY as DRA_DEPLOY, DRIVER, allocated, claim_pod, claim_template
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
-from support.k8s.dsnode import ACCEL_LABEL, CARDS, DEPLOY, NS, XPU, Node, same_path_ops, write_kustomization
+from support.k8s.dsnode import (ACCEL_LABEL, CARDS, DEPLOY, EXPORTER, NS, XPU, Node, exporter_ops, same_path_ops,
+                                write_kustomization)
 from xpu_cdi._version import VERSION
 from xpu_cdi.dra.server import dra_socket, registration_socket
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 
 DS = "xpu-cdi-dra-driver"
-EXPORTER = "xpu-cdi-exporter"
 ALLOCATION_LABEL = "xpu-cdi.io/kubernetes-allocation"
 PORT = 28470
 
@@ -98,21 +97,8 @@ class DraNode:
         file from outside an overlay's dir: the overlay holds a copy of the file.  The fake host's
         xpu-smi prints the documented ``xpu-smi -m`` output (tests/data/exporter)."""
         c = self.cluster
-        tool = self.host.path(exporternode.TOOLS["xpu-smi"])
-        tool.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(exporternode.DATA / "xpu-smi-m.txt", tool.with_name("xpu-smi.out"))
-        tool.write_text('#!/bin/sh\nexec cat "$(dirname "$0")/xpu-smi.out"\n')
-        tool.chmod(0o755)
         shutil.copyfile(DEPLOY / "exporter.yaml", self.exporter_overlay / "exporter.yaml")
-        ds = next(d for d in yaml.safe_load_all((DEPLOY / "exporter.yaml").read_text())
-                  if d and d["kind"] == "DaemonSet")
-        moves = {"host-cdi": str(c.cdi_dir), "pod-resources": str(c.pod_resources_socket.parent)}
-        ops = same_path_ops(
-            ds, moves, self.fake,
-            extra_args={"exporter": self.host.cli_roots + ["--pod-resources-socket", str(c.pod_resources_socket),
-                                                           "--interval", "1"]},
-            arg_moves={"/var/run/cdi": str(c.cdi_dir)}, env={}, host_network=True)
-        write_kustomization(self.exporter_overlay, ["exporter.yaml"], VERSION, {EXPORTER: ops})
+        write_kustomization(self.exporter_overlay, ["exporter.yaml"], VERSION, {EXPORTER: exporter_ops(c, self.host)})
         c.kubectl("apply", "-k", str(self.exporter_overlay), timeout=180)
 
     def pods(self, component: str) -> List[Dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Set
 
 import yaml
 
-from support import fakehost, imagebuild, matrix
+from support import exporternode, fakehost, imagebuild, matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from xpu_cdi.host import install
@@ -20,6 +20,7 @@ DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 NS = "kube-system"
 DS = "xpu-cdi"
 WIRING_DS = "xpu-cdi-runtime-wiring"
+EXPORTER = "xpu-cdi-exporter"
 XPU = nodekit.XPU
 CARDS = 8
 DRIVER_SO = "libxpufake.so.1"
@@ -110,6 +111,8 @@ class Node:
             "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [rel],
             "images": [{"name": "xpu-cdi", "newName": "docker.io/library/xpu-cdi", "newTag": tag}],
             "patches": [{"path": "patch.json", "target": {"kind": "DaemonSet", "name": DS}}]}
+        (self.overlay / "exporter.json").write_text(json.dumps(exporter_ops(self.cluster, self.host), indent=1))
+        kustomization["patches"].append({"path": "exporter.json", "target": {"kind": "DaemonSet", "name": EXPORTER}})
         if wiring:
             kustomization["components"] = [os.path.join(rel, "runtime-wiring")]
             (self.overlay / "wiring.json").write_text(json.dumps(self.wiring_ops(), indent=1))
@@ -226,6 +229,24 @@ def same_path_ops(ds: Dict[str, Any], moves: Dict[str, str], fake: str, extra_ar
                             "value": list(c.get("env") or []) + [{"name": k, "value": v}
                                                                  for k, v in env[c["name"]].items()]})
     return ops
+
+
+def exporter_ops(cluster: Cluster, host: fakehost.FakeHost) -> List[Dict[str, Any]]:
+    """JSON-patch ops for deploy/exporter.yaml's DaemonSet on the suite's node (see :func:`same_path_ops`):
+    the session's spec dir and PodResources socket, the fake host, whose ``xpu-smi`` prints the
+    documented ``xpu-smi -m`` output (tests/data/exporter)."""
+    tool = host.path(exporternode.TOOLS["xpu-smi"])
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    tool.with_name("xpu-smi.out").write_bytes((exporternode.DATA / "xpu-smi-m.txt").read_bytes())
+    tool.write_text('#!/bin/sh\nexec cat "$(dirname "$0")/xpu-smi.out"\n')
+    tool.chmod(0o755)
+    ds = next(d for d in yaml.safe_load_all((DEPLOY / "exporter.yaml").read_text()) if d and d["kind"] == "DaemonSet")
+    moves = {"host-cdi": str(cluster.cdi_dir), "pod-resources": str(cluster.pod_resources_socket.parent)}
+    return same_path_ops(
+        ds, moves, str(host.root),
+        extra_args={"exporter": host.cli_roots + ["--pod-resources-socket", str(cluster.pod_resources_socket),
+                                                  "--interval", "1"]},
+        arg_moves={"/var/run/cdi": str(cluster.cdi_dir)}, env={}, host_network=True)
 
 
 def write_kustomization(overlay: Path, resources: List[str], tag: str,
