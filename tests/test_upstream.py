@@ -136,7 +136,7 @@ def debian_go() -> str:
 def only_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Make the given go command the machine's only one (PATH, GO_PLACES), with go_for's memory cleared."""
     def use(go_cmd: str) -> None:
-        monkeypatch.setenv("PATH", f"{Path(go_cmd).parent}:/usr/sbin:/usr/bin:/sbin:/bin")
+        monkeypatch.setenv("PATH", str(Path(go_cmd).parent))  # no /usr/bin: Debian's golang-go may be there
         monkeypatch.setattr(upstream, "GO_PLACES", ())
         monkeypatch.setattr(upstream, "_DIRS", {})
         monkeypatch.setattr(upstream, "_VERSIONS", {})
