@@ -89,7 +89,8 @@ def go_line(gomod: Path) -> Tuple[int, ...]:
 def go_version(go_cmd: str) -> Tuple[int, ...]:
     """The release of the go command *go_cmd*, (0,) when it does not run."""
     if go_cmd not in _VERSIONS:
-        r = subprocess.run([go_cmd, "env", "GOVERSION"], capture_output=True, text=True, env=go_env())
+        # from /: a go.mod asking for a newer Go than go_cmd would make it refuse to say
+        r = subprocess.run([go_cmd, "env", "GOVERSION"], capture_output=True, text=True, env=go_env(), cwd="/")
         _VERSIONS[go_cmd] = parse_go(r.stdout) if r.returncode == 0 else (0,)
     return _VERSIONS[go_cmd]
 
