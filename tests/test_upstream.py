@@ -184,6 +184,30 @@ def test_an_old_go_fetches_the_pinned_toolchain_which_builds(only_go, tmp_path: 
     assert subprocess.run([str(tmp_path / "hello")], capture_output=True, text=True).stdout == "hello from go\n"
 
 
+def test_make_runnable_restores_modes_and_go_mod_files_once(tmp_path: Path) -> None:
+    """On a tree laid out as the toolchain's zip unpacks (read-only files, _go.mod): the commands
+    get exec bits, other files none; each _go.mod is copied to go.mod; src/go.mod marks it done."""
+    files = {"bin/go": "", "bin/gofmt": "", "pkg/tool/linux_amd64/compile": "", "lib/wasm/go_js_wasm_exec": "",
+             "lib/wasm/wasm_exec.js": "", "src/fmt/print.go": "", "src/_go.mod": "module std\n",
+             "src/cmd/_go.mod": "module cmd\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o444)
+    upstream.make_runnable(tmp_path)
+    runnable = {n for n in files if os.access(tmp_path / n, os.X_OK)}
+    assert runnable == {"bin/go", "bin/gofmt", "pkg/tool/linux_amd64/compile", "lib/wasm/go_js_wasm_exec"}
+    assert (tmp_path / "src/go.mod").read_text() == "module std\n"
+    assert (tmp_path / "src/cmd/go.mod").read_text() == "module cmd\n"
+    assert sorted(p.name for p in (tmp_path / "src").iterdir()) == ["_go.mod", "cmd", "fmt", "go.mod"]
+    (tmp_path / "bin/go").chmod(0o444)  # done once: src/go.mod says so, nothing is redone
+    upstream.make_runnable(tmp_path)
+    assert not os.access(tmp_path / "bin/go", os.X_OK)
+    (tmp_path / "src/go.mod").unlink()  # an interrupted fix-up is done again
+    upstream.make_runnable(tmp_path)
+    assert os.access(tmp_path / "bin/go", os.X_OK) and (tmp_path / "src/go.mod").is_file()
+
+
 def test_a_toolchain_that_does_not_match_go_sum_fails(only_go, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     only_go(debian_go())
