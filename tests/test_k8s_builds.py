@@ -55,6 +55,16 @@ def test_pinning_an_older_release_takes_that_releases_dependencies(tmp_path: Pat
     assert (component.dir / "go.mod").read_text() != (where / "go.mod").read_text()
 
 
+def test_pinning_the_current_release_again_changes_no_requirement(tmp_path: Path) -> None:
+    """A pin is reproducible: the committed go.mod/go.sum are what `pin` makes of their release."""
+    component = builds.COMPONENTS["etcd"]
+    where = tmp_path / "etcd"
+    shutil.copytree(component.dir, where)
+    builds.pin("etcd", component.version(), where)
+    assert requires(where / "go.mod") == requires(component.dir / "go.mod")
+    assert (where / "go.sum").read_text() == (component.dir / "go.sum").read_text()
+
+
 def test_a_version_the_proxy_does_not_have_says_why(tmp_path: Path) -> None:
     component = builds.COMPONENTS["etcd"]
     where = tmp_path / "etcd"
