@@ -22,7 +22,8 @@ deps:
 	  python3-pyudev python3-cffi-backend python3-tomlkit python3-kubernetes
 	@sh scripts/install-runtime-matrix-deps.sh
 	@# go mod download fetches the upstream protos and CDI schema the contract tests read
-	@# (tests/support/upstream.py); Go's own tarball in /usr/local/go serves as well
+	@# (tests/support/upstream.py); Go's own tarball in /usr/local/go serves as well.  Where it is
+	@# older than the pins need, the suite fetches Go 1.26 with it (docs/testing-go.md)
 	@command -v go >/dev/null || test -x /usr/local/go/bin/go || sh scripts/install-deps.sh golang-go
 
 $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/*.py) \

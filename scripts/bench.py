@@ -68,6 +68,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import bench_machine  # noqa: E402
 from support import fakehost  # noqa: E402
 from support import runtimes  # noqa: E402
+from support import upstream  # noqa: E402
 from support.hookkit import copy_binary  # noqa: E402
 from xpu_cdi import hoststat  # noqa: E402
 
@@ -250,18 +251,13 @@ def hook_direct_variants(work: Path) -> Dict[str, Sample]:
 GO_FLOOR_SOURCE = REPO / "scripts" / "hookfloor.go"
 
 
-def go_binary() -> "str | None":
-    """The machine's Go: on PATH, else where the upstream tarball installs it."""
-    return shutil.which("go") or next((p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go")
-                                       if os.access(p, os.X_OK)), None)
-
-
 def go_floor() -> "Path | None":
     """scripts/hookfloor.go built with the machine's Go into the test cache (once per
     source and Go version, under the cache's lock); None, with a note, without Go."""
-    go = go_binary()
-    if go is None:
-        print("bench: no Go (install golang-go): the Go floor rows are left out", file=sys.stderr)
+    try:
+        go = upstream.go_for((1, 0))  # any Go builds it (no go.mod)
+    except upstream.GoUnavailable as err:
+        print(f"bench: {err}: the Go floor rows are left out", file=sys.stderr)
         return None
     version = subprocess.run([go, "version"], check=True, capture_output=True, text=True).stdout
     key = hashlib.sha256(GO_FLOOR_SOURCE.read_bytes() + version.encode()).hexdigest()[:16]

@@ -15,9 +15,12 @@
 // fields; generate writes neither).  go.sum also pins v0.6.0, whose schema (no intelRdt,
 // no additionalGids) is what runtimes on CDI 0.6 check against; our default 0.5.0
 // specs must pass both.
+//
+// The go line is the newest of theirs (k8s.io/kubelet v0.37.2 asks for 1.26.0): it picks the go
+// command that reads them (tests/support/upstream.py: go_for).
 module xpu-cdi.test/upstream
 
-go 1.19
+go 1.26.0
 
 require (
 	k8s.io/cri-api v0.37.2

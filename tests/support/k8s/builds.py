@@ -13,7 +13,9 @@ To move a pin::
 
     cd tests && ../.venv/bin/python -m support.k8s.builds pin kubernetes v1.37.3  # or kubelet-compat, containerd, etcd
 
-rewrites that module's go.mod/go.sum (``go get`` + ``go mod tidy``).
+rewrites that module's go.mod/go.sum: written anew from that release's own go.mod, so its
+dependencies are the release's, then ``go mod tidy``.  The go command of both comes from
+``upstream.go_for``: the machine's when new enough, else the pinned toolchain.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ BUILD_FLAGS = ["-trimpath"]
 LDFLAGS = ["-s", "-w"]
 
 
-class Unavailable(Exception):
-    """Go is missing or older than a pin needs: the message says what to install."""
+#: No Go to build with (none on the machine to fetch the pinned toolchain with, or no proxy):
+#: the message says what to install.
+Unavailable = upstream.GoUnavailable
 
 
 @dataclass(frozen=True)
@@ -82,10 +85,7 @@ class Component:
         return BUILDS / f"{short}-{self.version()}" / "bin"
 
 
-def parse_go(text: str) -> Tuple[int, ...]:
-    """``go1.26.8`` or ``1.26.0`` -> (1, 26, 8)."""
-    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
-    return tuple(int(x or 0) for x in m.groups()) if m else (0,)
+parse_go = upstream.parse_go
 
 
 COMPONENTS: Dict[str, Component] = {c.name: c for c in [
@@ -103,9 +103,7 @@ COMPONENTS: Dict[str, Component] = {c.name: c for c in [
 ]}
 
 
-def go_version(go: str) -> Tuple[int, ...]:
-    r = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, env=go_env())
-    return parse_go(r.stdout) if r.returncode == 0 else (0,)
+go_version = upstream.go_version
 
 
 def go_env() -> Dict[str, str]:
@@ -114,18 +112,13 @@ def go_env() -> Dict[str, str]:
 
 
 def check_go(component: Component) -> str:
-    """The go binary to build *component* with; Unavailable saying what to install when there is none fit."""
-    need = ".".join(map(str, component.go_needed()))
-    go = upstream.go_binary()
-    what = f"{component.module} {component.version()}"
-    if go is None:
-        raise Unavailable(f"Go >= {need} is needed to build {what} for the Kubernetes tests: "
-                          "none found (install it from https://go.dev/dl/ into /usr/local/go, or put `go` on PATH)")
-    have = go_version(go)
-    if have < component.go_needed():
-        raise Unavailable(f"Go >= {need} is needed to build {what} for the Kubernetes tests: {go} is "
-                          f"{'.'.join(map(str, have))} (install a newer one from https://go.dev/dl/)")
-    return go
+    """The go binary to build *component* with (upstream.go_for: the machine's when new enough, else
+    the pinned toolchain); Unavailable saying what to install when there is none."""
+    try:
+        return upstream.go_for(component.go_needed())
+    except Unavailable as err:
+        raise Unavailable(f"building {component.module} {component.version()} for the Kubernetes tests: "
+                          f"{err}") from None
 
 
 def version_ldflags(component: Component) -> List[str]:
@@ -233,36 +226,54 @@ def build_seconds(name: str) -> Optional[float]:
 # ------------------------------------------------------------------------------ moving a pin
 
 
-def staging_replaces(version: str) -> List[str]:
+def staging_replaces(release_gomod: str, version: str) -> List[str]:
     """``k8s.io/<staging> => k8s.io/<staging> v0.<minor>.<patch>`` for each staging module
-    k8s.io/kubernetes *version*'s own go.mod replaces with ``./staging/src/k8s.io/...``."""
-    go = upstream.go_binary() or "go"
-    r = subprocess.run([go, "mod", "download", "-json", f"k8s.io/kubernetes@{version}"], capture_output=True,
-                       text=True, env=go_env())
-    if r.returncode != 0:
-        raise RuntimeError(f"go mod download k8s.io/kubernetes@{version}: {r.stderr.strip()}")
-    text = Path(json.loads(r.stdout)["GoMod"]).read_text()
-    mods = sorted(set(re.findall(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", text, re.M)))
+    k8s.io/kubernetes *version*'s own go.mod (*release_gomod*) replaces with ``./staging/src/k8s.io/...``."""
+    mods = sorted(set(re.findall(r"^\s*(?:replace\s+)?(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", release_gomod, re.M)))
     staged = "v0." + version.split(".", 1)[1]
     return [f"{m} => {m} {staged}" for m in mods]
 
 
-def pin(name: str, version: str) -> None:
-    """Rewrite component *name*'s go.mod/go.sum to require its module at *version*."""
+def requirements(gomod: str) -> List[str]:
+    """The ``require`` lines of a go.mod's text (``path version [// indirect]``), block or single."""
+    blocks = re.findall(r"(?ms)^require\s*\((.*?)^\)", gomod)
+    lines = [x.strip() for b in blocks for x in b.splitlines()] + re.findall(r"(?m)^require\s+([^(\s].*)$", gomod)
+    return [x for x in lines if x and not x.startswith("//")]
+
+
+def pin(name: str, version: str, where: Optional[Path] = None) -> None:
+    """Rewrite component *name*'s go.mod/go.sum (in *where*, default its own directory) to require its
+    module at *version* with that release's own dependency versions: go.mod written anew from the
+    release's go.mod (its requirements, its go line; for Kubernetes the staging replaces), then
+    ``go mod tidy``.  Unavailable, with the proxy's reason, for a version it does not have."""
     component = COMPONENTS[name]
-    go = upstream.go_binary() or "go"
-    gomod = component.dir / "go.mod"
-    text = re.sub(r"(?ms)^replace\s*\(.*?^\)\n?|^replace .*\n", "", gomod.read_text())
+    where = where or component.dir
+    gomod = where / "go.mod"
+    go = upstream.go_for(upstream.go_line(gomod))
+    key = f"{component.module}@{version}"
+    info = upstream.download_info(go, where, key, goflags="-modcacherw")
+    release = Path(info["GoMod"]).read_text()
+    module = re.search(r"^module\s+\S+", gomod.read_text(), re.M)
+    need = upstream.go_line(Path(info["GoMod"]))
+    text = (f"{module.group(0) if module else 'module xpu-cdi.test/' + name}\n\ngo {upstream.dotted(need)}\n\n"
+            f"require {component.module} {version}\n\nrequire (\n"
+            + "".join(f"\t{r}\n" for r in requirements(release)) + ")\n")
     if component.staging:
-        text += "\nreplace (\n" + "".join(f"\t{r}\n" for r in staging_replaces(version)) + ")\n"
+        text += "\nreplace (\n" + "".join(f"\t{r}\n" for r in staging_replaces(release, version)) + ")\n"
     gomod.write_text(text)
-    for cmd in (["get", f"{component.module}@{version}"], ["mod", "tidy"]):  # these rewrite go.mod and go.sum
-        subprocess.run([go, *cmd], cwd=component.dir, env=dict(go_env(), GOFLAGS="-modcacherw"), check=True)
+    r = subprocess.run([upstream.go_for(need), "mod", "tidy"], cwd=where, capture_output=True, text=True,
+                       env=dict(go_env(), GOFLAGS="-modcacherw"))  # rewrites go.mod and go.sum
+    if r.returncode != 0:
+        raise RuntimeError(f"go mod tidy in {where} after pinning {key} failed: {r.stderr.strip()}")
 
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) == 3 and argv[0] == "pin":
-        pin(argv[1], argv[2])
+        try:
+            pin(argv[1], argv[2])
+        except Unavailable as err:
+            print(f"pin: {err}", file=sys.stderr)
+            return 1
         return 0
     if len(argv) >= 1 and argv[0] == "build":
         for name in argv[1:] or COMPONENTS:
