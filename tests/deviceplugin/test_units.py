@@ -14,8 +14,10 @@ import pytest
 from support import fakehost
 from support.dpnode import Node, numa_nodes
 
-from xpu_cdi.deviceplugin import allocation, config, devices, health, registration, status
-from xpu_cdi.deviceplugin.devices import Card, NodeRef
+from xpu_cdi.deviceplugin import allocation, config, registration
+from xpu_cdi.node import health, status
+from xpu_cdi.node import inventory as devices
+from xpu_cdi.node.inventory import Card, NodeRef
 from xpu_cdi.generate import profile as profile_mod
 
 KIND = "kunlunxin.com/xpu"
@@ -204,7 +206,7 @@ class TestRegistrationRules:
         daemon's loop, which then looks at the sockets (restart.py)."""
         import socket
 
-        from xpu_cdi.deviceplugin import inotify
+        from xpu_cdi.node import inotify
 
         ino = inotify.open_inotify()
         assert ino is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from support import fakehost
-from xpu_cdi.deviceplugin import devices as dp_devices
+from xpu_cdi.node import inventory as dp_devices
 from xpu_cdi.dra import slices
 from xpu_cdi.generate import profile as _profile
 

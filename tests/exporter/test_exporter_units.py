@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xpu_cdi.deviceplugin.devices import Card
+from xpu_cdi.node.inventory import Card
 from xpu_cdi.errors import ProfileError
 from xpu_cdi.exporter import holders, parse, tool
 from xpu_cdi.exporter.podresources import Holder, Listing

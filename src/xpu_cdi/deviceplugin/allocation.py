@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from ..topology import allocate as _allocate
 from ..errors import SelectionError
 from . import response
-from .devices import Card
+from ..node.inventory import Card
 
 
 class AllocationError(SelectionError):

@@ -13,7 +13,7 @@ import click
 
 from ..clikit import SPEC_DIRS_OPTION, subcommand
 from . import config, response
-from .status import probe as _probe
+from ..node.status import probe as _probe
 
 # flag -> Settings field, for the flags whose value comes as given strings
 _FIELDS = {"plugin_dir": "plugin_dir", "spec_dirs": "spec_dirs", "dev_root": "dev_root",

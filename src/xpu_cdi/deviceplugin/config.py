@@ -22,9 +22,9 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
-from ..nodedaemon import HostView
+from ..node.loop import HostView
 from . import response
-from .status import DEFAULT_STATUS_FILE
+from ..node.status import DEFAULT_STATUS_FILE
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # kubelet's DevicePluginPath

@@ -27,14 +27,16 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
-from .. import servemode
+from ..node import servemode
 from ..errors import XpuCdiError
 from ..generate import profile as _profile
 from ..generate.discover import Roots
 from ..log import Log, to_stderr
-from ..nodedaemon import Loop
-from . import devices, health, inotify, registration, stale
-from . import status as _status
+from ..node.loop import Loop
+from ..node import grpcserve, health, inotify
+from ..node import inventory as devices
+from . import registration, stale
+from ..node import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin
 
@@ -203,7 +205,7 @@ class Daemon(Loop):
     def reconcile(self) -> None:
         """Every plugin served and registered with the kubelet there now (:mod:`.restart`)."""
         path = registration.kubelet_socket(self.s.plugin_dir)
-        kubelet = registration.socket_identity(path)
+        kubelet = grpcserve.socket_identity(path)
         if kubelet is None:
             if self.plugins:
                 self.say_once("nokubelet", f"waiting for kubelet: {path} does not exist (is kubelet running, and "

@@ -1,7 +1,7 @@
 """The kubelet gRPC APIs a DRA driver serves: message classes and service names.
 
 Three upstream protos of ``k8s.io/kubelet/pkg/apis``, as field tables built
-into message classes by :mod:`xpu_cdi.protobuild` (no generated code, so
+into message classes by :mod:`xpu_cdi.node.protobuild` (no generated code, so
 Debian's and PyPI's grpcio/protobuf both run them):
 
 * ``pluginregistration/v1`` -- ``Registration`` (``GetInfo``,
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from .. import protobuild
-from ..protobuild import BOOL, INT64, MANY, MAP, ONE, OPTIONAL, STRING
+from ..node import protobuild
+from ..node.protobuild import BOOL, INT64, MANY, MAP, ONE, OPTIONAL, STRING
 
 REGISTRATION_PACKAGE = "pluginregistration"  # upstream: "This should have been v1."
 DRA_PACKAGE = "k8s.io.kubelet.pkg.apis.dra.v1"

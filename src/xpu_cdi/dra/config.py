@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence
 
 from ..errors import ConfigError
-from ..nodedaemon import HostView
+from ..node.loop import HostView
 
 KUBELET_DIR = "/var/lib/kubelet"
 REGISTRY_DIR = f"{KUBELET_DIR}/plugins_registry"  # kubelet's plugin watcher

@@ -1,6 +1,6 @@
 """``xpu-cdi dra-driver``: the main loop and one :class:`KindDriver` per CDI kind.
 
-Start-up, per kind the specs define: take the kind (:mod:`xpu_cdi.servemode`:
+Start-up, per kind the specs define: take the kind (:mod:`xpu_cdi.node.servemode`:
 never served twice on a node), load the checkpoint (a corrupt one is a log
 line and an Event; one from an earlier boot is discarded and the running
 claims are rebuilt from the API server), release the claims the API no
@@ -10,7 +10,7 @@ dials back at once), publish the slices and follow them.
 Each pass of the loop (at most ``--health-interval`` apart, at once on an
 inotify event in the spec directories or the cards' node directories):
 re-read the specs when a file changed, judge every card's health
-(:func:`xpu_cdi.deviceplugin.health.problem`: the device plugin's rule),
+(:func:`xpu_cdi.node.health.problem`: the device plugin's rule),
 hand the inventory to the publisher (a change bumps the pool's generation,
 an unhealthy card carries a NoSchedule taint) and sync it, serve again on a
 socket that was deleted, write the status file ``--probe`` and ``doctor`` read.
@@ -27,14 +27,15 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .. import nodeconfig, servemode
-from ..deviceplugin import devices as _devices
-from ..deviceplugin import health as _health
-from ..deviceplugin import inotify
-from ..deviceplugin import status as _status
+from .. import nodeconfig
+from ..node import health as _health
+from ..node import inotify
+from ..node import inventory as _devices
+from ..node import servemode
+from ..node import status as _status
 from ..errors import XpuCdiError
 from ..log import Log, to_stderr
-from ..nodedaemon import Loop
+from ..node.loop import Loop
 from ..generate import profile as _profile
 from . import checkpoint as _cp
 from . import claims as _claims

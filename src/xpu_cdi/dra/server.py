@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 import grpc
 
-from ..deviceplugin.server import MAX_SOCKET_PATH, remove_stale_socket, serve_unix
+from ..node.grpcserve import MAX_SOCKET_PATH, remove_stale_socket, serve_unix
 from . import api
 
 HEALTH_RESEND = 10.0  # kubelet marks a device Unknown after 30 s without news of it

@@ -94,7 +94,7 @@ def _read(path: str, limit: int = 256) -> str:
 
 def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: str, driver_root: str,
              driver_version: str = "") -> DeviceInfo:
-    """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.deviceplugin.devices` (reads sysfs and driver files)."""
+    """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.node.inventory` (reads sysfs and driver files)."""
     model, memory, uuid = "", "", ""
     if card.pci:
         pci_device = _read(host_path(sysfs_root, f"/sys/bus/pci/devices/{card.pci}/device"), 16).lower()

@@ -3,7 +3,7 @@
 Every ``interval`` seconds one refresh pass:
 
 1. re-reads the CDI specs when a file changed (a few stats decide), as the
-   device plugin does (:func:`xpu_cdi.deviceplugin.devices.load`);
+   device plugin does (:func:`xpu_cdi.node.inventory.load`);
 2. judges every card by the device plugin's health rule;
 3. runs every reading source of every kind once, all at the same time, each
    bounded by its own timeout (one tool run per interval for all cards);
@@ -34,9 +34,10 @@ from prometheus_client.exposition import choose_encoder
 
 from .. import atomic
 from ..log import Log, to_stderr
-from ..nodedaemon import HostView
-from ..deviceplugin import devices, health
-from ..deviceplugin.status import pid_namespace
+from ..node.loop import HostView
+from ..node import health
+from ..node import inventory as devices
+from ..node.status import pid_namespace
 from ..generate import profile as _profile
 from . import holders, metrics, sources
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError

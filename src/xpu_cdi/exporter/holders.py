@@ -20,7 +20,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..cdi import names
 from ..errors import SelectionError
-from ..deviceplugin.devices import Card
+from ..node.inventory import Card
 from .podresources import Holder, Listing
 
 CardKey = Tuple[str, str]  # (kind, CDI device name)

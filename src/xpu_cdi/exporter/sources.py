@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..deviceplugin.devices import Card
+from ..node.inventory import Card
 from ..generate.hostfs import host_path
 from ..model import MetricSource
 from . import parse, tool

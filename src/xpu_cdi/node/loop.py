@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from . import atomic
-from .cdi import registry
-from .deviceplugin import inotify
-from .generate import profile as _profile
-from .log import Log
+from .. import atomic
+from ..cdi import registry
+from . import inotify
+from ..generate import profile as _profile
+from ..log import Log
 
 
 @dataclass(frozen=True)

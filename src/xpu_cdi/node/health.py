@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 from ..generate.discover import host_path
 from ..model import Profile
-from .devices import Card, NodeRef
+from .inventory import Card, NodeRef
 
 _TYPES = {"c": stat.S_ISCHR, "b": stat.S_ISBLK}
 
