@@ -327,14 +327,14 @@ def test_late_stream_of_a_dead_kubelet_is_nobodys(tmp_path: Path) -> None:
 def test_stream_end_counts_after_later_lists(tmp_path: Path) -> None:
     """The registration's stream ends after it sent a later list (a health change): the end still counts;
     a stream of a server we stopped does not."""
-    from xpu_cdi.node.inventory import Card
+    from xpu_cdi.node.inventory import SpecCard
 
     p = kind_plugin(tmp_path)
     p.registrar.epoch = 1
     ctx = Context(alive=True)
     stream = p.list_and_watch(None, ctx)
     assert len(next(stream).devices) == 0
-    p.update({"0": Card(id="0", kind="kunlunxin.com/xpu", nodes=(), index=0)}, {}, None)
+    p.update({"0": SpecCard(id="0", kind="kunlunxin.com/xpu", nodes=(), index=0)}, {}, None)
     assert len(next(stream).devices) == 1
     ctx.end()
     assert list(stream) == [] and p.registrar.lost

@@ -17,7 +17,7 @@ from support.dpnode import Node, numa_nodes
 from xpu_cdi.deviceplugin import allocation, config, registration
 from xpu_cdi.node import health, status
 from xpu_cdi.node import inventory as devices
-from xpu_cdi.node.inventory import Card, NodeRef
+from xpu_cdi.node.inventory import SpecCard, NodeRef
 from xpu_cdi.generate import profile as profile_mod
 
 KIND = "kunlunxin.com/xpu"
@@ -36,7 +36,7 @@ class TestInventory:
         ks = load(node)
         assert list(ks.cards) == [str(i) for i in range(8)]
         c5 = ks.cards["5"]
-        assert (c5.index, c5.pci, c5.numa, c5.switch, c5.root_port) == (
+        assert (c5.index, c5.pci, c5.numa_node, c5.switch, c5.root_port) == (
             5, node.host.pci[5], 1, node.host.switch[5], node.host.root_port[5])
         assert [n.path for n in c5.nodes] == [str(node.host.path("/dev/xpu5"))]
         assert [n.path for n in ks.shared] == [str(node.host.path("/dev/xpuctrl"))]
@@ -59,7 +59,7 @@ class TestInventory:
         n = Node(host, tmp_path / "cdi", tmp_path / "k", tmp_path / "s")
         n.generate()
         cards = load(n).cards
-        assert [cards[str(i)].numa for i in range(8)] == [0, 0, 0, 0, None, None, None, None]
+        assert [cards[str(i)].numa_node for i in range(8)] == [0, 0, 0, 0, None, None, None, None]
         assert devices.numa_known(str(host_root), -1) is None
 
     def test_foreign_kinds_ignored(self, node: Node) -> None:
@@ -113,9 +113,9 @@ class TestHealth:
                    for c in ks.cards.values())
 
 
-def cards8() -> Dict[str, Card]:
+def cards8() -> Dict[str, SpecCard]:
     """An 8-card host with two switches of four, NUMA 0 and 1."""
-    return {str(i): Card(str(i), KIND, (NodeRef(f"/dev/xpu{i}"),), i, f"pci{i}", i // 4, f"sw{i // 4}",
+    return {str(i): SpecCard(str(i), KIND, (NodeRef(f"/dev/xpu{i}"),), i, f"pci{i}", i // 4, f"sw{i // 4}",
                          f"rp{i // 4}") for i in range(8)}
 
 
@@ -147,7 +147,7 @@ class TestAllocation:
 
     def test_annotation_key_fits_for_long_ids(self) -> None:
         """Many PCI names still give a valid key (hashed allocation id)."""
-        cards = {f"0000:{i:02x}:00.0": Card(f"0000:{i:02x}:00.0", KIND, ()) for i in range(16)}
+        cards = {f"0000:{i:02x}:00.0": SpecCard(f"0000:{i:02x}:00.0", KIND, ()) for i in range(16)}
         got = allocation.container_response(KIND, cards, {}, list(cards), ("cdi-annotations",), None)
         (key,) = got["annotations"]  # type: ignore[misc]
         assert len(key.split("/", 1)[1]) <= 63

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xpu_cdi.node.inventory import Card
+from xpu_cdi.node.inventory import SpecCard
 from xpu_cdi.errors import ProfileError
 from xpu_cdi.exporter import holders, parse, tool
 from xpu_cdi.exporter.podresources import Holder, Listing
@@ -75,7 +75,7 @@ def test_columns_with_a_separator() -> None:
 
 
 def _cards(kind: str, n: int) -> dict:
-    return {str(i): Card(str(i), kind, (), index=i) for i in range(n)}
+    return {str(i): SpecCard(str(i), kind, (), index=i) for i in range(n)}
 
 
 def test_holders_by_resource_alias_and_dra() -> None:

@@ -22,7 +22,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
-from ..node.loop import HostView
+from ..node.settings import NodeSettings
 from . import response
 from ..node.status import DEFAULT_STATUS_FILE
 
@@ -34,7 +34,7 @@ _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9
 
 
 @dataclass(frozen=True)
-class Settings(HostView):
+class Settings(NodeSettings):
     """Everything the daemon needs to know."""
 
     plugin_dir: str = DEFAULT_PLUGIN_DIR

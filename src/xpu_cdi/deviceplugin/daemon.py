@@ -57,7 +57,7 @@ class Daemon(Loop):
         self.known: Dict[str, devices.KindSet] = {}  # the last spec-defined view of every kind still served
         # cards no spec defines any more, kept Unhealthy for the removal grace (a driver reload
         # makes `watch` drop a spec for a while: the cards must not leave kubelet meanwhile)
-        self.vanished: Dict[str, Dict[str, Tuple[devices.Card, float]]] = {}
+        self.vanished: Dict[str, Dict[str, Tuple[devices.SpecCard, float]]] = {}
         self.ours: Dict[str, str] = {}
         self.profiles: List[Any] = []
         self.sig: Optional[Tuple[Any, ...]] = None

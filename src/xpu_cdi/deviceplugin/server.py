@@ -21,7 +21,7 @@ import grpc
 
 from ..log import Log
 from . import allocation, api
-from ..node.inventory import Card
+from ..node.inventory import SpecCard
 from ..node.grpcserve import Identity, same_inode, serve_unix, socket_identity
 from .restart import Registrar
 
@@ -41,7 +41,7 @@ class KindPlugin:
         self.before_request = before_request  # the daemon's "re-read specs if they changed"
         self.socket = os.path.join(plugin_dir, socket_name(kind))
         self.cond = threading.Condition()
-        self.cards: Dict[str, Card] = {}
+        self.cards: Dict[str, SpecCard] = {}
         self.unhealthy: Dict[str, str] = {}  # id -> why
         self.env_var: Optional[str] = None
         self.generation = 0
@@ -55,7 +55,7 @@ class KindPlugin:
 
     # -- state ---------------------------------------------------------------------------------------------
 
-    def update(self, cards: Dict[str, Card], unhealthy: Dict[str, str], env_var: Optional[str]) -> bool:
+    def update(self, cards: Dict[str, SpecCard], unhealthy: Dict[str, str], env_var: Optional[str]) -> bool:
         """Set the cards and their health; True (and every stream woken) when anything changed."""
         with self.cond:
             if cards == self.cards and unhealthy == self.unhealthy and env_var == self.env_var:
@@ -71,8 +71,8 @@ class KindPlugin:
             devices = []
             for card in self.cards.values():
                 dev = api.Device(ID=card.id, health=api.UNHEALTHY if self.unhealthy.get(card.id) else api.HEALTHY)
-                if card.numa is not None:
-                    dev.topology.nodes.add(ID=card.numa)
+                if card.numa_node is not None:
+                    dev.topology.nodes.add(ID=card.numa_node)
                 devices.append(dev)
             return api.ListAndWatchResponse(devices=devices)
 
@@ -208,4 +208,4 @@ class KindPlugin:
             return {"resource": self.resource, "socket": self.socket, **self.registrar.status(),
                     "devices": list(self.cards),
                     "unhealthy": dict(self.unhealthy),
-                    "numa": {c.id: c.numa for c in self.cards.values() if c.numa is not None}}
+                    "numa": {c.id: c.numa_node for c in self.cards.values() if c.numa_node is not None}}

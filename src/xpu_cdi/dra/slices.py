@@ -109,7 +109,7 @@ def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: 
                       uuid=uuid[:64], model=model or (profile.name if profile else ""),
                       driver_version=driver_version, pci=card.pci,
                       pcie_root=topology.pcie_root(sysfs_root, card.pci) if card.pci else None,
-                      switch=card.switch, numa=card.numa, memory=memory)
+                      switch=card.switch, numa=card.numa_node, memory=memory)
 
 
 def read_driver_version(profile: Optional[Profile], proc_root: str, driver_root: str) -> str:

@@ -34,7 +34,7 @@ from prometheus_client.exposition import choose_encoder
 
 from .. import atomic
 from ..log import Log, to_stderr
-from ..node.loop import HostView
+from ..node.settings import NodeSettings
 from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
@@ -51,7 +51,7 @@ stderr_log = to_stderr("xpu-cdi exporter")
 
 
 @dataclass(frozen=True)
-class Settings(HostView):
+class Settings(NodeSettings):
     listen: str = f":{DEFAULT_PORT}"
     interval: float = 10.0
     pod_resources_socket: str = DEFAULT_SOCKET

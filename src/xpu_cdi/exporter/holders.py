@@ -20,13 +20,13 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..cdi import names
 from ..errors import SelectionError
-from ..node.inventory import Card
+from ..node.inventory import SpecCard
 from .podresources import Holder, Listing
 
 CardKey = Tuple[str, str]  # (kind, CDI device name)
 
 
-def _by_id(cards: Dict[str, Card], aliases: Sequence[str], device_id: str) -> Optional[Card]:
+def _by_id(cards: Dict[str, SpecCard], aliases: Sequence[str], device_id: str) -> Optional[SpecCard]:
     if device_id in cards:
         return cards[device_id]
     digits = device_id
@@ -39,7 +39,7 @@ def _by_id(cards: Dict[str, Card], aliases: Sequence[str], device_id: str) -> Op
     return None
 
 
-def resource_kinds(kinds: Dict[str, Dict[str, Card]], aliases: Dict[str, Sequence[str]],
+def resource_kinds(kinds: Dict[str, Dict[str, SpecCard]], aliases: Dict[str, Sequence[str]],
                    allocatable: Iterable[Tuple[str, Sequence[str]]]) -> Dict[str, str]:
     """resource name -> kind: each kind under its own name, and every resource whose allocatable IDs
     all name cards of one kind."""
@@ -54,7 +54,7 @@ def resource_kinds(kinds: Dict[str, Dict[str, Card]], aliases: Dict[str, Sequenc
     return out
 
 
-def assign(kinds: Dict[str, Dict[str, Card]], aliases: Dict[str, Sequence[str]],
+def assign(kinds: Dict[str, Dict[str, SpecCard]], aliases: Dict[str, Sequence[str]],
            listing: Listing) -> Dict[CardKey, Holder]:
     """(kind, card) -> the container holding it, for every held card."""
     found: Dict[CardKey, List[Holder]] = {}

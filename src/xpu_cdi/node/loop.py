@@ -1,7 +1,5 @@
-"""What the node daemons (device plugin, DRA driver, exporter) share: the view of
-the host their settings start from, and the plumbing of a loop that sleeps
-until a signal, an inotify event or its poll interval (see docs/architecture.md).
-"""
+"""The plumbing of the node daemons' loop: it sleeps until a signal, an inotify
+event or its poll interval (see docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -11,31 +9,11 @@ import select
 import signal
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from .. import atomic
-from ..cdi import registry
 from . import inotify
-from ..generate import profile as _profile
 from ..log import Log
-
-
-@dataclass(frozen=True)
-class HostView:
-    """Where a daemon reads the host: the CDI spec directories, the roots, the profiles."""
-
-    spec_dirs: Tuple[str, ...] = registry.DEFAULT_DIRS
-    dev_root: str = "/"
-    driver_root: str = "/"
-    sysfs_root: str = "/"
-    proc_root: Optional[str] = None  # default: sysfs_root (both are the kernel's)
-    profiles: Tuple[str, ...] = ()  # () = every profile
-    profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
-
-    @property
-    def proc(self) -> str:
-        return self.proc_root or self.sysfs_root
 
 
 class Loop:
