@@ -25,11 +25,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 from ..node import servemode
 from ..errors import XpuCdiError
-from ..generate import profile as _profile
 from ..generate.discover import Roots
 from ..log import Log, to_stderr
 from ..node.loop import Loop
@@ -47,20 +46,18 @@ stderr_log = to_stderr("xpu-cdi device-plugin")
 class Daemon(Loop):
     """The device plugin daemon's state."""
 
+    waiting_for_specs = "nothing is advertised until a spec appears"
+
     def __init__(self, settings: Settings, log: Log = stderr_log,
                  reload_settings: Optional[Callable[[], Settings]] = None) -> None:
-        super().__init__(log)
-        self.s = settings
+        super().__init__(log, settings)
+        self.s: Settings = settings
         self.reload_settings = reload_settings
         self.plugins: Dict[str, KindPlugin] = {}
-        self.kinds: Dict[str, devices.KindSet] = {}  # what the specs define now
         self.known: Dict[str, devices.KindSet] = {}  # the last spec-defined view of every kind still served
         # cards no spec defines any more, kept Unhealthy for the removal grace (a driver reload
         # makes `watch` drop a spec for a while: the cards must not leave kubelet meanwhile)
         self.vanished: Dict[str, Dict[str, Tuple[devices.SpecCard, float]]] = {}
-        self.ours: Dict[str, str] = {}
-        self.profiles: List[Any] = []
-        self.sig: Optional[Tuple[Any, ...]] = None
         self.lock = threading.RLock()  # the main loop and Allocate threads both refresh the inventory
         self.reload_asked = False
         self.monitor: Any = None
@@ -72,47 +69,22 @@ class Daemon(Loop):
 
     # -- inventory -----------------------------------------------------------------------------------------
 
-    def profile_named(self, name: Optional[str]) -> Optional[Any]:
-        """The loaded profile called *name* (its health source), or None."""
-        return next((p for p in self.profiles if p.name == name), None)
+    def refresh(self, force: bool = False) -> bool:
+        with self.lock:  # Allocate threads refresh too
+            return super().refresh(force)
 
-    def load_profiles(self) -> None:
-        self.profiles = _profile.select(list(self.s.profiles) or None, self.s.profiles_dir)
-        self.ours = {p.kind: p.name for p in self.profiles}
-
-    def refresh_specs(self, force: bool = False) -> bool:
-        """Re-read the specs if any file changed; True when it did."""
-        with self.lock:
-            sig = devices.signature(self.s.spec_dirs)
-            if sig == self.sig and not force:
-                return False
-            kinds, problems = devices.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
-            self.sig = sig
-            for p in problems:
-                self.say_once("problem:" + p, f"warning: {p}")
-            if not kinds:
-                self.say_once("nospec:" + repr(sig), f"no CDI spec in {', '.join(self.s.spec_dirs)} defines cards "
-                                                     f"of {', '.join(sorted(self.ours)) or 'any profile'}: run "
-                                                     f"`xpu-cdi generate` (or `xpu-cdi watch`); nothing is "
-                                                     f"advertised until a spec appears")
-            for kind, ks in kinds.items():
-                old = self.kinds.get(kind)
-                if old is None or list(old.cards) != list(ks.cards):
-                    self.log(f"{kind}: {len(ks.cards)} device(s) from {', '.join(ks.spec_paths)}: "
-                             f"{', '.join(ks.cards)}")
-            now = time.monotonic()
-            for kind, old in self.kinds.items():
-                for cid, card in old.cards.items():
-                    if cid not in (kinds[kind].cards if kind in kinds else {}):
-                        self.vanished.setdefault(kind, {}).setdefault(cid, (card, now))
-            for kind, ks in kinds.items():
-                for cid in ks.cards:
-                    self.vanished.get(kind, {}).pop(cid, None)
-            self.kinds = kinds
-            self.known.update(kinds)
-            self.stale_due = True  # the main loop's: it rediscovers the host, too slow for Allocate's path
-            self.apply_health()
-            return True
+    def specs_changed(self, before: Dict[str, devices.KindSet]) -> None:
+        now = time.monotonic()
+        for kind, old in before.items():
+            for cid, card in old.cards.items():
+                if cid not in (self.kinds[kind].cards if kind in self.kinds else {}):
+                    self.vanished.setdefault(kind, {}).setdefault(cid, (card, now))
+        for kind, ks in self.kinds.items():
+            for cid in ks.cards:
+                self.vanished.get(kind, {}).pop(cid, None)
+        self.known.update(self.kinds)
+        self.stale_due = True  # the main loop's: it rediscovers the host, too slow for Allocate's path
+        self.apply_health()
 
     def check_stale(self) -> None:
         roots = Roots(self.s.dev_root, self.s.driver_root, self.s.sysfs_root)
@@ -170,7 +142,7 @@ class Daemon(Loop):
 
     def before_request(self) -> None:
         """Allocate / GetPreferredAllocation: answer from the specs as they are now."""
-        if self.refresh_specs():
+        if self.refresh():
             self.wake()  # a new or vanished kind is the main loop's to start or stop
 
     # -- plugins -------------------------------------------------------------------------------------------
@@ -269,13 +241,13 @@ class Daemon(Loop):
         except XpuCdiError as err:
             self.log(f"reload: profiles not reloaded: {err}")
         self.logged.clear()
-        self.refresh_specs(force=True)
+        self.refresh(force=True)
 
     def step(self) -> None:
         """One pass of the loop (see the module docstring)."""
         if self.reload_asked:
             self.reload()
-        self.refresh_specs()
+        self.refresh()
         if self.stale_due:
             self.stale_due = False
             self.check_stale()
@@ -292,7 +264,7 @@ class Daemon(Loop):
         self.open_sources()
         self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
                  f"strategies {','.join(self.s.strategies)}, profiles {', '.join(sorted(self.ours.values()))}")
-        self.refresh_specs(force=True)
+        self.refresh(force=True)
         while not self.stop.is_set():
             self.step()
             timeout = self.s.health_interval

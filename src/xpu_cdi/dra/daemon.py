@@ -36,7 +36,6 @@ from ..node import status as _status
 from ..errors import XpuCdiError
 from ..log import Log, to_stderr
 from ..node.loop import Loop
-from ..generate import profile as _profile
 from . import checkpoint as _cp
 from . import claims as _claims
 from . import slices as _slices
@@ -272,46 +271,31 @@ class KindDriver:
 class Daemon(Loop):
     """Every kind's driver, and the loop."""
 
+    waiting_for_specs = "nothing is published until one does"
+
     def __init__(self, settings: Settings, log: Log = stderr_log, kube: Optional[Kube] = None) -> None:
-        super().__init__(log)
-        self.s = settings
+        super().__init__(log, settings)
+        self.s: Settings = settings
         self.kube = kube
         self.drivers: Dict[str, KindDriver] = {}
-        self.profiles: List[Any] = []
-        self.ours: Dict[str, str] = {}
-        self.kinds: Dict[str, _devices.KindSet] = {}
-        self.sig: Optional[Tuple[Any, ...]] = None
         self.described: Dict[str, Dict[str, _slices.DeviceInfo]] = {}  # kind -> slice device name -> card
         self.boot = _cp.boot_id(settings.boot_id_file)
         self.pid_namespace = _status.pid_namespace()  # doctor elsewhere asks the sockets instead of the pid
 
     # -- inventory -----------------------------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        sig = _devices.signature(self.s.spec_dirs)
-        if sig != self.sig:
-            kinds, problems = _devices.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
-            for p in problems:
-                self.say_once("problem:" + p, f"warning: {p}")
-            if not kinds:
-                self.say_once("nospec:" + repr(sig), f"no CDI spec in {', '.join(self.s.spec_dirs)} defines cards of "
-                                                      f"{', '.join(sorted(self.ours)) or 'any profile'}: run "
-                                                      f"`xpu-cdi generate`; nothing is published until one does")
-            self.kinds, self.sig = kinds, sig
-            self.described = {}
-            for kind, ks in kinds.items():
-                profile = self.profile(ks.profile)
-                version = _slices.read_driver_version(profile, self.s.proc, self.s.driver_root)
-                infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version)
-                         for c in ks.cards.values()]
-                self.described[kind] = _slices.by_name(infos)
-
-    def profile(self, name: Optional[str]) -> Optional[Any]:
-        return next((p for p in self.profiles if p.name == name), None)
+    def specs_changed(self, before: Dict[str, _devices.KindSet]) -> None:
+        self.described = {}
+        for kind, ks in self.kinds.items():
+            profile = self.profile_named(ks.profile)
+            version = _slices.read_driver_version(profile, self.s.proc, self.s.driver_root)
+            infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version)
+                     for c in ks.cards.values()]
+            self.described[kind] = _slices.by_name(infos)
 
     def health_of(self, kind: str) -> Dict[str, str]:
         ks = self.kinds[kind]
-        profile = self.profile(ks.profile)
+        profile = self.profile_named(ks.profile)
         out = {}
         cards = list(ks.cards.values())
         for (name, _info), card in zip(self.described[kind].items(), cards):
@@ -381,8 +365,7 @@ class Daemon(Loop):
 
     def run(self) -> int:
         self.install_signals()
-        self.profiles = _profile.select(list(self.s.profiles) or None, self.s.profiles_dir)
-        self.ours = {p.kind: p.name for p in self.profiles}
+        self.load_profiles()
         if self.kube is None:
             self.kube = Kube(self.s.kubeconfig)
         self.ino = inotify.open_inotify()

@@ -41,7 +41,7 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
                         profiles_dir=profiles_dir, status_file=os.path.abspath(status_file))
     exp = Exporter(settings)
     if once:  # one refresh, the scrape on stdout: what Prometheus would read now
-        exp.refresh()
+        exp.step()
         body, _headers = exp.render("", "")
         sys.stdout.buffer.write(body)
         return
