@@ -96,14 +96,9 @@ def _method(service: str, method: str) -> Tuple[Any, Any, bool]:
 
 def handler(service: str, implementations: Dict[str, Callable[[Any, Any], Any]]) -> Any:
     """gRPC's generic handler serving *service* with one callable per method of :data:`SERVICES`."""
-    import grpc
+    from ..node.grpcserve import service_handler
 
-    methods = {}
-    for name, req, resp, streams in SERVICES[service]:
-        make = grpc.unary_stream_rpc_method_handler if streams else grpc.unary_unary_rpc_method_handler
-        methods[name] = make(implementations[name], request_deserializer=_CLASSES[req].FromString,
-                             response_serializer=_CLASSES[resp].SerializeToString)
-    return grpc.method_handlers_generic_handler(f"{PACKAGE}.{service}", methods)
+    return service_handler(f"{PACKAGE}.{service}", SERVICES[service], _CLASSES, implementations)
 
 
 def call(channel: Any, service: str, method: str) -> Any:

@@ -20,7 +20,7 @@ stubs compiled from the upstream protos.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 from ..node import protobuild
 from ..node.protobuild import BOOL, INT64, MANY, MAP, ONE, OPTIONAL, STRING
@@ -91,6 +91,19 @@ _HEALTH = protobuild.build(HEALTH_PACKAGE, HEALTH_MESSAGES, HEALTH_METHODS, HEAL
 __getattr__ = protobuild.attributes(__name__, _REG, _DRA, _HEALTH)  # api.PluginInfo, api.Device, ...
 
 
+_TABLES = {"dra": (_DRA, DRA_METHODS), "health": (_HEALTH, HEALTH_METHODS),
+           "registration": (_REG, REGISTRATION_METHODS)}
+
+
 def message(table: str, name: str) -> Any:
     """The class of message *name* of one table (``"dra"``, ``"health"``, ``"registration"``)."""
-    return {"dra": _DRA, "health": _HEALTH, "registration": _REG}[table][name]
+    return _TABLES[table][0][name]
+
+
+def handler(table: str, service: str, name: str, implementations: Dict[str, Callable[[Any, Any], Any]]) -> Any:
+    """gRPC's generic handler of *service* of one table, registered as *name* (``package.Service``: the
+    same methods serve under two versions), with one callable per method of the table."""
+    from ..node.grpcserve import service_handler
+
+    classes, methods = _TABLES[table]
+    return service_handler(name, methods[service], classes, implementations)

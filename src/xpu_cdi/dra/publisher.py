@@ -23,10 +23,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from ..log import Log
 from . import slices
 from .kube import ApiError, Kube, slices_path
 
-Log = Callable[[str], None]
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0
 WATCH_SECONDS = 300
 

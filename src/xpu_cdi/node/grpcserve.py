@@ -1,4 +1,5 @@
-"""The gRPC server the kubelet plugins (device plugin, DRA driver) run on a unix socket.
+"""The gRPC server the kubelet plugins (device plugin, DRA driver) run on a unix socket,
+and their services built from the method tables of :mod:`.protobuild`.
 
 kubelet dials plugins on unix sockets in its own directories; a plugin killed
 before it could clean up leaves its socket behind, which is replaced, while a
@@ -13,9 +14,11 @@ import os
 import socket
 import stat
 from concurrent import futures
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 
 import grpc
+
+from .protobuild import Method
 
 # A socket file, not a name: (st_dev, st_ino, st_ctime_ns).  kubelet deletes
 # and re-creates sockets under the same names, and ext4 hands the freed inode
@@ -94,3 +97,15 @@ def remove_stale_socket(path: str) -> None:
     finally:
         probe.close()
     raise OSError(f"another process serves on {path} (a second device plugin for this kind?): stop it")
+
+
+def service_handler(name: str, methods: Sequence[Method], classes: Mapping[str, Any],
+                    implementations: Mapping[str, Callable[[Any, Any], Any]]) -> Any:
+    """gRPC's generic handler of the service *name* (``package.Service``): one callable per method of
+    its table *methods*, the messages' classes from *classes* (what :func:`.protobuild.build` made)."""
+    out = {}
+    for method, req, resp, streams in methods:
+        make = grpc.unary_stream_rpc_method_handler if streams else grpc.unary_unary_rpc_method_handler
+        out[method] = make(implementations[method], request_deserializer=classes[req].FromString,
+                           response_serializer=classes[resp].SerializeToString)
+    return grpc.method_handlers_generic_handler(name, out)
