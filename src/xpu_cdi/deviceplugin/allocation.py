@@ -18,13 +18,9 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..topology import allocate as _allocate
-from ..errors import SelectionError
+from ..errors import AllocationError, SelectionError
 from . import response
 from ..node.inventory import SpecCard
-
-
-class AllocationError(SelectionError):
-    """kubelet asked for IDs that cannot be given (unknown, unhealthy)."""
 
 
 def preferred(cards: Mapping[str, SpecCard], available: Sequence[str], must_include: Sequence[str],

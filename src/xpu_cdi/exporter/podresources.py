@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
+from ..errors import PodResourcesError
 from ..node import protobuild
 from ..node.protobuild import MANY, ONE, STRING
 
@@ -114,10 +115,6 @@ class Client:
                     for claim in dyn.claim_resources:
                         out.cdi_devices.extend((holder, cdi.name) for cdi in claim.cdi_devices)
         return out
-
-
-class PodResourcesError(Exception):
-    """kubelet's PodResources API could not be read."""
 
 
 def _serialize(msg: Any) -> bytes:
