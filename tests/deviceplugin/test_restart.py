@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
+from xpu_cdi import log
 from xpu_cdi.deviceplugin import restart
 from xpu_cdi.node.grpcserve import Identity, socket_identity
 from xpu_cdi.deviceplugin.restart import BACKOFF, REGISTERED, UNSERVED, WAITING, Registrar
@@ -113,7 +114,7 @@ def world(tmp_path: Path) -> Iterator[Any]:
         clock = Clock()
         logs: List[str] = []
         wakes: List[int] = []
-        reg = Registrar(plugin, str(tmp_path), logs.append, lambda: World.wakes.append(1),
+        reg = Registrar(plugin, str(tmp_path), log.into(logs), lambda: World.wakes.append(1),
                         register=kubelet.register, clock=clock)
         kubelet.dial_back = reg.dialed_back
 
@@ -311,7 +312,7 @@ class Context:
 def kind_plugin(tmp_path: Path) -> Any:
     from xpu_cdi.deviceplugin.server import KindPlugin
 
-    return KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(tmp_path), ("cdi-cri",), lambda _line: None)
+    return KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(tmp_path), ("cdi-cri",), log.into([]))
 
 
 def test_late_stream_of_a_dead_kubelet_is_nobodys(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from support import fakehost
 from support.dpnode import Node, numa_nodes
 
+from xpu_cdi import log
 from xpu_cdi.deviceplugin import allocation, config, registration
 from xpu_cdi.node import health, status
 from xpu_cdi.node import inventory as devices
@@ -268,7 +269,7 @@ def test_socket_path_too_long_is_one_line(tmp_path: Path) -> None:
 
     long_dir = tmp_path / ("d" * 90)
     long_dir.mkdir()
-    p = KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(long_dir), ("cdi-cri",), print)
+    p = KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(long_dir), ("cdi-cri",), log.into([]))
     with pytest.raises(OSError, match="over the 107-byte limit of unix sockets: use a shorter --plugin-dir"):
         p.serve()
     p.shutdown()

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, Optional, Set, Tuple
 from ..node import servemode
 from ..errors import XpuCdiError
 from ..generate.discover import Roots
-from ..log import Log, to_stderr
+from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node import grpcserve, health, inotify
 from ..node import inventory as devices
@@ -40,7 +40,7 @@ from .config import Settings, resource_problem
 from .server import KindPlugin
 
 
-stderr_log = to_stderr("xpu-cdi device-plugin")
+LOGGER = "xpu-cdi device-plugin"
 
 
 class Daemon(Loop):
@@ -48,9 +48,9 @@ class Daemon(Loop):
 
     waiting_for_specs = "nothing is advertised until a spec appears"
 
-    def __init__(self, settings: Settings, log: Log = stderr_log,
+    def __init__(self, settings: Settings, log: Optional[Log] = None,
                  reload_settings: Optional[Callable[[], Settings]] = None) -> None:
-        super().__init__(log, settings)
+        super().__init__(log or to_stderr(LOGGER), settings)
         self.s: Settings = settings
         self.reload_settings = reload_settings
         self.plugins: Dict[str, KindPlugin] = {}
@@ -90,9 +90,9 @@ class Daemon(Loop):
         roots = Roots(self.s.dev_root, self.s.driver_root, self.s.sysfs_root)
         try:
             for note in stale.notes(self.kinds, self.profiles, roots):
-                self.say_once("stale:" + repr(self.sig) + note, note)
+                self.say_once("stale:" + repr(self.sig) + note, note, WARNING)
         except XpuCdiError as err:
-            self.log(f"stale-spec check skipped: {err}")
+            self.log(f"stale-spec check skipped: {err}", WARNING)
 
     def apply_health(self) -> None:
         """Health of every card into its plugin (only plugins that exist: the main loop makes them)."""
@@ -118,7 +118,7 @@ class Daemon(Loop):
                 for cid in cards:  # said before kubelet hears it, so the log leads the list
                     if before.get(cid, "") != unhealthy.get(cid, "") and (cid in known or unhealthy.get(cid)):
                         self.log(f"{kind}={cid}: " + (f"Unhealthy: {unhealthy[cid]}" if unhealthy.get(cid)
-                                                      else "Healthy again"))
+                                                      else "Healthy again"), WARNING if unhealthy.get(cid) else INFO)
                 plugin.update(cards, unhealthy, ks.env_var)
 
     def expire_vanished(self) -> None:
@@ -153,11 +153,11 @@ class Daemon(Loop):
             problem = resource_problem(self.s.resource(kind))
             if problem:
                 self.say_once("resource:" + kind, f"{kind}: not served: {problem}: give it one with "
-                                                  f"--resource-name {kind}=<domain>/<name>")
+                                                  f"--resource-name {kind}=<domain>/<name>", WARNING)
                 continue
             refused = servemode.claim_for(kind, servemode.DEVICE_PLUGIN, self.s.node_config, self.s.run_dir)
             if refused:  # the DRA driver serves it: one way per kind
-                self.say_once("way:" + kind + refused, refused)
+                self.say_once("way:" + kind + refused, refused, WARNING)
                 continue
             plugin = KindPlugin(kind, self.s.resource(kind), self.s.plugin_dir, self.s.strategies, self.log,
                                 self.before_request, self.wake)
@@ -181,7 +181,7 @@ class Daemon(Loop):
         if kubelet is None:
             if self.plugins:
                 self.say_once("nokubelet", f"waiting for kubelet: {path} does not exist (is kubelet running, and "
-                                           f"is --plugin-dir its device-plugins directory?)")
+                                           f"is --plugin-dir its device-plugins directory?)", WARNING)
         else:
             self.logged.discard("nokubelet")
         for plugin in list(self.plugins.values()):
@@ -207,7 +207,7 @@ class Daemon(Loop):
     def open_sources(self) -> None:
         self.ino = inotify.open_inotify()
         if self.ino is None:
-            self.log(f"inotify unavailable: polling every {self.s.health_interval:g}s only")
+            self.log(f"inotify unavailable: polling every {self.s.health_interval:g}s only", WARNING)
         if self.s.uevents != "none":
             from ..watch import open_source
 
@@ -220,7 +220,7 @@ class Daemon(Loop):
                 while self.monitor.poll(timeout=0) is not None:  # any uevent: health is re-checked below
                     pass
             except OSError as err:  # ENOBUFS: events were lost; the pass below re-checks everything
-                self.log(f"uevents lost ({err}): re-checking every card")
+                self.log(f"uevents lost ({err}): re-checking every card", WARNING)
 
     def reload(self) -> None:
         self.reload_asked = False
@@ -229,7 +229,7 @@ class Daemon(Loop):
             try:
                 new = self.reload_settings()
             except XpuCdiError as err:
-                self.log(f"reload refused, keeping the running settings: {err}")
+                self.log(f"reload refused, keeping the running settings: {err}", WARNING)
                 return
             if new != self.s:
                 for plugin in self.plugins.values():
@@ -239,7 +239,7 @@ class Daemon(Loop):
         try:
             self.load_profiles()
         except XpuCdiError as err:
-            self.log(f"reload: profiles not reloaded: {err}")
+            self.log(f"reload: profiles not reloaded: {err}", WARNING)
         self.logged.clear()
         self.refresh(force=True)
 

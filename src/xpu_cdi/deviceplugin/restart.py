@@ -60,7 +60,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..log import Log
+from ..log import ERROR, WARNING, Log
 from . import registration
 from ..node.grpcserve import Identity, same_inode, socket_identity
 
@@ -178,7 +178,7 @@ class Registrar:
         if err:
             if attempts <= 3 or attempts % 10 == 0:
                 self.log(f"{self.plugin.kind}: registering {self.plugin.resource} with kubelet failed "
-                         f"(attempt {attempts}): kubelet said: {err}; retrying in {delay:.1f}s")
+                         f"(attempt {attempts}): kubelet said: {err}; retrying in {delay:.1f}s", WARNING)
         else:
             self.log(f"{self.plugin.kind}: registered {self.plugin.resource} with kubelet "
                      f"({len(self.plugin.cards)} device(s), endpoint {os.path.basename(self.plugin.socket)})"
@@ -203,7 +203,7 @@ class Registrar:
             self.state = UNSERVED
             if self.serve_failures <= 3 or self.serve_failures % 10 == 0:
                 self.log(f"{self.plugin.kind}: cannot serve on {self.plugin.socket}: {err} "
-                         f"(attempt {self.serve_failures}; retrying in {delay:.1f}s)")
+                         f"(attempt {self.serve_failures}; retrying in {delay:.1f}s)", ERROR)
             return False
         self.serve_failures, self.serve_at = 0, 0.0
         if self.plugin.bound is None:  # deleted as soon as made (a kubelet cleaning its directory)

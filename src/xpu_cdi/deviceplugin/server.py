@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import grpc
 
-from ..log import Log
+from ..log import WARNING, Log
 from . import allocation, api
 from ..node.inventory import SpecCard
 from ..node.grpcserve import Identity, same_inode, serve_unix, socket_identity
@@ -151,7 +151,7 @@ class KindPlugin:
                 resp.annotations.update(fields.get("annotations", {}))  # type: ignore[arg-type]
                 resp.envs.update(fields.get("envs", {}))  # type: ignore[arg-type]
         except allocation.AllocationError as err:
-            self.log(f"{self.resource}: Allocate refused: {err}")
+            self.log(f"{self.resource}: Allocate refused: {err}", WARNING)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"xpu-cdi device plugin: {err}")
         return out
 

@@ -34,7 +34,7 @@ from ..node import inventory as _devices
 from ..node import servemode
 from ..node import status as _status
 from ..errors import XpuCdiError
-from ..log import Log, to_stderr
+from ..log import ERROR, INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from . import checkpoint as _cp
 from . import claims as _claims
@@ -44,7 +44,7 @@ from .kube import ApiError, Kube, claim_path
 from .publisher import Publisher
 from .server import Server, Services, dra_socket, registration_socket
 
-stderr_log = to_stderr("xpu-cdi dra-driver")
+LOGGER = "xpu-cdi dra-driver"
 
 
 class KindDriver:
@@ -95,7 +95,7 @@ class KindDriver:
         if self._cp is None or key != self._cp_stat:
             cp, note, corrupt = _cp.load(self.cp_path, self.boot)
             if note:
-                self.log(f"{self.name}: {note}")
+                self.log(f"{self.name}: {note}", WARNING)
                 self.discarded = True
             if corrupt:
                 self.event("CheckpointCorrupt", note or "")
@@ -112,7 +112,7 @@ class KindDriver:
         try:
             self.kube.event("default", node, reason, f"{self.name}: {message}")
         except ApiError as err:
-            self.log(f"{self.name}: event {reason} not recorded: {err}")
+            self.log(f"{self.name}: event {reason} not recorded: {err}", WARNING)
 
     # -- start-up ------------------------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ class KindDriver:
             items = self.kube.get("/apis/resource.k8s.io/v1/resourceclaims").get("items") or []
         except ApiError as err:
             self.log(f"{self.name}: claims not listed ({err}): checking the {len(cp.claims)} checkpointed "
-                     f"one(s) one by one")
+                     f"one(s) one by one", WARNING)
             items = []
             for uid, c in list(cp.claims.items()):
                 try:
@@ -162,7 +162,7 @@ class KindDriver:
                 taken = [r["device"] for r in results if (self.pool, r["device"]) in held and not r.get("adminAccess")]
                 if taken:
                     self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} names "
-                             f"{', '.join(taken)}, which another claim holds: not taken back")
+                             f"{', '.join(taken)}, which another claim holds: not taken back", WARNING)
                     continue
                 entries = [{"requests": [str(r.get("request", "")).split("/")[0]], "pool": self.pool,
                             "device": r["device"],
@@ -196,7 +196,7 @@ class KindDriver:
                     devices = _claims.prepare(claim, self.name, self.pool, self.devices, cp.devices_in_use(uid))
                 except _claims.ClaimError as err:
                     out[uid] = ([], f"{self.name}: {err}")
-                    self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}")
+                    self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}", WARNING)
                     continue
                 cp.claims[uid] = _cp.Prepared(namespace, name, devices)
                 out[uid] = (devices, "")
@@ -233,7 +233,8 @@ class KindDriver:
             changed = unhealthy.get(name, "") != self.unhealthy.get(name, "")
             if changed and (name in self.devices or unhealthy.get(name)):
                 self.log(f"{self.kind}={devices[name].cdi.partition('=')[2]}: "
-                         + (f"unhealthy, tainted: {unhealthy[name]}" if unhealthy.get(name) else "healthy again"))
+                         + (f"unhealthy, tainted: {unhealthy[name]}" if unhealthy.get(name) else "healthy again"),
+                         WARNING if unhealthy.get(name) else INFO)
         with self.cond:
             if devices != self.devices or unhealthy != self.unhealthy:
                 self.devices, self.unhealthy = dict(devices), dict(unhealthy)
@@ -248,7 +249,7 @@ class KindDriver:
                 try:
                     server.start()
                 except OSError as err:
-                    self.log(f"{self.name}: cannot serve on {server.path}: {err}")
+                    self.log(f"{self.name}: cannot serve on {server.path}: {err}", ERROR)
 
     def status(self) -> Dict[str, Any]:
         with self.cond:
@@ -273,8 +274,8 @@ class Daemon(Loop):
 
     waiting_for_specs = "nothing is published until one does"
 
-    def __init__(self, settings: Settings, log: Log = stderr_log, kube: Optional[Kube] = None) -> None:
-        super().__init__(log, settings)
+    def __init__(self, settings: Settings, log: Optional[Log] = None, kube: Optional[Kube] = None) -> None:
+        super().__init__(log or to_stderr(LOGGER), settings)
         self.s: Settings = settings
         self.kube = kube
         self.drivers: Dict[str, KindDriver] = {}
@@ -313,13 +314,13 @@ class Daemon(Loop):
             clash = [k for k, d in self.drivers.items() if d.name == name]
             if clash:
                 self.say_once("clash:" + kind, f"{kind}: not served: driver name {name} is already {clash[0]}'s: "
-                                               f"give one of them another with --driver-name {kind}=<name>")
+                                               f"give one of them another with --driver-name {kind}=<name>", WARNING)
                 continue
             if cfg is None:
                 continue
             why = servemode.claim(kind, servemode.DRA, cfg, self.s.run_dir)
             if why:
-                self.say_once("refused:" + kind + why, why)
+                self.say_once("refused:" + kind + why, why, WARNING)
                 continue
             assert self.kube is not None
             driver = KindDriver(self.s, kind, self.kube, self.boot, self.log, self.wake)
@@ -327,7 +328,7 @@ class Daemon(Loop):
             try:
                 driver.start()
             except OSError as err:
-                self.say_once("serve:" + kind, f"{kind}: cannot serve: {err}")
+                self.say_once("serve:" + kind, f"{kind}: cannot serve: {err}", ERROR)
                 servemode.release(kind, servemode.DRA, self.s.run_dir)
                 continue
             driver.devices = {}
@@ -342,7 +343,7 @@ class Daemon(Loop):
         try:
             return nodeconfig.read(self.s.node_config)
         except XpuCdiError as err:
-            self.say_once("nodeconfig:" + str(err), f"{err}: serving nothing new until it is fixed")
+            self.say_once("nodeconfig:" + str(err), f"{err}: serving nothing new until it is fixed", ERROR)
             return None
 
     # -- status and the loop -------------------------------------------------------------------------------
@@ -370,8 +371,8 @@ class Daemon(Loop):
             self.kube = Kube(self.s.kubeconfig)
         self.ino = inotify.open_inotify()
         if self.kube.insecure:
-            self.log(f"warning: the API server's certificate is not verified (insecure-skip-tls-verify in "
-                     f"{self.s.kubeconfig or 'the kubeconfig'})")
+            self.log(f"the API server's certificate is not verified (insecure-skip-tls-verify in "
+                     f"{self.s.kubeconfig or 'the kubeconfig'})", WARNING)
         self.log(f"starting on node {self.s.node_name}: specs in {', '.join(self.s.spec_dirs)}, kubelet plugins in "
                  f"{self.s.plugins_dir}, registration in {self.s.registry_dir}, API server {self.kube.host}")
         while not self.stop.is_set():

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 import grpc
 
-from ..log import Log
+from ..log import WARNING, Log
 from ..node.grpcserve import MAX_SOCKET_PATH, remove_stale_socket, serve_unix
 from . import api
 
@@ -104,7 +104,7 @@ class Services:
         else:
             self.registered.clear()
             self.registration_error = request.error or "kubelet refused the registration"
-            self.log(f"{self.name}: kubelet refused the registration: {self.registration_error}")
+            self.log(f"{self.name}: kubelet refused the registration: {self.registration_error}", WARNING)
         return api.RegistrationStatusResponse()
 
     def registration_handler(self) -> Any:

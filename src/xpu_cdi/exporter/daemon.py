@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
-from ..log import Log, to_stderr
+from ..log import DEBUG, ERROR, INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node.settings import NodeSettings
 from ..node import health
@@ -44,7 +44,7 @@ DEFAULT_PORT = 28470
 DEFAULT_STATUS_FILE = "/run/xpu-cdi/exporter.json"
 
 
-stderr_log = to_stderr("xpu-cdi exporter")
+LOGGER = "xpu-cdi exporter"
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,8 @@ class Exporter(Loop):
 
     waiting_for_specs = "no card is exported until a spec appears"
 
-    def __init__(self, settings: Settings, log: Log = stderr_log) -> None:
-        super().__init__(log, settings)
+    def __init__(self, settings: Settings, log: Optional[Log] = None) -> None:
+        super().__init__(log or to_stderr(LOGGER), settings)
         self.s: Settings = settings
         self.load_profiles()
         self.identity: Dict[Tuple[str, str], Dict[str, str]] = {}  # what sources told, kept while the card lives
@@ -152,10 +152,12 @@ class Exporter(Loop):
                     by_key[key].holder = holder
         results.append(pod_result)
         for r in results:
-            self.say_changed(f"source:{r.source}", f"source {r.source}: " + ("up" if r.up else f"down: {r.why}"))
+            self.say_changed(f"source:{r.source}", f"source {r.source}: " + ("up" if r.up else f"down: {r.why}"),
+                             INFO if r.up else WARNING)
         snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results)
         self.collector.snapshot = snap
         self.refreshed = time.monotonic()
+        self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)
         self.write_status(snap)
         return snap
 
@@ -236,7 +238,7 @@ class Exporter(Loop):
             srv = self.server()
         except OSError as err:
             self.log(f"cannot listen on {self.s.listen}: {err.strerror or err} (another process holds the port? "
-                     f"pass --listen)")
+                     f"pass --listen)", ERROR)
             return 1
         host, port = srv.server_address[:2]
         self.bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .. import atomic
 from ..generate import profile as _profile
-from ..log import Log
+from ..log import DEBUG, INFO, WARNING, Log
 from ..model import Profile
 from . import inotify, inventory
 from .settings import NodeSettings
@@ -62,16 +62,16 @@ class Loop:
 
             signal.signal(signal.SIGHUP, hup)
 
-    def say_once(self, key: str, message: str) -> None:
+    def say_once(self, key: str, message: str, level: int = INFO) -> None:
         if key not in self.logged:
             self.logged.add(key)
-            self.log(message)
+            self.log(message, level)
 
-    def say_changed(self, key: str, message: str) -> None:
+    def say_changed(self, key: str, message: str, level: int = INFO) -> None:
         """*message* when it is not what was last said under *key* (a state: up, down, ...)."""
         if self.said.get(key) != message:
             self.said[key] = message
-            self.log(message)
+            self.log(message, level)
 
     # -- the cards the specs define ------------------------------------------------------------------------
 
@@ -92,13 +92,16 @@ class Loop:
         sig = inventory.signature(self.s.spec_dirs)
         if sig == self.sig and not force:
             return False
+        self.log(f"reading the specs in {', '.join(self.s.spec_dirs)}"
+                 + (": a file changed" if self.sig is not None and not force else ""), DEBUG)
         kinds, problems = inventory.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
         for p in problems:
-            self.say_once("problem:" + p, f"warning: {p}")
+            self.say_once("problem:" + p, p, WARNING)
         if not kinds:
             self.say_once("nospec:" + repr(sig), f"no CDI spec in {', '.join(self.s.spec_dirs)} defines cards "
                                                  f"of {', '.join(sorted(self.ours)) or 'any profile'}: run "
-                                                 f"`xpu-cdi generate` (or `xpu-cdi watch`); {self.waiting_for_specs}")
+                                                 f"`xpu-cdi generate` (or `xpu-cdi watch`); {self.waiting_for_specs}",
+                          WARNING)
         for kind, ks in kinds.items():
             old = self.kinds.get(kind)
             if old is None or list(old.cards) != list(ks.cards):
@@ -149,7 +152,7 @@ class Loop:
             atomic.write_atomic(path, text.encode() + b"\n", durable=False)
             self.status_text = text
         except OSError as err:
-            self.say_once("status:" + str(err), f"cannot write the status file {path}: {err.strerror} ({why})")
+            self.say_once("status:" + str(err), f"cannot write the status file {path}: {err.strerror} ({why})", WARNING)
 
     def close_loop(self, status_file: str) -> None:
         """The status file removed, inotify closed: the daemon's servers are stopped by then."""
