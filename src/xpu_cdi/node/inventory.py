@@ -1,8 +1,9 @@
-"""What the plugin advertises: the cards the CDI specs on disk define.
+"""What the node daemons serve: the cards the CDI specs on disk define.
 
-The plugin never writes a spec (``generate``, ``watch`` or the DaemonSet's
+The device plugin advertises them, the DRA driver publishes them, the exporter
+and doctor report on them.  No daemon writes a spec (``generate``, ``watch`` or the DaemonSet's
 init container do; one writer).  It reads the spec directories with the
-runtimes' own rules (:mod:`xpu_cdi.cdi.registry`), so an ID it advertises is
+runtimes' own rules (:mod:`xpu_cdi.cdi.registry`), so an ID a daemon hands out is
 exactly a device a runtime will resolve: kubelet checks nothing, and a name no
 spec defines would only fail later, as "unresolvable CDI devices", in a pod.
 
