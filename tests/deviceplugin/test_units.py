@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, List
 
 import pytest
 
@@ -62,6 +62,38 @@ class TestInventory:
         cards = load(n).cards
         assert [cards[str(i)].numa_node for i in range(8)] == [0, 0, 0, 0, None, None, None, None]
         assert devices.numa_known(str(host_root), -1) is None
+
+    def test_loop_refresh_reads_only_on_change(self, node: Node) -> None:
+        """node.loop.Loop.refresh, the one re-read of the specs of all three daemons: read on a change
+        (the daemon's specs_changed told what was there before), a kind that went said once."""
+        from xpu_cdi.node.loop import Loop
+        from xpu_cdi.node.settings import NodeSettings
+
+        class Probe(Loop):
+            def specs_changed(self, before: Dict[str, devices.KindSet]) -> None:
+                changes.append((sorted(before), sorted(self.kinds)))
+
+        changes: List[Any] = []
+        said: List[Any] = []
+        settings = NodeSettings(spec_dirs=(str(node.spec_dir),), sysfs_root=str(node.host.root),
+                                profiles=("kunlunxin",))
+        loop = Probe(lambda m, level=log.INFO: said.append((level, m)), settings)
+        loop.load_profiles()
+        assert loop.refresh() and not loop.refresh()  # nothing changed: not read again
+        assert loop.refresh(force=True)
+        assert changes == [([], [KIND]), ([KIND], [KIND])]
+        assert [lv for lv, m in said if m.startswith("reading the specs in ")] == [log.DEBUG] * 2
+        lines = [(lv, m) for lv, m in said if lv > log.DEBUG]
+        spec = node.spec_dir / "kunlunxin.com-xpu.json"
+        assert lines == [(log.INFO, f"{KIND}: 8 card(s) from {spec}: 0, 1, 2, 3, 4, 5, 6, 7")]
+        for p in node.spec_dir.iterdir():
+            p.unlink()
+        assert loop.refresh() and changes[-1] == ([KIND], []) and loop.kinds == {}
+        assert [(lv, m) for lv, m in said if lv > log.DEBUG][1:] == [
+            (log.WARNING, f"no CDI spec in {node.spec_dir} defines cards of {KIND}: run `xpu-cdi generate` (or "
+                          f"`xpu-cdi watch`); nothing is served until a spec appears"),
+            (log.INFO, f"{KIND}: no spec defines its cards any more")]
+        loop.close_loop("/nonexistent/status.json")
 
     def test_foreign_kinds_ignored(self, node: Node) -> None:
         """A spec of a kind no profile of ours has is not advertised."""
