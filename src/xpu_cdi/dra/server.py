@@ -30,6 +30,7 @@ from . import api
 HEALTH_RESEND = 10.0  # kubelet marks a device Unknown after 30 s without news of it
 HEALTH_TIMEOUT = 30
 
+
 class Driver(Protocol):
     """What the services call (the daemon)."""
 
