@@ -12,8 +12,8 @@ from typing import Any, Dict, Optional, Tuple
 import click
 
 from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
-from . import config, response
 from ..node.status import probe as _probe
+from . import config, response
 
 # flag -> Settings field, for the flags whose value comes as given strings
 _FIELDS = {"plugin_dir": "plugin_dir", "spec_dirs": "spec_dirs", "dev_root": "dev_root",

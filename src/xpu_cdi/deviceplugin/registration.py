@@ -32,6 +32,7 @@ CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1), ("grpc.initial_reconne
 
 NO_SUCH_METHOD = api.method_path("Registration", "XpuCdiNoSuchMethod")  # see _connect
 
+
 def kubelet_socket(plugin_dir: str) -> str:
     return os.path.join(plugin_dir, api.KUBELET_SOCKET)
 

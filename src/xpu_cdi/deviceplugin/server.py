@@ -20,10 +20,11 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import grpc
 
 from ..log import WARNING, Log
-from . import allocation, api
-from ..node.inventory import SpecCard
 from ..node.grpcserve import Identity, same_inode, serve_unix, socket_identity
+from ..node.inventory import SpecCard
+from . import allocation, api
 from .restart import Registrar
+
 
 def socket_name(kind: str) -> str:
     """The plugin's socket in kubelet's directory: ``xpu-cdi-kunlunxin.com-xpu.sock``."""
