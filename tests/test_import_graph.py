@@ -1,20 +1,37 @@
-"""The package's import graph has no circles: layers depend one way
-(tooling -> generate/cdi -> model/errors).  Built from the source with
-``ast`` (every import statement, also those inside functions, and the
-commands ``cli.COMMANDS`` loads by name), so a circle hidden
-behind a function-level import or ``importlib`` fails here too."""
+"""The package's import graph has no circles and goes one way, down the layers of
+:data:`LAYERS` (docs/architecture.md).  Built from the source with ``ast`` (every
+import statement, also those inside functions, and the commands ``cli.COMMANDS``
+loads by name), so an edge hidden behind a function-level import or ``importlib``
+fails here too."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import xpu_cdi
 from xpu_cdi import cli
 
 SRC = Path(xpu_cdi.__file__).resolve().parent
+
+#: Highest first; a module may import its own layer and the ones below.  A name is a
+#: module or a package (and everything in it); a subsystem's ``command`` module is
+#: in the commands layer whatever its package (see :func:`layer_of`).
+LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
+    ("commands", ("xpu_cdi.cli", "xpu_cdi.clikit")),
+    ("subsystems", ("xpu_cdi.doctor", "xpu_cdi.deviceplugin", "xpu_cdi.dra", "xpu_cdi.exporter",
+                    "xpu_cdi.runtime", "xpu_cdi.watch", "xpu_cdi.host", "xpu_cdi.system")),
+    ("node", ("xpu_cdi.node",)),
+    # topology is the sysfs PCIe tree generate's annotations and the node's inventory both read
+    ("generate", ("xpu_cdi.generate", "xpu_cdi.cdi", "xpu_cdi.topology", "xpu_cdi.nodeconfig")),
+    ("base", ("xpu_cdi", "xpu_cdi._version", "xpu_cdi._native", "xpu_cdi.model", "xpu_cdi.errors",
+              "xpu_cdi.atomic", "xpu_cdi.hoststat", "xpu_cdi.log", "xpu_cdi.schema_files",
+              "xpu_cdi.binaries")),
+]
+#: (importer, imported) edges allowed against the layers, each with its reason: none.
+EXEMPT: Dict[Tuple[str, str], str] = {}
 
 
 def modules() -> Dict[str, Path]:
@@ -76,6 +93,53 @@ def cycle(edges: Dict[str, Set[str]]) -> List[str]:
             if found:
                 return found
     return []
+
+
+def layer_of(module: str) -> Optional[int]:
+    """The index in :data:`LAYERS` of *module* (the longest name that holds it), or None."""
+    if module.endswith(".command"):
+        return 0
+    best: Optional[Tuple[int, int]] = None
+    for rank, (_name, members) in enumerate(LAYERS):
+        for m in members:
+            if (module == m or module.startswith(m + ".")) and (best is None or len(m) > best[0]):
+                best = (len(m), rank)
+    return None if best is None else best[1]
+
+
+def upward(edges: Dict[str, Set[str]]) -> List[str]:
+    """Every edge from a lower layer to a higher one, as ``a (layer) -> b (layer)``."""
+    out = []
+    for a, targets in sorted(edges.items()):
+        for b in sorted(targets):
+            la, lb = layer_of(a), layer_of(b)
+            if la is not None and lb is not None and lb < la and (a, b) not in EXEMPT:
+                out.append(f"{a} ({LAYERS[la][0]}) -> {b} ({LAYERS[lb][0]})")
+    return out
+
+
+def test_every_module_has_a_layer() -> None:
+    assert sorted(m for m in modules() if layer_of(m) is None) == []
+
+
+def test_layer_finder() -> None:
+    assert layer_of("xpu_cdi.dra.command") == 0
+    assert LAYERS[layer_of("xpu_cdi.dra.daemon")][0] == "subsystems"  # type: ignore[index]
+    assert LAYERS[layer_of("xpu_cdi.node.inventory")][0] == "node"  # type: ignore[index]
+    assert LAYERS[layer_of("xpu_cdi")][0] == "base"  # type: ignore[index]
+    assert upward({"xpu_cdi.node.loop": {"xpu_cdi.deviceplugin.daemon"}}) == [
+        "xpu_cdi.node.loop (node) -> xpu_cdi.deviceplugin.daemon (subsystems)"]
+    assert upward({"xpu_cdi.deviceplugin.daemon": {"xpu_cdi.node.loop", "xpu_cdi.watch"}}) == []
+
+
+def test_no_lower_layer_imports_a_higher_one() -> None:
+    found = upward(graph())
+    assert not found, "imports up the layers:\n" + "\n".join(found)
+
+
+def test_exemptions_are_still_needed() -> None:
+    edges = graph()
+    assert [e for e in EXEMPT if e[1] not in edges.get(e[0], set())] == []
 
 
 def test_graph_is_read_from_the_source() -> None:

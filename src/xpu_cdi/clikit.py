@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 import click
 
-from . import binaries, errors, nodeconfig
+from . import binaries, errors, log, nodeconfig
 from .cdi import registry
 from .generate import discover as _discover
 from .generate import edits as _edits
@@ -81,6 +81,22 @@ SPEC_DIRS_OPTION = click.option("--spec-dir", "spec_dirs", multiple=True, defaul
 NODE_CONFIG_OPTION = click.option("--node-config", default=nodeconfig.DEFAULT_PATH, show_default=True,
                                   help="The node config (docs/operations.md): what the hook, the wrapper and "
                                        "the daemons follow on this node.")
+
+# the daemons' logging (device-plugin, dra-driver, exporter, watch; xpu_cdi.log, docs/operations.md)
+LOG_OPTIONS = (
+    click.option("--log-level", type=click.Choice(list(log.LEVELS)), default="info", show_default=True,
+                 help="Lines below this level are not written."),
+    click.option("-v", "--verbose", is_flag=True, help="The same as --log-level debug."),
+    click.option("--log-format", type=click.Choice(log.FORMATS), default="text", show_default=True,
+                 help="text: klog's shape (I1204 18:20:01.123456 PID LOGGER] MESSAGE); json: one object a "
+                      "line (ts, level, logger, msg)."),
+)
+
+
+def daemon_log(name: str, log_level: str, verbose: bool, log_format: str) -> log.Log:
+    """The stderr Log of the daemon *name* (``xpu-cdi device-plugin``) from LOG_OPTIONS' flags."""
+    return log.to_stderr(name, "debug" if verbose else log_level, log_format)
+
 
 # the flags generate and watch share: how the spec they write is built
 SPEC_OPTIONS = (

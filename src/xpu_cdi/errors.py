@@ -30,6 +30,10 @@ class SelectionError(XpuCdiError):
     """A container asked for devices in a way we cannot honour."""
 
 
+class AllocationError(SelectionError):
+    """kubelet asked the device plugin for IDs that cannot be given (unknown, unhealthy)."""
+
+
 class RuntimeConfigError(XpuCdiError):
     """A container-runtime configuration file cannot be read or changed.
 
@@ -54,3 +58,27 @@ class InstallError(XpuCdiError):
 
 class ConfigError(XpuCdiError):
     """A node config file (``/etc/xpu-cdi/config.yaml``) or the device plugin's settings are unusable."""
+
+
+class ClaimError(SelectionError):
+    """A DRA ResourceClaim cannot be prepared on this node (kubelet gets the line in that claim's ``error``)."""
+
+
+class ApiError(XpuCdiError):
+    """A request the API server refused (``status`` >= 400) or that did not reach it (``status`` 0)."""
+
+    def __init__(self, status: int, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.status, self.reason = status, reason
+
+
+class SourceError(XpuCdiError):
+    """A source the exporter reads gave nothing usable (the source then reads as down, with this line)."""
+
+
+class ToolError(SourceError):
+    """A vendor tool could not give its output: one line saying why."""
+
+
+class PodResourcesError(SourceError):
+    """kubelet's PodResources API could not be read."""

@@ -19,7 +19,7 @@ here; the daemons the second; the DaemonSet's optional runtime wiring
     (``xpu-cdi device-plugin``) or the DRA driver (``xpu-cdi dra-driver``).
     A daemon never serves a kind the file gives to the other; unset, the
     first to start serves it and the other refuses it while the first runs
-    (:mod:`xpu_cdi.servemode`).  Two ways for one kind would let two pods
+    (:mod:`xpu_cdi.node.servemode`).  Two ways for one kind would let two pods
     get the same card.
 
 ``configure-containerd`` (bool, default ``false``)

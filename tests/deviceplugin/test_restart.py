@@ -10,8 +10,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-from xpu_cdi.deviceplugin import registration, restart
-from xpu_cdi.deviceplugin.registration import socket_identity
+from xpu_cdi import log
+from xpu_cdi.deviceplugin import restart
+from xpu_cdi.node.grpcserve import Identity, socket_identity
 from xpu_cdi.deviceplugin.restart import BACKOFF, REGISTERED, UNSERVED, WAITING, Registrar
 
 CLOCK_REALTIME_COARSE = 5  # <linux/time.h>; the clock file times come from (the time module lacks the name)
@@ -26,7 +27,7 @@ class Plugin:
         self.socket = str(directory / "xpu-cdi-kunlunxin.com-xpu.sock")
         self.cards: Dict[str, Any] = {"0": None}
         self.server: Optional[socket.socket] = None
-        self.bound: Optional[registration.Identity] = None
+        self.bound: Optional[Identity] = None
         self.serving_gen = 0
         self.serves = 0
         self.refuse_serve = ""
@@ -64,7 +65,7 @@ class Kubelet:
         self.on_connect: Callable[[], None] = lambda: None  # what happens as the plugin first connects
         self.dial_back: Callable[[], None] = lambda: None  # the plugin's GetDevicePluginOptions
         self.during_call: Callable[[], None] = lambda: None  # what happens while Register is in flight
-        self.endpoint_at_call: Optional[registration.Identity] = None  # the socket kubelet would dial back
+        self.endpoint_at_call: Optional[Identity] = None  # the socket kubelet would dial back
         self.sock: Optional[socket.socket] = None
         self.restart()
 
@@ -77,7 +78,7 @@ class Kubelet:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(self.path))
 
-    def identity(self) -> Optional[registration.Identity]:
+    def identity(self) -> Optional[Identity]:
         return socket_identity(str(self.path))
 
     def register(self, plugin_dir: str, endpoint: str, resource: str, options: Any,
@@ -113,7 +114,7 @@ def world(tmp_path: Path) -> Iterator[Any]:
         clock = Clock()
         logs: List[str] = []
         wakes: List[int] = []
-        reg = Registrar(plugin, str(tmp_path), logs.append, lambda: World.wakes.append(1),
+        reg = Registrar(plugin, str(tmp_path), log.into(logs), lambda: World.wakes.append(1),
                         register=kubelet.register, clock=clock)
         kubelet.dial_back = reg.dialed_back
 
@@ -311,7 +312,7 @@ class Context:
 def kind_plugin(tmp_path: Path) -> Any:
     from xpu_cdi.deviceplugin.server import KindPlugin
 
-    return KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(tmp_path), ("cdi-cri",), lambda _line: None)
+    return KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(tmp_path), ("cdi-cri",), log.into([]))
 
 
 def test_late_stream_of_a_dead_kubelet_is_nobodys(tmp_path: Path) -> None:
@@ -327,14 +328,14 @@ def test_late_stream_of_a_dead_kubelet_is_nobodys(tmp_path: Path) -> None:
 def test_stream_end_counts_after_later_lists(tmp_path: Path) -> None:
     """The registration's stream ends after it sent a later list (a health change): the end still counts;
     a stream of a server we stopped does not."""
-    from xpu_cdi.deviceplugin.devices import Card
+    from xpu_cdi.node.inventory import SpecCard
 
     p = kind_plugin(tmp_path)
     p.registrar.epoch = 1
     ctx = Context(alive=True)
     stream = p.list_and_watch(None, ctx)
     assert len(next(stream).devices) == 0
-    p.update({"0": Card(id="0", kind="kunlunxin.com/xpu", nodes=(), index=0)}, {}, None)
+    p.update({"0": SpecCard(id="0", kind="kunlunxin.com/xpu", nodes=(), index=0)}, {}, None)
     assert len(next(stream).devices) == 1
     ctx.end()
     assert list(stream) == [] and p.registrar.lost

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, List
 
 import pytest
 
 from support import fakehost
 from support.dpnode import Node, numa_nodes
 
-from xpu_cdi.deviceplugin import allocation, config, devices, health, registration, status
-from xpu_cdi.deviceplugin.devices import Card, NodeRef
+from xpu_cdi import log
+from xpu_cdi.deviceplugin import allocation, config, registration
+from xpu_cdi.node import health, status
+from xpu_cdi.node import inventory as devices
+from xpu_cdi.node.inventory import SpecCard, NodeRef
 from xpu_cdi.generate import profile as profile_mod
 
 KIND = "kunlunxin.com/xpu"
@@ -34,7 +37,7 @@ class TestInventory:
         ks = load(node)
         assert list(ks.cards) == [str(i) for i in range(8)]
         c5 = ks.cards["5"]
-        assert (c5.index, c5.pci, c5.numa, c5.switch, c5.root_port) == (
+        assert (c5.index, c5.pci, c5.numa_node, c5.switch, c5.root_port) == (
             5, node.host.pci[5], 1, node.host.switch[5], node.host.root_port[5])
         assert [n.path for n in c5.nodes] == [str(node.host.path("/dev/xpu5"))]
         assert [n.path for n in ks.shared] == [str(node.host.path("/dev/xpuctrl"))]
@@ -57,8 +60,40 @@ class TestInventory:
         n = Node(host, tmp_path / "cdi", tmp_path / "k", tmp_path / "s")
         n.generate()
         cards = load(n).cards
-        assert [cards[str(i)].numa for i in range(8)] == [0, 0, 0, 0, None, None, None, None]
+        assert [cards[str(i)].numa_node for i in range(8)] == [0, 0, 0, 0, None, None, None, None]
         assert devices.numa_known(str(host_root), -1) is None
+
+    def test_loop_refresh_reads_only_on_change(self, node: Node) -> None:
+        """node.loop.Loop.refresh, the one re-read of the specs of all three daemons: read on a change
+        (the daemon's specs_changed told what was there before), a kind that went said once."""
+        from xpu_cdi.node.loop import Loop
+        from xpu_cdi.node.settings import NodeSettings
+
+        class Probe(Loop):
+            def specs_changed(self, before: Dict[str, devices.KindSet]) -> None:
+                changes.append((sorted(before), sorted(self.kinds)))
+
+        changes: List[Any] = []
+        said: List[Any] = []
+        settings = NodeSettings(spec_dirs=(str(node.spec_dir),), sysfs_root=str(node.host.root),
+                                profiles=("kunlunxin",))
+        loop = Probe(lambda m, level=log.INFO: said.append((level, m)), settings)
+        loop.load_profiles()
+        assert loop.refresh() and not loop.refresh()  # nothing changed: not read again
+        assert loop.refresh(force=True)
+        assert changes == [([], [KIND]), ([KIND], [KIND])]
+        assert [lv for lv, m in said if m.startswith("reading the specs in ")] == [log.DEBUG] * 2
+        lines = [(lv, m) for lv, m in said if lv > log.DEBUG]
+        spec = node.spec_dir / "kunlunxin.com-xpu.json"
+        assert lines == [(log.INFO, f"{KIND}: 8 card(s) from {spec}: 0, 1, 2, 3, 4, 5, 6, 7")]
+        for p in node.spec_dir.iterdir():
+            p.unlink()
+        assert loop.refresh() and changes[-1] == ([KIND], []) and loop.kinds == {}
+        assert [(lv, m) for lv, m in said if lv > log.DEBUG][1:] == [
+            (log.WARNING, f"no CDI spec in {node.spec_dir} defines cards of {KIND}: run `xpu-cdi generate` (or "
+                          f"`xpu-cdi watch`); nothing is served until a spec appears"),
+            (log.INFO, f"{KIND}: no spec defines its cards any more")]
+        loop.close_loop("/nonexistent/status.json")
 
     def test_foreign_kinds_ignored(self, node: Node) -> None:
         """A spec of a kind no profile of ours has is not advertised."""
@@ -111,9 +146,9 @@ class TestHealth:
                    for c in ks.cards.values())
 
 
-def cards8() -> Dict[str, Card]:
+def cards8() -> Dict[str, SpecCard]:
     """An 8-card host with two switches of four, NUMA 0 and 1."""
-    return {str(i): Card(str(i), KIND, (NodeRef(f"/dev/xpu{i}"),), i, f"pci{i}", i // 4, f"sw{i // 4}",
+    return {str(i): SpecCard(str(i), KIND, (NodeRef(f"/dev/xpu{i}"),), i, f"pci{i}", i // 4, f"sw{i // 4}",
                          f"rp{i // 4}") for i in range(8)}
 
 
@@ -145,7 +180,7 @@ class TestAllocation:
 
     def test_annotation_key_fits_for_long_ids(self) -> None:
         """Many PCI names still give a valid key (hashed allocation id)."""
-        cards = {f"0000:{i:02x}:00.0": Card(f"0000:{i:02x}:00.0", KIND, ()) for i in range(16)}
+        cards = {f"0000:{i:02x}:00.0": SpecCard(f"0000:{i:02x}:00.0", KIND, ()) for i in range(16)}
         got = allocation.container_response(KIND, cards, {}, list(cards), ("cdi-annotations",), None)
         (key,) = got["annotations"]  # type: ignore[misc]
         assert len(key.split("/", 1)[1]) <= 63
@@ -204,7 +239,7 @@ class TestRegistrationRules:
         daemon's loop, which then looks at the sockets (restart.py)."""
         import socket
 
-        from xpu_cdi.deviceplugin import inotify
+        from xpu_cdi.node import inotify
 
         ino = inotify.open_inotify()
         assert ino is not None
@@ -266,7 +301,7 @@ def test_socket_path_too_long_is_one_line(tmp_path: Path) -> None:
 
     long_dir = tmp_path / ("d" * 90)
     long_dir.mkdir()
-    p = KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(long_dir), ("cdi-cri",), print)
+    p = KindPlugin("kunlunxin.com/xpu", "kunlunxin.com/xpu", str(long_dir), ("cdi-cri",), log.into([]))
     with pytest.raises(OSError, match="over the 107-byte limit of unix sockets: use a shorter --plugin-dir"):
         p.serve()
     p.shutdown()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from support.doctornode import Node, checks, worst
-from xpu_cdi.deviceplugin import status as _status
+from xpu_cdi.node import status as _status
 from xpu_cdi.dra import checkpoint as _cp
 
 

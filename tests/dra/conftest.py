@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from support import fakehost
 from support.fakeapi import FakeKube
+from xpu_cdi import log
 from xpu_cdi.cli import main
 from xpu_cdi.dra import config
 
@@ -42,7 +43,7 @@ class Node:
         from xpu_cdi.dra.daemon import Daemon
         from xpu_cdi.generate import profile as _profile
 
-        d = Daemon(dataclasses.replace(self.settings, **changes), log=self.logs.append, kube=kube)
+        d = Daemon(dataclasses.replace(self.settings, **changes), log=log.into(self.logs), kube=kube)
         d.profiles = [_profile.load_all()["kunlunxin"]]
         d.ours = {p.kind: p.name for p in d.profiles}
         return d

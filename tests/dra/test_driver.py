@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 
 from support import kubeproto
-from xpu_cdi import servemode
+from xpu_cdi.node import servemode
 from xpu_cdi.dra import checkpoint
 
 DRIVER = "kunlunxin.com"
@@ -246,7 +246,7 @@ def test_refused_when_the_device_plugin_serves_the_kind(dra_node, kube) -> None:
 def test_socket_names_fit_the_unix_limit() -> None:
     """A pod uid that makes a socket path too long (a long kubelet --root-dir) gets a hashed name:
     one per uid, both sockets under the 107-byte limit; short paths keep the uid."""
-    from xpu_cdi.deviceplugin.server import MAX_SOCKET_PATH
+    from xpu_cdi.node.grpcserve import MAX_SOCKET_PATH
     from xpu_cdi.dra.server import dra_socket, registration_socket
 
     uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from xpu_cdi import nodeconfig, servemode
+from xpu_cdi import nodeconfig
+from xpu_cdi.node import servemode
 from xpu_cdi.errors import ConfigError
 
 KIND = "kunlunxin.com/xpu"
@@ -25,7 +26,8 @@ def holder(run: Path, way: str) -> subprocess.Popen:
     """Another process serving KIND by *way* (holds the lock until killed)."""
     code = textwrap.dedent(f"""
         import sys, time
-        from xpu_cdi import nodeconfig, servemode
+        from xpu_cdi import nodeconfig
+        from xpu_cdi.node import servemode
         c = nodeconfig.NodeConfig("/none", False)
         assert servemode.claim({KIND!r}, {way!r}, c, {str(run)!r}) == ""
         print("held", flush=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from support import fakehost
-from xpu_cdi.deviceplugin import devices as dp_devices
+from xpu_cdi.node import inventory as dp_devices
 from xpu_cdi.dra import slices
 from xpu_cdi.generate import profile as _profile
 
@@ -70,7 +70,7 @@ class TestDescribe:
         fakehost.kunlunxin(host_root, cards=1)
         (host_root / "sys/bus/pci/devices/0000:03:00.0/device").write_text("0x9999\n")
         profile = _profile.load_all()["kunlunxin"]
-        card = dp_devices.Card("0", profile.kind, (), index=0, pci="0000:03:00.0")
+        card = dp_devices.SpecCard("0", profile.kind, (), index=0, pci="0000:03:00.0")
         assert slices.describe(card, profile, str(host_root), str(host_root), str(host_root)).model == "kunlunxin"
 
 

@@ -58,7 +58,7 @@ def names(series: Series) -> List[str]:
 
 def test_every_metric_with_its_value_and_labels(node: Node) -> None:
     exp = Exporter(settings(node))
-    exp.refresh()
+    exp.step()
     s = scrape(exp)
     # Kunlunxin card 2 (xpu-smi -m line 2): 47 C, 82 W, 3072 / 98304 MiB, 10 %
     assert value(s, "xpu_cdi_card_temperature_celsius", kind=XPU, card="2") == 47
@@ -92,7 +92,7 @@ def test_a_reading_the_tool_cannot_give_is_absent(node: Node) -> None:
     """npu-smi's 310B table prints NA for NPU 7's power: no series, not 0; the others are there."""
     node.set_tool("npu-smi", data="npu-smi-info-310b.txt")
     exp = Exporter(settings(node))
-    exp.refresh()
+    exp.step()
     s = scrape(exp)
     power = {dict(ls)["card"] for (n, ls), _v in s.items() if n == "xpu_cdi_card_power_watts"
              and dict(ls)["kind"] == NPU}
@@ -112,7 +112,7 @@ def test_a_failing_tool_is_down_and_the_others_unaffected(node: Node, mode: str,
     else:
         node.set_tool("npu-smi", mode=mode)
     exp = Exporter(settings(node))
-    snap = exp.refresh()
+    snap = exp.step()
     s = scrape(exp)
     assert value(s, "xpu_cdi_exporter_source_up", source="ascend/npu-smi") == 0
     (res,) = [r for r in snap.sources if r.source == "ascend/npu-smi"]
@@ -138,7 +138,7 @@ def test_a_hanging_tool_is_killed_after_its_timeout(node: Node, mode: str, tmp_p
     node.set_tool("xpu-smi", mode=mode, data="xpu-smi-m.txt")
     exp = Exporter(settings(node, profiles_dir=(str(tmp_path / "profiles.d"),)))
     start = time.monotonic()
-    snap = exp.refresh()
+    snap = exp.step()
     took = time.monotonic() - start
     assert 1.4 < took < 8, took
     (res,) = [r for r in snap.sources if r.source == "kunlunxin/xpu-smi"]
@@ -164,12 +164,12 @@ def _running(pid: int) -> bool:
 
 def test_cards_appear_and_disappear(node: Node) -> None:
     exp = Exporter(settings(node))
-    exp.refresh()
+    exp.step()
     assert value(scrape(exp), "xpu_cdi_card_healthy", kind=XPU, card="6") == 1
     # card 6 goes (node removed, spec regenerated): its series go
     node.host.remove_card(6)
     node.generate()
-    exp.refresh()
+    exp.step()
     s = scrape(exp)
     cards = {dict(ls)["card"] for (n, ls), _v in s.items() if n == "xpu_cdi_card_healthy" and dict(ls)["kind"] == XPU}
     assert cards == {"0", "1", "2", "3", "4", "5", "7"}
@@ -178,7 +178,7 @@ def test_cards_appear_and_disappear(node: Node) -> None:
     from support import fakehost
     fakehost.mknod(node.host.path("/dev/xpu6"), fakehost.XPU_MAJOR, 6)
     node.generate()
-    exp.refresh()
+    exp.step()
     assert value(scrape(exp), "xpu_cdi_card_temperature_celsius", kind=XPU, card="6") == 51
 
 
@@ -186,7 +186,7 @@ def test_a_card_whose_node_vanished_is_unhealthy_before_the_spec_changes(node: N
     """The device plugin's rule: a node missing (or renumbered) makes the card unhealthy at once."""
     exp = Exporter(settings(node))
     node.host.path("/dev/xpu4").unlink()
-    exp.refresh()
+    exp.step()
     s = scrape(exp)
     assert value(s, "xpu_cdi_card_healthy", kind=XPU, card="4") == 0
     assert value(s, "xpu_cdi_card_healthy", kind=XPU, card="3") == 1
@@ -202,7 +202,7 @@ def test_allocation_labels_from_pod_resources(node: Node, kubelet: "object") -> 
         allocatable=[(XPU, [str(i) for i in range(8)]),
                      ("huawei.com/Ascend910", [f"Ascend910-{i}" for i in range(8)])])
     exp = Exporter(settings(node, sock=str(kubelet.path)))  # type: ignore[attr-defined]
-    exp.refresh()
+    exp.step()
     s = scrape(exp)
     assert value(s, "xpu_cdi_exporter_source_up", source="pod-resources") == 1
     l0 = labels_of(s, "xpu_cdi_card_allocated", kind=XPU, card="0")
@@ -217,7 +217,7 @@ def test_allocation_labels_from_pod_resources(node: Node, kubelet: "object") -> 
     assert allocated == 4
     # the pod ends: labels go, allocated 0
     kubelet.set(pods=[], allocatable=[(XPU, [str(i) for i in range(8)])])  # type: ignore[attr-defined]
-    exp.refresh()
+    exp.step()
     s = scrape(exp)
     assert value(s, "xpu_cdi_card_allocated", kind=XPU, card="0") == 0
     assert labels_of(s, "xpu_cdi_card_allocated", kind=XPU, card="0")["pod"] == ""
@@ -227,18 +227,18 @@ def test_dra_all_device_and_kubelet_restart(node: Node, kubelet: "object") -> No
     kubelet.set(pods=[Pod("dra", "all", [Container("c", claims=[("everything", [f"{NPU}=all"])])])],  # type: ignore[attr-defined]
                 allocatable=[])
     exp = Exporter(settings(node, sock=str(kubelet.path)))  # type: ignore[attr-defined]
-    exp.refresh()
+    exp.step()
     s = scrape(exp)
     assert sum(v for (n, ls), v in s.items() if n == "xpu_cdi_card_allocated" and dict(ls)["kind"] == NPU) == 8
     kubelet.stop()  # type: ignore[attr-defined]
-    exp.refresh()
+    exp.step()
     s = scrape(exp)
     assert value(s, "xpu_cdi_exporter_source_up", source="pod-resources") == 0
     assert "xpu_cdi_card_allocated" not in names(s)  # unknown, not "free"
     kubelet.start()  # type: ignore[attr-defined]
     deadline = time.monotonic() + 20
     while True:  # gRPC reconnects by itself (with its own backoff)
-        exp.refresh()
+        exp.step()
         s = scrape(exp)
         if value(s, "xpu_cdi_exporter_source_up", source="pod-resources") == 1 or time.monotonic() > deadline:
             break
@@ -250,7 +250,7 @@ def test_openmetrics_when_asked(node: Node) -> None:
     from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 
     exp = Exporter(settings(node))
-    exp.refresh()
+    exp.step()
     body, headers = exp.render("application/openmetrics-text; version=1.0.0,text/plain;q=0.5", "")
     assert headers["Content-Type"].startswith("application/openmetrics-text")
     fams = {f.name: f for f in om_parse(body.decode())}
@@ -265,7 +265,7 @@ def test_status_file(node: Node) -> None:
 
     exp = Exporter(settings(node))
     node.set_tool("npu-smi", mode="crash")
-    exp.refresh()
+    exp.step()
     doc = json.loads(node.status.read_text())
     assert doc["sources"]["kunlunxin/xpu-smi"] == {"up": True, "why": ""}
     assert doc["sources"]["ascend/npu-smi"]["up"] is False and doc["cards"] == 16

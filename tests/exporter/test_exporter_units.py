@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from xpu_cdi.deviceplugin.devices import Card
+from xpu_cdi.node.inventory import SpecCard
 from xpu_cdi.errors import ProfileError
 from xpu_cdi.exporter import holders, parse, tool
 from xpu_cdi.exporter.podresources import Holder, Listing
@@ -75,7 +75,7 @@ def test_columns_with_a_separator() -> None:
 
 
 def _cards(kind: str, n: int) -> dict:
-    return {str(i): Card(str(i), kind, (), index=i) for i in range(n)}
+    return {str(i): SpecCard(str(i), kind, (), index=i) for i in range(n)}
 
 
 def test_holders_by_resource_alias_and_dra() -> None:
@@ -87,6 +87,18 @@ def test_holders_by_resource_alias_and_dra() -> None:
                       allocatable=[("vendor.com/B", ("B-0", "B-1", "B-2", "B-3"))])
     got = holders.assign(kinds, {"k.com/b": ("B-",)}, listing)
     assert got == {("k.com/a", "1"): h1, ("k.com/b", "2"): h2, ("k.com/a", "3"): h3}  # shared: the first in order
+
+
+def test_holders_by_qualified_cdi_names() -> None:
+    """A vendor's plugin reporting IDs as CDI names (``k.com/a=2``) under its own resource name: the
+    card of that kind, found by the allocatable IDs; another kind's name or a malformed one holds nothing."""
+    kinds = {"k.com/a": _cards("k.com/a", 4), "k.com/b": _cards("k.com/b", 4)}
+    h1, h2 = Holder("ns", "p1", "c"), Holder("ns", "p2", "c")
+    listing = Listing(devices=[(h1, "vendor.com/A", ("k.com/a=2",)), (h2, "k.com/b", ("k.com/b=1", "k.com/a=3")),
+                               (h2, "k.com/b", ("k.com/b=bad name",))], cdi_devices=[],
+                      allocatable=[("vendor.com/A", tuple(f"k.com/a={i}" for i in range(4)))])
+    assert holders.resource_kinds(kinds, {}, listing.allocatable)["vendor.com/A"] == "k.com/a"
+    assert holders.assign(kinds, {}, listing) == {("k.com/a", "2"): h1, ("k.com/b", "1"): h2}
 
 
 def test_an_ambiguous_resource_maps_to_no_kind() -> None:

@@ -18,16 +18,12 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..topology import allocate as _allocate
-from ..errors import SelectionError
+from ..errors import AllocationError, SelectionError
+from ..node.inventory import SpecCard
 from . import response
-from .devices import Card
 
 
-class AllocationError(SelectionError):
-    """kubelet asked for IDs that cannot be given (unknown, unhealthy)."""
-
-
-def preferred(cards: Mapping[str, Card], available: Sequence[str], must_include: Sequence[str],
+def preferred(cards: Mapping[str, SpecCard], available: Sequence[str], must_include: Sequence[str],
               size: int) -> List[str]:
     """The IDs kubelet should give one container, or ``[]`` (kubelet then chooses itself).
 
@@ -44,7 +40,7 @@ def preferred(cards: Mapping[str, Card], available: Sequence[str], must_include:
         return []
 
 
-def check(kind: str, cards: Mapping[str, Card], unhealthy: Mapping[str, str], ids: Sequence[str]) -> None:
+def check(kind: str, cards: Mapping[str, SpecCard], unhealthy: Mapping[str, str], ids: Sequence[str]) -> None:
     """Raise :class:`AllocationError` naming every ID that is unknown or Unhealthy."""
     unknown = [i for i in ids if i not in cards]
     sick = [i for i in ids if i in cards and unhealthy.get(i)]
@@ -67,7 +63,7 @@ def plugin_name(kind: str) -> str:
     return f"{vendor.split('.')[0]}.{cls}"
 
 
-def container_response(kind: str, cards: Mapping[str, Card], unhealthy: Mapping[str, str], ids: Sequence[str],
+def container_response(kind: str, cards: Mapping[str, SpecCard], unhealthy: Mapping[str, str], ids: Sequence[str],
                        strategies: Sequence[str], env_var: Optional[str]) -> Dict[str, object]:
     """One ``ContainerAllocateResponse`` as a dict: ``cdi_devices``, ``annotations``, ``envs``.
 

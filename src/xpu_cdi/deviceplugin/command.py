@@ -11,9 +11,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ..clikit import SPEC_DIRS_OPTION, subcommand
+from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
+from ..node.status import probe as _probe
 from . import config, response
-from .status import probe as _probe
 
 # flag -> Settings field, for the flags whose value comes as given strings
 _FIELDS = {"plugin_dir": "plugin_dir", "spec_dirs": "spec_dirs", "dev_root": "dev_root",
@@ -39,7 +39,7 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
                   sysfs_root: str, plugin_dir: str, spec_dirs: Tuple[str, ...], proc_root: Optional[str],
                   resource_names: Tuple[str, ...], strategies: Tuple[str, ...], config_path: Optional[str],
                   status_file: str, health_interval: float, removal_grace: float, uevents: str,
-                  probe: bool) -> None:
+                  probe: bool, log_level: str, verbose: bool, log_format: str) -> None:
     """The kubelet device plugin: advertise the cards our CDI specs define,
     one resource per CDI kind, and answer Allocate with CDI device names.
 
@@ -69,7 +69,8 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
         config.check_settings(new)
         return new
 
-    sys.exit(Daemon(settings, reload_settings=reload_settings).run())
+    log = daemon_log("xpu-cdi device-plugin", log_level, verbose, log_format)
+    sys.exit(Daemon(settings, log=log, reload_settings=reload_settings).run())
 
 
 OPTIONS = (
@@ -99,6 +100,7 @@ OPTIONS = (
     click.option("--probe", is_flag=True,
                  help="Exit 0 if a running plugin has registered every kind it serves, else 1 with the reason "
                       "(a readiness probe)."),
+    *LOG_OPTIONS,
 )
 
 

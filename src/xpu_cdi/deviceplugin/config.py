@@ -22,9 +22,9 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
-from ..nodedaemon import HostView
+from ..node.settings import NodeSettings
 from . import response
-from .status import DEFAULT_STATUS_FILE
+from ..node.status import DEFAULT_STATUS_FILE
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # kubelet's DevicePluginPath
@@ -34,7 +34,7 @@ _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9
 
 
 @dataclass(frozen=True)
-class Settings(HostView):
+class Settings(NodeSettings):
     """Everything the daemon needs to know."""
 
     plugin_dir: str = DEFAULT_PLUGIN_DIR

@@ -25,40 +25,39 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Optional, Set, Tuple
 
-from .. import servemode
+from ..node import servemode
 from ..errors import XpuCdiError
-from ..generate import profile as _profile
 from ..generate.discover import Roots
-from ..log import Log, to_stderr
-from ..nodedaemon import Loop
-from . import devices, health, inotify, registration, stale
-from . import status as _status
+from ..log import INFO, WARNING, Log, to_stderr
+from ..node.loop import Loop
+from ..node import grpcserve, health, inotify
+from ..node import inventory as devices
+from . import registration, stale
+from ..node import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin
 
 
-stderr_log = to_stderr("xpu-cdi device-plugin")
+LOGGER = "xpu-cdi device-plugin"
 
 
 class Daemon(Loop):
     """The device plugin daemon's state."""
 
-    def __init__(self, settings: Settings, log: Log = stderr_log,
+    waiting_for_specs = "nothing is advertised until a spec appears"
+
+    def __init__(self, settings: Settings, log: Optional[Log] = None,
                  reload_settings: Optional[Callable[[], Settings]] = None) -> None:
-        super().__init__(log)
-        self.s = settings
+        super().__init__(log or to_stderr(LOGGER), settings)
+        self.s: Settings = settings
         self.reload_settings = reload_settings
         self.plugins: Dict[str, KindPlugin] = {}
-        self.kinds: Dict[str, devices.KindSet] = {}  # what the specs define now
         self.known: Dict[str, devices.KindSet] = {}  # the last spec-defined view of every kind still served
         # cards no spec defines any more, kept Unhealthy for the removal grace (a driver reload
         # makes `watch` drop a spec for a while: the cards must not leave kubelet meanwhile)
-        self.vanished: Dict[str, Dict[str, Tuple[devices.Card, float]]] = {}
-        self.ours: Dict[str, str] = {}
-        self.profiles: List[Any] = []
-        self.sig: Optional[Tuple[Any, ...]] = None
+        self.vanished: Dict[str, Dict[str, Tuple[devices.SpecCard, float]]] = {}
         self.lock = threading.RLock()  # the main loop and Allocate threads both refresh the inventory
         self.reload_asked = False
         self.monitor: Any = None
@@ -70,55 +69,30 @@ class Daemon(Loop):
 
     # -- inventory -----------------------------------------------------------------------------------------
 
-    def profile_named(self, name: Optional[str]) -> Optional[Any]:
-        """The loaded profile called *name* (its health source), or None."""
-        return next((p for p in self.profiles if p.name == name), None)
+    def refresh(self, force: bool = False) -> bool:
+        with self.lock:  # Allocate threads refresh too
+            return super().refresh(force)
 
-    def load_profiles(self) -> None:
-        self.profiles = _profile.select(list(self.s.profiles) or None, self.s.profiles_dir)
-        self.ours = {p.kind: p.name for p in self.profiles}
-
-    def refresh_specs(self, force: bool = False) -> bool:
-        """Re-read the specs if any file changed; True when it did."""
-        with self.lock:
-            sig = devices.signature(self.s.spec_dirs)
-            if sig == self.sig and not force:
-                return False
-            kinds, problems = devices.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
-            self.sig = sig
-            for p in problems:
-                self.say_once("problem:" + p, f"warning: {p}")
-            if not kinds:
-                self.say_once("nospec:" + repr(sig), f"no CDI spec in {', '.join(self.s.spec_dirs)} defines cards "
-                                                     f"of {', '.join(sorted(self.ours)) or 'any profile'}: run "
-                                                     f"`xpu-cdi generate` (or `xpu-cdi watch`); nothing is "
-                                                     f"advertised until a spec appears")
-            for kind, ks in kinds.items():
-                old = self.kinds.get(kind)
-                if old is None or list(old.cards) != list(ks.cards):
-                    self.log(f"{kind}: {len(ks.cards)} device(s) from {', '.join(ks.spec_paths)}: "
-                             f"{', '.join(ks.cards)}")
-            now = time.monotonic()
-            for kind, old in self.kinds.items():
-                for cid, card in old.cards.items():
-                    if cid not in (kinds[kind].cards if kind in kinds else {}):
-                        self.vanished.setdefault(kind, {}).setdefault(cid, (card, now))
-            for kind, ks in kinds.items():
-                for cid in ks.cards:
-                    self.vanished.get(kind, {}).pop(cid, None)
-            self.kinds = kinds
-            self.known.update(kinds)
-            self.stale_due = True  # the main loop's: it rediscovers the host, too slow for Allocate's path
-            self.apply_health()
-            return True
+    def specs_changed(self, before: Dict[str, devices.KindSet]) -> None:
+        now = time.monotonic()
+        for kind, old in before.items():
+            for cid, card in old.cards.items():
+                if cid not in (self.kinds[kind].cards if kind in self.kinds else {}):
+                    self.vanished.setdefault(kind, {}).setdefault(cid, (card, now))
+        for kind, ks in self.kinds.items():
+            for cid in ks.cards:
+                self.vanished.get(kind, {}).pop(cid, None)
+        self.known.update(self.kinds)
+        self.stale_due = True  # the main loop's: it rediscovers the host, too slow for Allocate's path
+        self.apply_health()
 
     def check_stale(self) -> None:
         roots = Roots(self.s.dev_root, self.s.driver_root, self.s.sysfs_root)
         try:
             for note in stale.notes(self.kinds, self.profiles, roots):
-                self.say_once("stale:" + repr(self.sig) + note, note)
+                self.say_once("stale:" + repr(self.sig) + note, note, WARNING)
         except XpuCdiError as err:
-            self.log(f"stale-spec check skipped: {err}")
+            self.log(f"stale-spec check skipped: {err}", WARNING)
 
     def apply_health(self) -> None:
         """Health of every card into its plugin (only plugins that exist: the main loop makes them)."""
@@ -144,7 +118,7 @@ class Daemon(Loop):
                 for cid in cards:  # said before kubelet hears it, so the log leads the list
                     if before.get(cid, "") != unhealthy.get(cid, "") and (cid in known or unhealthy.get(cid)):
                         self.log(f"{kind}={cid}: " + (f"Unhealthy: {unhealthy[cid]}" if unhealthy.get(cid)
-                                                      else "Healthy again"))
+                                                      else "Healthy again"), WARNING if unhealthy.get(cid) else INFO)
                 plugin.update(cards, unhealthy, ks.env_var)
 
     def expire_vanished(self) -> None:
@@ -168,7 +142,7 @@ class Daemon(Loop):
 
     def before_request(self) -> None:
         """Allocate / GetPreferredAllocation: answer from the specs as they are now."""
-        if self.refresh_specs():
+        if self.refresh():
             self.wake()  # a new or vanished kind is the main loop's to start or stop
 
     # -- plugins -------------------------------------------------------------------------------------------
@@ -179,11 +153,11 @@ class Daemon(Loop):
             problem = resource_problem(self.s.resource(kind))
             if problem:
                 self.say_once("resource:" + kind, f"{kind}: not served: {problem}: give it one with "
-                                                  f"--resource-name {kind}=<domain>/<name>")
+                                                  f"--resource-name {kind}=<domain>/<name>", WARNING)
                 continue
             refused = servemode.claim_for(kind, servemode.DEVICE_PLUGIN, self.s.node_config, self.s.run_dir)
             if refused:  # the DRA driver serves it: one way per kind
-                self.say_once("way:" + kind + refused, refused)
+                self.say_once("way:" + kind + refused, refused, WARNING)
                 continue
             plugin = KindPlugin(kind, self.s.resource(kind), self.s.plugin_dir, self.s.strategies, self.log,
                                 self.before_request, self.wake)
@@ -203,11 +177,11 @@ class Daemon(Loop):
     def reconcile(self) -> None:
         """Every plugin served and registered with the kubelet there now (:mod:`.restart`)."""
         path = registration.kubelet_socket(self.s.plugin_dir)
-        kubelet = registration.socket_identity(path)
+        kubelet = grpcserve.socket_identity(path)
         if kubelet is None:
             if self.plugins:
                 self.say_once("nokubelet", f"waiting for kubelet: {path} does not exist (is kubelet running, and "
-                                           f"is --plugin-dir its device-plugins directory?)")
+                                           f"is --plugin-dir its device-plugins directory?)", WARNING)
         else:
             self.logged.discard("nokubelet")
         for plugin in list(self.plugins.values()):
@@ -233,7 +207,7 @@ class Daemon(Loop):
     def open_sources(self) -> None:
         self.ino = inotify.open_inotify()
         if self.ino is None:
-            self.log(f"inotify unavailable: polling every {self.s.health_interval:g}s only")
+            self.log(f"inotify unavailable: polling every {self.s.health_interval:g}s only", WARNING)
         if self.s.uevents != "none":
             from ..watch import open_source
 
@@ -246,7 +220,7 @@ class Daemon(Loop):
                 while self.monitor.poll(timeout=0) is not None:  # any uevent: health is re-checked below
                     pass
             except OSError as err:  # ENOBUFS: events were lost; the pass below re-checks everything
-                self.log(f"uevents lost ({err}): re-checking every card")
+                self.log(f"uevents lost ({err}): re-checking every card", WARNING)
 
     def reload(self) -> None:
         self.reload_asked = False
@@ -255,7 +229,7 @@ class Daemon(Loop):
             try:
                 new = self.reload_settings()
             except XpuCdiError as err:
-                self.log(f"reload refused, keeping the running settings: {err}")
+                self.log(f"reload refused, keeping the running settings: {err}", WARNING)
                 return
             if new != self.s:
                 for plugin in self.plugins.values():
@@ -265,15 +239,15 @@ class Daemon(Loop):
         try:
             self.load_profiles()
         except XpuCdiError as err:
-            self.log(f"reload: profiles not reloaded: {err}")
+            self.log(f"reload: profiles not reloaded: {err}", WARNING)
         self.logged.clear()
-        self.refresh_specs(force=True)
+        self.refresh(force=True)
 
     def step(self) -> None:
         """One pass of the loop (see the module docstring)."""
         if self.reload_asked:
             self.reload()
-        self.refresh_specs()
+        self.refresh()
         if self.stale_due:
             self.stale_due = False
             self.check_stale()
@@ -290,7 +264,7 @@ class Daemon(Loop):
         self.open_sources()
         self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
                  f"strategies {','.join(self.s.strategies)}, profiles {', '.join(sorted(self.ours.values()))}")
-        self.refresh_specs(force=True)
+        self.refresh(force=True)
         while not self.stop.is_set():
             self.step()
             timeout = self.s.health_interval

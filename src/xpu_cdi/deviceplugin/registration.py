@@ -15,8 +15,7 @@ kubelet, whatever woke us) is :mod:`.restart`'s.
 from __future__ import annotations
 
 import os
-import stat
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable
 
 import grpc
 
@@ -32,28 +31,6 @@ CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1), ("grpc.initial_reconne
                    ("grpc.min_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000))
 
 NO_SUCH_METHOD = api.method_path("Registration", "XpuCdiNoSuchMethod")  # see _connect
-
-# A socket file, not a name: (st_dev, st_ino, st_ctime_ns).  kubelet deletes
-# and re-creates sockets under the same names, and ext4 hands the freed inode
-# number to the new file; the creation time tells them apart (to a tick of
-# the kernel's file clock, a few ms before Linux 6.13: far less than a
-# kubelet takes to restart).
-Identity = Tuple[int, int, int]
-
-
-def socket_identity(path: str) -> Optional[Identity]:
-    """The identity of the socket at *path*, or None when there is none (or another kind of file)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_ctime_ns) if stat.S_ISSOCK(st.st_mode) else None
-
-
-def same_inode(path: str, identity: Optional[Identity]) -> bool:
-    """The socket at *path* is the file *identity* was taken of (by inode: its ctime may have moved)."""
-    now = socket_identity(path)
-    return identity is not None and now is not None and now[:2] == identity[:2]
 
 
 def kubelet_socket(plugin_dir: str) -> str:

@@ -3,7 +3,7 @@ hands to ``Allocate`` into what the container runtime understands, checked
 by the same rules the runtimes apply (an invalid name fails here, in the
 plugin, instead of as a pod stuck in ``ContainerCreating``).
 
-Three ways to hand devices to a container, see docs/device-plugins.md; they
+Three ways to hand devices to a container, see docs/device-plugin-authors.md; they
 are named as NVIDIA's k8s-device-plugin names its ``--device-list-strategy``
 values, and ``xpu-cdi device-plugin`` takes the same names:
 

@@ -45,7 +45,7 @@ Sockets are told apart by inode, not by name: ours is the one its server
 bound while the inode at our path is that one (a rename or chmod changes the
 ctime, not the inode); each binding gets a new ``serving_gen``, so a freed
 inode number handed to our next socket is still a new socket.  kubelet.sock's
-identity adds the ctime (:func:`.registration.socket_identity`): it only
+identity adds the ctime (:func:`xpu_cdi.node.grpcserve.socket_identity`): it only
 says whether a backoff is for the kubelet there now.  Only the first stream opened after
 a ``Register`` is its stream: kubelet closes the previous connection when a
 plugin registers again, and that stream's end is the result of registering,
@@ -60,9 +60,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..log import Log
+from ..log import ERROR, WARNING, Log
 from . import registration
-from .registration import Identity
+from ..node.grpcserve import Identity, same_inode, socket_identity
 
 UNSERVED, WAITING, REGISTERED, BACKOFF, DUE = "UNSERVED", "WAITING", "REGISTERED", "BACKOFF", "DUE"
 STABLE_AFTER = 10.0  # a registration that held this long forgets earlier failures
@@ -100,7 +100,7 @@ class Registrar:
     def dialed_back(self) -> None:
         """GetDevicePluginOptions: during our Register, that is kubelet dialing us back."""
         if self.pending:  # read without the lock: set and cleared by the loop around the call
-            self.dialed = registration.socket_identity(registration.kubelet_socket(self.plugin_dir))
+            self.dialed = socket_identity(registration.kubelet_socket(self.plugin_dir))
 
     def stream_opened(self) -> Optional[int]:
         """A tag for the stream kubelet opens after our ``Register``; None for any further stream."""
@@ -169,7 +169,7 @@ class Registrar:
                 self.retry_at = self.clock() + delay
                 self.state, attempts = BACKOFF, self.failures
             else:
-                got = self.dialed or registration.socket_identity(registration.kubelet_socket(self.plugin_dir))
+                got = self.dialed or socket_identity(registration.kubelet_socket(self.plugin_dir))
                 # the socket served now: the call serves again when ours went while it connected
                 self.holds, self.since, self.error = (got, self.plugin.serving_gen), self.clock(), ""
                 self.registrations += 1
@@ -178,7 +178,7 @@ class Registrar:
         if err:
             if attempts <= 3 or attempts % 10 == 0:
                 self.log(f"{self.plugin.kind}: registering {self.plugin.resource} with kubelet failed "
-                         f"(attempt {attempts}): kubelet said: {err}; retrying in {delay:.1f}s")
+                         f"(attempt {attempts}): kubelet said: {err}; retrying in {delay:.1f}s", WARNING)
         else:
             self.log(f"{self.plugin.kind}: registered {self.plugin.resource} with kubelet "
                      f"({len(self.plugin.cards)} device(s), endpoint {os.path.basename(self.plugin.socket)})"
@@ -187,7 +187,7 @@ class Registrar:
 
     def serving(self) -> bool:
         """Our server runs and the socket at our path is the one it bound."""
-        return self.plugin.server is not None and registration.same_inode(self.plugin.socket, self.plugin.bound)
+        return self.plugin.server is not None and same_inode(self.plugin.socket, self.plugin.bound)
 
     def serve(self) -> bool:
         """Serve on a new socket; on failure retry with backoff.  True when serving."""
@@ -203,7 +203,7 @@ class Registrar:
             self.state = UNSERVED
             if self.serve_failures <= 3 or self.serve_failures % 10 == 0:
                 self.log(f"{self.plugin.kind}: cannot serve on {self.plugin.socket}: {err} "
-                         f"(attempt {self.serve_failures}; retrying in {delay:.1f}s)")
+                         f"(attempt {self.serve_failures}; retrying in {delay:.1f}s)", ERROR)
             return False
         self.serve_failures, self.serve_at = 0, 0.0
         if self.plugin.bound is None:  # deleted as soon as made (a kubelet cleaning its directory)

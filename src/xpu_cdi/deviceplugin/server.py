@@ -11,81 +11,24 @@ serve and register is the plugin's :class:`.restart.Registrar`.
 
 from __future__ import annotations
 
-import errno
 import os
-import socket
 import threading
 import time
 from concurrent import futures
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import grpc
 
-from ..log import Log
+from ..log import WARNING, Log
+from ..node.grpcserve import Identity, same_inode, serve_unix, socket_identity
+from ..node.inventory import SpecCard
 from . import allocation, api
-from .devices import Card
-from .registration import Identity, same_inode, socket_identity
 from .restart import Registrar
-
-MAX_SOCKET_PATH = 107  # sun_path holds 108 bytes with the terminating NUL
-
-
-def serve_unix(path: str, handlers: Sequence[Any], workers: int, name: str,
-               dir_option: str) -> Tuple[grpc.Server, futures.ThreadPoolExecutor]:
-    """A started gRPC server on the unix socket *path* (a stale socket there replaced).
-
-    Raises:
-        OSError: the path is too long, or cannot be listened on (the message names *dir_option*).
-    """
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-        raise OSError(f"socket path {path} is {len(os.fsencode(path))} bytes, over the {MAX_SOCKET_PATH}-byte "
-                      f"limit of unix sockets: use a shorter {dir_option}")
-    remove_stale_socket(path)
-    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
-    server = grpc.server(pool)
-    server.add_generic_rpc_handlers(tuple(handlers))
-    try:
-        port = server.add_insecure_port("unix:" + path)
-    except RuntimeError:  # newer grpcio raises where older ones return 0
-        port = 0
-    if port == 0:
-        pool.shutdown(wait=False)
-        raise OSError(f"cannot listen on {path}: is {dir_option} there, and writable?")
-    server.start()
-    return server, pool
 
 
 def socket_name(kind: str) -> str:
     """The plugin's socket in kubelet's directory: ``xpu-cdi-kunlunxin.com-xpu.sock``."""
     return "xpu-cdi-" + kind.replace("/", "-") + ".sock"
-
-
-def remove_stale_socket(path: str) -> None:
-    """Remove *path* if it is a socket nobody serves on (a plugin killed before it could clean up).
-
-    Raises:
-        OSError: another process serves there (a second plugin for the kind?): its socket is left alone,
-            or the two would delete each other's sockets for ever.
-    """
-    if socket_identity(path) is None:
-        return
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(path)
-    except ConnectionRefusedError:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        return
-    except OSError as err:
-        if err.errno == errno.ENOENT:
-            return
-        raise
-    finally:
-        probe.close()
-    raise OSError(f"another process serves on {path} (a second device plugin for this kind?): stop it")
 
 
 class KindPlugin:
@@ -99,7 +42,7 @@ class KindPlugin:
         self.before_request = before_request  # the daemon's "re-read specs if they changed"
         self.socket = os.path.join(plugin_dir, socket_name(kind))
         self.cond = threading.Condition()
-        self.cards: Dict[str, Card] = {}
+        self.cards: Dict[str, SpecCard] = {}
         self.unhealthy: Dict[str, str] = {}  # id -> why
         self.env_var: Optional[str] = None
         self.generation = 0
@@ -113,7 +56,7 @@ class KindPlugin:
 
     # -- state ---------------------------------------------------------------------------------------------
 
-    def update(self, cards: Dict[str, Card], unhealthy: Dict[str, str], env_var: Optional[str]) -> bool:
+    def update(self, cards: Dict[str, SpecCard], unhealthy: Dict[str, str], env_var: Optional[str]) -> bool:
         """Set the cards and their health; True (and every stream woken) when anything changed."""
         with self.cond:
             if cards == self.cards and unhealthy == self.unhealthy and env_var == self.env_var:
@@ -129,8 +72,8 @@ class KindPlugin:
             devices = []
             for card in self.cards.values():
                 dev = api.Device(ID=card.id, health=api.UNHEALTHY if self.unhealthy.get(card.id) else api.HEALTHY)
-                if card.numa is not None:
-                    dev.topology.nodes.add(ID=card.numa)
+                if card.numa_node is not None:
+                    dev.topology.nodes.add(ID=card.numa_node)
                 devices.append(dev)
             return api.ListAndWatchResponse(devices=devices)
 
@@ -209,7 +152,7 @@ class KindPlugin:
                 resp.annotations.update(fields.get("annotations", {}))  # type: ignore[arg-type]
                 resp.envs.update(fields.get("envs", {}))  # type: ignore[arg-type]
         except allocation.AllocationError as err:
-            self.log(f"{self.resource}: Allocate refused: {err}")
+            self.log(f"{self.resource}: Allocate refused: {err}", WARNING)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"xpu-cdi device plugin: {err}")
         return out
 
@@ -266,4 +209,4 @@ class KindPlugin:
             return {"resource": self.resource, "socket": self.socket, **self.registrar.status(),
                     "devices": list(self.cards),
                     "unhealthy": dict(self.unhealthy),
-                    "numa": {c.id: c.numa for c in self.cards.values() if c.numa is not None}}
+                    "numa": {c.id: c.numa_node for c in self.cards.values() if c.numa_node is not None}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Sequence
 
 from ..errors import XpuCdiError
-from .devices import KindSet
+from ..node.inventory import KindSet
 
 
 def notes(kinds: Dict[str, KindSet], profiles: Sequence[Any], roots: Any) -> List[str]:

@@ -15,7 +15,7 @@ import os
 from typing import Any, Dict, List, Tuple
 
 from ..cdi import registry
-from ..deviceplugin import status as _status
+from ..node import status as _status
 from ..dra import checkpoint as _cp
 from .context import Context
 from .result import Result, fail, ok, warn

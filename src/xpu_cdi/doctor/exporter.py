@@ -15,7 +15,7 @@ import urllib.request
 from typing import Any, Dict, List
 
 from ..atomic import pid_alive
-from ..deviceplugin.status import pid_namespace
+from ..node.status import pid_namespace
 from .context import Context
 from .result import Result, ok, warn
 

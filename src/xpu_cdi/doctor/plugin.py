@@ -22,7 +22,7 @@ from typing import List
 
 from .. import nodeconfig
 from ..cdi import registry
-from ..deviceplugin import status as _status
+from ..node import status as _status
 from ..errors import ConfigError
 from .context import Context
 from .result import Result, fail, ok, warn

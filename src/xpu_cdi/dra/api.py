@@ -1,7 +1,7 @@
 """The kubelet gRPC APIs a DRA driver serves: message classes and service names.
 
 Three upstream protos of ``k8s.io/kubelet/pkg/apis``, as field tables built
-into message classes by :mod:`xpu_cdi.protobuild` (no generated code, so
+into message classes by :mod:`xpu_cdi.node.protobuild` (no generated code, so
 Debian's and PyPI's grpcio/protobuf both run them):
 
 * ``pluginregistration/v1`` -- ``Registration`` (``GetInfo``,
@@ -20,10 +20,10 @@ stubs compiled from the upstream protos.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
-from .. import protobuild
-from ..protobuild import BOOL, INT64, MANY, MAP, ONE, OPTIONAL, STRING
+from ..node import protobuild
+from ..node.protobuild import BOOL, INT64, MANY, MAP, ONE, OPTIONAL, STRING
 
 REGISTRATION_PACKAGE = "pluginregistration"  # upstream: "This should have been v1."
 DRA_PACKAGE = "k8s.io.kubelet.pkg.apis.dra.v1"
@@ -91,6 +91,19 @@ _HEALTH = protobuild.build(HEALTH_PACKAGE, HEALTH_MESSAGES, HEALTH_METHODS, HEAL
 __getattr__ = protobuild.attributes(__name__, _REG, _DRA, _HEALTH)  # api.PluginInfo, api.Device, ...
 
 
+_TABLES = {"dra": (_DRA, DRA_METHODS), "health": (_HEALTH, HEALTH_METHODS),
+           "registration": (_REG, REGISTRATION_METHODS)}
+
+
 def message(table: str, name: str) -> Any:
     """The class of message *name* of one table (``"dra"``, ``"health"``, ``"registration"``)."""
-    return {"dra": _DRA, "health": _HEALTH, "registration": _REG}[table][name]
+    return _TABLES[table][0][name]
+
+
+def handler(table: str, service: str, name: str, implementations: Dict[str, Callable[[Any, Any], Any]]) -> Any:
+    """gRPC's generic handler of *service* of one table, registered as *name* (``package.Service``: the
+    same methods serve under two versions), with one callable per method of the table."""
+    from ..node.grpcserve import service_handler
+
+    classes, methods = _TABLES[table]
+    return service_handler(name, methods[service], classes, implementations)

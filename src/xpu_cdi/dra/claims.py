@@ -11,11 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
+from ..errors import ClaimError
 from .slices import DeviceInfo
-
-
-class ClaimError(Exception):
-    """Why one claim cannot be prepared (reported to kubelet in that claim's ``error``)."""
 
 
 def check_claim(claim: Mapping[str, Any], uid: str) -> None:

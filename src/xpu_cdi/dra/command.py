@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, subcommand
+from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, daemon_log, subcommand
 from ..errors import ConfigError
 from . import config
 
@@ -42,7 +42,8 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
                sysfs_root: str, node_name: Optional[str], kubeconfig: Optional[str], registry_dir: str,
                plugins_dir: str, run_dir: str, pod_uid: Optional[str], spec_dirs: Tuple[str, ...],
                proc_root: Optional[str], driver_names: Tuple[str, ...], node_config: str, health_interval: float,
-               no_health_service: bool, probe_only: bool, boot_id_file: str) -> None:
+               no_health_service: bool, probe_only: bool, boot_id_file: str, log_level: str, verbose: bool,
+               log_format: str) -> None:
     """The DRA driver (resource.k8s.io/v1): publish the cards our CDI specs
     define as ResourceSlices of this node, one driver per CDI kind, and
     prepare the claims kubelet hands it with the specs' CDI device names.
@@ -76,7 +77,7 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
     except ImportError as err:
         raise ConfigError(f"the DRA driver needs grpcio, protobuf and the Kubernetes client ({err}): pip install "
                           f"'xpu-cdi', or apt install python3-grpcio python3-protobuf python3-kubernetes") from None
-    sys.exit(Daemon(settings).run())
+    sys.exit(Daemon(settings, log=daemon_log("xpu-cdi dra-driver", log_level, verbose, log_format)).run())
 
 
 OPTIONS = (
@@ -106,6 +107,7 @@ OPTIONS = (
                  help="Exit 0 if a running driver has registered and published every kind it serves, else 1."),
     # the boot the checkpoint is keyed to; a test's stand-in for a reboot (not in --help)
     click.option("--boot-id-file", default=config.BOOT_ID_FILE, hidden=True),
+    *LOG_OPTIONS,
 )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence
 
 from ..errors import ConfigError
-from ..nodedaemon import HostView
+from ..node.settings import NodeSettings
 
 KUBELET_DIR = "/var/lib/kubelet"
 REGISTRY_DIR = f"{KUBELET_DIR}/plugins_registry"  # kubelet's plugin watcher
@@ -22,7 +22,7 @@ _NODE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 
 
 @dataclass(frozen=True)
-class Settings(HostView):
+class Settings(NodeSettings):
     node_name: str = ""  # what node_name() gives: checked, never empty
     kubeconfig: Optional[str] = None
     registry_dir: str = REGISTRY_DIR

@@ -1,6 +1,6 @@
 """``xpu-cdi dra-driver``: the main loop and one :class:`KindDriver` per CDI kind.
 
-Start-up, per kind the specs define: take the kind (:mod:`xpu_cdi.servemode`:
+Start-up, per kind the specs define: take the kind (:mod:`xpu_cdi.node.servemode`:
 never served twice on a node), load the checkpoint (a corrupt one is a log
 line and an Event; one from an earlier boot is discarded and the running
 claims are rebuilt from the API server), release the claims the API no
@@ -10,7 +10,7 @@ dials back at once), publish the slices and follow them.
 Each pass of the loop (at most ``--health-interval`` apart, at once on an
 inotify event in the spec directories or the cards' node directories):
 re-read the specs when a file changed, judge every card's health
-(:func:`xpu_cdi.deviceplugin.health.problem`: the device plugin's rule),
+(:func:`xpu_cdi.node.health.problem`: the device plugin's rule),
 hand the inventory to the publisher (a change bumps the pool's generation,
 an unhealthy card carries a NoSchedule taint) and sync it, serve again on a
 socket that was deleted, write the status file ``--probe`` and ``doctor`` read.
@@ -27,15 +27,15 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .. import nodeconfig, servemode
-from ..deviceplugin import devices as _devices
-from ..deviceplugin import health as _health
-from ..deviceplugin import inotify
-from ..deviceplugin import status as _status
+from .. import nodeconfig
+from ..node import health as _health
+from ..node import inotify
+from ..node import inventory as _devices
+from ..node import servemode
+from ..node import status as _status
 from ..errors import XpuCdiError
-from ..log import Log, to_stderr
-from ..nodedaemon import Loop
-from ..generate import profile as _profile
+from ..log import ERROR, INFO, WARNING, Log, to_stderr
+from ..node.loop import Loop
 from . import checkpoint as _cp
 from . import claims as _claims
 from . import slices as _slices
@@ -44,7 +44,7 @@ from .kube import ApiError, Kube, claim_path
 from .publisher import Publisher
 from .server import Server, Services, dra_socket, registration_socket
 
-stderr_log = to_stderr("xpu-cdi dra-driver")
+LOGGER = "xpu-cdi dra-driver"
 
 
 class KindDriver:
@@ -95,7 +95,7 @@ class KindDriver:
         if self._cp is None or key != self._cp_stat:
             cp, note, corrupt = _cp.load(self.cp_path, self.boot)
             if note:
-                self.log(f"{self.name}: {note}")
+                self.log(f"{self.name}: {note}", WARNING)
                 self.discarded = True
             if corrupt:
                 self.event("CheckpointCorrupt", note or "")
@@ -112,7 +112,7 @@ class KindDriver:
         try:
             self.kube.event("default", node, reason, f"{self.name}: {message}")
         except ApiError as err:
-            self.log(f"{self.name}: event {reason} not recorded: {err}")
+            self.log(f"{self.name}: event {reason} not recorded: {err}", WARNING)
 
     # -- start-up ------------------------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ class KindDriver:
             items = self.kube.get("/apis/resource.k8s.io/v1/resourceclaims").get("items") or []
         except ApiError as err:
             self.log(f"{self.name}: claims not listed ({err}): checking the {len(cp.claims)} checkpointed "
-                     f"one(s) one by one")
+                     f"one(s) one by one", WARNING)
             items = []
             for uid, c in list(cp.claims.items()):
                 try:
@@ -162,7 +162,7 @@ class KindDriver:
                 taken = [r["device"] for r in results if (self.pool, r["device"]) in held and not r.get("adminAccess")]
                 if taken:
                     self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} names "
-                             f"{', '.join(taken)}, which another claim holds: not taken back")
+                             f"{', '.join(taken)}, which another claim holds: not taken back", WARNING)
                     continue
                 entries = [{"requests": [str(r.get("request", "")).split("/")[0]], "pool": self.pool,
                             "device": r["device"],
@@ -196,7 +196,7 @@ class KindDriver:
                     devices = _claims.prepare(claim, self.name, self.pool, self.devices, cp.devices_in_use(uid))
                 except _claims.ClaimError as err:
                     out[uid] = ([], f"{self.name}: {err}")
-                    self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}")
+                    self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}", WARNING)
                     continue
                 cp.claims[uid] = _cp.Prepared(namespace, name, devices)
                 out[uid] = (devices, "")
@@ -233,7 +233,8 @@ class KindDriver:
             changed = unhealthy.get(name, "") != self.unhealthy.get(name, "")
             if changed and (name in self.devices or unhealthy.get(name)):
                 self.log(f"{self.kind}={devices[name].cdi.partition('=')[2]}: "
-                         + (f"unhealthy, tainted: {unhealthy[name]}" if unhealthy.get(name) else "healthy again"))
+                         + (f"unhealthy, tainted: {unhealthy[name]}" if unhealthy.get(name) else "healthy again"),
+                         WARNING if unhealthy.get(name) else INFO)
         with self.cond:
             if devices != self.devices or unhealthy != self.unhealthy:
                 self.devices, self.unhealthy = dict(devices), dict(unhealthy)
@@ -248,7 +249,7 @@ class KindDriver:
                 try:
                     server.start()
                 except OSError as err:
-                    self.log(f"{self.name}: cannot serve on {server.path}: {err}")
+                    self.log(f"{self.name}: cannot serve on {server.path}: {err}", ERROR)
 
     def status(self) -> Dict[str, Any]:
         with self.cond:
@@ -271,46 +272,31 @@ class KindDriver:
 class Daemon(Loop):
     """Every kind's driver, and the loop."""
 
-    def __init__(self, settings: Settings, log: Log = stderr_log, kube: Optional[Kube] = None) -> None:
-        super().__init__(log)
-        self.s = settings
+    waiting_for_specs = "nothing is published until one does"
+
+    def __init__(self, settings: Settings, log: Optional[Log] = None, kube: Optional[Kube] = None) -> None:
+        super().__init__(log or to_stderr(LOGGER), settings)
+        self.s: Settings = settings
         self.kube = kube
         self.drivers: Dict[str, KindDriver] = {}
-        self.profiles: List[Any] = []
-        self.ours: Dict[str, str] = {}
-        self.kinds: Dict[str, _devices.KindSet] = {}
-        self.sig: Optional[Tuple[Any, ...]] = None
         self.described: Dict[str, Dict[str, _slices.DeviceInfo]] = {}  # kind -> slice device name -> card
         self.boot = _cp.boot_id(settings.boot_id_file)
         self.pid_namespace = _status.pid_namespace()  # doctor elsewhere asks the sockets instead of the pid
 
     # -- inventory -----------------------------------------------------------------------------------------
 
-    def refresh(self) -> None:
-        sig = _devices.signature(self.s.spec_dirs)
-        if sig != self.sig:
-            kinds, problems = _devices.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
-            for p in problems:
-                self.say_once("problem:" + p, f"warning: {p}")
-            if not kinds:
-                self.say_once("nospec:" + repr(sig), f"no CDI spec in {', '.join(self.s.spec_dirs)} defines cards of "
-                                                      f"{', '.join(sorted(self.ours)) or 'any profile'}: run "
-                                                      f"`xpu-cdi generate`; nothing is published until one does")
-            self.kinds, self.sig = kinds, sig
-            self.described = {}
-            for kind, ks in kinds.items():
-                profile = self.profile(ks.profile)
-                version = _slices.read_driver_version(profile, self.s.proc, self.s.driver_root)
-                infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version)
-                         for c in ks.cards.values()]
-                self.described[kind] = _slices.by_name(infos)
-
-    def profile(self, name: Optional[str]) -> Optional[Any]:
-        return next((p for p in self.profiles if p.name == name), None)
+    def specs_changed(self, before: Dict[str, _devices.KindSet]) -> None:
+        self.described = {}
+        for kind, ks in self.kinds.items():
+            profile = self.profile_named(ks.profile)
+            version = _slices.read_driver_version(profile, self.s.proc, self.s.driver_root)
+            infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version)
+                     for c in ks.cards.values()]
+            self.described[kind] = _slices.by_name(infos)
 
     def health_of(self, kind: str) -> Dict[str, str]:
         ks = self.kinds[kind]
-        profile = self.profile(ks.profile)
+        profile = self.profile_named(ks.profile)
         out = {}
         cards = list(ks.cards.values())
         for (name, _info), card in zip(self.described[kind].items(), cards):
@@ -328,13 +314,13 @@ class Daemon(Loop):
             clash = [k for k, d in self.drivers.items() if d.name == name]
             if clash:
                 self.say_once("clash:" + kind, f"{kind}: not served: driver name {name} is already {clash[0]}'s: "
-                                               f"give one of them another with --driver-name {kind}=<name>")
+                                               f"give one of them another with --driver-name {kind}=<name>", WARNING)
                 continue
             if cfg is None:
                 continue
             why = servemode.claim(kind, servemode.DRA, cfg, self.s.run_dir)
             if why:
-                self.say_once("refused:" + kind + why, why)
+                self.say_once("refused:" + kind + why, why, WARNING)
                 continue
             assert self.kube is not None
             driver = KindDriver(self.s, kind, self.kube, self.boot, self.log, self.wake)
@@ -342,7 +328,7 @@ class Daemon(Loop):
             try:
                 driver.start()
             except OSError as err:
-                self.say_once("serve:" + kind, f"{kind}: cannot serve: {err}")
+                self.say_once("serve:" + kind, f"{kind}: cannot serve: {err}", ERROR)
                 servemode.release(kind, servemode.DRA, self.s.run_dir)
                 continue
             driver.devices = {}
@@ -357,7 +343,7 @@ class Daemon(Loop):
         try:
             return nodeconfig.read(self.s.node_config)
         except XpuCdiError as err:
-            self.say_once("nodeconfig:" + str(err), f"{err}: serving nothing new until it is fixed")
+            self.say_once("nodeconfig:" + str(err), f"{err}: serving nothing new until it is fixed", ERROR)
             return None
 
     # -- status and the loop -------------------------------------------------------------------------------
@@ -380,14 +366,13 @@ class Daemon(Loop):
 
     def run(self) -> int:
         self.install_signals()
-        self.profiles = _profile.select(list(self.s.profiles) or None, self.s.profiles_dir)
-        self.ours = {p.kind: p.name for p in self.profiles}
+        self.load_profiles()
         if self.kube is None:
             self.kube = Kube(self.s.kubeconfig)
         self.ino = inotify.open_inotify()
         if self.kube.insecure:
-            self.log(f"warning: the API server's certificate is not verified (insecure-skip-tls-verify in "
-                     f"{self.s.kubeconfig or 'the kubeconfig'})")
+            self.log(f"the API server's certificate is not verified (insecure-skip-tls-verify in "
+                     f"{self.s.kubeconfig or 'the kubeconfig'})", WARNING)
         self.log(f"starting on node {self.s.node_name}: specs in {', '.join(self.s.spec_dirs)}, kubelet plugins in "
                  f"{self.s.plugins_dir}, registration in {self.s.registry_dir}, API server {self.kube.host}")
         while not self.stop.is_set():

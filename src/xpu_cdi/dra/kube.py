@@ -20,18 +20,10 @@ import os
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 from urllib.parse import quote, urlencode
 
-from ..errors import ConfigError, XpuCdiError
+from ..errors import ApiError, ConfigError
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 DEFAULT_TIMEOUT = 10.0
-
-
-class ApiError(XpuCdiError):
-    """A request the API server refused (status >= 400) or that did not reach it (status 0)."""
-
-    def __init__(self, status: int, message: str, reason: str = "") -> None:
-        super().__init__(message)
-        self.status, self.reason = status, reason
 
 
 def slices_path(name: str = "") -> str:

@@ -23,10 +23,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from ..log import WARNING, Log
 from . import slices
 from .kube import ApiError, Kube, slices_path
 
-Log = Callable[[str], None]
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0
 WATCH_SECONDS = 300
 
@@ -73,7 +73,7 @@ class Publisher:
                 self.node_uid = self.kube.get(f"/api/v1/nodes/{self.node}")["metadata"]["uid"]
             except (ApiError, KeyError) as err:
                 self.log(f"{self.driver}: node {self.node} not read ({err}): slices published without an owner "
-                         f"(they are not removed with the node)")
+                         f"(they are not removed with the node)", WARNING)
         return self.node_uid
 
     def sync(self) -> bool:
@@ -111,7 +111,7 @@ class Publisher:
             with self.lock:
                 self.dirty, self.published = True, False
             if str(err) != self.last_error:
-                self.log(f"{self.driver}: publishing the slices failed: {err} (retrying)")
+                self.log(f"{self.driver}: publishing the slices failed: {err} (retrying)", WARNING)
             self.last_error = str(err)
             return False
         with self.lock:
@@ -138,7 +138,7 @@ class Publisher:
             self.log(f"{self.driver}: slices withdrawn")
         except ApiError as err:
             self.log(f"{self.driver}: withdrawing the slices failed: {err} (kubelet removes them when the "
-                     f"driver stays unregistered)")
+                     f"driver stays unregistered)", WARNING)
 
     def mark_dirty(self) -> None:
         with self.lock:
@@ -171,12 +171,12 @@ class Publisher:
                 delay = BACKOFF_FIRST
             except ApiError as err:
                 if not stop.is_set():
-                    self.log(f"{self.driver}: watching the slices: {err}; again in {delay:.1f}s")
+                    self.log(f"{self.driver}: watching the slices: {err}; again in {delay:.1f}s", WARNING)
                     stop.wait(delay)
                     delay = min(BACKOFF_MAX, delay * 2)
                     version = ""
                     self.mark_dirty()  # the server may have lost them (an API server restart on fresh storage)
             except ValueError as err:  # a line that is not JSON
-                self.log(f"{self.driver}: watch sent something unreadable ({err}): listing again")
+                self.log(f"{self.driver}: watch sent something unreadable ({err}): listing again", WARNING)
                 version = ""
                 time.sleep(0)

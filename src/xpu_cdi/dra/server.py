@@ -19,17 +19,16 @@ import os
 import threading
 import time
 from concurrent import futures
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 import grpc
 
-from ..deviceplugin.server import MAX_SOCKET_PATH, remove_stale_socket, serve_unix
+from ..log import WARNING, Log
+from ..node.grpcserve import MAX_SOCKET_PATH, remove_stale_socket, serve_unix
 from . import api
 
 HEALTH_RESEND = 10.0  # kubelet marks a device Unknown after 30 s without news of it
 HEALTH_TIMEOUT = 30
-
-Log = Callable[[str], None]
 
 
 class Driver(Protocol):
@@ -77,11 +76,6 @@ def dra_socket(plugin_dir: str, pod_uid: str) -> str:
     return os.path.join(plugin_dir, f"dra-{short}.sock")
 
 
-def _unary(fn: Any, req: Any, resp: Any) -> Any:
-    return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=req.FromString,
-                                               response_serializer=resp.SerializeToString)
-
-
 class Services:
     """The RPC handlers over a :class:`Driver`."""
 
@@ -111,14 +105,12 @@ class Services:
         else:
             self.registered.clear()
             self.registration_error = request.error or "kubelet refused the registration"
-            self.log(f"{self.name}: kubelet refused the registration: {self.registration_error}")
+            self.log(f"{self.name}: kubelet refused the registration: {self.registration_error}", WARNING)
         return api.RegistrationStatusResponse()
 
     def registration_handler(self) -> Any:
-        return grpc.method_handlers_generic_handler(api.REGISTRATION_SERVICE, {
-            "GetInfo": _unary(self.get_info, api.InfoRequest, api.PluginInfo),
-            "NotifyRegistrationStatus": _unary(self.notify, api.RegistrationStatus, api.RegistrationStatusResponse),
-        })
+        return api.handler("registration", "Registration", api.REGISTRATION_SERVICE,
+                           {"GetInfo": self.get_info, "NotifyRegistrationStatus": self.notify})
 
     # -- DRAPlugin ---------------------------------------------------------------------------------------
 
@@ -163,20 +155,12 @@ class Services:
             self.driver.wait_health(sent, min(1.0, HEALTH_RESEND))
 
     def dra_handlers(self) -> List[Any]:
-        out = []
-        for service in api.DRA_SERVICES:
-            out.append(grpc.method_handlers_generic_handler(service, {
-                "NodePrepareResources": _unary(self.prepare, api.NodePrepareResourcesRequest,
-                                               api.NodePrepareResourcesResponse),
-                "NodeUnprepareResources": _unary(self.unprepare, api.NodeUnprepareResourcesRequest,
-                                                 api.NodeUnprepareResourcesResponse),
-            }))
+        out = [api.handler("dra", "DRAPlugin", service, {"NodePrepareResources": self.prepare,
+                                                         "NodeUnprepareResources": self.unprepare})
+               for service in api.DRA_SERVICES]
         if self.health_enabled:
-            for service in api.HEALTH_GRPC_SERVICES:
-                out.append(grpc.method_handlers_generic_handler(service, {
-                    "NodeWatchResources": grpc.unary_stream_rpc_method_handler(
-                        self.watch_health, request_deserializer=api.NodeWatchResourcesRequest.FromString,
-                        response_serializer=api.NodeWatchResourcesResponse.SerializeToString)}))
+            out += [api.handler("health", "DRAResourceHealth", service, {"NodeWatchResources": self.watch_health})
+                    for service in api.HEALTH_GRPC_SERVICES]
         return out
 
 

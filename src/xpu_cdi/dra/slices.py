@@ -94,7 +94,7 @@ def _read(path: str, limit: int = 256) -> str:
 
 def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: str, driver_root: str,
              driver_version: str = "") -> DeviceInfo:
-    """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.deviceplugin.devices` (reads sysfs and driver files)."""
+    """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.node.inventory` (reads sysfs and driver files)."""
     model, memory, uuid = "", "", ""
     if card.pci:
         pci_device = _read(host_path(sysfs_root, f"/sys/bus/pci/devices/{card.pci}/device"), 16).lower()
@@ -109,7 +109,7 @@ def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: 
                       uuid=uuid[:64], model=model or (profile.name if profile else ""),
                       driver_version=driver_version, pci=card.pci,
                       pcie_root=topology.pcie_root(sysfs_root, card.pci) if card.pci else None,
-                      switch=card.switch, numa=card.numa, memory=memory)
+                      switch=card.switch, numa=card.numa_node, memory=memory)
 
 
 def read_driver_version(profile: Optional[Profile], proc_root: str, driver_root: str) -> str:

@@ -8,13 +8,14 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import SPEC_DIRS_OPTION, subcommand
+from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
 from ..errors import ConfigError
 
 
 def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
              sysfs_root: str, listen: str, interval: float, pod_resources_socket: str, spec_dirs: Tuple[str, ...],
-             proc_root: Optional[str], status_file: str, once: bool) -> None:
+             proc_root: Optional[str], status_file: str, once: bool, log_level: str, verbose: bool,
+             log_format: str) -> None:
     """Per-card metrics for Prometheus: every card the CDI specs define, its
     health, memory, utilisation, temperature and power, and the pod holding it.
 
@@ -39,9 +40,9 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
                         driver_root=os.path.abspath(driver_root), sysfs_root=os.path.abspath(sysfs_root),
                         proc_root=os.path.abspath(proc_root) if proc_root else None, profiles=profiles,
                         profiles_dir=profiles_dir, status_file=os.path.abspath(status_file))
-    exp = Exporter(settings)
+    exp = Exporter(settings, log=daemon_log("xpu-cdi exporter", log_level, verbose, log_format))
     if once:  # one refresh, the scrape on stdout: what Prometheus would read now
-        exp.refresh()
+        exp.step()
         body, _headers = exp.render("", "")
         sys.stdout.buffer.write(body)
         return
@@ -62,6 +63,7 @@ OPTIONS = (
     click.option("--status-file", default="/run/xpu-cdi/exporter.json", show_default=True,
                  help="Where the exporter writes its sources' state (read by doctor)."),
     click.option("--once", is_flag=True, help="Refresh once, print the scrape on stdout and exit."),
+    *LOG_OPTIONS,
 )
 
 

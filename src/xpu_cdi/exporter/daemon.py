@@ -2,8 +2,8 @@
 
 Every ``interval`` seconds one refresh pass:
 
-1. re-reads the CDI specs when a file changed (a few stats decide), as the
-   device plugin does (:func:`xpu_cdi.deviceplugin.devices.load`);
+1. re-reads the CDI specs when a file changed (:meth:`xpu_cdi.node.loop.Loop.refresh`,
+   the device plugin's and the DRA driver's too);
 2. judges every card by the device plugin's health rule;
 3. runs every reading source of every kind once, all at the same time, each
    bounded by its own timeout (one tool run per interval for all cards);
@@ -18,9 +18,7 @@ own source (which then reads as down).
 from __future__ import annotations
 
 import gzip
-import json
 import os
-import signal
 import socket
 import threading
 import time
@@ -32,12 +30,12 @@ from typing import Any, Dict, List, Optional, Tuple
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
-from .. import atomic
-from ..log import Log, to_stderr
-from ..nodedaemon import HostView
-from ..deviceplugin import devices, health
-from ..deviceplugin.status import pid_namespace
-from ..generate import profile as _profile
+from ..log import DEBUG, ERROR, INFO, WARNING, Log, to_stderr
+from ..node.loop import Loop
+from ..node.settings import NodeSettings
+from ..node import health
+from ..node import inventory as devices
+from ..node.status import pid_namespace
 from . import holders, metrics, sources
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
@@ -46,11 +44,11 @@ DEFAULT_PORT = 28470
 DEFAULT_STATUS_FILE = "/run/xpu-cdi/exporter.json"
 
 
-stderr_log = to_stderr("xpu-cdi exporter")
+LOGGER = "xpu-cdi exporter"
 
 
 @dataclass(frozen=True)
-class Settings(HostView):
+class Settings(NodeSettings):
     listen: str = f":{DEFAULT_PORT}"
     interval: float = 10.0
     pod_resources_socket: str = DEFAULT_SOCKET
@@ -70,16 +68,15 @@ def parse_listen(listen: str) -> Tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class Exporter:
-    """The exporter's state: profiles, the cards the specs define, the last snapshot."""
+class Exporter(Loop):
+    """The exporter's state: the loop's profiles and cards, the last snapshot."""
 
-    def __init__(self, settings: Settings, log: Log = stderr_log) -> None:
-        self.s = settings
-        self.log = log
-        self.profiles = {p.name: p for p in _profile.select(list(settings.profiles) or None, settings.profiles_dir)}
-        self.ours = {p.kind: p.name for p in self.profiles.values()}
-        self.kinds: Dict[str, devices.KindSet] = {}
-        self.sig: Optional[Tuple[Any, ...]] = None
+    waiting_for_specs = "no card is exported until a spec appears"
+
+    def __init__(self, settings: Settings, log: Optional[Log] = None) -> None:
+        super().__init__(log or to_stderr(LOGGER), settings)
+        self.s: Settings = settings
+        self.load_profiles()
         self.identity: Dict[Tuple[str, str], Dict[str, str]] = {}  # what sources told, kept while the card lives
         self.collector = metrics.SnapshotCollector()
         self.registry = CollectorRegistry(auto_describe=False)
@@ -87,35 +84,16 @@ class Exporter:
         ProcessCollector(registry=self.registry)
         self.client: Optional[Client] = None
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="source")
-        self.stop = threading.Event()
         self.refreshed = 0.0  # monotonic time of the last finished pass
-        self.said: Dict[str, str] = {}  # source -> the last state logged (log changes only)
         self.sources_roots = sources.Roots(settings.driver_root, settings.sysfs_root, settings.proc)
         self.bound = ""  # the address the server listens on, once it does
+        self.pid_namespace = pid_namespace()
 
     # -- one pass ------------------------------------------------------------------------------------------
 
-    def refresh_specs(self) -> None:
-        sig = devices.signature(self.s.spec_dirs)
-        if sig == self.sig:
-            return
-        kinds, problems = devices.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
-        for p in problems:
-            self.say(f"spec:{p}", f"warning: {p}")
-        for kind, ks in kinds.items():
-            old = self.kinds.get(kind)
-            if old is None or list(old.cards) != list(ks.cards):
-                self.log(f"{kind}: {len(ks.cards)} card(s): {', '.join(ks.cards)}")
-        for kind in set(self.kinds) - set(kinds):
-            self.log(f"{kind}: no spec defines its cards any more")
-        self.sig, self.kinds = sig, kinds
-        live = {(k, c) for k, ks in kinds.items() for c in ks.cards}
+    def specs_changed(self, before: Dict[str, devices.KindSet]) -> None:
+        live = {(k, c) for k, ks in self.kinds.items() for c in ks.cards}
         self.identity = {key: v for key, v in self.identity.items() if key in live}
-
-    def say(self, key: str, message: str) -> None:
-        if self.said.get(key) != message:
-            self.said[key] = message
-            self.log(message)
 
     def _pod_resources(self) -> Tuple[sources.Result, Optional[Listing]]:
         start = time.monotonic()
@@ -133,12 +111,12 @@ class Exporter:
                                   duration=time.monotonic() - start), None
         return sources.Result(metrics.POD_RESOURCES, up=True, duration=time.monotonic() - start), listing
 
-    def refresh(self) -> metrics.Snapshot:
+    def step(self) -> metrics.Snapshot:
         """One pass (see the module doc); the new snapshot is also what scrapes see from now on."""
-        self.refresh_specs()
+        self.refresh()
         jobs = []
         for kind, ks in sorted(self.kinds.items()):
-            prof = self.profiles.get(ks.profile or "")
+            prof = self.profile_named(ks.profile)
             if prof is None:
                 continue
             cards = list(ks.cards.values())
@@ -148,7 +126,7 @@ class Exporter:
         pod_job = self.pool.submit(self._pod_resources)
         states = []
         for kind, ks in sorted(self.kinds.items()):
-            prof = self.profiles.get(ks.profile or "")
+            prof = self.profile_named(ks.profile)
             for card in ks.cards.values():
                 why = health.problem(card, ks.shared, prof, self.s.sysfs_root, self.s.proc)
                 states.append(metrics.CardState(kind, card.id, healthy=not why, pci=card.pci or ""))
@@ -167,30 +145,27 @@ class Exporter:
             c.pci = c.pci or ident.get("pci", "")
         if listing is not None:
             cards = {kind: ks.cards for kind, ks in self.kinds.items()}
-            aliases = {kind: self.profiles[ks.profile].selection.alias_prefixes
-                       for kind, ks in self.kinds.items() if ks.profile in self.profiles}
+            aliases = {kind: prof.selection.alias_prefixes for kind, ks in self.kinds.items()
+                       if (prof := self.profile_named(ks.profile)) is not None}
             for key, holder in holders.assign(cards, aliases, listing).items():
                 if key in by_key:
                     by_key[key].holder = holder
         results.append(pod_result)
         for r in results:
-            self.say(f"source:{r.source}", f"source {r.source}: " + ("up" if r.up else f"down: {r.why}"))
+            self.say_changed(f"source:{r.source}", f"source {r.source}: " + ("up" if r.up else f"down: {r.why}"),
+                             INFO if r.up else WARNING)
         snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results)
         self.collector.snapshot = snap
         self.refreshed = time.monotonic()
+        self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)
         self.write_status(snap)
         return snap
 
     def write_status(self, snap: metrics.Snapshot) -> None:
-        doc = {"pid": os.getpid(), "pid_namespace": pid_namespace(), "listen": self.bound or self.s.listen,
+        doc = {"pid": os.getpid(), "pid_namespace": self.pid_namespace, "listen": self.bound or self.s.listen,
                "interval": self.s.interval, "updated": time.time(), "cards": len(snap.cards),
                "sources": {r.source: {"up": r.up, "why": r.why} for r in snap.sources}}
-        try:
-            os.makedirs(os.path.dirname(self.s.status_file) or ".", mode=0o755, exist_ok=True)
-            atomic.write_atomic(self.s.status_file, json.dumps(doc, sort_keys=True).encode() + b"\n",
-                                durable=False)
-        except OSError as err:
-            self.say("status", f"cannot write the status file {self.s.status_file}: {err.strerror or err}")
+        self.publish_status(self.s.status_file, doc, "doctor reads it")
 
     # -- serving -------------------------------------------------------------------------------------------
 
@@ -263,27 +238,26 @@ class Exporter:
             srv = self.server()
         except OSError as err:
             self.log(f"cannot listen on {self.s.listen}: {err.strerror or err} (another process holds the port? "
-                     f"pass --listen)")
+                     f"pass --listen)", ERROR)
             return 1
         host, port = srv.server_address[:2]
         self.bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
-        signal.signal(signal.SIGINT, lambda *_: self.stop.set())
-        self.refresh()  # the first scrape already has the cards
+        self.install_signals()
+        self.step()  # the first scrape already has the cards
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True,
                          name="http").start()
         self.log(f"serving /metrics on [{host}]:{port}, refreshing every {self.s.interval:g}s")
         next_pass = time.monotonic() + self.s.interval
-        while not self.stop.wait(max(0.0, next_pass - time.monotonic())):
-            self.refresh()
+        while not self.stop.is_set():
+            self.wait(next_pass - time.monotonic())
+            if self.stop.is_set() or time.monotonic() < next_pass:
+                continue
+            self.step()
             next_pass = max(next_pass + self.s.interval, time.monotonic() + 0.1 * self.s.interval)
         srv.shutdown()
         srv.server_close()
         self.pool.shutdown(wait=False)
         if self.client is not None:
             self.client.close()
-        try:
-            os.unlink(self.s.status_file)
-        except OSError:
-            pass
+        self.close_loop(self.s.status_file)
         return 0

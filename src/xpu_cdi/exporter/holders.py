@@ -6,7 +6,9 @@
   kind's cards (``--resource-name huawei.com/npu=huawei.com/Ascend910``, or
   a vendor's plugin).  An ID is a card's when it is the card's CDI name (our
   plugin's IDs), the card's index, or one of the profile's selection aliases
-  followed by the index (``Ascend910-3``, the IDs of Huawei's plugin).
+  followed by the index (``Ascend910-3``, the IDs of Huawei's plugin), or the
+  card's fully qualified CDI name (``kunlunxin.com/xpu=2``, what some vendors'
+  plugins report).
 * **DRA claims** come as fully qualified CDI device names
   (``kunlunxin.com/xpu=3``); ``<kind>=all`` is every card of the kind.
 
@@ -20,15 +22,21 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..cdi import names
 from ..errors import SelectionError
-from ..deviceplugin.devices import Card
+from ..node.inventory import SpecCard
 from .podresources import Holder, Listing
 
 CardKey = Tuple[str, str]  # (kind, CDI device name)
 
 
-def _by_id(cards: Dict[str, Card], aliases: Sequence[str], device_id: str) -> Optional[Card]:
+def _by_id(kind: str, cards: Dict[str, SpecCard], aliases: Sequence[str], device_id: str) -> Optional[SpecCard]:
     if device_id in cards:
         return cards[device_id]
+    if "=" in device_id:  # a fully qualified CDI name: this kind's card, or none
+        try:
+            qualified_kind, name = names.parse_qualified(device_id)
+        except SelectionError:
+            return None
+        return cards.get(name) if qualified_kind == kind else None
     digits = device_id
     for prefix in aliases:
         if device_id.startswith(prefix):
@@ -39,7 +47,7 @@ def _by_id(cards: Dict[str, Card], aliases: Sequence[str], device_id: str) -> Op
     return None
 
 
-def resource_kinds(kinds: Dict[str, Dict[str, Card]], aliases: Dict[str, Sequence[str]],
+def resource_kinds(kinds: Dict[str, Dict[str, SpecCard]], aliases: Dict[str, Sequence[str]],
                    allocatable: Iterable[Tuple[str, Sequence[str]]]) -> Dict[str, str]:
     """resource name -> kind: each kind under its own name, and every resource whose allocatable IDs
     all name cards of one kind."""
@@ -48,13 +56,13 @@ def resource_kinds(kinds: Dict[str, Dict[str, Card]], aliases: Dict[str, Sequenc
         if resource in out or not ids:
             continue
         owners = {kind for kind, cards in kinds.items()
-                  if all(_by_id(cards, aliases.get(kind, ()), i) is not None for i in ids)}
+                  if all(_by_id(kind, cards, aliases.get(kind, ()), i) is not None for i in ids)}
         if len(owners) == 1:
             out[resource] = owners.pop()
     return out
 
 
-def assign(kinds: Dict[str, Dict[str, Card]], aliases: Dict[str, Sequence[str]],
+def assign(kinds: Dict[str, Dict[str, SpecCard]], aliases: Dict[str, Sequence[str]],
            listing: Listing) -> Dict[CardKey, Holder]:
     """(kind, card) -> the container holding it, for every held card."""
     found: Dict[CardKey, List[Holder]] = {}
@@ -64,7 +72,7 @@ def assign(kinds: Dict[str, Dict[str, Card]], aliases: Dict[str, Sequence[str]],
         if kind is None:
             continue
         for device_id in ids:
-            card = _by_id(kinds[kind], aliases.get(kind, ()), device_id)
+            card = _by_id(kind, kinds[kind], aliases.get(kind, ()), device_id)
             if card is not None:
                 found.setdefault((kind, card.id), []).append(holder)
     for holder, qualified in listing.cdi_devices:

@@ -5,7 +5,7 @@
 (``resource_name`` + ``device_ids``) and the DRA claims (``dynamic_resources``:
 the CDI device names each claim resolved to) they hold;
 ``GetAllocatableResources`` gives the devices kubelet knows per resource.
-The messages are built from the table below by :mod:`xpu_cdi.protobuild` (as
+The messages are built from the table below by :mod:`xpu_cdi.node.protobuild` (as
 the device-plugin API is); it holds the fields the exporter reads, with the
 numbers and types of ``k8s.io/kubelet/pkg/apis/podresources/v1/api.proto``
 (tests compare them with the upstream file).  Fields left out (CPU ids,
@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
-from .. import protobuild
-from ..protobuild import MANY, ONE, STRING
+from ..errors import PodResourcesError
+from ..node import protobuild
+from ..node.protobuild import MANY, ONE, STRING
 
 PACKAGE = "v1"
 SERVICE = "PodResourcesLister"
@@ -114,10 +115,6 @@ class Client:
                     for claim in dyn.claim_resources:
                         out.cdi_devices.extend((holder, cdi.name) for cdi in claim.cdi_devices)
         return out
-
-
-class PodResourcesError(Exception):
-    """kubelet's PodResources API could not be read."""
 
 
 def _serialize(msg: Any) -> bytes:

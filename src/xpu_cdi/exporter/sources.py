@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..deviceplugin.devices import Card
+from ..node.inventory import SpecCard
 from ..generate.hostfs import host_path
 from ..model import MetricSource
 from . import parse, tool
@@ -43,7 +43,7 @@ class Roots:
     proc: str = "/"
 
 
-def _template(path: str, card: Card) -> Optional[str]:
+def _template(path: str, card: SpecCard) -> Optional[str]:
     """*path* with the card's ``{index}`` and ``{pci}``; None when it needs one the card has not."""
     if "{index}" in path and card.index is None or "{pci}" in path and not card.pci:
         return None
@@ -61,7 +61,7 @@ def _read_number_file(path: str) -> Optional[str]:
     return None
 
 
-def read_files(name: str, source: MetricSource, kind: str, cards: Sequence[Card], roots: Roots) -> Result:
+def read_files(name: str, source: MetricSource, kind: str, cards: Sequence[SpecCard], roots: Roots) -> Result:
     """Every card's files of *source*."""
     start = time.monotonic()
     out = Result(name, up=False)
@@ -87,8 +87,8 @@ def read_files(name: str, source: MetricSource, kind: str, cards: Sequence[Card]
     return out
 
 
-def _card_for(source: MetricSource, rec: parse.Record, by_index: Dict[int, Card],
-              by_pci: Dict[str, Card]) -> Optional[Card]:
+def _card_for(source: MetricSource, rec: parse.Record, by_index: Dict[int, SpecCard],
+              by_pci: Dict[str, SpecCard]) -> Optional[SpecCard]:
     if source.card == "pci":
         addr = parse.pci_address(rec.get("pci"))
         return by_pci.get(addr) if addr else None
@@ -96,7 +96,7 @@ def _card_for(source: MetricSource, rec: parse.Record, by_index: Dict[int, Card]
     return by_index.get(idx) if idx is not None else None
 
 
-def read_tool(name: str, source: MetricSource, kind: str, cards: Sequence[Card], roots: Roots) -> Result:
+def read_tool(name: str, source: MetricSource, kind: str, cards: Sequence[SpecCard], roots: Roots) -> Result:
     """One run of *source*'s tool, its records matched to *cards*."""
     start = time.monotonic()
     argv = (host_path(roots.driver, source.argv[0]),) + tuple(source.argv[1:])
@@ -133,7 +133,7 @@ def read_tool(name: str, source: MetricSource, kind: str, cards: Sequence[Card],
     return out
 
 
-def read(name: str, source: MetricSource, kind: str, cards: Sequence[Card], roots: Roots) -> Result:
+def read(name: str, source: MetricSource, kind: str, cards: Sequence[SpecCard], roots: Roots) -> Result:
     """*source* over *cards*, whichever kind of source it is; never raises."""
     try:
         if source.argv:

@@ -17,12 +17,10 @@ import subprocess
 import time
 from typing import Sequence
 
+from ..errors import ToolError
+
 TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_CAP = 4096
-
-
-class ToolError(Exception):
-    """The tool could not give its output: one line saying why."""
 
 
 def _kill(proc: "subprocess.Popen[bytes]") -> None:

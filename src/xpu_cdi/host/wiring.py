@@ -28,7 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from .. import nodeconfig, protobuild
+from .. import nodeconfig
+from ..node import protobuild
 from ..errors import RuntimeConfigError
 from ..runtime import configure as _configure
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import XpuCdiError
+from ..log import ERROR, INFO, WARNING
 from ..model import Profile
 from . import refresh as _refresh  # not its function: xpu_cdi.watch.refresh stays the module
 from .refresh import Log, Target
@@ -166,10 +167,11 @@ class Watcher:
         reasons, self.reasons, self.first, self.last = self.reasons, [], None, None
         why = f" [{', '.join(reasons)}]" if reasons else ""
         try:
-            changes = _refresh.refresh(self.target, lambda line: self.log(line + why))  # each change says its cause
+            # each change says its cause
+            changes = _refresh.refresh(self.target, lambda line, level=INFO: self.log(line + why, level))
             self.matchers = Matchers.of(self.target.select(), self.modules)  # profiles.d may have changed
         except XpuCdiError as err:
-            self.log(f"refresh failed ({', '.join(reasons) or 'start'}): {err}")
+            self.log(f"refresh failed ({', '.join(reasons) or 'start'}): {err}", ERROR)
             return 0
         finally:
             self.runs += 1  # counted when done, so a test waiting for a run sees its result
@@ -191,7 +193,7 @@ class Watcher:
                 try:
                     device = source.poll(timeout=wait)
                 except OSError as err:  # e.g. ENOBUFS: the socket overflowed, events were lost
-                    self.log(f"uevents lost ({err}): refreshing to be safe")
+                    self.log(f"uevents lost ({err}): refreshing to be safe", WARNING)
                     self.trigger("lost uevents")
                     device = None
                 if device is not None:
@@ -221,6 +223,6 @@ def open_source(kind: str, log: Log) -> Any:
         monitor = pyudev.Monitor.from_netlink(pyudev.Context(), source=kind)
         monitor.start()
     except (OSError, ImportError, ValueError) as err:
-        log(f"cannot listen to {kind} uevents ({err}): watching files only")
+        log(f"cannot listen to {kind} uevents ({err}): watching files only", WARNING)
         return None
     return monitor

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import sys
 from typing import Optional, Tuple
 
 import click
@@ -18,15 +17,11 @@ from . import Watcher, expand, open_source, watch_files
 from .refresh import Target, refresh
 
 
-def _stderr_log(message: str) -> None:
-    print(f"xpu-cdi watch: {message}", file=sys.stderr, flush=True)
-
-
 def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
         sysfs_root: str, spec_dir: str, fmt: str, once: bool, manifest: Optional[str], source: str,
         debounce: float, poll_interval: float, extra_files: Tuple[str, ...], modules: Tuple[str, ...],
         strategies: Tuple[str, ...], no_all_device: bool, hook_path: Optional[str],
-        ld_library_path_env: bool) -> None:
+        ld_library_path_env: bool, log_level: str, verbose: bool, log_format: str) -> None:
     """Regenerate the specs when cards or the driver change.
 
     Listens to uevents (cards added or removed, the driver module
@@ -36,6 +31,7 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     pipeline and rewrites a spec only when its content changed. Specs
     of kinds whose cards are all gone are removed. One log line per change.
     """
+    _stderr_log = clikit.daemon_log("xpu-cdi watch", log_level, verbose, log_format)
     opts = clikit.spec_options(strategies, no_all_device, hook_path, ld_library_path_env)
     roots = clikit.roots_of(dev_root, driver_root, sysfs_root)
     target = Target(plan=functools.partial(clikit.plan, profiles, profiles_dir, roots),
@@ -72,7 +68,7 @@ OPTIONS = (
     click.option("--module", "modules", multiple=True, metavar="NAME",
                  help="Another kernel module whose (re)load triggers a refresh, besides the profiles' "
                       "`modules` (when neither names any: every module)."),
-) + clikit.SPEC_OPTIONS
+) + clikit.SPEC_OPTIONS + clikit.LOG_OPTIONS
 
 
 def command() -> click.Command:

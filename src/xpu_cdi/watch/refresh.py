@@ -20,7 +20,7 @@ from .. import atomic
 from ..errors import DiscoveryError, SpecError
 from ..generate import check as _check
 from ..generate import spec as _spec
-from ..log import Log
+from ..log import WARNING, Log
 from ..model import Discovery, Profile
 
 
@@ -118,7 +118,7 @@ def _refresh(target: Target, log: Log) -> int:
     except DiscoveryError:
         found = Discovery(())  # no cards at all: not an error for a watcher
     for _name, failure in found.failures:
-        log(f"skipped: {failure}")
+        log(f"skipped: {failure}", WARNING)
     views = found.views
     # a profile that failed this time keeps its spec: its cards may only be
     # half-loaded, and removing the spec would fail containers that run fine

@@ -1,8 +1,10 @@
-"""The status file the daemon keeps (``/run/xpu-cdi/device-plugin.json``), read back.
+"""The node daemons' status files, read back: whether their writer still runs, and the
+device plugin's (``/run/xpu-cdi/device-plugin.json``) readiness.
 
-Written by :mod:`.daemon` whenever something changes (atomic replace);
-read by ``xpu-cdi device-plugin --probe`` (the DaemonSet's readiness probe:
-ready means registered) and by ``doctor``.  Neither reader needs gRPC.
+Written by each daemon's loop whenever something changes (atomic replace,
+:meth:`xpu_cdi.node.loop.Loop.publish_status`); read by ``xpu-cdi device-plugin
+--probe`` (the DaemonSet's readiness probe: ready means registered) and by
+``doctor``.  Neither reader needs gRPC.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 from ..generate.discover import host_path
 from ..model import Profile
-from .devices import Card, NodeRef
+from .inventory import SpecCard, NodeRef
 
 _TYPES = {"c": stat.S_ISCHR, "b": stat.S_ISBLK}
 
@@ -63,7 +63,7 @@ def driver_state_problem(profile: Optional[Profile], index: Optional[int], proc_
     return f"driver reports state {value or '(empty)'!r} in {path}"
 
 
-def problem(card: Card, shared: Sequence[NodeRef], profile: Optional[Profile], sysfs_root: str,
+def problem(card: SpecCard, shared: Sequence[NodeRef], profile: Optional[Profile], sysfs_root: str,
             proc_root: str) -> str:
     """Why *card* is Unhealthy, or ``""`` when it is Healthy."""
     for node in card.nodes + tuple(shared):

@@ -1,8 +1,9 @@
-"""What the plugin advertises: the cards the CDI specs on disk define.
+"""What the node daemons serve: the cards the CDI specs on disk define.
 
-The plugin never writes a spec (``generate``, ``watch`` or the DaemonSet's
+The device plugin advertises them, the DRA driver publishes them, the exporter
+and doctor report on them.  No daemon writes a spec (``generate``, ``watch`` or the DaemonSet's
 init container do; one writer).  It reads the spec directories with the
-runtimes' own rules (:mod:`xpu_cdi.cdi.registry`), so an ID it advertises is
+runtimes' own rules (:mod:`xpu_cdi.cdi.registry`), so an ID a daemon hands out is
 exactly a device a runtime will resolve: kubelet checks nothing, and a name no
 spec defines would only fail later, as "unresolvable CDI devices", in a pod.
 
@@ -36,21 +37,22 @@ class NodeRef:
 
 
 @dataclass(frozen=True)
-class Card:
-    """One advertised device."""
+class SpecCard:
+    """One card as the CDI specs on disk define it (what the daemons advertise and judge);
+    :class:`xpu_cdi.model.Card` is a card ``generate`` found on the host."""
 
     id: str  # the CDI device name within the kind
     kind: str
     nodes: Tuple[NodeRef, ...]  # the device's own nodes
     index: Optional[int] = None  # card index (hook index / numeric name), for driver state files and env
     pci: Optional[str] = None
-    numa: Optional[int] = None  # only a NUMA node this host has
+    numa_node: Optional[int] = None  # only a NUMA node this host has
     switch: Optional[str] = None
     root_port: Optional[str] = None
 
     def topo(self) -> Dict[str, Any]:
         """The card as :func:`xpu_cdi.allocate.preferred` takes it."""
-        return {"name": self.id, "switch": self.switch, "root_port": self.root_port, "numa_node": self.numa}
+        return {"name": self.id, "switch": self.switch, "root_port": self.root_port, "numa_node": self.numa_node}
 
 
 @dataclass
@@ -59,7 +61,7 @@ class KindSet:
 
     kind: str
     profile: Optional[str]  # profile name from the hook index, when the spec has one
-    cards: Dict[str, Card] = field(default_factory=dict)  # id -> card, in spec order
+    cards: Dict[str, SpecCard] = field(default_factory=dict)  # id -> card, in spec order
     shared: Tuple[NodeRef, ...] = ()  # the spec's shared nodes (control nodes)
     spec_paths: Tuple[str, ...] = ()
     specs: Dict[str, Any] = field(default_factory=dict)  # spec path -> the parsed spec
@@ -109,7 +111,7 @@ def _topology(sysfs_root: str, nodes: Sequence[NodeRef], ann: Dict[str, Any]) ->
                 numa = int(f.read(16).strip())
         except (OSError, ValueError):
             numa = None
-    out: Dict[str, Any] = {"pci": pci or None, "numa": numa_known(sysfs_root, numa)}
+    out: Dict[str, Any] = {"pci": pci or None, "numa_node": numa_known(sysfs_root, numa)}
     chain = topology.pci_chain(sysfs_root, pci) if pci else []
     out["switch"] = ann.get(topology.ANNOTATION_PREFIX + "switch") or \
         (topology.upstream_switch(sysfs_root, chain) if chain else None)
@@ -167,7 +169,7 @@ def load(spec_dirs: Sequence[str], ours: Dict[str, str], sysfs_root: str) -> Tup
         ann = next((d.get("annotations") for d in dev.spec.get("devices") or []
                     if isinstance(d, dict) and d.get("name") == dev.name), None)
         topo = _topology(sysfs_root, own, ann if isinstance(ann, dict) else {})
-        ks.cards[dev.name] = Card(dev.name, dev.kind, own, _index_of(dev.name, by_name), **topo)
+        ks.cards[dev.name] = SpecCard(dev.name, dev.kind, own, _index_of(dev.name, by_name), **topo)
     return kinds, list(reg.problems)
 
 

@@ -23,8 +23,8 @@ import fcntl
 import os
 from typing import Dict, Optional
 
-from . import nodeconfig
-from .errors import ConfigError
+from .. import nodeconfig
+from ..errors import ConfigError
 
 RUN_DIR = "/run/xpu-cdi"
 DEVICE_PLUGIN, DRA = nodeconfig.WAYS
