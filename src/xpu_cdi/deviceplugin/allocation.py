@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..topology import allocate as _allocate
 from ..errors import SelectionError
-from . import response
+from . import response, sharing
 from .devices import Card
 
 
@@ -59,6 +59,21 @@ def check(kind: str, cards: Mapping[str, Card], unhealthy: Mapping[str, str], id
         problems.append(f"no device IDs in the request for {kind}")
     if problems:
         raise AllocationError("; ".join(problems))
+
+
+def shared_cards(plan: Optional[sharing.Replicated], resource: str, ids: Sequence[str],
+                 cards: Mapping[str, Card]) -> List[str]:
+    """The card IDs behind kubelet's IDs: replicas mapped to their cards when *plan* time-slices the kind.
+
+    Raises:
+        AllocationError: more than one replica where the plan refuses that.
+    """
+    if plan is None:
+        return list(ids)
+    try:
+        return sharing.to_cards(plan, resource, ids, cards)
+    except ValueError as err:
+        raise AllocationError(str(err)) from None
 
 
 def plugin_name(kind: str) -> str:

@@ -8,6 +8,7 @@ the long flag names::
     spec-dir: [/etc/cdi, /var/run/cdi]
     resource-name: {huawei.com/npu: huawei.com/Ascend910}
     device-list-strategy: [cdi-cri, cdi-annotations]
+    sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # file only: .sharing
 
 Any bad key or value is one :class:`~xpu_cdi.errors.ConfigError` line naming
 the file, the key and what is allowed.
@@ -24,6 +25,7 @@ from ..errors import ConfigError
 from ..nodeconfig import read_yaml
 from ..nodedaemon import HostView
 from . import response
+from .sharing import Replicated, TimeSlicing, parse as parse_sharing
 from .status import DEFAULT_STATUS_FILE
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
@@ -45,6 +47,7 @@ class Settings(HostView):
     removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
     uevents: str = "auto"
     node_config: str = "/etc/xpu-cdi/config.yaml"  # kubernetes-allocation: which way serves each kind
+    sharing: Optional[TimeSlicing] = None  # time-slicing replicas (.sharing)
 
     @property
     def run_dir(self) -> str:
@@ -52,8 +55,13 @@ class Settings(HostView):
         return os.path.dirname(self.status_file)
 
     def resource(self, kind: str) -> str:
-        """The resource name advertised for *kind* (default: the kind itself)."""
-        return self.resource_names.get(kind, kind)
+        """The resource name advertised for *kind* (default: the kind itself; a time-slicing rename wins)."""
+        plan = self.replication(kind)
+        return plan.rename if plan is not None and plan.rename else self.resource_names.get(kind, kind)
+
+    def replication(self, kind: str) -> Optional[Replicated]:
+        """How *kind*'s cards are time-sliced, or None (whole cards)."""
+        return self.sharing.for_kind(kind, self.resource_names.get(kind, kind)) if self.sharing else None
 
 
 # config key -> (Settings field, parser)
@@ -142,6 +150,7 @@ KEYS = {
     "status-file": ("status_file", _str), "health-interval": ("health_interval", _float),
     "removal-grace": ("removal_grace", _seconds),
     "uevents": ("uevents", _uevents), "node-config": ("node_config", _str),
+    "sharing": ("sharing", parse_sharing),
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import grpc
 
 from ..log import Log
-from . import allocation, api
+from . import allocation, api, sharing
 from .devices import Card
 from .registration import Identity, same_inode, socket_identity
 from .restart import Registrar
@@ -92,8 +92,10 @@ class KindPlugin:
     """The device plugin of one kind."""
 
     def __init__(self, kind: str, resource: str, plugin_dir: str, strategies: Sequence[str], log: Log,
-                 before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None) -> None:
+                 before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None,
+                 replication: Optional[sharing.Replicated] = None) -> None:
         self.kind, self.resource, self.plugin_dir = kind, resource, plugin_dir
+        self.replication = replication  # time-slicing: each card advertised as replicas (.sharing)
         self.strategies = tuple(strategies)
         self.log = log
         self.before_request = before_request  # the daemon's "re-read specs if they changed"
@@ -128,10 +130,13 @@ class KindPlugin:
         with self.cond:
             devices = []
             for card in self.cards.values():
-                dev = api.Device(ID=card.id, health=api.UNHEALTHY if self.unhealthy.get(card.id) else api.HEALTHY)
-                if card.numa is not None:
-                    dev.topology.nodes.add(ID=card.numa)
-                devices.append(dev)
+                health = api.UNHEALTHY if self.unhealthy.get(card.id) else api.HEALTHY
+                ids = sharing.replica_ids([card.id], self.replication.replicas) if self.replication else [card.id]
+                for device_id in ids:
+                    dev = api.Device(ID=device_id, health=health)
+                    if card.numa is not None:
+                        dev.topology.nodes.add(ID=card.numa)
+                    devices.append(dev)
             return api.ListAndWatchResponse(devices=devices)
 
     def flushed(self) -> bool:
@@ -189,8 +194,12 @@ class KindPlugin:
             cards = dict(self.cards)
         out = api.PreferredAllocationResponse()
         for req in request.container_requests:
-            ids = allocation.preferred(cards, list(req.available_deviceIDs), list(req.must_include_deviceIDs),
-                                       req.allocation_size)
+            if self.replication is not None:
+                ids = sharing.preferred(self.replication.replicas, list(req.available_deviceIDs),
+                                        list(req.must_include_deviceIDs), req.allocation_size)
+            else:
+                ids = allocation.preferred(cards, list(req.available_deviceIDs), list(req.must_include_deviceIDs),
+                                           req.allocation_size)
             out.container_responses.add(deviceIDs=ids)
         return out
 
@@ -201,8 +210,8 @@ class KindPlugin:
         out = api.AllocateResponse()
         try:
             for req in request.container_requests:
-                fields = allocation.container_response(self.kind, cards, unhealthy, list(req.devices_ids),
-                                                       self.strategies, env_var)
+                ids = allocation.shared_cards(self.replication, self.resource, list(req.devices_ids), cards)
+                fields = allocation.container_response(self.kind, cards, unhealthy, ids, self.strategies, env_var)
                 resp = out.container_responses.add()
                 for d in fields.get("cdi_devices", []):  # type: ignore[union-attr]
                     resp.cdi_devices.add(name=d["name"])

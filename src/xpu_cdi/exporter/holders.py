@@ -10,7 +10,8 @@
 * **DRA claims** come as fully qualified CDI device names
   (``kunlunxin.com/xpu=3``); ``<kind>=all`` is every card of the kind.
 
-A card two containers share (a shared claim) is labelled with the first of
+A replica of a time-sliced card (``<card>::<n>``) is its card's.  A card two
+containers share (a shared claim, time-slicing replicas) is labelled with the first of
 them in (namespace, pod, container) order.
 """
 
@@ -21,6 +22,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from ..cdi import names
 from ..errors import SelectionError
 from ..deviceplugin.devices import Card
+from ..deviceplugin.sharing import split as split_replica
 from .podresources import Holder, Listing
 
 CardKey = Tuple[str, str]  # (kind, CDI device name)
@@ -29,6 +31,9 @@ CardKey = Tuple[str, str]  # (kind, CDI device name)
 def _by_id(cards: Dict[str, Card], aliases: Sequence[str], device_id: str) -> Optional[Card]:
     if device_id in cards:
         return cards[device_id]
+    card, replica = split_replica(device_id)
+    if replica is not None:  # a time-slicing replica (<card>::<n>) is its card's
+        return _by_id(cards, aliases, card)
     digits = device_id
     for prefix in aliases:
         if device_id.startswith(prefix):
