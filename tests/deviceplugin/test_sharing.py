@@ -11,9 +11,11 @@ from typing import Any, Dict, Iterator
 import grpc
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from support import kubeletkit
 from support.dpnode import Node
+from xpu_cdi.cli import main
 from xpu_cdi.deviceplugin import allocation, config, sharing
 from xpu_cdi.deviceplugin.devices import Card
 from xpu_cdi.errors import ConfigError
@@ -133,6 +135,18 @@ def test_exporter_labels_a_replica_with_its_card() -> None:
                       allocatable=[(XPU + ".shared", sharing.replica_ids(CARDS, 4))], cdi_devices=[])
     got = holders.assign({XPU: CARDS}, {}, listing)
     assert got == {(XPU, "1"): a}
+
+
+@pytest.mark.privileged
+def test_cli_refuses_a_bad_setting_in_one_line(node: Node, tmp_path: Path) -> None:
+    """`xpu-cdi device-plugin --config` with replicas 0: exit non-zero, one line naming the file and the key."""
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump({"sharing": {"timeSlicing": {"resources": [{"name": XPU, "replicas": 0}]}}}))
+    res = CliRunner().invoke(main, ["device-plugin", *node.args("--config", str(cfg))])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code != 0 and len(lines) == 1, res.output
+    assert f"config file {str(cfg)!r}: sharing: at timeSlicing.resources[0].replicas: 0 is less than the " \
+           "minimum of 2" in lines[0], res.output
 
 
 # -- the daemon against the fake kubelet ----------------------------------------------------------------------
