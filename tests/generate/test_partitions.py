@@ -72,11 +72,19 @@ def test_vnpu_id_range(ascend: partitions.Partitions) -> None:
     assert b is not None and len(b.ids_of(0)) == 16
 
 
-def test_template_larger_than_its_chip_is_refused() -> None:
+def shipped() -> dict:
     from importlib import resources
 
-    text = resources.files("xpu_cdi.profiles").joinpath("partitions", "ascend.yaml").read_text()
-    data = yaml.safe_load(text)
+    return yaml.safe_load(resources.files("xpu_cdi.profiles").joinpath("partitions", "ascend.yaml").read_text())
+
+
+def test_shipped_file_is_valid() -> None:
+    """builtin() trusts the shipped file: this is where it is checked against the schema."""
+    assert partitions.parse(shipped(), "ascend.yaml") == partitions.builtin("ascend")
+
+
+def test_template_larger_than_its_chip_is_refused() -> None:
+    data = shipped()
     bad = copy.deepcopy(data)
     bad["chips"][0]["templates"][0]["aicore"] = 9
     with pytest.raises(ProfileError, match=r"^x: chip 310P: template vir01 takes more aicore than the chip has$"):
