@@ -3,6 +3,7 @@ preferred allocation, as plain data; then the daemon against the fake kubelet (b
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -166,8 +167,16 @@ def shared(node: Node, stack: str, tmp_path: Path) -> Iterator[kubeletkit.FakeKu
         print(f"the plugin's log:\n{p.text()}")
 
 
+def status_of(node: Node) -> Any:
+    """The kind's entry in the plugin's status file, once written."""
+    try:
+        return (json.loads(node.status.read_text()).get("kinds") or {}).get(XPU)
+    except (OSError, ValueError):
+        return None
+
+
 @pytest.mark.privileged
-def test_replicas_through_the_kubelet_api(shared: kubeletkit.FakeKubelet) -> None:
+def test_replicas_through_the_kubelet_api(node: Node, shared: kubeletkit.FakeKubelet) -> None:
     """Registered as <kind>.shared; 32 replica IDs for 8 cards, each with its card's NUMA node; Allocate of
     one replica names its card; two replicas in one container are refused with the plugin's line."""
     k = shared
@@ -181,6 +190,8 @@ def test_replicas_through_the_kubelet_api(shared: kubeletkit.FakeKubelet) -> Non
         k.allocate(["5::2", "5::3"])
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert f"request for '{XPU}.shared: 2' too large" in err.value.details()
+    entry = k.wait_for(lambda: status_of(node), message="the status file naming the kind")
+    assert entry["replicas"] == 4 and entry["devices"] == [str(i) for i in range(8)], entry
     pb2 = k.pb2
     req = pb2.PreferredAllocationRequest(container_requests=[pb2.ContainerPreferredAllocationRequest(
         available_deviceIDs=sorted(devs), allocation_size=8)])

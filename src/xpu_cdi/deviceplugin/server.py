@@ -275,4 +275,5 @@ class KindPlugin:
             return {"resource": self.resource, "socket": self.socket, **self.registrar.status(),
                     "devices": list(self.cards),
                     "unhealthy": dict(self.unhealthy),
-                    "numa": {c.id: c.numa for c in self.cards.values() if c.numa is not None}}
+                    "numa": {c.id: c.numa for c in self.cards.values() if c.numa is not None},
+                    **({"replicas": self.replication.replicas} if self.replication else {})}
