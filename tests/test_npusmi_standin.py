@@ -186,3 +186,13 @@ def test_concurrent_creates_serialise(p310: Host) -> None:
     assert ids == list(range(100, 108))
     assert sorted(p310.nodes()) == sorted(f"vdavinci{i}" for i in ids)
     assert not [p for p in p310.root.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_installed_tool_needs_no_env(p310: Host) -> None:
+    """install(): an npu-smi a driver can run with an empty environment and a fixed argv."""
+    tool = p310.root / "usr/local/bin/npu-smi"
+    npusmi.install(tool, p310.state, p310.root)
+    r = subprocess.run([str(tool), "set", "-t", "create-vnpu", "-i", "0", "-c", "0", "-f", "vir04"],
+                       capture_output=True, text=True, env={}, timeout=60)
+    assert r.returncode == 0 and "Create vnpu success" in r.stdout, (r.stdout, r.stderr)
+    assert p310.vnpus() == [(100, "vir04")] and set(p310.nodes()) == {"vdavinci100"}

@@ -18,7 +18,8 @@ host, destroying a vNPU that does not exist or that a process holds open.  A cre
 ``/dev/vdavinci<id>`` (a char node of the state's fake major) under the fake dev root; a destroy
 removes it.  State: the JSON file ``$NPU_SMI_STATE`` (made by :func:`init_state`), written
 atomically under a lock (``<state>.lock``), so concurrent calls serialise.  Env:
-``NPU_SMI_STATE`` (required), ``NPU_SMI_DEV_ROOT`` (default ``/``).
+``NPU_SMI_STATE`` (required), ``NPU_SMI_DEV_ROOT`` (default ``/``); :func:`install` writes an
+``npu-smi`` that sets both, for callers that pass no env.
 
 What only hardware can show, untested here:
 - the real wording, spacing and exit codes of refusals (the vendor documents only the success
@@ -63,6 +64,15 @@ def init_state(path: Path, chips: Sequence[Dict[str, Any]], major: int = 241) ->
         out.append({"card": c["card"], "chip": c["chip"], "name": c["name"], "phy_id": c.get("phy_id", n),
                     "memory_mib": c.get("memory_mib"), "vnpus": []})
     write_state(path, {"major": major, "mode": "docker", "cfg_recover": True, "chips": out})
+
+
+def install(dest: Path, state: Path, dev_root: Path) -> None:
+    """An ``npu-smi`` at *dest* running the stand-in on *state* and *dev_root* whatever its caller's env
+    (a driver runs its tool with no inherited env): a shell script naming both, and this file."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(f"#!/bin/sh\nNPU_SMI_STATE='{state}' NPU_SMI_DEV_ROOT='{dev_root}' "
+                    f"exec '{sys.executable}' '{Path(__file__).resolve()}' \"$@\"\n")
+    dest.chmod(0o755)
 
 
 def write_state(path: Path, state: Dict[str, Any]) -> None:
