@@ -8,7 +8,7 @@ the long flag names::
     spec-dir: [/etc/cdi, /var/run/cdi]
     resource-name: {huawei.com/npu: huawei.com/Ascend910}
     device-list-strategy: [cdi-cri, cdi-annotations]
-    sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # file only: .sharing
+    sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # file only (deviceplugin/sharing.py)
 
 Any bad key or value is one :class:`~xpu_cdi.errors.ConfigError` line naming
 the file, the key and what is allowed.
@@ -47,7 +47,7 @@ class Settings(HostView):
     removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
     uevents: str = "auto"
     node_config: str = "/etc/xpu-cdi/config.yaml"  # kubernetes-allocation: which way serves each kind
-    sharing: Optional[TimeSlicing] = None  # time-slicing replicas (.sharing)
+    sharing: Optional[TimeSlicing] = None  # time-slicing replicas (deviceplugin/sharing.py)
 
     @property
     def run_dir(self) -> str:

@@ -95,7 +95,7 @@ class KindPlugin:
                  before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None,
                  replication: Optional[sharing.Replicated] = None) -> None:
         self.kind, self.resource, self.plugin_dir = kind, resource, plugin_dir
-        self.replication = replication  # time-slicing: each card advertised as replicas (.sharing)
+        self.replication = replication  # time-slicing: each card advertised as replicas (sharing.py)
         self.strategies = tuple(strategies)
         self.log = log
         self.before_request = before_request  # the daemon's "re-read specs if they changed"
