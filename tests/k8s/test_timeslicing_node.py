@@ -68,12 +68,13 @@ def test_allocatable_is_cards_times_replicas(cluster: Cluster, cards: Cards, plu
 
 def test_four_pods_share_one_card(cluster: Cluster, cards: Cards, plugin: DevicePlugin, podres: PodResources,
                                   pods: List[str]) -> None:
-    """Only card 3's node left (the others Unhealthy): four pods of one replica each run on it, each sees
-    /dev/xpu3 usable (ENXIO) and no other card; kubelet names four distinct replicas of card 3."""
-    others = [i for i in cards.host.cards if i != 3]
-    for i in others:
-        cards.host.path(f"/dev/xpu{i}").unlink()
+    """Every card but 3 reported in ERROR by the driver (their nodes stay): four pods of one replica each
+    run on card 3, each sees /dev/xpu3 usable (ENXIO) and no other card; kubelet names four distinct
+    replicas of card 3."""
+    states = [cards.host.path(f"/proc/xpu/dev{i}/state") for i in cards.host.cards if i != 3]
     try:
+        for state in states:
+            fakehost.write(state, "ERROR\n")
         cluster.wait_allocatable(XPU, REPLICAS, 30)
         outs: Dict[str, str] = {}
         for n in range(REPLICAS):
@@ -85,9 +86,9 @@ def test_four_pods_share_one_card(cluster: Cluster, cards: Cards, plugin: Device
         for out in outs.values():
             matrix.check_cards(out, [3])
     finally:
-        for i in others:
-            fakehost.mknod(cards.host.path(f"/dev/xpu{i}"), fakehost.XPU_MAJOR, i)
-    cluster.wait_allocatable(XPU, 8 * REPLICAS, 30)  # the nodes back: every replica Healthy again
+        for state in states:
+            state.unlink(missing_ok=True)
+    cluster.wait_allocatable(XPU, 8 * REPLICAS, 30)  # Healthy again: allocatable counts healthy, not free
 
 
 def test_request_for_two_fails_admission(cluster: Cluster, plugin: DevicePlugin, pods: List[str]) -> None:
