@@ -124,12 +124,16 @@ def preferred(replicas: int, available: Sequence[str], must_include: Sequence[st
     free = Counter(card_of(a) for a in offered)
     taken: Dict[str, int] = {c: max(replicas - n, 0) for c, n in free.items()}
     picked = Counter(card_of(m) for m in must)
+    queues: Dict[str, List[Tuple[int, str]]] = {}  # card -> its offered replicas left, in offer order
+    for pos, a in enumerate(offered):
+        if a not in must:
+            queues.setdefault(card_of(a), []).append((pos, a))
+    for q in queues.values():
+        q.reverse()  # popped from the end: first offered first
     out = list(must)
-    pool = [a for a in offered if a not in must]
     while len(out) < size:
-        best = min(range(len(pool)), key=lambda k: (taken[card_of(pool[k])] + picked[card_of(pool[k])],
-                                                    picked[card_of(pool[k])], k))
-        choice = pool.pop(best)
-        picked[card_of(choice)] += 1
-        out.append(choice)
+        card = min((c for c in queues if queues[c]),
+                   key=lambda c: (taken[c] + picked[c], picked[c], queues[c][-1][0]))
+        picked[card] += 1
+        out.append(queues[card].pop()[1])
     return out
