@@ -176,9 +176,10 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
     memset(&r, 0, sizeof(r));
     if (xf_config_load(config_path, &cfg) != XF_OK)
         return fail(xf_reason); /* fail closed: the setting may forbid what is asked */
-    if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
-        return fail(xf_reason);
     if (xf_spec_dirs(given, ngiven, getenv("XPU_CDI_SPEC_DIRS"), &dirs, &ndirs) != XF_OK)
+        return fail(xf_reason);
+    xf_prefetch_indexes(dirs, ndirs); /* while the runtime writes the state: they do not depend on it */
+    if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
         return fail(xf_reason);
     if (!xf_may_request(r.config_text, r.config_len, dirs, ndirs) &&
         memmem(r.state_text, r.state_len, "cdi.k8s.io", 10) == NULL)
