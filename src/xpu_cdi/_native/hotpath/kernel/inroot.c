@@ -178,10 +178,15 @@ int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out)
             return -errno;
     }
     rv = xc_walk_in_root(rootfd, path, flags & XC_RESOLVE_NOFOLLOW, NULL, NULL, fd_out);
-    if (rv == 0 && (flags & XC_RESOLVE_DIRECTORY) && (fstat(*fd_out, &st) != 0 || !S_ISDIR(st.st_mode))) {
-        rv = S_ISDIR(st.st_mode) ? -errno : -ENOTDIR;
-        close(*fd_out);
-        *fd_out = -1;
+    if (rv == 0 && (flags & XC_RESOLVE_DIRECTORY)) {
+        if (fstat(*fd_out, &st) != 0)
+            rv = -errno;
+        else if (!S_ISDIR(st.st_mode))
+            rv = -ENOTDIR;
+        if (rv != 0) {
+            close(*fd_out);
+            *fd_out = -1;
+        }
     }
     return rv;
 }

@@ -73,7 +73,7 @@ static unsigned long long ignored_signals(void)
         return ~0ULL;
     buf[n] = '\0';
     p = strstr(buf, "\nSigIgn:");
-    return p == NULL ? ~0ULL : strtoull(p + 9, NULL, 16);
+    return p == NULL ? ~0ULL : strtoull(p + strlen("\nSigIgn:"), NULL, 16);
 }
 
 /* Ignored signals stay ignored across exec, and whatever started the hook

@@ -74,23 +74,35 @@ static int source_flags(int src, unsigned long *out)
     return XF_OK;
 }
 
-/* Bind src onto cpath (made as leaf 'd'/'f' if missing), then
- * remount with flags.  *made 0 when cpath already shows src. */
-int bind_at(struct xf_root *x, int src, const struct stat *srcst, const char *cpath, char leaf,
-            unsigned long flags, int recursive, int *made)
+/* An fd the injection is done with: kept to the end with the journal's
+ * (closed once there, or left to the exit), while they are few; else
+ * closed now. */
+#define KEEP_FDS_MAX 256
+static void done_with(struct xf_root *x, int fd)
+{
+    if (x->undo.nfds < KEEP_FDS_MAX)
+        xf_undo_keep_fd(&x->undo, fd);
+    else
+        close(fd);
+}
+
+/* bind_at's work; the caller is done with src afterwards. */
+static int bind_src(struct xf_root *x, int src, const struct stat *srcst, const char *cpath, char leaf,
+                    unsigned long flags, int recursive, int *made)
 {
     struct stat a, b = *srcst;
     char sp[32], tp[32];
     int target, top, rv;
 
     *made = 0;
-    xf_undo_keep_fd(&x->undo, src); /* src and target stay open to the end: closed once, with the journal */
     if ((rv = xf_ensure_stat(x, cpath, leaf, &target, &a)) != XF_OK)
         return rv;
-    xf_undo_keep_fd(&x->undo, target);
-    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+        done_with(x, target);
         return XF_OK;
+    }
     rv = xc_mount(xf_fd_path(sp, src), xf_fd_path(tp, target), NULL, MS_BIND | (recursive ? MS_REC : 0), NULL);
+    done_with(x, target);
     x->parent_path = NULL; /* the mount may cover a parent resolved before */
     if (rv != 0)
         return xf_say(XF_ERR, "mount: %s", strerror(-rv));
@@ -124,6 +136,17 @@ int bind_at(struct xf_root *x, int src, const struct stat *srcst, const char *cp
     }
     *made = 1;
     return XF_OK;
+}
+
+/* Bind src onto cpath (made as leaf 'd'/'f' if missing), then
+ * remount with flags.  *made 0 when cpath already shows src. */
+int bind_at(struct xf_root *x, int src, const struct stat *srcst, const char *cpath, char leaf,
+            unsigned long flags, int recursive, int *made)
+{
+    int rv = bind_src(x, src, srcst, cpath, leaf, flags, recursive, made);
+
+    done_with(x, src);
+    return rv;
 }
 
 /* mknod (as the container's root owns it), or bind the host
