@@ -80,6 +80,19 @@ def test_default_build_links_the_hook_statically() -> None:
     assert wrapper["interp"] and "libc.so.6" in wrapper["needed"], wrapper
 
 
+def test_the_packages_build_links_the_hook_dynamically(build_bin: Any, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """XPU_CDI_HOOK_LINK=dynamic, as debian/rules and the rpm spec set it: the hook links the
+    distribution's shared yajl (its security fixes apply without a rebuild)."""
+    monkeypatch.setenv(build_bin.LINK_ENV, "dynamic")
+    (hook,) = build_bin.build(str(tmp_path), ["xpu-cdi-hook"])
+    facts = elf_facts(Path(hook))
+    assert facts["interp"] and "libyajl.so.2" in facts["needed"], facts
+    for f in ("packaging/deb/debian/rules", "packaging/rpm/xpu-cdi.spec"):
+        text = (Path(__file__).resolve().parents[2] / f).read_text()
+        assert re.search(rf"^(export )?{build_bin.LINK_ENV} ?= ?dynamic\b", text, re.M), f
+
+
 def test_runs_in_a_root_holding_only_itself(static: Dict[str, Path], dynamic_build: Dict[str, Path],
                                             tmp_path: Path) -> None:
     """In a root with no libc, no loader, nothing but the binaries and the inputs: both parsers

@@ -57,9 +57,12 @@ STATIC_CFLAGS = ["-DXPU_CDI_LINKED_YAML"]
 STATIC_LIBRARIES = ["-l:libyajl_s.a", "-l:libyaml.a"]
 # The hook is linked so by default too, where the static archives are installed: it runs on
 # every container start, and a static binary starts without the loader's work (a third of the
-# hook's system calls and most of its time in `make bench`: docs/hook.md, "Cost").  The wrapper
-# stays dynamic (it execs the runtime, which costs more than its own start).
+# hook's system calls and most of its time in `make bench`: docs/hook.md, "System calls").  The
+# wrapper stays dynamic (it execs the runtime, which costs more than its own start), and so does
+# the hook of the .deb and .rpm, whose builds set XPU_CDI_HOOK_LINK=dynamic: there the
+# distribution's security fixes to yajl and libyaml must reach it without a rebuild.
 STATIC_BY_DEFAULT = {"xpu-cdi-hook"}
+LINK_ENV = "XPU_CDI_HOOK_LINK"
 
 
 def library_flags() -> List[str]:
@@ -116,7 +119,8 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
     command (tests/c/test_sanitized.py builds with
     ``-fsanitize=address,undefined -O1`` that way: later flags win).
     *static*: link every target statically (True) or dynamically (False);
-    None links :data:`STATIC_BY_DEFAULT` statically where :func:`static_available`.
+    None links :data:`STATIC_BY_DEFAULT` statically where :func:`static_available`,
+    unless ``$XPU_CDI_HOOK_LINK`` is ``dynamic`` (the packages' builds).
 
     Raises:
         subprocess.CalledProcessError: the compiler failed (its output shown).
@@ -124,6 +128,8 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
     os.makedirs(out_dir, exist_ok=True)
     libs = library_flags()
     made = []
+    if static is None and os.environ.get(LINK_ENV) == "dynamic":
+        static = False
     wants_static = static is None and bool(STATIC_BY_DEFAULT & set(targets or TARGETS))
     default_static = wants_static and static_available()
     if wants_static and not default_static:
