@@ -52,9 +52,17 @@ HEADERS_ONLY = ["yaml-0.1"]
 # sources and flags, linked static-pie against the static archives Debian's -dev
 # packages ship (libyajl-dev names its archive libyajl_s.a) and glibc's libc.a;
 # libyaml is linked in too (a static binary cannot dlopen it)
-STATIC_LDFLAGS = ["-static-pie", "-Wl,-z,relro,-z,now"]
+STATIC_LDFLAGS = ["-static-pie", "-Wl,-z,relro,-z,now", "-Wl,--gc-sections"]
 STATIC_CFLAGS = ["-DXPU_CDI_LINKED_YAML"]
 STATIC_LIBRARIES = ["-l:libyajl_s.a", "-l:libyaml.a"]
+# The hook is linked so by default too, where the static archives are installed: it runs on
+# every container start, and a static binary starts without the loader's work (a third of the
+# hook's system calls and most of its time in `make bench`: docs/hook.md, "System calls").  The
+# wrapper stays dynamic (it execs the runtime, which costs more than its own start), and so does
+# the hook of the .deb and .rpm, whose builds set XPU_CDI_HOOK_LINK=dynamic: there the
+# distribution's security fixes to yajl and libyaml must reach it without a rebuild.
+STATIC_BY_DEFAULT = {"xpu-cdi-hook"}
+LINK_ENV = "XPU_CDI_HOOK_LINK"
 
 
 def library_flags() -> List[str]:
@@ -78,6 +86,15 @@ def library_flags() -> List[str]:
     return [*shlex.split(cflags), *shlex.split(libs), "-ldl"]
 
 
+def static_available() -> bool:
+    """Whether the compiler finds the archives a static link needs (libc.a, libyajl_s.a, libyaml.a)."""
+    for archive in ("libc.a", *(lib[len("-l:"):] for lib in STATIC_LIBRARIES)):
+        r = subprocess.run([*compiler(), f"-print-file-name={archive}"], capture_output=True, text=True)
+        if r.returncode != 0 or not os.path.isabs(r.stdout.strip()):
+            return False
+    return True
+
+
 def compiler() -> List[str]:
     return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
@@ -95,12 +112,15 @@ def command(name: str, out: str, extra_cflags: Sequence[str] = (), libs: Optiona
 
 
 def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: Sequence[str] = (),
-          static: bool = False) -> List[str]:
+          static: Optional[bool] = None) -> List[str]:
     """Compile *targets* (default: all of :data:`TARGETS`) into *out_dir*; return their paths.
 
     *extra_cflags* go after the usual flags of the one compile-and-link
     command (tests/c/test_sanitized.py builds with
     ``-fsanitize=address,undefined -O1`` that way: later flags win).
+    *static*: link every target statically (True) or dynamically (False);
+    None links :data:`STATIC_BY_DEFAULT` statically where :func:`static_available`,
+    unless ``$XPU_CDI_HOOK_LINK`` is ``dynamic`` (the packages' builds).
 
     Raises:
         subprocess.CalledProcessError: the compiler failed (its output shown).
@@ -108,10 +128,18 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
     os.makedirs(out_dir, exist_ok=True)
     libs = library_flags()
     made = []
+    if static is None and os.environ.get(LINK_ENV) == "dynamic":
+        static = False
+    wants_static = static is None and bool(STATIC_BY_DEFAULT & set(targets or TARGETS))
+    default_static = wants_static and static_available()
+    if wants_static and not default_static:
+        print(f"build_bin: no static libc/yajl/yaml archives: {', '.join(sorted(STATIC_BY_DEFAULT))} linked "
+              "dynamically (install libc6-dev, libyajl-dev and libyaml-dev for the static link)", file=sys.stderr)
     for name in targets or TARGETS:
         out = os.path.join(out_dir, name)
         tmp = f"{out}.tmp-{os.getpid()}"
-        subprocess.run(command(name, tmp, extra_cflags, None if static else libs, static), check=True)
+        link_static = static if static is not None else default_static and name in STATIC_BY_DEFAULT
+        subprocess.run(command(name, tmp, extra_cflags, None if link_static else libs, link_static), check=True)
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
         made.append(out)
@@ -121,7 +149,8 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
 def main(argv: "Sequence[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT.parent / "bin"))
-    parser.add_argument("--static", action="store_true", help="link statically (the DaemonSet's host copy)")
+    parser.add_argument("--static", action="store_true", default=None,
+                        help="link every target statically (the DaemonSet's host copy)")
     parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], metavar="TARGET")
     args = parser.parse_args(argv)
     try:

@@ -54,5 +54,11 @@ const char *xf_component(const char *p, size_t *len);
  * fails. */
 int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode);
 int xf_read_fd(int fd, size_t limit, char **data, size_t *len);
+/* xf_read_fd given the fd's fstat (NULL: none known, read to a 0). */
+struct stat;
+int xf_read_fd_stat(int fd, const struct stat *st, size_t limit, char **data, size_t *len);
+/* xf_read_file of a /proc/<pid>/ file printed in one piece (status,
+ * cgroup: the kernel's single_open files): one read, no fstat. */
+int xf_read_proc_one(const char *path, size_t limit, char **data, size_t *len);
 
 #endif
