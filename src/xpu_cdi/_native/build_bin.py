@@ -8,7 +8,11 @@ package module there: the package is not built yet) and calls
 not) puts the binaries in ``xpu_cdi/_native/bin/``.  The sanitizer tests
 (tests/c/) call :func:`build` with extra flags.
 
-    python src/xpu_cdi/_native/build_bin.py [--out DIR] [--static] [TARGET...]
+    python src/xpu_cdi/_native/build_bin.py [--out DIR] [--static] [--cross TRIPLET] [TARGET...]
+
+--cross aarch64-linux-gnu builds for that Debian multiarch triplet (``make cross``):
+its cross compiler (gcc-aarch64-linux-gnu) and the -dev packages of that architecture
+(libyajl-dev:arm64, libyaml-dev:arm64), found through their pkg-config directory.
 """
 
 from __future__ import annotations
@@ -57,7 +61,14 @@ STATIC_CFLAGS = ["-DXPU_CDI_LINKED_YAML"]
 STATIC_LIBRARIES = ["-l:libyajl_s.a", "-l:libyaml.a"]
 
 
-def library_flags() -> List[str]:
+def pkg_config_env(cross: Optional[str]) -> Optional[Dict[str, str]]:
+    """pkg-config's environment for *cross* (Debian's multiarch .pc directory), None for the host."""
+    if not cross:
+        return None
+    return dict(os.environ, PKG_CONFIG_LIBDIR=f"/usr/lib/{cross}/pkgconfig:/usr/share/pkgconfig")
+
+
+def library_flags(cross: Optional[str] = None) -> List[str]:
     """Compile flags of both libraries and link flags of :data:`LINKED`, from
     pkg-config (plain flags where pkg-config itself is missing).
 
@@ -66,9 +77,11 @@ def library_flags() -> List[str]:
             (its message names the package to install).
     """
     try:
+        env = pkg_config_env(cross)
         cflags = subprocess.run(["pkg-config", "--cflags", *LINKED, *HEADERS_ONLY], check=True, capture_output=True,
-                                text=True).stdout
-        libs = subprocess.run(["pkg-config", "--libs", *LINKED], check=True, capture_output=True, text=True).stdout
+                                text=True, env=env).stdout
+        libs = subprocess.run(["pkg-config", "--libs", *LINKED], check=True, capture_output=True, text=True,
+                              env=env).stdout
     except FileNotFoundError:
         return ["-lyajl", "-ldl"]
     except subprocess.CalledProcessError as err:
@@ -78,24 +91,26 @@ def library_flags() -> List[str]:
     return [*shlex.split(cflags), *shlex.split(libs), "-ldl"]
 
 
-def compiler() -> List[str]:
+def compiler(cross: Optional[str] = None) -> List[str]:
+    if cross:
+        return [f"{cross}-gcc"]
     return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
 def command(name: str, out: str, extra_cflags: Sequence[str] = (), libs: Optional[Sequence[str]] = None,
-            static: bool = False) -> List[str]:
+            static: bool = False, cross: Optional[str] = None) -> List[str]:
     """The one compile-and-link command of target *name* writing *out* (the other
     Debian release's build test, tests/c/test_build_other_release.py, runs it in that
-    release's tree); *static* links it statically (:data:`STATIC_LDFLAGS`)."""
+    release's tree); *static* links it statically (:data:`STATIC_LDFLAGS`); *cross*: see the module doc."""
     if static:
-        libs = [*(f for f in library_flags() if not f.startswith("-l")), *STATIC_LIBRARIES]
-    return [*compiler(), *CFLAGS, *(STATIC_CFLAGS if static else ()), *extra_cflags, f"-I{ROOT}", "-o", out,
+        libs = [*(f for f in library_flags(cross) if not f.startswith("-l")), *STATIC_LIBRARIES]
+    return [*compiler(cross), *CFLAGS, *(STATIC_CFLAGS if static else ()), *extra_cflags, f"-I{ROOT}", "-o", out,
             *(str(ROOT / s) for s in TARGETS[name]),
-            *(STATIC_LDFLAGS if static else LDFLAGS), *(library_flags() if libs is None else libs)]
+            *(STATIC_LDFLAGS if static else LDFLAGS), *(library_flags(cross) if libs is None else libs)]
 
 
 def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: Sequence[str] = (),
-          static: bool = False) -> List[str]:
+          static: bool = False, cross: Optional[str] = None) -> List[str]:
     """Compile *targets* (default: all of :data:`TARGETS`) into *out_dir*; return their paths.
 
     *extra_cflags* go after the usual flags of the one compile-and-link
@@ -106,12 +121,12 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
         subprocess.CalledProcessError: the compiler failed (its output shown).
     """
     os.makedirs(out_dir, exist_ok=True)
-    libs = library_flags()
+    libs = library_flags(cross)
     made = []
     for name in targets or TARGETS:
         out = os.path.join(out_dir, name)
         tmp = f"{out}.tmp-{os.getpid()}"
-        subprocess.run(command(name, tmp, extra_cflags, None if static else libs, static), check=True)
+        subprocess.run(command(name, tmp, extra_cflags, None if static else libs, static, cross), check=True)
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
         made.append(out)
@@ -122,10 +137,12 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT.parent / "bin"))
     parser.add_argument("--static", action="store_true", help="link statically (the DaemonSet's host copy)")
+    parser.add_argument("--cross", metavar="TRIPLET", help="cross-compile for this multiarch triplet "
+                        "(aarch64-linux-gnu)")
     parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], metavar="TARGET")
     args = parser.parse_args(argv)
     try:
-        for path in build(args.out, args.targets or None, static=args.static):
+        for path in build(args.out, args.targets or None, static=args.static, cross=args.cross):
             print(path)
     except subprocess.CalledProcessError as err:
         print(f"build failed: {shlex.join(err.cmd)}", file=sys.stderr)
