@@ -100,6 +100,8 @@ COMPONENTS: Dict[str, Component] = {c.name: c for c in [
         env=(("CGO_ENABLED", "0"),)),
     Component("etcd", "go.etcd.io/etcd/server/v3", (("go.etcd.io/etcd/server/v3", "etcd"),),
               env=(("CGO_ENABLED", "0"),)),
+    # the chart's tests (tests/deploy/test_chart.py, tests/k8s/test_helm_node.py)
+    Component("helm", "helm.sh/helm/v4", (("helm.sh/helm/v4/cmd/helm", "helm"),), env=(("CGO_ENABLED", "0"),)),
 ]}
 
 
