@@ -6,6 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+ARCH ?= $(shell dpkg --print-architecture)
 
 .PHONY: all deps install lint test demo bench fuzz fuzz-native check-schemas clean deb rpm image cross
 FUZZ_SECONDS ?= 60
@@ -55,8 +56,9 @@ test: install lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --ignore=tests/packaging/test_packages.py $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q tests/packaging/test_packages.py
 
+# ARCH=arm64: the arm64 package, cross-built into packaging/deb/out/arm64/
 deb:
-	sh packaging/deb/build.sh
+	ARCH=$(ARCH) sh packaging/deb/build.sh
 
 rpm:
 	sh packaging/rpm/build.sh

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, Iterator
 
 import pytest
 
-from support import fakehost, runtimes
+from support import elf, fakehost, runtimes
 from support.hookkit import HookHost, container_output
 
 pytestmark = [pytest.mark.privileged]
@@ -24,21 +23,8 @@ pytestmark = [pytest.mark.privileged]
 REPO = Path(__file__).resolve().parents[2]
 TRIPLET = "aarch64-linux-gnu"
 QEMU = "/usr/bin/qemu-aarch64-static"
-EM_AARCH64, EM_X86_64 = 183, 62
 CROSS_DEPS = ["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "libyajl-dev:arm64", "libyaml-dev:arm64",
               "qemu-user-static"]
-
-
-def elf(path: Path) -> Dict[str, Any]:
-    """The ELF header fields that say what a binary runs on, and whether it names an interpreter."""
-    data = path.read_bytes()
-    assert data[:4] == b"\x7fELF", f"{path} is not ELF"
-    assert data[4] == 2 and data[5] == 1, "64-bit little-endian expected"
-    e_type, e_machine = struct.unpack_from("<HH", data, 16)
-    e_phoff, = struct.unpack_from("<Q", data, 32)
-    e_phentsize, e_phnum = struct.unpack_from("<HH", data, 54)
-    kinds = [struct.unpack_from("<I", data, e_phoff + i * e_phentsize)[0] for i in range(e_phnum)]
-    return {"machine": e_machine, "type": e_type, "interp": 3 in kinds, "dynamic": 2 in kinds}
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +45,10 @@ def test_aarch64_static_elf(arm64: Dict[str, Path], build_bin: Any) -> None:
     build of the same sources is x86-64 (the control)."""
     assert sorted(arm64) == sorted(build_bin.TARGETS)
     for path in arm64.values():
-        h = elf(path)
-        assert (h["machine"], h["type"], h["interp"]) == (EM_AARCH64, 3, False), (path, h)
-    host = elf(Path(shutil.which("sh") or "/bin/sh"))
-    assert host["machine"] == EM_X86_64
+        h = elf.header(path)
+        assert (h["machine"], h["type"], h["interp"]) == (elf.EM_AARCH64, elf.ET_DYN, False), (path, h)
+    host = elf.header(Path(shutil.which("sh") or "/bin/sh"))
+    assert host["machine"] == elf.EM_X86_64
 
 
 def test_runs_under_qemu(arm64: Dict[str, Path]) -> None:
