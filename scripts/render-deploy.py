@@ -5,11 +5,12 @@ The chart is the one source of the manifests: deploy/, deploy/dra/, deploy/runti
 deploy/monitoring/ (for ``kubectl apply -k`` without Helm) are ``helm template`` of it with the
 fixed values of :data:`TREES`, in kube-system.  Edit the chart, then run
 
-    python3 scripts/render-deploy.py [--helm PATH] [--check]
+    .venv/bin/python scripts/render-deploy.py [--helm PATH] [--check]
 
 --check writes nothing and exits 1 naming the files that differ (tests/deploy/test_chart.py
 does the same comparison).  The kustomization.yaml files are not rendered: they only list the
-files.  Standard library only; helm is --helm, else ``helm`` on PATH, else the suite's build.
+files.  helm is --helm, else ``helm`` on PATH, else the suite's pinned build (the venv's python:
+the suite's helpers need pytest).
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def find_helm() -> str:
     if found:
         return found
     sys.path.insert(0, str(REPO / "tests"))
-    from support.k8s import builds  # the suite's pinned build, cached
-
+    try:
+        from support.k8s import builds  # the suite's pinned build, cached (needs the venv: make install)
+    except ImportError as err:
+        raise SystemExit(f"render-deploy: no helm on PATH and no suite to build it ({err}): pass --helm, or run "
+                         ".venv/bin/python scripts/render-deploy.py after `make install`")
     return str(builds.ensure("helm") / "helm")
 
 
