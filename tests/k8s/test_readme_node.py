@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
@@ -46,12 +45,8 @@ def quick_start() -> List[Tuple[List[str], str]]:
 
 def image_path() -> Path:
     """The archive `make image` writes (packaging/image/build.py's default --out)."""
-    sys.path.insert(0, str(helmchart.REPO / "packaging" / "image"))
-    try:
-        import build  # type: ignore[import-not-found]
-    finally:
-        sys.path.pop(0)
-    return helmchart.REPO / "packaging" / "image" / "out" / f"xpu-cdi_{build.version()}_{build.arch()}.oci.tar"
+    b = imagebuild.builder()
+    return helmchart.REPO / "packaging" / "image" / "out" / f"xpu-cdi_{b.version()}_{b.arch()}.oci.tar"
 
 
 @pytest.fixture
