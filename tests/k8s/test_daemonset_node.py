@@ -42,7 +42,7 @@ from support import matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from xpu_cdi._version import VERSION
-from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, NS, XPU, Node
+from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, KUBELET_FILES, NS, XPU, Node, two_cards
 from xpu_cdi.host import install
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
@@ -57,14 +57,11 @@ def images(cluster: Cluster) -> Dict[str, Dict[str, Any]]:
     return out
 
 
-HOST_PATHS = ("/etc/xpu-cdi", "/run/xpu-cdi", "/var/lib/kubelet/device-plugins")
-
-
 @pytest.fixture(scope="module")
 def node(cluster: Cluster, images: Dict[str, Dict[str, Any]],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     n = Node(cluster, tmp_path_factory.mktemp("ds"))
-    n.before = n.node_listing(*HOST_PATHS, str(cluster.cdi_dir), str(n.install_dir))  # type: ignore[attr-defined]
+    n.before = n.listing()  # type: ignore[attr-defined]
     cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}=true", "--overwrite")
     try:
         n.apply(VERSION)
@@ -142,14 +139,7 @@ def test_device_plugin_registered(node: Node) -> None:
 def test_pod_with_two_sees_exactly_them(node: Node, pods: List[str]) -> None:
     name = nodekit.unique("two")
     pods.append(name)
-    out = nodekit.run_card_pod(node.cluster, name, {XPU: 2})
-    podres = nodekit.PodResources(node.cluster)
-    try:
-        got = [int(i) for i in podres.devices(name, XPU)]
-    finally:
-        podres.close()
-    assert len(got) == 2
-    matrix.check_cards(out, got)
+    two_cards(node.cluster, name)
 
 
 FRAMEWORK_SCRIPT = (
@@ -266,14 +256,8 @@ def test_delete_leaves_the_host_as_before_but_for_what_stays(node: Node) -> None
     cluster = node.cluster
     cluster.kubectl("delete", "-k", str(node.overlay), "--wait=true", timeout=180)
     cluster.wait(lambda: not node.pods(), 120, "the DaemonSet's pods gone")
-    after = node.node_listing(*HOST_PATHS, str(cluster.cdi_dir), str(node.install_dir))
-    # kubelet's own record of the plugins it served (written at the first registration of the session)
-    kubelets = {"/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"}
-    added = after - node.before - kubelets  # type: ignore[attr-defined]
+    after = node.listing()
+    added = after - node.before - KUBELET_FILES  # type: ignore[attr-defined]
     removed = node.before - after  # type: ignore[attr-defined]
-    stays = {f"{node.install_dir}/bin", node.hook, f"{node.install_dir}/bin/xpu-container-runtime",
-             f"{cluster.cdi_dir}/kunlunxin.com-xpu.json", f"{cluster.cdi_dir}/kunlunxin.com-xpu.json.xpu-cdi",
-             "/etc/xpu-cdi", "/etc/xpu-cdi/config.yaml", "/etc/xpu-cdi/profiles.d", "/run/xpu-cdi",
-             # servemode's flock files (one way per kind: device plugin or DRA driver), empty, in a tmpfs
-             "/run/xpu-cdi/serve-kunlunxin.com_xpu.lock", "/run/xpu-cdi/serve-kunlunxin.com_xpu.device-plugin.lock"}
+    stays = node.what_stays()
     assert (sorted(added), sorted(removed)) == (sorted(stays), []), (sorted(added - stays), sorted(stays - added))

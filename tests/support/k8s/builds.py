@@ -105,6 +105,8 @@ COMPONENTS: Dict[str, Component] = {c.name: c for c in [
     # builds it (go-nvml needs it)
     Component("nvidia-cdi-hook", "github.com/NVIDIA/nvidia-container-toolkit", (
         ("github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook", "nvidia-cdi-hook"),)),
+    # the chart's tests (tests/deploy/test_chart.py, tests/k8s/test_helm_node.py)
+    Component("helm", "helm.sh/helm/v4", (("helm.sh/helm/v4/cmd/helm", "helm"),), env=(("CGO_ENABLED", "0"),)),
 ]}
 
 
