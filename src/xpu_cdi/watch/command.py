@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 import click
 
 from .. import clikit
+from ..generate import options as _options
 from ..generate import profile as _profile
 from ..generate.discover import host_path
 from . import Watcher, expand, open_source, watch_files
@@ -36,9 +37,9 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     pipeline and rewrites a spec only when its content changed. Specs
     of kinds whose cards are all gone are removed. One log line per change.
     """
-    opts = clikit.spec_options(strategies, no_all_device, hook_path, ld_library_path_env)
-    roots = clikit.roots_of(dev_root, driver_root, sysfs_root)
-    target = Target(plan=functools.partial(clikit.plan, profiles, profiles_dir, roots),
+    opts = _options.spec_options(strategies, no_all_device, hook_path, ld_library_path_env)
+    roots = _options.roots_of(dev_root, driver_root, sysfs_root)
+    target = Target(plan=functools.partial(_options.plan, profiles, profiles_dir, roots),
                     select=functools.partial(_profile.select, list(profiles) or None, profiles_dir),
                     spec_dir=os.path.abspath(spec_dir), fmt=fmt, options=opts, manifest=manifest)
     if once:
@@ -72,7 +73,7 @@ OPTIONS = (
     click.option("--module", "modules", multiple=True, metavar="NAME",
                  help="Another kernel module whose (re)load triggers a refresh, besides the profiles' "
                       "`modules` (when neither names any: every module)."),
-) + clikit.SPEC_OPTIONS
+) + _options.SPEC_OPTIONS
 
 
 def command() -> click.Command:
