@@ -4,7 +4,9 @@
 #include "hook/prestart/plan.h"
 #include "hook/prestart/rootfs.h"
 
-/* O_PATH fd of a mount source, its owner and mode checked (see place.c). */
+/* O_PATH fd of a mount source, its owner and mode checked (see place.c).
+ * Its reasons, and make_node's for a node already there, name what failed
+ * (xf_reason_named). */
 int open_source(const char *host, const struct xf_plan_node *node, int *fd_out);
 /* Bind src at container path cpath (leaf 'd' dir or 'f' file), flags applied on a remount. */
 int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned long flags, int recursive,
