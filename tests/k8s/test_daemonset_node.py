@@ -257,7 +257,8 @@ def test_delete_leaves_the_host_as_before_but_for_what_stays(daemonset: Node) ->
     empty lock files in /run/xpu-cdi (a tmpfs).  The plugin's socket and status file go with it."""
     cluster = daemonset.cluster
     cluster.kubectl("delete", "-k", str(daemonset.overlay), "--wait=true", timeout=180)
-    cluster.wait(lambda: not daemonset.pods(), 120, "the DaemonSet's pods gone")
+    # both DaemonSets' pods: the exporter's removes its status file as it stops
+    cluster.wait(lambda: not daemonset.pods() and not daemonset.pods("metrics"), 120, "the DaemonSets' pods gone")
     after = daemonset.node_listing(*HOST_PATHS, str(cluster.cdi_dir), str(daemonset.install_dir))
     # kubelet's own record of the plugins it served (written at the first registration of the session)
     kubelets = {"/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"}
