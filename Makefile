@@ -44,7 +44,15 @@ $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi
 	install -m 0755 src/xpu_cdi/_native/bin/xpu-cdi-hook src/xpu_cdi/_native/bin/xpu-container-runtime $(BIN)/
 	touch $@
 
-install: $(STAMP)
+# scripts/ (demo, bench) are built on the tests' helpers (fake hosts, runtimes, the cluster):
+# the dev venv imports tests/support as `support`, as pytest's pythonpath does, through a
+# .pth file (docs/architecture.md), so a script needs no sys.path of its own.
+SUPPORT_PTH := $(VENV)/.support-pth
+$(SUPPORT_PTH): $(STAMP)
+	$(BIN)/python -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_path("purelib"), "xpu_cdi_test_support.pth").write_text(sys.argv[1] + "\n")' '$(CURDIR)/tests'
+	touch $@
+
+install: $(STAMP) $(SUPPORT_PTH)
 
 lint: install
 	$(BIN)/ruff check src tests scripts fuzz setup.py

@@ -64,16 +64,14 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "scripts"))
+import bench_machine
+from support import fakehost
+from support import runtimes
+from support import upstream
+from support.hookkit import copy_binary
+from xpu_cdi import hoststat
 
-import bench_machine  # noqa: E402
-from support import fakehost  # noqa: E402
-from support import runtimes  # noqa: E402
-from support import upstream  # noqa: E402
-from support.hookkit import copy_binary  # noqa: E402
-from xpu_cdi import hoststat  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 BIN = Path(sys.executable).parent
 SIZES = (8, 512, 1024, 2048, 4096)

@@ -53,7 +53,6 @@ def find_helm() -> str:
     found = shutil.which("helm")
     if found:
         return found
-    sys.path.insert(0, str(REPO / "tests"))
     try:
         from support.k8s import builds  # the suite's pinned build, cached (needs the venv: make install)
     except ImportError as err:

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 char xf_reason[1024];
+int xf_reason_named;
 
 int xf_say(int code, const char *fmt, ...)
 {
@@ -19,6 +20,7 @@ int xf_say(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(xf_reason, sizeof(xf_reason), fmt, ap);
     va_end(ap);
+    xf_reason_named = 0;
     return code;
 }
 
@@ -33,6 +35,13 @@ int xf_wrap(int code, const char *fmt, ...)
     va_end(ap);
     if (snprintf(xf_reason, sizeof(xf_reason), "%s: %s", what, cause) >= (int)sizeof(xf_reason))
         memcpy(xf_reason + sizeof(xf_reason) - 4, "...", 4); /* one line, cut: say so */
+    xf_reason_named = 0;
+    return code;
+}
+
+int xf_named(int code)
+{
+    xf_reason_named = 1;
     return code;
 }
 

@@ -4,7 +4,8 @@
  * plan.c, cgroup.c, container.c, rootfs.c, place.c, undo.c,
  * ../create_symlinks.c, ../update_ldcache.c.  Every change is journalled
  * (undo.h): a failing step rolls the journal back (XF_ERR, the step and
- * the cause in xf_reason); a failed rollback is XF_FAIL. */
+ * the cause in xf_reason, the step left out where the cause names it:
+ * xf_reason_named); a failed rollback is XF_FAIL. */
 #include "hook/prestart/inject.h"
 #include "hook/prestart/cgroup.h"
 #include "hook/update_ldcache.h"
@@ -183,9 +184,8 @@ out:
         xf_undo_close(&x.undo);
     } else {
         /* take everything back (still in the container's namespace) */
-        /* the step names what failed, unless the reason already does */
-        int named = strncmp(xf_reason, step, strlen(step)) == 0 || strncmp(xf_reason, "mount source ", 13) == 0;
-        const char *why = xf_strdup(named ? xf_reason : (xf_wrap(XF_ERR, "%s", step), xf_reason));
+        /* the step names what failed, unless the failing call's reason already does */
+        const char *why = xf_strdup(xf_reason_named ? xf_reason : (xf_wrap(XF_ERR, "%s", step), xf_reason));
         size_t nfailed = xf_undo_rollback(&x.undo, &failed);
         if (nfailed > 0 || x.leaked != NULL || x.fsids_lost) {
             rv = xf_say(XF_FAIL, "%s (and could not undo: %s%s%s%s)", why, failed ? failed : "",

@@ -30,21 +30,22 @@ int open_source(const char *host, const struct xf_plan_node *node, int *fd_out, 
     int fd = open(host, O_PATH | O_CLOEXEC), err;
 
     if (fd < 0)
-        return xf_say(XF_ERR, "mount source '%s': %s", host, strerror(errno));
+        return xf_named(xf_say(XF_ERR, "mount source '%s': %s", host, strerror(errno)));
     if (fstat(fd, &st) != 0) {
         err = errno;
         close(fd);
-        return xf_say(XF_ERR, "mount source '%s': %s", host, strerror(err));
+        return xf_named(xf_say(XF_ERR, "mount source '%s': %s", host, strerror(err)));
     }
     if (st.st_uid != 0 && !(node != NULL && (long long)st.st_uid == node->uid && (long long)st.st_gid == node->gid)) {
         close(fd);
-        return xf_say(XF_ERR, "mount source '%s' is owned by uid %u, not root: refusing to expose it to containers; "
-                      "fix its ownership or mode", host, (unsigned)st.st_uid);
+        return xf_named(xf_say(XF_ERR, "mount source '%s' is owned by uid %u, not root: refusing to expose it to "
+                               "containers; fix its ownership or mode", host, (unsigned)st.st_uid));
     }
     if (!writable_ok && (st.st_mode & 022)) {
         close(fd);
-        return xf_say(XF_ERR, "mount source '%s' is group- or world-writable (mode 0o%o): refusing to expose it to "
-                      "containers; fix its ownership or mode", host, (unsigned)(st.st_mode & 07777));
+        return xf_named(xf_say(XF_ERR, "mount source '%s' is group- or world-writable (mode 0o%o): refusing to "
+                               "expose it to containers; fix its ownership or mode", host,
+                               (unsigned)(st.st_mode & 07777)));
     }
     *st_out = st;
     *fd_out = fd;
@@ -172,8 +173,8 @@ int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const c
                 *how = "exists";
                 return x->fsids_lost ? xf_say(XF_ERR, "cannot restore the filesystem ids") : XF_OK;
             }
-            return xf_say(XF_ERR, "device node '%s' already exists in the container and is not %c %u:%u", n->path,
-                          n->kind, n->major, n->minor);
+            return xf_named(xf_say(XF_ERR, "device node '%s' already exists in the container and is not %c %u:%u",
+                                   n->path, n->kind, n->major, n->minor));
         }
         if (rv == -EPERM || rv == -EACCES) { /* e.g. a user namespace: bind the host node instead */
             if (x->fsids_lost)

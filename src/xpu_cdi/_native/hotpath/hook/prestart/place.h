@@ -6,7 +6,9 @@
 
 #include <sys/stat.h>
 
-/* O_PATH fd of a mount source, its owner and mode checked, and its fstat (see place.c). */
+/* O_PATH fd of a mount source, its owner and mode checked, and its fstat (see place.c).
+ * Its reasons, and make_node's for a node already there, name what failed
+ * (xf_reason_named). */
 int open_source(const char *host, const struct xf_plan_node *node, int *fd_out, struct stat *st_out);
 /* Bind src (fstat srcst) at container path cpath (leaf 'd' dir or 'f' file), flags applied on a remount;
  * src is the journal's from then on (closed with it). */
