@@ -211,7 +211,7 @@ def test_health_stream(dra_node, kube, grpc_mod) -> None:
     try:
         k = Kubelet(grpc_mod, dra_node.settings.registry_dir)
         assert "v1alpha1.DRAResourceHealth" in k.info.supported_versions
-        stream = h_grpc.DRAResourceHealthStub(k.channel).NodeWatchResources(h.NodeWatchResourcesRequest(), timeout=10)
+        stream = h_grpc.DRAResourceHealthStub(k.channel).NodeWatchResources(h.NodeWatchResourcesRequest(), timeout=60)
         first = next(stream)
         assert [(x.device.pool_name, x.device.device_name, x.health) for x in first.devices] == \
             [("n1", str(i), h.HEALTHY) for i in range(4)]
