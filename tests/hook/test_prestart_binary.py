@@ -515,11 +515,14 @@ def test_devices_cgroup_of_a_subtree_mount_is_not_taken_for_the_usual_layout(alo
             sleeper.kill()
             sleeper.wait()
         for cg in (decoy, mine, top):
-            for _ in range(100):  # empty once the kernel has reaped the sleeper
+            deadline = time.monotonic() + 60  # empty once the kernel has reaped the sleeper
+            while True:
                 try:
                     cg.rmdir()
                     break
                 except OSError:
+                    if time.monotonic() > deadline:
+                        raise
                     time.sleep(0.02)
 
 

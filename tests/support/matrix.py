@@ -371,10 +371,13 @@ class PlacePodman:
         place.bind(cached_rootfs_tar())
         self.version = release_of(version_line(place, ["podman", "--version"]))
         self.env = [f"{k}={v}" for k, v in podman_config(base, runtime).items()]
-        r = self.podman("import", "-q", str(cached_rootfs_tar()), IMAGE)
-        if r.returncode != 0:
+        try:  # a failed or timed-out import leaves the store to remove: nobody else holds the object
+            r = self.podman("import", "-q", str(cached_rootfs_tar()), IMAGE)
+            if r.returncode != 0:
+                raise RuntimeError(f"podman import in the {place.name} failed: {r.stderr}")
+        except BaseException:
             self.close()
-            raise RuntimeError(f"podman import in the {place.name} failed: {r.stderr}")
+            raise
 
     def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         def once(a: Sequence[str]) -> subprocess.CompletedProcess:
