@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional
 import pytest
 from click.testing import CliRunner
 
-from support import fakehost
+from support import HANG, fakehost
 from xpu_cdi import cli, clikit, watch
 from xpu_cdi.watch import refresh
 from xpu_cdi.generate import edits, profile, spec
@@ -31,7 +31,6 @@ from xpu_cdi.model import CardRule, Profile
 pytestmark = pytest.mark.privileged  # fake hosts have mknod'ed nodes
 
 HOOK = "/usr/bin/xpu-cdi-hook"
-HANG = 60.0  # bounds a wait on an event that never comes; never a measure
 NO_ADMIN = ("/nonexistent",)
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from support import HANG
 from support.exporternode import ExporterProcess, Node
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
-HANG = 60.0  # bounds a wait on an event that never comes; never a measure
 
 
 def get(url: str, accept: str = "") -> "tuple[int, dict, bytes]":

@@ -44,12 +44,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
+from . import HANG
+
 REPO = Path(__file__).resolve().parent.parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
 DIAL_TIMEOUT = 10.0  # kubelet's dial of a plugin (client.go)
-#: How long a wait on an event may take before it counts as a hang: a bound, never a measure
-#: (a loaded CI machine is slow; the tests that state a latency assert it apart).
-HANG = 60.0
 
 
 def stubs() -> Tuple[Any, Any]:
