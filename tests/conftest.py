@@ -52,10 +52,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     run = leaks.Run(Path(os.environ[leaks.TOKEN]), config._tmp_path_factory.getbasetemp())
     procs, groups = leaks.settle(run, _before["cgroups"], _before["pids"])
-    message = leaks.report(procs, groups)
+    mounts = run.mounts()
+    message = leaks.report(procs, groups, mounts)
     if message is None:
         return
-    leaks.remove(procs, groups)
+    leaks.remove(procs, groups, mounts)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_sep("=", "left behind", red=True)

@@ -1,5 +1,6 @@
-"""What a test run left behind: the daemons it started and the cgroups it made that are
-still there when the run ends (tests/conftest.py fails the run naming them).
+"""What a test run left behind: the daemons it started, the cgroups it made and the mounts
+below its temp dir that are still there when the run ends (tests/conftest.py fails the run
+naming them).
 
 The machine runs other test sessions meanwhile, so only what is this run's counts:
 a process whose environment carries the run's token (:data:`TOKEN`, inherited by
@@ -17,6 +18,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Set
@@ -89,13 +91,23 @@ class Run:
         name = path.name
         return any(f"-{pid}-" in name for pid in self.pids) or any(c.get("cgroup") == name for c in self.clusters)
 
+    @property
+    def dirs(self) -> List[str]:
+        """The run's own directories: its temp dir and its clusters'."""
+        return [str(self.basetemp), *(c["base"] for c in self.clusters if c.get("base"))]
+
     def owns_process(self, pid: int, cmdline: bytes) -> bool:
         if pid in self.pids or pid == os.getpid():
             return False
-        needles = [str(self.basetemp), *(c["base"] for c in self.clusters if c.get("base"))]
-        if any(n.encode() in cmdline for n in needles):
+        if any(d.encode() in cmdline for d in self.dirs):
             return True
         return f"{TOKEN}={self.dir}\0".encode() in _environ(pid)
+
+    def mounts(self) -> List[str]:
+        """Mount points of this mount namespace below one of the run's directories."""
+        with open("/proc/self/mounts") as f:
+            targets = [line.split()[1] for line in f]
+        return [t for t in targets if any((t + "/").startswith(d + "/") for d in self.dirs)]
 
     def leaks(self, before_cgroups: Set[Path], before_pids: Set[int]) -> "tuple[Dict[int, bytes], List[Path]]":
         """The run's daemons still running and cgroups still there (made since *before_*)."""
@@ -117,8 +129,11 @@ def settle(run: Run, before_cgroups: Set[Path], before_pids: Set[int],
         time.sleep(0.2)
 
 
-def remove(procs: Dict[int, bytes], groups: List[Path]) -> None:
-    """End the leaked daemons (by pid) and remove the leaked cgroups, so that the next run starts clean."""
+def remove(procs: Dict[int, bytes], groups: List[Path], mounts: List[str]) -> None:
+    """End the leaked daemons (by pid), unmount the leaked mounts and remove the leaked cgroups,
+    so that the next run starts clean."""
+    for target in reversed(mounts):
+        subprocess.run(["umount", "-l", target], capture_output=True)
     for pid in procs:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -132,9 +147,9 @@ def remove(procs: Dict[int, bytes], groups: List[Path]) -> None:
                 pass
 
 
-def report(procs: Dict[int, bytes], groups: List[Path]) -> Optional[str]:
+def report(procs: Dict[int, bytes], groups: List[Path], mounts: List[str]) -> Optional[str]:
     """The lines naming what leaked, or None."""
-    if not procs and not groups:
+    if not procs and not groups and not mounts:
         return None
     lines = ["the run left behind what its tests started (a fixture whose clean-up misses it, or that "
              "starts it before its try/finally):"]
@@ -142,5 +157,6 @@ def report(procs: Dict[int, bytes], groups: List[Path]) -> Optional[str]:
         args = cmd.replace(b"\0", b" ").decode(errors="replace")
         lines.append(f"  daemon pid {pid}: {args[:200]}")
     lines += [f"  cgroup {p}" for p in groups]
+    lines += [f"  mount {t}" for t in mounts]
     lines.append("  (ended and removed now; find the test that made them)")
     return "\n".join(lines)
