@@ -23,11 +23,15 @@ import pytest
 from support import dpnode
 from support import fakehost
 from support import kubeletkit
-from support.dpnode import Node
+from support.dpnode import FLOOR, Node
 
 pytestmark = pytest.mark.privileged  # mknod of the fake cards
 
 SOCKET = "xpu-cdi-kunlunxin.com-xpu.sock"
+#: How soon the daemon reacts to an event (a node gone, kubelet.sock created), in the tests
+#: that time it with evented_plugin's 30 s floor: ~0.1-0.3 s here, even beside a CPU hog on
+#: both cores; the bound tells an event from the poll without asking for an idle machine.
+REACT = 5.0
 ALL = [str(i) for i in range(8)]
 
 
@@ -77,15 +81,16 @@ class TestRegistration:
             k.stop()
 
     def test_kubelet_started_after_the_plugin(self, node: Node, stack: str, tmp_path: Path) -> None:
-        """No kubelet.sock yet: one log line saying so; registered within a second of kubelet appearing."""
-        p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
+        """No kubelet.sock yet: one log line saying so; registered when kubelet appears (its event, not
+        the 30 s poll)."""
+        p = kubeletkit.PluginProcess(stack, node.args("--health-interval", FLOOR), tmp_path / "p.log")
         try:
             p.wait_log("waiting for kubelet")
             time.sleep(1.5)  # well past the first backoff steps
             k = kubeletkit.FakeKubelet(node.plugin_dir)
             try:
                 k.wait_registered()
-                assert k.registered_at[0] - k.started_at <= 1.0, k.history()
+                assert k.registered_at[0] - k.started_at <= REACT, k.history()
                 assert p.text().count("waiting for kubelet") == 1  # said once, not per retry
             finally:
                 k.stop()
@@ -95,19 +100,20 @@ class TestRegistration:
 
 class TestHealth:
     def test_node_removed_then_back(self, node: Node, kubelet: kubeletkit.FakeKubelet,
-                                    plugin: kubeletkit.PluginProcess) -> None:
-        """A vanished node marks that card only Unhealthy within 2 s; re-created, it is Healthy again."""
+                                    evented_plugin: kubeletkit.PluginProcess) -> None:
+        """A vanished node marks that card only Unhealthy, on the event (inotify, not the poll);
+        re-created, it is Healthy again."""
         kubelet.wait_registered()
         kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy")
         path = node.host.path("/dev/xpu3")
         path.unlink()
         t0 = time.monotonic()
         kubelet.wait_for(lambda: unhealthy(kubelet, "3"), message="card 3 Unhealthy")
-        assert time.monotonic() - t0 <= 2.0
+        assert time.monotonic() - t0 <= REACT
         assert all(healthy(kubelet, c) for c in ALL if c != "3")
         fakehost.mknod(path, fakehost.XPU_MAJOR, 3)
         kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy again")
-        assert "kunlunxin.com/xpu=3: Healthy again" in plugin.text()
+        assert "kunlunxin.com/xpu=3: Healthy again" in evented_plugin.text()
 
     def test_driver_reload_marks_unhealthy_never_removes(self, node: Node, kubelet: kubeletkit.FakeKubelet,
                                                          plugin: kubeletkit.PluginProcess) -> None:
@@ -145,16 +151,17 @@ class TestRestart:
     Each registration is counted per kubelet instance; a quiet window fails at the first registration
     that arrives in it (a storm is hundreds a second)."""
 
-    def test_kubelet_restart_reregisters_within_a_second(self, node: Node, kubelet: kubeletkit.FakeKubelet,
-                                                         plugin: kubeletkit.PluginProcess) -> None:
-        """kubelet dies, a new one wipes every socket and creates kubelet.sock: registered again within 1 s,
-        from a socket that served when Register arrived, and the list comes on the new stream."""
+    def test_kubelet_restart_reregisters_on_the_event(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                                      evented_plugin: kubeletkit.PluginProcess) -> None:
+        """kubelet dies, a new one wipes every socket and creates kubelet.sock: registered again on that
+        event (within a second on an idle node), from a socket that served when Register arrived, and the
+        list comes on the new stream."""
         kubelet.wait_registered()
         for _round in range(2):
             t0 = kubelet.restart()
             reg = kubelet.wait_registered_with(kubelet.instance)
-            assert reg.at - t0 <= 1.0, plugin.text()
-            assert reg.served and (node.plugin_dir / SOCKET).is_socket(), plugin.text()
+            assert reg.at - t0 <= REACT, evented_plugin.text()
+            assert reg.served and (node.plugin_dir / SOCKET).is_socket(), evented_plugin.text()
             kubelet.wait_for(lambda: kubelet.lists and kubelet.lists[-1][0] > reg.at
                              and sorted(kubelet.latest()) == ALL, message="the list on the new stream")
 
@@ -194,18 +201,19 @@ class TestRestart:
         assert kubelet.count(2) <= 1 and kubelet.count(3) == 1, kubelet.history()
 
     def test_fifty_restarts(self, node: Node, kubelet: kubeletkit.FakeKubelet,
-                            plugin: kubeletkit.PluginProcess) -> None:
-        """50 restarts in a row: each re-registered within 1 s of its kubelet.sock; as many registrations
+                            evented_plugin: kubeletkit.PluginProcess) -> None:
+        """50 restarts in a row: each re-registered on its kubelet.sock's event; as many registrations
         as restarts."""
         kubelet.wait_registered()
         late = []
         for _ in range(50):
             t0 = kubelet.restart()
             reg = kubelet.wait_registered_with(kubelet.instance)
-            if reg.at - t0 > 1.0:
+            if reg.at - t0 > REACT:
                 late.append((kubelet.instance, round(reg.at - t0, 3)))
         kubelet.assert_no_registration(2.0)
-        assert not late, f"(kubelet, seconds) registered later than 1 s: {late}; kubelet saw:\n{kubelet.history()}"
+        assert not late, f"(kubelet, seconds) registered later than {REACT} s: {late}; kubelet saw:\n" \
+                         f"{kubelet.history()}"
         assert kubelet.count() == 51 and all(kubelet.count(i) == 1 for i in range(1, 52)), kubelet.history()
 
     def test_own_socket_deleted(self, node: Node, kubelet: kubeletkit.FakeKubelet,
