@@ -14,6 +14,7 @@ daemons of the runtimes and Kubernetes (and anything named xpu-cdi), and cgroups
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -47,12 +48,22 @@ def note_pid() -> None:
         Path(run_dir, f"pid-{os.getpid()}").touch()
 
 
+def _subdirs(path: Path) -> List[Path]:
+    """The directories in *path*; none when it went away meanwhile (another session's cgroup, removed)."""
+    try:
+        with os.scandir(path) as it:
+            return [Path(e.path) for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
 def cgroups() -> Set[Path]:
     """The machine's cgroups a test could have made (at the top of each hierarchy, and one level below)."""
     found: Set[Path] = set()
-    for pattern in CGROUP_NAMES:
-        for depth in ("", "*/", "*/*/"):
-            found.update(p for p in CGROUP_ROOT.glob(depth + pattern) if p.is_dir())
+    level = [CGROUP_ROOT]
+    for _depth in range(3):
+        level = [d for parent in level for d in _subdirs(parent)]
+        found.update(d for d in level if any(fnmatch.fnmatch(d.name, n) for n in CGROUP_NAMES))
     return found
 
 
@@ -140,7 +151,11 @@ def remove(procs: Dict[int, bytes], groups: List[Path], mounts: List[str]) -> No
         except ProcessLookupError:
             pass
     for top in groups:
-        for d in sorted([top, *top.glob("**/")], key=lambda p: -len(p.parts)):
+        try:
+            below = [Path(root) for root, _dirs, _files in os.walk(top)]
+        except OSError:
+            continue
+        for d in sorted(below, key=lambda p: -len(p.parts)):
             try:
                 d.rmdir()
             except OSError:
