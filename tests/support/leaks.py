@@ -150,16 +150,10 @@ def remove(procs: Dict[int, bytes], groups: List[Path], mounts: List[str]) -> No
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    from .runtimes import remove_cgroup_tree  # here: conftest imports this module before pytest loads that plugin
+
     for top in groups:
-        try:
-            below = [Path(root) for root, _dirs, _files in os.walk(top)]
-        except OSError:
-            continue
-        for d in sorted(below, key=lambda p: -len(p.parts)):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+        remove_cgroup_tree(top)
 
 
 def report(procs: Dict[int, bytes], groups: List[Path], mounts: List[str]) -> Optional[str]:

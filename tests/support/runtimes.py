@@ -78,13 +78,17 @@ def remove_cgroups(name: str) -> None:
     """rmdir the (empty) cgroups named *name* at the top of each hierarchy, deepest first (a runtime
     makes a container's cgroup path in every v1 hierarchy, not only the one a test wrote to)."""
     for top in [*Path("/sys/fs/cgroup").glob(f"*/{name}"), Path("/sys/fs/cgroup") / name]:
-        if not top.is_dir():
-            continue
-        for d in sorted(top.glob("**/"), key=lambda p: -len(p.parts)):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+        remove_cgroup_tree(top)
+
+
+def remove_cgroup_tree(top: Path) -> None:
+    """rmdir *top* and the cgroups below it, deepest first; a busy one stays."""
+    below = [Path(d) for d, _dirs, _files in os.walk(top)]  # nothing when *top* is gone
+    for d in sorted(below, key=lambda p: -len(p.parts)):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 def make_rootfs(dest: Path, ldconfig: bool = False) -> Path:
