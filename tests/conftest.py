@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from support import devdirs
 from support import fakehost
+from support import leaks
 
 # the fixtures of the helper package (tests/support, importable through pyproject's pythonpath)
 pytest_plugins = ["support.runtimes", "support.hookkit", "support.matrix", "support.upstream"]
@@ -29,6 +30,42 @@ def pytest_configure(config: pytest.Config) -> None:
         base = devdirs.pytest_basetemp()
         if base is not None:
             config.option.basetemp = str(base)
+
+
+_before: dict = {}  # the controller's view of the machine when the run started (leaks)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist starts its workers: they inherit the run's token
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput"):
+        leaks.note_pid()
+        return
+    leaks.start(config._tmp_path_factory.getbasetemp() / "xpu-cdi-run")
+    _before.update(cgroups=leaks.cgroups(), pids=set(leaks.processes()))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run fails, naming them, when its tests left a daemon or a cgroup behind (support/leaks.py)."""
+    config = session.config
+    if hasattr(config, "workerinput") or not _before:
+        return
+    run = leaks.Run(Path(os.environ[leaks.TOKEN]), config._tmp_path_factory.getbasetemp())
+    procs, groups = leaks.settle(run, _before["cgroups"], _before["pids"])
+    mounts = run.mounts()
+    message = leaks.report(procs, groups, mounts)
+    if message is None:
+        return
+    leaks.remove(procs, groups, mounts)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", "left behind", red=True)
+        reporter.write_line(message)
+    else:
+        print(message)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 #: Test directories whose tests run on one xdist worker (``make test``'s ``--dist loadgroup``):

@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional
 import pytest
 from click.testing import CliRunner
 
-from support import fakehost
+from support import HANG, fakehost
 from xpu_cdi import cli, watch
 from xpu_cdi.watch import refresh
 from xpu_cdi.generate import edits, options, profile, spec
@@ -223,9 +223,18 @@ class TestWatcher:
         t.start()
         return t
 
-    def wait_runs(self, w: watch.Watcher, n: int, timeout: float = 5.0) -> None:
+    def wait_runs(self, w: watch.Watcher, n: int, log: Log, timeout: float = HANG) -> None:
+        """Until *n* runs are done (*timeout* bounds a hang, never a measure)."""
         end = time.monotonic() + timeout
-        while w.runs < n and time.monotonic() < end:
+        while w.runs < n:
+            assert time.monotonic() < end, f"{w.runs} run(s) of {n} after {timeout}s: {log}"
+            time.sleep(0.02)
+
+    def quiet(self, w: watch.Watcher, seconds: float, log: Log) -> None:
+        """No further run starts for *seconds* (several debounce windows): fails at the first."""
+        runs, end = w.runs, time.monotonic() + seconds
+        while time.monotonic() < end:
+            assert w.runs == runs, f"a run after the last expected one: {log}"
             time.sleep(0.02)
 
     def test_burst_of_events_is_one_run(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
@@ -233,14 +242,15 @@ class TestWatcher:
         w, log = self.make(xpu_host, tmp_path)
         mon = FakeMonitor()
         t = self.run(w, mon)
-        self.wait_runs(w, 1)
+        self.wait_runs(w, 1, log)
         mon.send("add", SUBSYSTEM="module", DEVPATH="/module/kunlun")
         for i in range(8):
             mon.send("bind", SUBSYSTEM="pci", PCI_ID="1D22:3684", PCI_SLOT_NAME=f"0000:0{i}:00.0")
             mon.send("add", DEVNAME=f"xpu{i}", SUBSYSTEM="xpu")
-        time.sleep(0.6)
+        self.wait_runs(w, 2, log)
+        self.quiet(w, 0.6, log)
         w.stop.set()
-        t.join(3)
+        t.join(HANG)
         assert w.runs == 2, log
         assert log[-1].startswith("checked (add module kunlun, bind pci 0000:00:00.0")  # nothing changed
 
@@ -249,11 +259,16 @@ class TestWatcher:
         w, log = self.make(xpu_host, tmp_path)
         mon = FakeMonitor()
         t = self.run(w, mon)
+        self.wait_runs(w, 1, log)
         for name in ("sda", "tty1", "loop0"):
             mon.send("add", DEVNAME=name)
-        time.sleep(0.5)
+        end = time.monotonic() + HANG
+        while not mon.q.empty():  # the watcher has read them all
+            assert time.monotonic() < end, "the watcher never read the events"
+            time.sleep(0.02)
+        self.quiet(w, 0.5, log)
         w.stop.set()
-        t.join(3)
+        t.join(HANG)
         assert w.runs == 1  # the start-up run only
 
     def test_version_file_change_is_exactly_one_regeneration(self, xpu_host: fakehost.FakeHost,
@@ -261,18 +276,19 @@ class TestWatcher:
         """A driver update (new version file, nodes renumbered) runs the pipeline once and rewrites once."""
         w, log = self.make(xpu_host, tmp_path)
         t = self.run(w, FakeMonitor())
-        self.wait_runs(w, 1)
+        self.wait_runs(w, 1, log)
         spec_file = tmp_path / "cdi/kunlunxin.com-xpu.json"
         first = ident(spec_file)
         # the new driver got another major: nodes are re-created, then the version file written
         for i in range(8):
             os.unlink(xpu_host.path(f"/dev/xpu{i}"))
             fakehost.mknod(xpu_host.path(f"/dev/xpu{i}"), 242, i)
-        time.sleep(0.2)  # the node changes alone trigger nothing: no uevent reached the fake monitor
+        self.quiet(w, 0.2, log)  # the node changes alone trigger nothing: no uevent reached the fake monitor
         xpu_host.path("/usr/local/xpu/version").write_text("version:5.0.22\n")
-        time.sleep(0.8)
+        self.wait_runs(w, 2, log)
+        self.quiet(w, 0.6, log)
         w.stop.set()
-        t.join(3)
+        t.join(HANG)
         assert w.runs == 2, log
         assert ident(spec_file) != first and '"major": 242' in spec_file.read_text()
         wrote = [line for line in log if line.startswith("wrote")]
@@ -283,15 +299,16 @@ class TestWatcher:
         """A version file rewritten with the same driver: one run, and the spec file is left alone."""
         w, log = self.make(xpu_host, tmp_path)
         t = self.run(w, FakeMonitor())
-        self.wait_runs(w, 1)
+        self.wait_runs(w, 1, log)
         spec_file = tmp_path / "cdi/kunlunxin.com-xpu.json"
         first = ident(spec_file)
         version = xpu_host.path("/usr/local/xpu/version")
         version.write_text(version.read_text())
         os.utime(version, ns=(time.time_ns(), time.time_ns() + 10**9))
-        time.sleep(0.6)
+        self.wait_runs(w, 2, log)
+        self.quiet(w, 0.6, log)
         w.stop.set()
-        t.join(3)
+        t.join(HANG)
         assert w.runs == 2 and ident(spec_file) == first
         assert log[-1] == f"checked (changed {version}): specs up to date"
 
@@ -340,15 +357,12 @@ class TestRealUevents:
                           debounce=0.1, poll_interval=0.1)
         t = threading.Thread(target=w.loop, args=(monitor,), daemon=True)
         t.start()
-        end = time.monotonic() + 5
-        while w.runs < 1 and time.monotonic() < end:
-            time.sleep(0.02)
+        TestWatcher().wait_runs(w, 1, log)
         xpu_host.remove_card(7)
         trigger.write_text("change")
-        while w.runs < 2 and time.monotonic() < end:
-            time.sleep(0.02)
+        TestWatcher().wait_runs(w, 2, log)
         w.stop.set()
-        t.join(3)
+        t.join(HANG)
         assert w.runs == 2, log
         assert log[-1].startswith(f"wrote {tmp_path}/kunlunxin.com-xpu.json: kunlunxin.com/xpu, 7 card(s)")
 

@@ -530,13 +530,13 @@ def container(tmp_path: Path) -> Iterator[Tuple[int, bool]]:
         argv = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cg)]
     else:
         argv = []
-    p = subprocess.Popen([*argv, "unshare", "-m", "--propagation", "private", "sleep", "60"])
+    p = subprocess.Popen([*argv, "unshare", "-m", "--propagation", "private", "sleep", "3600"])
     try:
         runtimes.wait_for_exec(p, "sleep")
         yield p.pid, cg is not None
     finally:
         p.kill()
-        p.wait(timeout=10)
+        p.wait()
         if cg is not None:
             remove_cgroup(cg)
 

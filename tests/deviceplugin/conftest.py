@@ -12,7 +12,7 @@ import pytest
 
 from support import fakehost
 from support import kubeletkit
-from support.dpnode import Node, numa_nodes, short_dir
+from support.dpnode import FLOOR, Node, numa_nodes, short_dir
 
 
 @pytest.fixture
@@ -44,7 +44,18 @@ def kubelet(node: Node) -> Iterator[kubeletkit.FakeKubelet]:
 @pytest.fixture
 def plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
            tmp_path: Path) -> Iterator[kubeletkit.PluginProcess]:
-    p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "plugin.log")
+    yield from plugin_process(stack, node.args(), tmp_path)
+
+
+@pytest.fixture
+def evented_plugin(node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                   tmp_path: Path) -> Iterator[kubeletkit.PluginProcess]:
+    """The daemon polling only every 30 s: for the tests that time its reaction to an event."""
+    yield from plugin_process(stack, node.args("--health-interval", FLOOR), tmp_path)
+
+
+def plugin_process(stack: str, args: list, tmp_path: Path) -> Iterator[kubeletkit.PluginProcess]:
+    p = kubeletkit.PluginProcess(stack, args, tmp_path / "plugin.log")
     yield p
     p.stop()
     print(f"the plugin's log:\n{p.text()}")  # pytest shows it when the test failed

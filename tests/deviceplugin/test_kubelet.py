@@ -23,11 +23,15 @@ import pytest
 from support import dpnode
 from support import fakehost
 from support import kubeletkit
-from support.dpnode import Node
+from support.dpnode import FLOOR, Node
 
 pytestmark = pytest.mark.privileged  # mknod of the fake cards
 
 SOCKET = "xpu-cdi-kunlunxin.com-xpu.sock"
+#: How soon the daemon reacts to an event (a node gone, kubelet.sock created), in the tests
+#: that time it with evented_plugin's 30 s floor: ~0.1-0.3 s here, even beside a CPU hog on
+#: both cores; the bound tells an event from the poll without asking for an idle machine.
+REACT = 5.0
 ALL = [str(i) for i in range(8)]
 
 
@@ -77,16 +81,16 @@ class TestRegistration:
             k.stop()
 
     def test_kubelet_started_after_the_plugin(self, node: Node, stack: str, tmp_path: Path) -> None:
-        """No kubelet.sock yet: one log line saying so; registered within a second of kubelet appearing."""
-        p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
+        """No kubelet.sock yet: one log line saying so; registered when kubelet appears (its event, not
+        the 30 s poll)."""
+        p = kubeletkit.PluginProcess(stack, node.args("--health-interval", FLOOR), tmp_path / "p.log")
         try:
             p.wait_log("waiting for kubelet")
             time.sleep(1.5)  # well past the first backoff steps
-            t0 = time.monotonic()
             k = kubeletkit.FakeKubelet(node.plugin_dir)
             try:
-                k.wait_registered(timeout=5)
-                assert k.registered_at[0] - t0 <= 1.0
+                k.wait_registered()
+                assert k.registered_at[0] - k.started_at <= REACT, k.history()
                 assert p.text().count("waiting for kubelet") == 1  # said once, not per retry
             finally:
                 k.stop()
@@ -96,19 +100,20 @@ class TestRegistration:
 
 class TestHealth:
     def test_node_removed_then_back(self, node: Node, kubelet: kubeletkit.FakeKubelet,
-                                    plugin: kubeletkit.PluginProcess) -> None:
-        """A vanished node marks that card only Unhealthy within 2 s; re-created, it is Healthy again."""
+                                    evented_plugin: kubeletkit.PluginProcess) -> None:
+        """A vanished node marks that card only Unhealthy, on the event (inotify, not the poll);
+        re-created, it is Healthy again."""
         kubelet.wait_registered()
         kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy")
         path = node.host.path("/dev/xpu3")
         path.unlink()
         t0 = time.monotonic()
-        kubelet.wait_for(lambda: unhealthy(kubelet, "3"), timeout=5, message="card 3 Unhealthy")
-        assert time.monotonic() - t0 <= 2.0
+        kubelet.wait_for(lambda: unhealthy(kubelet, "3"), message="card 3 Unhealthy")
+        assert time.monotonic() - t0 <= REACT
         assert all(healthy(kubelet, c) for c in ALL if c != "3")
         fakehost.mknod(path, fakehost.XPU_MAJOR, 3)
-        kubelet.wait_for(lambda: healthy(kubelet, "3"), timeout=5, message="card 3 Healthy again")
-        assert "kunlunxin.com/xpu=3: Healthy again" in plugin.text()
+        kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy again")
+        assert "kunlunxin.com/xpu=3: Healthy again" in evented_plugin.text()
 
     def test_driver_reload_marks_unhealthy_never_removes(self, node: Node, kubelet: kubeletkit.FakeKubelet,
                                                          plugin: kubeletkit.PluginProcess) -> None:
@@ -120,12 +125,12 @@ class TestHealth:
             p = node.host.path(f"/dev/xpu{i}")
             p.unlink()
             fakehost.mknod(p, fakehost.NPU_MAJOR, i)
-        kubelet.wait_for(lambda: unhealthy(kubelet, "0") and unhealthy(kubelet, "1"), timeout=5,
+        kubelet.wait_for(lambda: unhealthy(kubelet, "0") and unhealthy(kubelet, "1"),
                          message="cards 0 and 1 Unhealthy")
         assert sorted(kubelet.latest()) == ALL
         assert "but the spec says 240:0" in plugin.text()
         node.generate()
-        kubelet.wait_for(lambda: healthy(kubelet, "0") and healthy(kubelet, "1"), timeout=5,
+        kubelet.wait_for(lambda: healthy(kubelet, "0") and healthy(kubelet, "1"),
                          message="cards Healthy after the spec was rewritten")
 
     def test_driver_state_file(self, node: Node, kubelet: kubeletkit.FakeKubelet,
@@ -134,10 +139,10 @@ class TestHealth:
         kubelet.wait_registered()
         state = node.host.path("/proc/xpu/dev5/state")
         fakehost.write(state, "ERROR\n")
-        kubelet.wait_for(lambda: unhealthy(kubelet, "5"), timeout=5, message="card 5 Unhealthy")
+        kubelet.wait_for(lambda: unhealthy(kubelet, "5"), message="card 5 Unhealthy")
         assert all(healthy(kubelet, c) for c in ALL if c != "5")
         fakehost.write(state, "RUNNING\n")
-        kubelet.wait_for(lambda: healthy(kubelet, "5"), timeout=5, message="card 5 Healthy")
+        kubelet.wait_for(lambda: healthy(kubelet, "5"), message="card 5 Healthy")
 
 
 class TestRestart:
@@ -146,16 +151,17 @@ class TestRestart:
     Each registration is counted per kubelet instance; a quiet window fails at the first registration
     that arrives in it (a storm is hundreds a second)."""
 
-    def test_kubelet_restart_reregisters_within_a_second(self, node: Node, kubelet: kubeletkit.FakeKubelet,
-                                                         plugin: kubeletkit.PluginProcess) -> None:
-        """kubelet dies, a new one wipes every socket and creates kubelet.sock: registered again within 1 s,
-        from a socket that served when Register arrived, and the list comes on the new stream."""
+    def test_kubelet_restart_reregisters_on_the_event(self, node: Node, kubelet: kubeletkit.FakeKubelet,
+                                                      evented_plugin: kubeletkit.PluginProcess) -> None:
+        """kubelet dies, a new one wipes every socket and creates kubelet.sock: registered again on that
+        event (within a second on an idle node), from a socket that served when Register arrived, and the
+        list comes on the new stream."""
         kubelet.wait_registered()
         for _round in range(2):
             t0 = kubelet.restart()
-            reg = kubelet.wait_registered_with(kubelet.instance, timeout=5)
-            assert reg.at - t0 <= 1.0, plugin.text()
-            assert reg.served and (node.plugin_dir / SOCKET).is_socket(), plugin.text()
+            reg = kubelet.wait_registered_with(kubelet.instance)
+            assert reg.at - t0 <= REACT, evented_plugin.text()
+            assert reg.served and (node.plugin_dir / SOCKET).is_socket(), evented_plugin.text()
             kubelet.wait_for(lambda: kubelet.lists and kubelet.lists[-1][0] > reg.at
                              and sorted(kubelet.latest()) == ALL, message="the list on the new stream")
 
@@ -165,7 +171,7 @@ class TestRestart:
         registration, not one each."""
         kubelet.wait_registered()
         kubelet.restart()
-        kubelet.wait_registered_with(2, timeout=5)
+        kubelet.wait_registered_with(2)
         kubelet.assert_no_registration(2.0)
         assert (kubelet.count(1), kubelet.count(2)) == (1, 1), kubelet.history()
 
@@ -176,10 +182,10 @@ class TestRestart:
         kubelet, then none for 5 s."""
         kubelet.wait_registered()
         t0 = kubelet.restart()
-        kubelet.wait_registered_with(2, timeout=1)
+        kubelet.wait_registered_with(2)
         time.sleep(max(0.0, t0 + gap - time.monotonic()))  # the schedule of the restarts, not a wait on the plugin
         kubelet.restart()
-        kubelet.wait_registered_with(3, timeout=1)
+        kubelet.wait_registered_with(3)
         kubelet.assert_no_registration(5.0)
         assert [kubelet.count(i) for i in (1, 2, 3)] == [1, 1, 1], kubelet.history()
 
@@ -190,23 +196,24 @@ class TestRestart:
         kubelet.wait_registered()
         kubelet.restart()
         kubelet.restart()
-        kubelet.wait_registered_with(3, timeout=1)
+        kubelet.wait_registered_with(3)
         kubelet.assert_no_registration(5.0)
         assert kubelet.count(2) <= 1 and kubelet.count(3) == 1, kubelet.history()
 
     def test_fifty_restarts(self, node: Node, kubelet: kubeletkit.FakeKubelet,
-                            plugin: kubeletkit.PluginProcess) -> None:
-        """50 restarts in a row: each re-registered within 1 s of its kubelet.sock; as many registrations
+                            evented_plugin: kubeletkit.PluginProcess) -> None:
+        """50 restarts in a row: each re-registered on its kubelet.sock's event; as many registrations
         as restarts."""
         kubelet.wait_registered()
         late = []
         for _ in range(50):
             t0 = kubelet.restart()
-            reg = kubelet.wait_registered_with(kubelet.instance, timeout=5)
-            if reg.at - t0 > 1.0:
+            reg = kubelet.wait_registered_with(kubelet.instance)
+            if reg.at - t0 > REACT:
                 late.append((kubelet.instance, round(reg.at - t0, 3)))
         kubelet.assert_no_registration(2.0)
-        assert not late, f"(kubelet, seconds) registered later than 1 s: {late}; kubelet saw:\n{kubelet.history()}"
+        assert not late, f"(kubelet, seconds) registered later than {REACT} s: {late}; kubelet saw:\n" \
+                         f"{kubelet.history()}"
         assert kubelet.count() == 51 and all(kubelet.count(i) == 1 for i in range(1, 52)), kubelet.history()
 
     def test_own_socket_deleted(self, node: Node, kubelet: kubeletkit.FakeKubelet,
@@ -214,7 +221,7 @@ class TestRestart:
         """Our socket removed (kubelet.sock kept): served again and registered again, once."""
         kubelet.wait_registered()
         (node.plugin_dir / SOCKET).unlink()
-        kubelet.wait_registered(2, timeout=3)
+        kubelet.wait_registered(2)
         assert (node.plugin_dir / SOCKET).is_socket()
         kubelet.assert_no_registration(2.0)
         assert kubelet.count() == 2, kubelet.history()
@@ -226,14 +233,14 @@ class TestRestart:
         kubelet.wait_registered()
         kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy")
         node.host.path("/dev/xpu3").unlink()
-        kubelet.wait_for(lambda: unhealthy(kubelet, "3"), timeout=5, message="card 3 Unhealthy")
+        kubelet.wait_for(lambda: unhealthy(kubelet, "3"), message="card 3 Unhealthy")
         fakehost.mknod(node.host.path("/dev/xpu3"), fakehost.XPU_MAJOR, 3)
-        kubelet.wait_for(lambda: healthy(kubelet, "3"), timeout=5, message="card 3 Healthy again")
+        kubelet.wait_for(lambda: healthy(kubelet, "3"), message="card 3 Healthy again")
         kubelet.drop("kunlunxin.com/xpu")
-        kubelet.wait_registered(2, timeout=3)
+        kubelet.wait_registered(2)
         kubelet.assert_no_registration(2.0)
         assert kubelet.count() == 2, kubelet.history()
-        assert "kubelet ended the ListAndWatch stream of our registration" in plugin.text()
+        plugin.wait_log("kubelet ended the ListAndWatch stream of our registration")
 
 
 class TestAllocation:
@@ -247,7 +254,8 @@ class TestAllocation:
         def ask(available: list, size: int, must: tuple = ()) -> list:
             req = pb2.PreferredAllocationRequest(container_requests=[pb2.ContainerPreferredAllocationRequest(
                 available_deviceIDs=available, must_include_deviceIDs=list(must), allocation_size=size)])
-            return list(kubelet.plugin().GetPreferredAllocation(req, timeout=5).container_responses[0].deviceIDs)
+            resp = kubelet.plugin().GetPreferredAllocation(req, timeout=kubeletkit.HANG)
+            return list(resp.container_responses[0].deviceIDs)
 
         assert ask(ALL, 4) == ["0", "1", "2", "3"]
         assert ask(["0", "1", "4", "5", "6", "7"], 4) == ["4", "5", "6", "7"]
@@ -277,7 +285,7 @@ class TestAllocation:
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "unknown device ID(s) '9'" in err.value.details()
         node.host.path("/dev/xpu6").unlink()
-        kubelet.wait_for(lambda: unhealthy(kubelet, "6"), timeout=5, message="card 6 Unhealthy")
+        kubelet.wait_for(lambda: unhealthy(kubelet, "6"), message="card 6 Unhealthy")
         with pytest.raises(grpc.RpcError) as err:
             kubelet.allocate(["6", "7"])
         assert "device '6' is Unhealthy" in err.value.details() and "'7'" not in err.value.details()
@@ -292,7 +300,7 @@ class TestAllocation:
         with pytest.raises(grpc.RpcError) as err:
             kubelet.allocate(["7"])
         assert "device '7' is Unhealthy: no spec in" in err.value.details()
-        kubelet.wait_for(lambda: unhealthy(kubelet, "7"), timeout=5, message="card 7 Unhealthy")
+        kubelet.wait_for(lambda: unhealthy(kubelet, "7"), message="card 7 Unhealthy")
         assert sorted(kubelet.latest()) == ALL and all(healthy(kubelet, c) for c in ALL[:7])
 
     def test_card_dropped_after_the_grace(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
@@ -310,14 +318,14 @@ class TestAllocation:
             node.host.cards.remove(6)
             node.host.cards.remove(7)
             node.generate()
-            kubelet.wait_for(lambda: unhealthy(kubelet, "6") and unhealthy(kubelet, "7"), timeout=5,
+            kubelet.wait_for(lambda: unhealthy(kubelet, "6") and unhealthy(kubelet, "7"),
                              message="6 and 7 Unhealthy")
             for f, data in saved.items():  # the old spec is back within the grace: 6 is fine again
                 f.write_bytes(data)
             fakehost.mknod(node.host.path("/dev/xpu6"), fakehost.XPU_MAJOR, 6)
-            kubelet.wait_for(lambda: healthy(kubelet, "6"), timeout=5, message="6 Healthy again")
+            kubelet.wait_for(lambda: healthy(kubelet, "6"), message="6 Healthy again")
             node.generate()  # the spec without 6 and 7 (6's node is there again: only 7 goes)
-            kubelet.wait_for(lambda: sorted(kubelet.latest()) == ALL[:7], timeout=6, message="7 dropped")
+            kubelet.wait_for(lambda: sorted(kubelet.latest()) == ALL[:7], message="7 dropped")
             p.wait_log("kunlunxin.com/xpu=7: dropped: no spec has defined it for 1.5s")
         finally:
             p.stop()
@@ -342,7 +350,7 @@ class TestLifecycle:
     def test_sigterm_removes_sockets_exits_0(self, node: Node, kubelet: kubeletkit.FakeKubelet,
                                              plugin: kubeletkit.PluginProcess) -> None:
         kubelet.wait_registered()
-        kubelet.wait_for(node.status.exists, timeout=5, message="the status file")
+        kubelet.wait_for(node.status.exists, message="the status file")
         assert plugin.terminate() == 0
         assert not (node.plugin_dir / SOCKET).exists() and not node.status.exists()
         assert (node.plugin_dir / "kubelet.sock").exists()  # never touches kubelet's own socket
@@ -355,10 +363,11 @@ class TestLifecycle:
         p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
         try:
             p.wait_log("run `xpu-cdi generate`")
-            time.sleep(0.5)
-            assert not kubelet.requests
+            # the pass that said it ends writing the status file: no plugin, so nothing can register
+            kubelet.wait_for(node.status.exists, message="the status file")
+            assert json.loads(node.status.read_text())["kinds"] == {} and not kubelet.requests
             node.generate()
-            kubelet.wait_registered(timeout=5)
+            kubelet.wait_registered()
         finally:
             p.stop()
 
@@ -372,12 +381,9 @@ class TestLifecycle:
             kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
             for f in node.spec_dir.iterdir():
                 f.unlink()
-            kubelet.wait_for(lambda: all(unhealthy(kubelet, c) for c in ALL), timeout=5, message="all Unhealthy")
-            kubelet.wait_for(lambda: kubelet.lists and kubelet.lists[-1][1] == {}, timeout=5, message="empty list")
-            deadline = time.monotonic() + 5
-            while (node.plugin_dir / SOCKET).exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert not (node.plugin_dir / SOCKET).exists()
+            kubelet.wait_for(lambda: all(unhealthy(kubelet, c) for c in ALL), message="all Unhealthy")
+            kubelet.wait_for(lambda: kubelet.lists and kubelet.lists[-1][1] == {}, message="empty list")
+            kubelet.wait_for(lambda: not (node.plugin_dir / SOCKET).exists(), message="our socket removed")
         finally:
             p.stop()
 
@@ -390,7 +396,7 @@ class TestLifecycle:
             return subprocess.run([sys.executable, "-m", "xpu_cdi.cli", "device-plugin", "--probe",
                                    "--status-file", str(node.status)], capture_output=True, text=True)
 
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + kubeletkit.HANG
         while probe().returncode != 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         res = probe()

@@ -23,7 +23,7 @@ def stubs(proto: str) -> Any:
     return kubeproto.stubs(proto)
 
 
-def until(cond: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+def until(cond: Callable[[], Any], timeout: float = 60.0, what: str = "") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = cond()
@@ -52,9 +52,9 @@ class Kubelet:
         sockets = [os.path.join(registry, n) for n in os.listdir(registry)]
         assert len(sockets) == 1, sockets
         ch = grpc.insecure_channel("unix:" + sockets[0])
-        self.info = self.reg_grpc.RegistrationStub(ch).GetInfo(self.reg.InfoRequest(), timeout=5)
+        self.info = self.reg_grpc.RegistrationStub(ch).GetInfo(self.reg.InfoRequest(), timeout=60)
         self.reg_grpc.RegistrationStub(ch).NotifyRegistrationStatus(
-            self.reg.RegistrationStatus(plugin_registered=True), timeout=5)
+            self.reg.RegistrationStatus(plugin_registered=True), timeout=60)
         ch.close()
         self.channel = grpc.insecure_channel("unix:" + self.info.endpoint)
         self.stub = self.dra_grpc.DRAPluginStub(self.channel)
@@ -62,12 +62,12 @@ class Kubelet:
     def prepare(self, *claims: tuple) -> Any:
         req = self.dra.NodePrepareResourcesRequest(
             claims=[self.dra.Claim(namespace=ns, name=n, uid=u) for ns, n, u in claims])
-        return self.stub.NodePrepareResources(req, timeout=10)
+        return self.stub.NodePrepareResources(req, timeout=60)
 
     def unprepare(self, *claims: tuple) -> Any:
         req = self.dra.NodeUnprepareResourcesRequest(
             claims=[self.dra.Claim(namespace=ns, name=n, uid=u) for ns, n, u in claims])
-        return self.stub.NodeUnprepareResources(req, timeout=10)
+        return self.stub.NodeUnprepareResources(req, timeout=60)
 
 
 def started(node, kube, **changes):
@@ -211,7 +211,7 @@ def test_health_stream(dra_node, kube, grpc_mod) -> None:
     try:
         k = Kubelet(grpc_mod, dra_node.settings.registry_dir)
         assert "v1alpha1.DRAResourceHealth" in k.info.supported_versions
-        stream = h_grpc.DRAResourceHealthStub(k.channel).NodeWatchResources(h.NodeWatchResourcesRequest(), timeout=10)
+        stream = h_grpc.DRAResourceHealthStub(k.channel).NodeWatchResources(h.NodeWatchResourcesRequest(), timeout=60)
         first = next(stream)
         assert [(x.device.pool_name, x.device.device_name, x.health) for x in first.devices] == \
             [("n1", str(i), h.HEALTHY) for i in range(4)]

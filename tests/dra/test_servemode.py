@@ -31,7 +31,7 @@ def holder(run: Path, way: str) -> subprocess.Popen:
         c = nodeconfig.NodeConfig("/none", False)
         assert servemode.claim({KIND!r}, {way!r}, c, {str(run)!r}) == ""
         print("held", flush=True)
-        time.sleep(60)
+        time.sleep(3600)  # killed by the test; outlives any slow run
     """)
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None and p.stdout.readline().strip() == "held"

@@ -144,9 +144,7 @@ def test_cgroup_rule_the_parent_denies_rolls_back(xpu: HookHost) -> None:
         assert_unchanged(rootfs_before, tree(b.rootfs))
         assert host_mounts(str(xpu.base)) == mounts_before
     finally:
-        for d in (os.path.join(parent, "ctr"), parent):
-            if os.path.isdir(d):
-                os.rmdir(d)
+        runtimes.remove_cgroups(os.path.basename(parent))
 
 
 def fakehost_major(xpu: HookHost) -> int:

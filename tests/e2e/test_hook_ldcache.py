@@ -112,14 +112,19 @@ def shared_pidns() -> "Iterator[int]":
     container with shareProcessNamespace): its host pid; killed afterwards."""
     p = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", "sleep", "600"], start_new_session=True)
     try:
-        for _ in range(200):  # unshare forks: the sleeper is its child
+        deadline = time.monotonic() + 60  # bounds a hang: forking and mounting take CPU
+        while True:  # unshare forks: the sleeper is its child, once it has exec'd sleep
             kids = Path(f"/proc/{p.pid}/task/{p.pid}/children")
-            if kids.exists() and kids.read_text().split():
-                yield int(kids.read_text().split()[0])
-                break
+            pids = kids.read_text().split() if kids.exists() else []
+            try:
+                if pids and Path(f"/proc/{pids[0]}/comm").read_text().strip() == "sleep":
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the pid-namespace sleeper did not start")
             time.sleep(0.01)
-        else:
-            pytest.fail("the pid-namespace sleeper did not start")
+        yield int(pids[0])
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()

@@ -22,7 +22,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 import tomlkit
@@ -135,16 +135,20 @@ def pods(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         place, version = place_with_cdi_containerd(request, base)
     assert version[:2] >= ROWS[request.param], version
     cards = Cards(base / "cards")
-    config = cri_config(place, base, cards)
-    ctrd = CriContainerd(place, base / "containerd", config, env=[f"XPU_CDI_SPEC_DIRS={cards.spec_dir}"])
-    logs = base / "logs"
-    logs.mkdir()
-    cri = CRI(f"unix://{ctrd.address}", logs)
-    try:
+    ctrd: Optional[CriContainerd] = None
+    cri: Optional[CRI] = None
+    try:  # what was started is stopped whichever step fails
+        config = cri_config(place, base, cards)
+        ctrd = CriContainerd(place, base / "containerd", config, env=[f"XPU_CDI_SPEC_DIRS={cards.spec_dir}"])
+        logs = base / "logs"
+        logs.mkdir()
+        cri = CRI(f"unix://{ctrd.address}", logs)
         yield Pods(ctrd, cri, cards, version)
     finally:
-        cri.close()
-        ctrd.stop()
+        if cri is not None:
+            cri.close()
+        if ctrd is not None:
+            ctrd.stop()
         cards.close()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from support import HANG
 from support.exporternode import ExporterProcess, Node
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 def get(url: str, accept: str = "") -> "tuple[int, dict, bytes]":
     req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     try:
-        with urllib.request.urlopen(req, timeout=5) as r:
+        with urllib.request.urlopen(req, timeout=HANG) as r:
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers), err.read()
@@ -83,7 +84,10 @@ def test_a_scrape_is_answered_while_a_tool_hangs(node: Node, tmp_path: Path) -> 
     p = ExporterProcess(node.args("--interval", "1"), tmp_path / "exporter.log")
     try:
         node.set_tool("xpu-smi", mode="hang", data="xpu-smi-m.txt")
-        time.sleep(1.5)  # the next pass has started and hangs in the tool
+        hanging, end = node.tool("xpu-smi").with_name("xpu-smi.pid"), time.monotonic() + HANG
+        while not hanging.exists():  # the next pass has started and hangs in the tool
+            assert time.monotonic() < end and p.proc.poll() is None, "no pass ran the hanging tool"
+            time.sleep(0.05)
         slowest = 0.0
         for _ in range(10):
             t = time.monotonic()
@@ -92,7 +96,7 @@ def test_a_scrape_is_answered_while_a_tool_hangs(node: Node, tmp_path: Path) -> 
             assert code == 200
             time.sleep(0.1)
         assert slowest < 1.0, slowest
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG
         up = 1.0
         while time.monotonic() < deadline:
             up = samples(get(p.url())[2])[("xpu_cdi_exporter_source_up", (("source", "kunlunxin/xpu-smi"),))]

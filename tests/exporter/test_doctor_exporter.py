@@ -19,8 +19,9 @@ def test_running_exporter_and_its_sources(node: Node, tmp_path: Path) -> None:
     node.set_tool("npu-smi", mode="crash")
     p = ExporterProcess(node.args("--interval", "1"), tmp_path / "exporter.log")
     try:
-        deadline = time.monotonic() + 20
-        while not node.status.exists() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not node.status.exists():
+            assert time.monotonic() < deadline and p.proc.poll() is None, p.log.read_text()
             time.sleep(0.05)
         results = {(r["check"], r["found"].split(":")[0]): r for r in run_check(node.status)}
         head = results[("exporter", "xpu-cdi exporter runs (listens on 127.0.0.1")]

@@ -140,7 +140,7 @@ def test_a_hanging_tool_is_killed_after_its_timeout(node: Node, mode: str, tmp_p
     start = time.monotonic()
     snap = exp.step()
     took = time.monotonic() - start
-    assert 1.4 < took < 8, took
+    assert 1.4 < took < 60, took  # ended by the timeout, not by the tool (1000 s), on a loaded machine too
     (res,) = [r for r in snap.sources if r.source == "kunlunxin/xpu-smi"]
     assert not res.up and "did not finish within 1.5s: killed" in res.why
     s = scrape(exp)
@@ -148,7 +148,7 @@ def test_a_hanging_tool_is_killed_after_its_timeout(node: Node, mode: str, tmp_p
     assert value(s, "xpu_cdi_card_temperature_celsius", kind=NPU, card="0") == 40
     # nothing of the tool is left running: its process group was killed
     pid = node.left_pid("xpu-smi")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _running(pid), f"pid {pid} ({mode}) still runs"
@@ -236,7 +236,7 @@ def test_dra_all_device_and_kubelet_restart(node: Node, kubelet: "object") -> No
     assert value(s, "xpu_cdi_exporter_source_up", source="pod-resources") == 0
     assert "xpu_cdi_card_allocated" not in names(s)  # unknown, not "free"
     kubelet.start()  # type: ignore[attr-defined]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while True:  # gRPC reconnects by itself (with its own backoff)
         exp.step()
         s = scrape(exp)

@@ -439,7 +439,7 @@ def test_devices_cgroup_found_below_escaped_and_non_ascii_mount_points(alone: Pa
     try:
         (cg / "devices.deny").write_text("a")
         sleeper = subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cg),
-                                    "unshare", "-m", "--propagation", "private", "sleep", "60"])
+                                    "unshare", "-m", "--propagation", "private", "sleep", "3600"])
         runtimes.wait_for_exec(sleeper, "sleep")
         specs = tmp_path / "cdi"
         specs.mkdir()
@@ -470,7 +470,7 @@ def test_devices_cgroup_found_below_escaped_and_non_ascii_mount_points(alone: Pa
     finally:
         if sleeper is not None:
             sleeper.kill()
-            sleeper.wait(timeout=10)
+            sleeper.wait()
         cg.rmdir()
 
 
@@ -489,7 +489,7 @@ def test_devices_cgroup_of_a_subtree_mount_is_not_taken_for_the_usual_layout(alo
         (mine / "devices.deny").write_text("a")  # the kernel takes "a" only while there are no children
         decoy.mkdir()
         sleeper = subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(mine),
-                                    "unshare", "-m", "--propagation", "private", "sleep", "60"])
+                                    "unshare", "-m", "--propagation", "private", "sleep", "3600"])
         runtimes.wait_for_exec(sleeper, "sleep")
         specs = tmp_path / "cdi"
         specs.mkdir()
@@ -513,13 +513,16 @@ def test_devices_cgroup_of_a_subtree_mount_is_not_taken_for_the_usual_layout(alo
     finally:
         if sleeper is not None:
             sleeper.kill()
-            sleeper.wait(timeout=10)
+            sleeper.wait()
         for cg in (decoy, mine, top):
-            for _ in range(100):  # empty once the kernel has reaped the sleeper
+            deadline = time.monotonic() + 60  # empty once the kernel has reaped the sleeper
+            while True:
                 try:
                     cg.rmdir()
                     break
                 except OSError:
+                    if time.monotonic() > deadline:
+                        raise
                     time.sleep(0.02)
 
 

@@ -190,12 +190,15 @@ def test_rolling_update_while_pods_start(daemonset: Node, pods: List[str]) -> No
     for t in threads:
         t.start()
     try:
-        time.sleep(3)
+        cluster.wait(lambda: len(results) >= 2, 300, "two card pods ended before the rollout")
         rollout = time.monotonic()
         daemonset.apply(f"{VERSION}-v2")
         daemonset.wait_rolled_out(f"{VERSION}-v2")
         rolled_out = time.monotonic()
-        time.sleep(5)  # and some starts after
+        # and some starts after: pods created once it was done, and five started in all
+        cluster.wait(lambda: any(r["created"] > rolled_out for r in results)
+                     and len([r for r in results if r["outcome"] != "admission"]) >= 5, 300,
+                     "pods started after the rollout")
     finally:
         stop.set()
         for t in threads:

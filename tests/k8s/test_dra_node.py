@@ -338,7 +338,8 @@ def test_claim_deleted_while_down_released_at_start(cluster: Cluster, driver: Dr
     finally:
         driver.start()
     driver.wait_served()
-    assert f"claim default/{name} ({uid}) is gone from the API: released" in driver.text(), driver.text()
+    assert driver.proc is not None
+    driver.proc.wait_log(f"claim default/{name} ({uid}) is gone from the API: released")
     assert uid not in driver.checkpoint()
     out = run(cluster, pods, "all", template(cluster, templates, "all", {"allocationMode": "All"}))
     matrix.check_cards(out, range(8))
@@ -356,8 +357,9 @@ def test_boot_id_changed_rebuilt_from_the_api(cluster: Cluster, driver: DraDrive
     driver.boot_id.write_text("00000000-0000-4000-8000-000000000001\n")
     driver.start()
     driver.wait_served()
-    text = driver.text()
-    assert "is from an earlier boot" in text and "taken back from the API" in text, text
+    assert driver.proc is not None
+    text = driver.proc.wait_log("taken back from the API")
+    assert "is from an earlier boot" in text, text
     prepared = driver.checkpoint()
     assert uid in prepared and sorted(int(d["device"]) for d in prepared[uid]["devices"]) == held, prepared
     out = run(cluster, pods, "fresh", two(cluster, templates))
@@ -423,7 +425,8 @@ def test_corrupt_checkpoint_is_an_event(cluster: Cluster, driver: DraDriver, tem
     (driver.dir / "checkpoint.json").write_text('{"version": 1, "claims": {"x": ')
     driver.start()
     driver.wait_served()
-    lines = [ln for ln in driver.text().splitlines() if "is corrupt" in ln]
+    assert driver.proc is not None
+    lines = [ln for ln in driver.proc.wait_log("is corrupt").splitlines() if "is corrupt" in ln]
     assert len(lines) == 1, driver.text()
 
     def event() -> Dict[str, Any]:
@@ -460,7 +463,8 @@ def test_rolling_update_two_drivers(cluster: Cluster, driver: DraDriver, cards: 
         fresh = allocated(cluster, pods[1])
         matrix.check_cards(out, fresh)
         new_claim = pod_claim(cluster, pods[1])["metadata"]["name"]
-        assert f"claim default/{new_claim} prepared" in new.text(), new.text()
+        assert new.proc is not None
+        new.proc.wait_log(f"claim default/{new_claim} prepared")
         nodekit.wait_gone(cluster, pods.pop(0))
         cluster.wait(lambda: f"claim default/{old_claim} unprepared" in new.text(), 30,
                      "the old pod's claim unprepared by the new driver")

@@ -97,9 +97,8 @@ def read_cri_log(path: Path) -> str:
     """The messages of a CRI log file (``<time> <stream> <P|F> <message>`` per line), joined;
     P marks a partial line continued by the next entry."""
     out: List[str] = []
-    for _ in range(50):  # the shim may still be flushing right after the exit
-        if path.exists():
-            break
+    deadline = time.monotonic() + 60  # the shim may still be flushing right after the exit
+    while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     for line in path.read_text(errors="replace").splitlines():
         m = re.match(r"\S+ (?:stdout|stderr) ([PF]) ?(.*)$", line)

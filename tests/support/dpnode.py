@@ -31,6 +31,11 @@ class Node:
                 "--status-file", str(self.status), "--uevents", "none", "--health-interval", "0.5", *extra]
 
 
+#: A ``--health-interval`` (the poll under the events) for tests that time the daemon's reaction
+#: to an event: what it did within a few seconds, it did on the event, not on this poll.
+FLOOR = "30"
+
+
 def numa_nodes(root: Path, count: int) -> None:
     """/sys/devices/system/node/node<N>: the NUMA nodes the fake host has."""
     for n in range(count):

@@ -104,7 +104,7 @@ class ExporterProcess:
                                      stdout=subprocess.DEVNULL, stderr=open(log, "wb"), env=env)
         self.port = self._port()
 
-    def _port(self, timeout: float = 30.0) -> int:
+    def _port(self, timeout: float = 60.0) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for line in self.log.read_text(errors="replace").splitlines():

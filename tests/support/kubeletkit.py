@@ -44,6 +44,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
+from . import HANG
+
 REPO = Path(__file__).resolve().parent.parent.parent
 SYSTEM_PYTHON = "/usr/bin/python3"
 DIAL_TIMEOUT = 10.0  # kubelet's dial of a plugin (client.go)
@@ -225,7 +227,7 @@ class FakeKubelet:
         with self.cond:
             return "\n".join(self.events)
 
-    def wait_for(self, what: Callable[[], Any], timeout: float = 10.0, message: str = "") -> Any:
+    def wait_for(self, what: Callable[[], Any], timeout: float = HANG, message: str = "") -> Any:
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
@@ -238,13 +240,13 @@ class FakeKubelet:
                                          f"kubelet saw:\n{self.history()}")
                 self.cond.wait(min(left, 0.05))
 
-    def wait_registered(self, count: int = 1, timeout: float = 10.0) -> Any:
+    def wait_registered(self, count: int = 1, timeout: float = HANG) -> Any:
         """The *count*-th registration's request, once it has arrived."""
         with self.cond:
             self.wait_for(lambda: len(self.registrations) >= count, timeout, f"registration #{count}")
             return self.registrations[count - 1].request
 
-    def wait_registered_with(self, instance: int, timeout: float = 10.0) -> Registration:
+    def wait_registered_with(self, instance: int, timeout: float = HANG) -> Registration:
         """The first registration that reached kubelet instance *instance*."""
         with self.cond:
             return self.wait_for(lambda: next((r for r in self.registrations if r.instance == instance), None),
@@ -278,15 +280,14 @@ class FakeKubelet:
     def allocate(self, *containers: List[str]) -> Any:
         req = self.pb2.AllocateRequest(container_requests=[self.pb2.ContainerAllocateRequest(devices_ids=ids)
                                                            for ids in containers])
-        return self.plugin().Allocate(req, timeout=5)
+        return self.plugin().Allocate(req, timeout=HANG)
 
 
 class PluginProcess:
     """``xpu-cdi device-plugin`` in its own process; stopped (SIGTERM, then SIGKILL) on :meth:`stop`.
 
-    Its log lines are kept with the time they were read (``time.monotonic()``,
-    the clock of :meth:`FakeKubelet.history`), so that a failure shows the two
-    side by side.
+    Its stdout and stderr are the log file itself, no pipe and reader between: a line the
+    daemon wrote before an event the test saw (a list kubelet got) is in the file by then.
     """
 
     def __init__(self, stack: str, args: List[str], log: Path, command: str = "device-plugin",
@@ -295,48 +296,37 @@ class PluginProcess:
         execs it: the process is still :attr:`proc`)."""
         python, env = stack_python(stack)
         self.log = log
-        self.out = open(log, "wb")
-        self.proc = subprocess.Popen([*prefix, python, "-c", "import sys; from xpu_cdi.cli import main; "
-                                                             "sys.argv[0] = 'xpu-cdi'; main()", command, *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-        self.reader = threading.Thread(target=self._read, name="plugin-log", daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.out.write(f"{time.monotonic():.3f} ".encode() + line)
-            self.out.flush()
-
-    def _closed(self) -> None:
-        self.reader.join(10)  # the pipe ends with the process
-        if not self.out.closed:
-            self.out.close()
+        with open(log, "wb") as out:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen([*prefix, python, "-c", "import sys; from xpu_cdi.cli import main; "
+                                                                 "sys.argv[0] = 'xpu-cdi'; main()", command, *args],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_log(self, needle: str, timeout: float = 10.0) -> None:
+    def wait_log(self, needle: str, timeout: float = HANG) -> str:
+        """The log once *needle* is in it; fails when the daemon exits without saying it (*timeout* bounds a hang)."""
         deadline = time.monotonic() + timeout
-        while needle not in self.text():
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise AssertionError(f"{needle!r} not logged:\n{self.text()}")
+        while True:
+            exited = self.proc.poll() is not None  # before the read: what it wrote before exiting is read
+            text = self.text()
+            if needle in text:
+                return text
+            if exited or time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} not logged ({'the daemon exited' if exited else f'{timeout}s'}):"
+                                     f"\n{text}")
             time.sleep(0.05)
 
-    def terminate(self, timeout: float = 10.0) -> int:
+    def terminate(self, timeout: float = HANG) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            self._closed()
+        return self.proc.wait(timeout)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(HANG)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._closed()

@@ -28,7 +28,8 @@ import yaml
 from . import devdirs
 from . import fakehost
 from . import releasetree
-from .runtimes import ENXIO, cached_rootfs_tar, past_exit_code_race, podman_config, private_etc_cdi, unique
+from .runtimes import ENXIO, cached_rootfs_tar, past_exit_code_race, podman_config, private_etc_cdi, \
+    remove_cgroups, unique
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -265,18 +266,6 @@ def kill_by_cmdline(needle: str) -> None:
                 pass
 
 
-def remove_cgroups(name: str) -> None:
-    """rmdir the (empty) cgroups named *name* at the top of each hierarchy, deepest first."""
-    for top in [*Path("/sys/fs/cgroup").glob(f"*/{name}"), Path("/sys/fs/cgroup") / name]:
-        if not top.is_dir():
-            continue
-        for d in sorted(top.glob("**/"), key=lambda p: -len(p.parts)):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-
-
 @pytest.fixture(scope="session")
 def other_tree() -> Path:
     return releasetree.other_tree()
@@ -335,19 +324,25 @@ class CriContainerd:
         self.log = base / "containerd.log"
         self.proc: Optional[subprocess.Popen] = place.popen(["containerd", "--config", str(self.config_path)],
                                                             self.log, env=env)
-        deadline = time.monotonic() + 90
+        try:  # whatever fails from here (a ctr that times out on a loaded machine too) stops the daemon
+            self._come_up()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _come_up(self) -> None:
+        """Until containerd answers, then the images imported."""
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.proc.poll() is None:
             if os.path.exists(self.address) and self.ctr("version").returncode == 0:
                 break
             time.sleep(0.1)
         else:
             tail = self.log.read_text(errors="replace")[-3000:]
-            self.stop()
-            raise RuntimeError(f"containerd in the {place.name} did not come up:\n{tail}")
+            raise RuntimeError(f"containerd in the {self.place.name} did not come up:\n{tail}")
         for archive in self.archives:
-            r = self.ctr("image", "import", str(archive))
+            r = self.ctr("image", "import", str(archive), timeout=300)
             if r.returncode != 0:
-                self.stop()
                 raise RuntimeError(f"ctr image import {archive}: {r.stderr}")
 
     def ctr(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -376,10 +371,13 @@ class PlacePodman:
         place.bind(cached_rootfs_tar())
         self.version = release_of(version_line(place, ["podman", "--version"]))
         self.env = [f"{k}={v}" for k, v in podman_config(base, runtime).items()]
-        r = self.podman("import", "-q", str(cached_rootfs_tar()), IMAGE)
-        if r.returncode != 0:
+        try:  # a failed or timed-out import leaves the store to remove: nobody else holds the object
+            r = self.podman("import", "-q", str(cached_rootfs_tar()), IMAGE)
+            if r.returncode != 0:
+                raise RuntimeError(f"podman import in the {place.name} failed: {r.stderr}")
+        except BaseException:
             self.close()
-            raise RuntimeError(f"podman import in the {place.name} failed: {r.stderr}")
+            raise
 
     def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         def once(a: Sequence[str]) -> subprocess.CompletedProcess:

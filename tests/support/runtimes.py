@@ -55,7 +55,7 @@ def cgroup_v2_only() -> bool:
     return Path("/sys/fs/cgroup/cgroup.controllers").exists()
 
 
-def wait_for_exec(proc: "subprocess.Popen", comm: str, timeout: float = 5.0) -> None:
+def wait_for_exec(proc: "subprocess.Popen", comm: str, timeout: float = 60.0) -> None:
     """Wait until *proc* has exec'd *comm*: a stand-in container started as `unshare -m ... sleep`
     is, until then, still unshare, perhaps in the caller's mount namespace (where a hook would
     rightly inject).  Raises RuntimeError when it has not after *timeout* seconds."""
@@ -72,6 +72,23 @@ def wait_for_exec(proc: "subprocess.Popen", comm: str, timeout: float = 5.0) -> 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def remove_cgroups(name: str) -> None:
+    """rmdir the (empty) cgroups named *name* at the top of each hierarchy, deepest first (a runtime
+    makes a container's cgroup path in every v1 hierarchy, not only the one a test wrote to)."""
+    for top in [*Path("/sys/fs/cgroup").glob(f"*/{name}"), Path("/sys/fs/cgroup") / name]:
+        remove_cgroup_tree(top)
+
+
+def remove_cgroup_tree(top: Path) -> None:
+    """rmdir *top* and the cgroups below it, deepest first; a busy one stays."""
+    below = [Path(d) for d, _dirs, _files in os.walk(top)]  # nothing when *top* is gone
+    for d in sorted(below, key=lambda p: -len(p.parts)):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
 
 
 def make_rootfs(dest: Path, ldconfig: bool = False) -> Path:
@@ -436,18 +453,25 @@ class Containerd:
             self.proc = subprocess.Popen(["containerd", "--config", str(self.config_path)], stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=dict(os.environ, **(env or {})))
-        deadline = time.monotonic() + 60
+        try:  # whatever fails from here stops the daemon: nobody else holds the object to
+            self._come_up()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _come_up(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.proc.poll() is None:
             # ctr blocks while the socket is missing: ask only once containerd has made it
             if os.path.exists(self.address):
                 try:
-                    if self.ctr("version", timeout=10).returncode == 0:
+                    if self.ctr("version", timeout=30).returncode == 0:
                         return
                 except subprocess.TimeoutExpired:
                     pass
             time.sleep(0.05)
         tail = self.log_path.read_text(errors="replace")[-2000:]
-        self.stop()
         raise RuntimeError(f"containerd did not come up (exit {self.proc.returncode}):\n{tail}")
 
     def private(self, text: str) -> str:
@@ -512,12 +536,7 @@ class Containerd:
             pass
         # runc removes each container's cgroup but not the one named after the
         # namespace above them (/sys/fs/cgroup/<controller>/<namespace>): remove those
-        for parent in Path("/sys/fs/cgroup").glob(f"*/{self.namespace}"):
-            for d in sorted(parent.glob("**/"), key=lambda p: -len(p.parts)):
-                try:
-                    d.rmdir()  # only empty cgroups can go; a busy one stays and says so in the next run
-                except OSError:
-                    pass
+        remove_cgroups(self.namespace)
         shutil.rmtree(self.base, ignore_errors=True)
         shutil.rmtree(self.sock_dir, ignore_errors=True)
 

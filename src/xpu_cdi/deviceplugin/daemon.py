@@ -7,7 +7,9 @@ netlink is available) and a wake-up pipe (signals, Allocate seeing a new
 spec), at most ``health-interval`` seconds: the poll is the floor that
 catches what no event announced.  Each pass:
 
-1. re-reads the specs when a file changed (a few stats decide);
+1. re-reads the specs when a file changed (a few stats decide), then
+   watches the directories of the cards' nodes before their health is
+   read, so that a node changing after the read is an event;
 2. starts a plugin for a new kind (serve, then register), and for a kind
    whose specs are gone advertises no devices, then stops its server;
 3. re-checks every card's health and re-sends the list where it changed;
@@ -248,13 +250,13 @@ class Daemon(Loop):
         if self.reload_asked:
             self.reload()
         self.refresh()
+        self.watch_dirs()  # before health is read and the list sent: a change after it is an event
         if self.stale_due:
             self.stale_due = False
             self.check_stale()
         self.expire_vanished()
         self.sync_plugins()
         self.reconcile()
-        self.watch_dirs()
         self.write_status()
 
     def run(self) -> int:

@@ -360,8 +360,8 @@ class Daemon(Loop):
 
     def step(self) -> None:
         self.refresh()
+        self.watch_dirs()  # before health is read and published: a change after it is an event
         self.sync_drivers()
-        self.watch_dirs()
         self.write_status()
 
     def run(self) -> int:
