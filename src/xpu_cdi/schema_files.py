@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib import resources
 from typing import Any, Dict
 
 
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> Dict[str, Any]:
     """Return the parsed schema ``schemas/<name>``."""
+    from importlib import resources  # lazy: it costs `generate` ~10 ms, only validation needs it
+
     text = resources.files("xpu_cdi.schemas").joinpath(name).read_text(encoding="utf-8")
     data: Dict[str, Any] = json.loads(text)
     return data

@@ -90,7 +90,7 @@ OPTIONS = (
                  help="Annotate each card with its PCI address, NUMA node, PCIe switch and root port "
                       "(xpu-cdi.io/pci, ...). Annotations raise the spec's cdiVersion to 0.6.0, which podman 4.3, "
                       "containerd before 1.7.12 and CRI-O before 1.28 ignore."),
-) + clikit.SPEC_OPTIONS
+) + clikit.spec_option_flags()
 
 
 def command() -> click.Command:

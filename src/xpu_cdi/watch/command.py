@@ -68,7 +68,7 @@ OPTIONS = (
     click.option("--module", "modules", multiple=True, metavar="NAME",
                  help="Another kernel module whose (re)load triggers a refresh, besides the profiles' "
                       "`modules` (when neither names any: every module)."),
-) + clikit.SPEC_OPTIONS + clikit.LOG_OPTIONS
+) + clikit.spec_option_flags() + clikit.LOG_OPTIONS
 
 
 def command() -> click.Command:
