@@ -75,3 +75,20 @@ def test_a_daemon_imports_only_its_own_stack(tmp_path: Path, daemon: str, theirs
     mods = modules_after(tmp_path, f"import xpu_cdi.{daemon}.command, xpu_cdi.{daemon}.daemon")
     assert set(loaded(mods, theirs)) == theirs
     assert loaded(mods, (DAEMON_STACKS - theirs - {"asyncio", "ssl", "urllib3"}) | {"jsonschema"}) == []
+
+
+def test_the_device_plugin_maps_no_openssl(tmp_path: Path) -> None:
+    """Its command imports the daemon without ssl and _hashlib (node/lean.py): no libcrypto in the
+    process, and hashlib still hashes (on its built-in sha256) what response.allocation_id asks."""
+    maps = tmp_path / "maps"
+    mods = modules_after(tmp_path, (
+        "import xpu_cdi.deviceplugin.command as c, xpu_cdi.node.lean as lean\n"
+        "with lean.without_openssl():\n"
+        "    from xpu_cdi.deviceplugin.daemon import Daemon\n"
+        "from xpu_cdi.deviceplugin import response\n"
+        f"open({str(maps)!r}, 'w').write(open('/proc/self/maps').read() + response.allocation_id(['x' * 50]))\n"))
+    assert "xpu_cdi.deviceplugin.daemon" in mods and "grpc" in mods
+    assert loaded(mods, {"ssl", "_ssl", "_hashlib"}) == []
+    text = maps.read_text()
+    assert "libcrypto" not in text and "libssl" not in text
+    assert text.splitlines()[-1].startswith("h") and len(text.splitlines()[-1]) == 17
