@@ -4,6 +4,8 @@
   (against the tests' stand-in kubelet, once it lists 8 cards) and ``xpu-cdi
   exporter`` (8 + 8 cards, once it has served a scrape), each its own process
   on a fake host, a settled second after start;
+* the same of ``xpu-cdi dra-driver`` once it has published 8 cards to an
+  HTTP stand-in of the API server (tests/support/fakeapi.py's tables);
 * their idle CPU over 10 s (the threads' /proc/PID/task/*/schedstat run time;
   no scrapes, no calls: what the daemon spends on its own, its health polls);
 * whole-process wall time of ``xpu-cdi generate`` (8 cards) and ``xpu-cdi
@@ -113,6 +115,107 @@ def exporter(work: Path) -> Dict[str, float]:
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
+def _api_server(kube: object) -> "Tuple[object, int]":
+    """tests/support/fakeapi.FakeKube behind plain HTTP on loopback, for a driver run as its own
+    process: calls answered from its tables, watches held open until their timeout (an idle cluster)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qsl, urlsplit
+
+    from xpu_cdi.dra.kube import ApiError
+
+    quiet = threading.Event()  # set at the end: held watches return
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except (BrokenPipeError, ConnectionResetError):  # the driver stopped mid-watch
+                pass
+
+        def _answer(self, status: int, doc: object) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _call(self) -> None:
+            url = urlsplit(self.path)
+            query = dict(parse_qsl(url.query))
+            size = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(size)) if size else None
+            if query.get("watch"):
+                quiet.wait(float(query.get("timeoutSeconds", "60")))
+                return self._answer(200, {})  # no newline: no event, the watch just ends
+            try:
+                self._answer(200, kube.request(self.command, url.path, body, query))  # type: ignore[attr-defined]
+            except ApiError as err:
+                self._answer(err.status or 500, {"message": str(err), "reason": err.reason})
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _call
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.quiet = quiet  # type: ignore[attr-defined]
+    return server, server.server_address[1]
+
+
+def dra_driver(work: Path) -> Dict[str, float]:
+    """Against the HTTP stand-in of the API (_api_server), kubelet's directories empty: published, idle."""
+    import json
+    import uuid
+
+    from support import kubeletkit
+    from support.fakeapi import FakeKube
+
+    host = fakehost.kunlunxin(work / "fp-dra-host", cards=8)
+    d = work / "fp-dra"
+    for sub in ("registry", "plugins", "run", "cdi"):
+        (d / sub).mkdir(parents=True)
+    from support.dpnode import Node
+
+    Node(host, d / "cdi", d / "plugins", d / "unused").generate()
+    server, port = _api_server(FakeKube())
+    kubeconfig = d / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "bench"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    (d / "boot_id").write_text(str(uuid.uuid4()) + "\n")
+    uid = str(uuid.uuid4())
+    args = [*host.cli_roots, "--profile", "kunlunxin", "--profiles-dir", "/nonexistent",
+            "--kubeconfig", str(kubeconfig), "--node-name", "bench-node", "--registry-dir", str(d / "registry"),
+            "--plugins-dir", str(d / "plugins"),
+            "--run-dir", str(d / "run"), "--pod-uid", uid, "--spec-dir", str(d / "cdi"),
+            "--node-config", str(d / "config.yaml"), "--boot-id-file", str(d / "boot_id")]
+    proc = kubeletkit.PluginProcess("pypi", args, d / "dra.log", command="dra-driver")
+    status = d / "run" / f"dra-driver-{uid}.json"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if json.loads(status.read_text())["kinds"]["kunlunxin.com/xpu"].get("published"):
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            if proc.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the DRA driver did not publish: {(d / 'dra.log').read_text()[-2000:]}")
+            time.sleep(0.05)
+        return footprint(proc.proc.pid)
+    finally:
+        proc.stop()
+        server.quiet.set()  # type: ignore[attr-defined]
+        server.shutdown()  # type: ignore[attr-defined]
+
+
 def cli_times(work: Path, rounds: int = 21) -> Dict[str, List[float]]:
     """Wall seconds of whole `xpu-cdi generate` (8 cards) and `xpu-cdi list` processes, interleaved."""
     host = fakehost.kunlunxin(work / "fp-cli-host", cards=8)
@@ -157,7 +260,8 @@ def rows_of(fp: Dict[str, Dict[str, float]], cli: Dict[str, List[float]], cli_lo
 def run(work: Path, daemons: bool = True) -> Tuple[Rows, Dict[str, object]]:
     """Rows and samples; the daemons need root (mknod of the fake cards)."""
     fp: Dict[str, Dict[str, float]] = {}
-    makers: Dict[str, Callable[[Path], Dict[str, float]]] = {"device-plugin": device_plugin, "exporter": exporter}
+    makers: Dict[str, Callable[[Path], Dict[str, float]]] = {"device-plugin": device_plugin, "exporter": exporter,
+                                                             "dra-driver": dra_driver}
     if daemons:
         for name, make in makers.items():
             fp[name] = make(work)
