@@ -6,8 +6,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+ARCH ?= $(shell dpkg --print-architecture)
 
-.PHONY: all deps install lint test demo bench fuzz fuzz-native check-schemas clean deb rpm image
+.PHONY: all deps install lint test demo bench fuzz fuzz-native check-schemas clean deb rpm image cross
 FUZZ_SECONDS ?= 60
 
 all: install
@@ -21,6 +22,9 @@ deps:
 	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-prometheus-client python3-click python3-yaml python3-jsonschema \
 	  python3-pyudev python3-cffi-backend python3-tomlkit python3-kubernetes
 	@sh scripts/install-runtime-matrix-deps.sh
+	@# the arm64 hook and wrapper (make cross; tests/c/test_cross_arm64.py runs them under qemu-user):
+	@# Debian's cross compiler and the arm64 -dev packages (dpkg gets the arm64 architecture once)
+	@sh scripts/install-deps.sh $(CROSS_DEPS)
 	@# go mod download fetches the upstream protos and CDI schema the contract tests read
 	@# (tests/support/upstream.py); Go's own tarball in /usr/local/go serves as well.  Where it is
 	@# older than the pins need, the suite fetches Go 1.26 with it (docs/testing-go.md)
@@ -40,7 +44,15 @@ $(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi
 	install -m 0755 src/xpu_cdi/_native/bin/xpu-cdi-hook src/xpu_cdi/_native/bin/xpu-container-runtime $(BIN)/
 	touch $@
 
-install: $(STAMP)
+# scripts/ (demo, bench) are built on the tests' helpers (fake hosts, runtimes, the cluster):
+# the dev venv imports tests/support as `support`, as pytest's pythonpath does, through a
+# .pth file (docs/architecture.md), so a script needs no sys.path of its own.
+SUPPORT_PTH := $(VENV)/.support-pth
+$(SUPPORT_PTH): $(STAMP)
+	$(BIN)/python -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_path("purelib"), "xpu_cdi_test_support.pth").write_text(sys.argv[1] + "\n")' '$(CURDIR)/tests'
+	touch $@
+
+install: $(STAMP) $(SUPPORT_PTH)
 
 lint: install
 	$(BIN)/ruff check src tests scripts fuzz setup.py
@@ -53,8 +65,9 @@ test: install lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --ignore=tests/packaging/test_packages.py $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q tests/packaging/test_packages.py
 
+# ARCH=arm64: the arm64 package, cross-built into packaging/deb/out/arm64/
 deb:
-	sh packaging/deb/build.sh
+	ARCH=$(ARCH) sh packaging/deb/build.sh
 
 rpm:
 	sh packaging/rpm/build.sh
@@ -64,6 +77,12 @@ rpm:
 image:
 	@sh scripts/install-deps.sh buildah debootstrap
 	/usr/bin/python3 packaging/image/build.py
+
+# the static hook and wrapper for arm64 hosts (Kunpeng), cross-built into build/arm64/bin
+CROSS_DEPS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libyajl-dev:arm64 libyaml-dev:arm64 qemu-user-static
+cross:
+	@sh scripts/install-deps.sh $(CROSS_DEPS)
+	$(PYTHON) src/xpu_cdi/_native/build_bin.py --static --cross aarch64-linux-gnu --out build/arm64/bin
 
 demo: install
 	$(BIN)/python scripts/demo.py

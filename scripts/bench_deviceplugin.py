@@ -24,10 +24,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))  # support: the test helpers
-
-from support import fakehost  # noqa: E402
+from support import fakehost
 
 TARGETS = {"allocate_p99_ms": 5.0, "rss_mib": 60.0, "reregister_s": 1.0, "unhealthy_s": 2.0,
            "registrations_per_restart": 1.0}

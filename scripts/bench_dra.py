@@ -19,17 +19,12 @@ plugin) is bench_k8s.py's.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Dict, List, Tuple
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from support import dranode  # noqa: E402
-from support.k8s import nodekit  # noqa: E402
-from support.k8s.cluster import Cluster  # noqa: E402
+from support import dranode
+from support.k8s import nodekit
+from support.k8s.cluster import Cluster
 
 Rows = List[Tuple[str, str, str]]
 TARGETS = {"prepare_p99_ms": 20.0, "rss_mib": 80.0, "published_s": 2.0}

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
 
 TARGETS = {"scrape_p99_ms": 10.0, "rss_mib": 50.0, "cpu_percent": 1.0}
 Rows = List[Tuple[str, str, str]]

@@ -39,14 +39,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))  # support: the test helpers
-
-import bench_dra  # noqa: E402
-from support import dranode  # noqa: E402
-from support.dpnode import short_dir  # noqa: E402
-from support.k8s import builds  # noqa: E402
-from support.k8s import nodekit  # noqa: E402
+import bench_dra
+from support import dranode
+from support.dpnode import short_dir
+from support.k8s import builds
+from support.k8s import nodekit
 
 TARGET_MS = 50.0
 TARGET_DRA_MS = 100.0

@@ -25,10 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import List, Optional
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))  # support: the fake host and the runtimes of the tests
-
-from support import devdirs, fakehost, runtimes  # noqa: E402
+from support import devdirs, fakehost, runtimes
 
 BIN = Path(sys.executable).parent
 ETC_CDI = Path("/etc/cdi")

@@ -25,9 +25,18 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Foreign packages (libyajl-dev:arm64, for the arm64 cross build) need dpkg to know
+# their architecture (multiarch), and apt lists of it: added once, then updated.
+stale=$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -n1)
+for a in $(printf '%s\n' $missing | sed -n 's/^[^:]*:\([a-z0-9]*\)$/\1/p' | sort -u); do
+  if ! dpkg --print-foreign-architectures | grep -qx "$a"; then
+    dpkg --add-architecture "$a"
+    stale=""
+  fi
+done
 # Lists older than a day may name versions the mirror no longer has.
-if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mmin -1440 2>/dev/null | head -n1)" ]; then
-  apt-get update -qq
+if [ -z "$stale" ]; then
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
 fi
 # shellcheck disable=SC2086 # word splitting of the list is wanted
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null

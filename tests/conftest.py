@@ -3,9 +3,10 @@ and the repository paths.  Real-runtime fixtures live in tests/support/runtimes.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -87,3 +88,19 @@ def npu_host(host_root: Path) -> "fakehost.FakeHost":
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
+
+
+# build_bin.py, the one place that says how the binaries are built, loaded by path as setup.py
+# loads it (the package it sits in is what is being built): tests/c/ and the dynamic hook's tests
+BUILD_BIN = Path(__file__).resolve().parents[1] / "src" / "xpu_cdi" / "_native" / "build_bin.py"
+
+
+@pytest.fixture(scope="session")
+def build_bin() -> Any:
+    if not (BUILD_BIN.parent / "hotpath").is_dir():
+        pytest.skip(f"no C sources beside {BUILD_BIN} (an installed package, not a checkout)")
+    spec = importlib.util.spec_from_file_location("xpu_cdi_build_bin", BUILD_BIN)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from support import fakehost
 from xpu_cdi import cli, clikit, errors
+from xpu_cdi.generate import options
 
 pytestmark = pytest.mark.privileged
 
@@ -170,14 +171,14 @@ class TestHookCommand:
             while os.path.basename(os.readlink(f"/proc/{p.pid}/exe")) != "xpu-cdi-hook":
                 assert time.monotonic() < deadline, os.readlink(f"/proc/{p.pid}/exe")
                 time.sleep(0.02)
-            assert os.readlink(f"/proc/{p.pid}/exe") == clikit.default_hook_path()
+            assert os.readlink(f"/proc/{p.pid}/exe") == options.default_hook_path()
         finally:
             _out, err = p.communicate(b"", timeout=30)
         assert p.returncode == 1 and err.startswith(b"xpu-cdi-hook: no OCI state on stdin")
 
     def test_default_hook_path_is_the_installed_binary(self) -> None:
         """What generate writes by default: the compiled hook make install put beside xpu-cdi."""
-        path = clikit.default_hook_path()
+        path = options.default_hook_path()
         assert path == str(Path(sys.executable).parent / "xpu-cdi-hook")
         with open(path, "rb") as f:
             assert f.read(4) == b"\x7fELF"

@@ -23,9 +23,9 @@ import pytest
 from click.testing import CliRunner
 
 from support import fakehost
-from xpu_cdi import cli, clikit, watch
+from xpu_cdi import cli, watch
 from xpu_cdi.watch import refresh
-from xpu_cdi.generate import edits, profile, spec
+from xpu_cdi.generate import edits, options, profile, spec
 from xpu_cdi.model import CardRule, Profile
 
 pytestmark = pytest.mark.privileged  # fake hosts have mknod'ed nodes
@@ -60,9 +60,9 @@ class FakeMonitor:
 
 def target(host: fakehost.FakeHost, spec_dir: Path, fmt: str = "json", manifest: Optional[Path] = None,
            select: Any = None) -> refresh.Target:
-    roots = clikit.roots_of(*(str(host.root),) * 3)
+    roots = options.roots_of(*(str(host.root),) * 3)
     return refresh.Target(
-        plan=functools.partial(clikit.plan, (), NO_ADMIN, roots),
+        plan=functools.partial(options.plan, (), NO_ADMIN, roots),
         select=select or functools.partial(profile.select, None, NO_ADMIN),
         spec_dir=str(spec_dir), fmt=fmt,
         options=spec.SpecOptions(edit=edits.EditOptions(hook_path=HOOK)),

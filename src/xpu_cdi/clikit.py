@@ -1,7 +1,7 @@
 """What every ``xpu-cdi`` command shares: errors as one line and an exit
-code, the root options (--profile, --profiles-dir, the three host roots),
-the spec options of generate and watch, and the first two steps of the
-generate flow.
+code, the root options (--profile, --profiles-dir, the three host roots)
+and the --spec-dir and --node-config options of the commands that read
+specs.  (From those options to generate's inputs: ``generate.options``.)
 
 Each subsystem's ``command.py`` imports this module, never ``cli``: ``cli``
 imports them (on first use), so the dependency goes one way.
@@ -10,18 +10,12 @@ imports them (on first use), so the dependency goes one way.
 from __future__ import annotations
 
 import functools
-import os
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
+from typing import Any, Tuple
 
 import click
 
-from . import binaries, errors, log, nodeconfig
+from . import errors, log, nodeconfig
 from .cdi import registry
-
-if TYPE_CHECKING:  # the generate pipeline is imported by the commands that run it, not by `list`
-    from .generate import discover as _discover
-    from .generate import spec as _spec
-    from .model import Discovery
 
 # click uses 2 for usage errors; every other XpuCdiError not listed is 1.
 EXIT_CODES = {errors.ProfileError: 3, errors.SpecError: 5}
@@ -47,14 +41,9 @@ class Group(click.Group):
             ctx.exit(exit_code(err))
 
 
-def default_hook_path() -> str:
-    """The installed compiled ``xpu-cdi-hook`` (see :mod:`xpu_cdi.binaries`)."""
-    return binaries.installed("xpu-cdi-hook")
-
-
 def root_options(f: Any) -> Any:
     """--profile, --profiles-dir and the three host roots, shared by generate, doctor, topology."""
-    from .generate.profile import DEFAULT_PROFILE_DIRS
+    from .generate.profile import DEFAULT_PROFILE_DIRS  # here: `list` builds no root options, needs no YAML
 
     for opt in reversed([
         click.option("--profile", "profiles", multiple=True, metavar="NAME|FILE",
@@ -98,55 +87,3 @@ LOG_OPTIONS = (
 def daemon_log(name: str, log_level: str, verbose: bool, log_format: str) -> log.Log:
     """The stderr Log of the daemon *name* (``xpu-cdi device-plugin``) from LOG_OPTIONS' flags."""
     return log.to_stderr(name, "debug" if verbose else log_level, log_format)
-
-
-def spec_option_flags() -> Tuple[Any, ...]:
-    """The flags generate and watch share: how the spec they write is built."""
-    from .generate.spec import STRATEGIES
-
-    return (
-        click.option("--device-name-strategy", "strategies", multiple=True, type=click.Choice(STRATEGIES),
-                     help="How devices are named: 'index' (0, 1, ...; default) and/or 'pci' (0000:3b:00.0). "
-                          "Repeatable."),
-        click.option("--no-all-device", is_flag=True, help="Do not add the 'all' device."),
-        click.option("--hook-path", default=None, help="Absolute path of xpu-cdi-hook written into spec hooks."),
-        click.option("--ld-library-path-env", is_flag=True,
-                     help="Set LD_LIBRARY_PATH instead of adding the update-ldcache hook (replaces the image's own "
-                          "value)."),
-    )
-
-
-def spec_options(strategies: Sequence[str], no_all_device: bool, hook_path: Optional[str],
-                 ld_library_path_env: bool, vendor: Optional[str] = None,
-                 device_class: Optional[str] = None) -> _spec.SpecOptions:
-    """The SpecOptions of spec_option_flags() (and generate's --vendor, --class).
-
-    Raises:
-        SpecError: a relative --hook-path (runtimes exec hooks by absolute path).
-    """
-    from .generate import edits as _edits
-    from .generate import spec as _spec
-
-    hook = hook_path or default_hook_path()
-    if not os.path.isabs(hook):
-        raise errors.SpecError(f"--hook-path {hook!r} must be absolute: runtimes do not search PATH for hooks")
-    return _spec.SpecOptions(edit=_edits.EditOptions(hook_path=hook, ld_library_path_env=ld_library_path_env),
-                             name_strategies=tuple(strategies) or ("index",), all_device=not no_all_device,
-                             vendor=vendor, device_class=device_class)
-
-
-def roots_of(dev_root: str, driver_root: str, sysfs_root: str) -> _discover.Roots:
-    """The three roots as absolute paths."""
-    from .generate import discover as _discover
-
-    return _discover.Roots(os.path.abspath(dev_root), os.path.abspath(driver_root), os.path.abspath(sysfs_root))
-
-
-def plan(profiles: Sequence[str], profiles_dir: Sequence[str], roots: _discover.Roots) -> Discovery:
-    """Profiles -> host views and failed profiles (the first two steps of the generate flow)."""
-    from .generate import discover as _discover
-    from .generate import profile as _profile
-
-    chosen = _profile.select(list(profiles) or None, profiles_dir)
-    auto = not profiles or list(profiles) == ["auto"]
-    return _discover.discover_all(chosen, roots, auto=auto)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 from typing import Any, Dict
 
 
@@ -12,7 +13,10 @@ def load(name: str) -> Dict[str, Any]:
     """Return the parsed schema ``schemas/<name>``."""
     from importlib import resources  # lazy: it costs `generate` ~10 ms, only validation needs it
 
-    text = resources.files("xpu_cdi.schemas").joinpath(name).read_text(encoding="utf-8")
+    try:
+        text = resources.files("xpu_cdi.schemas").joinpath(name).read_text(encoding="utf-8")
+    except ModuleNotFoundError:  # run from a source tree (PYTHONPATH=src): schemas/ sits beside src/
+        text = (Path(__file__).resolve().parents[2] / "schemas" / name).read_text(encoding="utf-8")
     data: Dict[str, Any] = json.loads(text)
     return data
 

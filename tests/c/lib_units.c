@@ -8,6 +8,7 @@
  * exits 1 when a case failed. */
 #include "lib/cdi_names.h"
 #include "lib/cgroup_locate.h"
+#include "lib/common.h"
 #include "lib/json.h"
 #include "lib/yaml_scalar.h"
 
@@ -25,6 +26,23 @@ static void report(int ok, const char *what, const char *why)
         failed++;
         printf("not ok %d - %s: %s\n", cases, what, why);
     }
+}
+
+/* ---- the error convention: a reason that names what failed ------------- */
+
+static void test_reason_named(void)
+{
+    int rv = xf_named(xf_say(XF_ERR, "mount source '%s' is gone", "/x"));
+    report(rv == XF_ERR && xf_reason_named && strcmp(xf_reason, "mount source '/x' is gone") == 0,
+           "xf_named marks the reason it returns", xf_reason);
+    xf_append(XF_ERR, " (hint)");
+    report(xf_reason_named, "xf_append keeps the mark", xf_reason);
+    xf_wrap(XF_ERR, "step");
+    report(!xf_reason_named && strcmp(xf_reason, "step: mount source '/x' is gone (hint)") == 0,
+           "xf_wrap clears the mark", xf_reason);
+    xf_named(XF_ERR);
+    xf_say(XF_ERR, "mknod: %s", "EPERM");
+    report(!xf_reason_named, "xf_say clears the mark", xf_reason);
 }
 
 /* ---- the devices cgroup from mountinfo and /proc/PID/cgroup ------------ */
@@ -192,6 +210,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: lib_units ANNOTATION_VECTORS\n");
         return 2;
     }
+    test_reason_named();
     test_cgroup_locate();
     test_yaml_scalars();
     test_annotation_vectors(argv[1]);

@@ -1,7 +1,8 @@
-"""The table-driven C tests of lib/'s pure functions (tests/c/lib_units.c: the devices
-cgroup from mountinfo and /proc/PID/cgroup, plain YAML scalars typed as go-yaml v2 does,
-the cdi.k8s.io/ annotation vectors the Python tooling and the wrapper are checked against),
-compiled warning-free with build_bin's flags against the library sources and run."""
+"""The table-driven C tests of lib/'s pure functions (tests/c/lib_units.c: the reason mark
+of the error convention (xf_named), the devices cgroup from mountinfo and /proc/PID/cgroup,
+plain YAML scalars typed as go-yaml v2 does, the cdi.k8s.io/ annotation vectors the Python
+tooling and the wrapper are checked against), compiled warning-free with build_bin's flags
+against the library sources and run."""
 
 from __future__ import annotations
 

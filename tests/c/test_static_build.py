@@ -3,7 +3,8 @@ DaemonSet installs on hosts of any distribution (Kylin V10, openEuler, UOS, Ubun
 CentOS/RHEL 7+): no program interpreter, no shared library, no glibc symbol version
 needed; it runs in a root that holds nothing but itself and, under an older
 distribution's runc (Debian 11, glibc 2.31), injects cards as the host build does.
-The dynamically linked build (the .deb/.rpm's) is the control: each check fails on it."""
+The dynamically linked build is the control: each check fails on it.  The default build
+links the hook so as well (build_bin.STATIC_BY_DEFAULT), the wrapper dynamically."""
 
 from __future__ import annotations
 
@@ -31,8 +32,12 @@ def static(build_bin: Any, tmp_path_factory: pytest.TempPathFactory) -> Dict[str
     return {Path(p).name: Path(p) for p in build_bin.build(str(out), static=True)}
 
 
-def dynamic(name: str) -> Path:
-    return Path(hook_binary(name))
+@pytest.fixture(scope="module")
+def dynamic_build(build_bin: Any, tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
+    """The control: both binaries linked dynamically (the hook's default build is static where it can be)."""
+    out = tmp_path_factory.mktemp("dynamic")
+    out.chmod(0o755)
+    return {Path(p).name: Path(p) for p in build_bin.build(str(out), static=False)}
 
 
 def glibc_versions(path: Path) -> Set[str]:
@@ -55,18 +60,41 @@ def elf_facts(path: Path) -> Dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", ["xpu-cdi-hook", "xpu-container-runtime"])
-def test_needs_no_library_and_no_glibc_version(static: Dict[str, Path], name: str) -> None:
+def test_needs_no_library_and_no_glibc_version(static: Dict[str, Path], dynamic_build: Dict[str, Path],
+                                                name: str) -> None:
     """ldd: statically linked; no PT_INTERP, no DT_NEEDED, no GLIBC_ version; the dynamic build needs
     libc, libyajl and libyaml and a GLIBC_ version (shown in the message)."""
     facts = elf_facts(static[name])
     assert facts == {"interp": False, "needed": [], "ldd": "statically linked", "glibc": set()}, facts
-    dyn = elf_facts(dynamic(name))
+    dyn = elf_facts(dynamic_build[name])
     assert dyn["interp"] and {"libc.so.6", "libyajl.so.2"} <= set(dyn["needed"]), dyn
     assert newest(dyn["glibc"]) > OLD_GLIBC, (f"the dynamic {name} needs at most "
                                              f"GLIBC_{'.'.join(map(str, newest(dyn['glibc'])))}")
 
 
-def test_runs_in_a_root_holding_only_itself(static: Dict[str, Path], tmp_path: Path) -> None:
+def test_default_build_links_the_hook_statically() -> None:
+    """The build setup.py makes (the venv's, the packages'): the hook static (no loader work on each
+    container start), the wrapper dynamic, as build_bin.STATIC_BY_DEFAULT says."""
+    hook, wrapper = elf_facts(Path(hook_binary("xpu-cdi-hook"))), elf_facts(Path(hook_binary("xpu-container-runtime")))
+    assert (hook["interp"], hook["needed"]) == (False, []), hook
+    assert wrapper["interp"] and "libc.so.6" in wrapper["needed"], wrapper
+
+
+def test_the_packages_build_links_the_hook_dynamically(build_bin: Any, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """XPU_CDI_HOOK_LINK=dynamic, as debian/rules and the rpm spec set it: the hook links the
+    distribution's shared yajl (its security fixes apply without a rebuild)."""
+    monkeypatch.setenv(build_bin.LINK_ENV, "dynamic")
+    (hook,) = build_bin.build(str(tmp_path), ["xpu-cdi-hook"])
+    facts = elf_facts(Path(hook))
+    assert facts["interp"] and "libyajl.so.2" in facts["needed"], facts
+    for f in ("packaging/deb/debian/rules", "packaging/rpm/xpu-cdi.spec"):
+        text = (Path(__file__).resolve().parents[2] / f).read_text()
+        assert re.search(rf"^(export )?{build_bin.LINK_ENV} ?= ?dynamic\b", text, re.M), f
+
+
+def test_runs_in_a_root_holding_only_itself(static: Dict[str, Path], dynamic_build: Dict[str, Path],
+                                            tmp_path: Path) -> None:
     """In a root with no libc, no loader, nothing but the binaries and the inputs: both parsers
     (yajl for the OCI state, libyaml for the node config) answer with their exact messages; the
     dynamic build cannot even start there."""
@@ -74,7 +102,7 @@ def test_runs_in_a_root_holding_only_itself(static: Dict[str, Path], tmp_path: P
     root.mkdir()
     for name, path in static.items():
         shutil.copy(path, root / name)
-    shutil.copy(dynamic("xpu-cdi-hook"), root / "dynamic-hook")
+    shutil.copy(dynamic_build["xpu-cdi-hook"], root / "dynamic-hook")
     (root / "config.yaml").write_text("accept-env-selection-when-unprivileged: maybe\n")
     assert sorted(p.name for p in root.iterdir()) == ["config.yaml", "dynamic-hook", "xpu-cdi-hook",
                                                       "xpu-container-runtime"]  # no lib, no lib64
@@ -109,17 +137,18 @@ def old_tree() -> Path:
 
 
 @pytest.mark.runtime
-def test_injects_under_an_older_distributions_runc(static: Dict[str, Path], old_tree: Path, tmp_path: Path) -> None:
+def test_injects_under_an_older_distributions_runc(static: Dict[str, Path], dynamic_build: Dict[str, Path],
+                                                    old_tree: Path, tmp_path: Path) -> None:
     """Debian 11's runc (glibc 2.31, older than the build's) runs a container with the static hook as its
     prestart hook: cards 1 and 3 are injected and allowed, the driver is mounted read-only.  The dynamic
     hook, tried the same way, fails on the older glibc."""
     tree = releasetree.Tree(OLD_RELEASE, old_tree, binds=[tmp_path, static["xpu-cdi-hook"].parent,
-                                                           dynamic("xpu-cdi-hook").parent])
+                                                           dynamic_build["xpu-cdi-hook"].parent])
     r = tree.run(["sh", "-c", "ldd --version | head -n1; runc --version | head -n1"], check=True)
     glibc = tuple(int(x) for x in re.search(r"(\d+)\.(\d+)\s*$", r.stdout.splitlines()[0]).groups())  # type: ignore
     assert glibc == OLD_GLIBC and "runc version 1.0" in r.stdout, r.stdout
 
-    r = tree.run([str(dynamic("xpu-cdi-hook")), "--help"])
+    r = tree.run([str(dynamic_build["xpu-cdi-hook"]), "--help"])
     assert r.returncode != 0 and "GLIBC_" in r.stderr and "not found" in r.stderr, r
 
     host = HookHost(tmp_path / "xpu", static["xpu-cdi-hook"], "kunlunxin", 4)

@@ -358,7 +358,8 @@ class TestRuntimeWiring:
         assert all((DEPLOY / "runtime-wiring" / f).is_file() for f in files)
         (patch,) = docs("runtime-wiring/node-config.yaml")
         (base,) = docs("node-config.yaml")
-        assert patch["metadata"] == {k: base["metadata"][k] for k in ("name", "namespace")}
+        assert {k: patch["metadata"][k] for k in ("name", "namespace")} == \
+            {k: base["metadata"][k] for k in ("name", "namespace")}
         from xpu_cdi import nodeconfig
 
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:

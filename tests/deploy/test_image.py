@@ -17,7 +17,7 @@ from typing import Dict, Iterator, Set, Tuple
 
 import pytest
 
-from support import imagebuild, runtimes
+from support import elf, imagebuild, runtimes
 from xpu_cdi._version import VERSION
 from xpu_cdi.host import install
 
@@ -117,6 +117,37 @@ def test_archive_names_the_image_kubelet_looks_up(image: Dict[str, object]) -> N
         names = set(t.getnames())
     assert [m["annotations"]["org.opencontainers.image.ref.name"] for m in index["manifests"]] == [NAME]
     assert "oci-layout" in names
+
+
+def test_architecture_of_the_image_and_its_binaries(image: Dict[str, object], tmp_path: Path) -> None:
+    """The image's config names the build machine's architecture, and the static binaries it carries
+    for the host are ELF for that machine (read from the archive's layers, no runtime involved)."""
+    import tarfile
+
+    machine = {"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[imagebuild.builder().arch()]
+    with tarfile.open(str(image["archive"])) as t:
+        def blob(digest: str) -> bytes:
+            return t.extractfile("blobs/" + digest.replace(":", "/")).read()  # type: ignore[union-attr]
+
+        (entry,) = json.load(t.extractfile("index.json"))["manifests"]  # type: ignore[arg-type]
+        manifest = json.loads(blob(entry["digest"]))
+        config = json.loads(blob(manifest["config"]["digest"]))
+        assert (config["os"], config["architecture"]) == ("linux", imagebuild.builder().arch())
+        wanted = {f"{install.IMAGE_DIR.lstrip('/')}/{n}" for n in install.NAMES}
+        found: Dict[str, Path] = {}
+        for layer in manifest["layers"]:
+            path = tmp_path / "layer"
+            path.write_bytes(blob(layer["digest"]))
+            with tarfile.open(str(path)) as lt:
+                for m in lt.getmembers():
+                    if m.isfile() and m.name.lstrip("./") in wanted:
+                        out = tmp_path / os.path.basename(m.name)
+                        out.write_bytes(lt.extractfile(m).read())  # type: ignore[union-attr]
+                        found[m.name.lstrip("./")] = out
+    assert sorted(found) == sorted(wanted)
+    for name, path in found.items():
+        h = elf.header(path)
+        assert (h["machine"], h["interp"]) == (machine, False), (name, h)
 
 
 def test_ctr_imports_it(image: Dict[str, object], tmp_path: Path) -> None:

@@ -129,3 +129,27 @@ class TestEnvSelection:
         _code, res = node.doctor(*plugin_args(node, kdir))
         r = worst(res, "env-selection")
         assert r["status"] == status and needle in r["found"]
+
+
+def test_time_sliced_plugin_says_so(node: Node, kdir: Path, tmp_path: Path) -> None:
+    """A plugin with sharing.timeSlicing: doctor names the cards (not the replicas) and their replicas."""
+    host = node.kunlunxin(cards=2)
+    node.generate()
+    cfg = tmp_path / "dp.yaml"
+    cfg.write_text("sharing: {timeSlicing: {resources: [{name: kunlunxin.com/xpu, replicas: 3}]}}\n")
+    kubelet = kubeletkit.FakeKubelet(kdir)
+    proc = kubeletkit.PluginProcess("pypi", [*host.cli_roots, "--plugin-dir", str(kdir), "--spec-dir",
+                                             str(node.spec_dir), "--status-file", str(node.tmp / "st.json"),
+                                             "--uevents", "none", "--config", str(cfg)], tmp_path / "plugin.log")
+    try:
+        assert len(kubelet.wait_for(lambda: kubelet.latest(), message="a device list")) == 6
+
+        def found() -> str:
+            _code, res = node.doctor(*plugin_args(node, kdir))
+            return worst(res, "plugin-devices")["found"] if checks(res, "plugin-devices") else ""
+        text = kubelet.wait_for(lambda: (lambda t: t if "replicas" in t else None)(found()),
+                                message="doctor naming the replicas")
+        assert "advertises 2 device(s), all defined by a spec, each as 3 time-slicing replicas" in text, text
+    finally:
+        proc.stop()
+        kubelet.stop()

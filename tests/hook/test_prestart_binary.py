@@ -536,9 +536,26 @@ def without_libyaml(cmd: List[str]) -> List[str]:
             libyaml_path(), *cmd]
 
 
+@pytest.fixture(scope="module")
+def dynamic_host(build_bin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HookHost]:
+    """The fake host with the hook linked dynamically (build_bin.build(static=False))."""
+    base = tmp_path_factory.mktemp("dynamic-hook")
+    base.chmod(0o755)
+    built = Path(build_bin.build(str(base / "bin"), [HOOK], static=False)[0])
+    (base / "bin").chmod(0o755)
+    h = HookHost(base / "xpu", built, "kunlunxin", 8)
+    yield h
+    fakehost.remove_tree(h.base)
+
+
 class TestLibyamlOnDemand:
-    """libyaml is loaded when a YAML file is first read, not at every start: a start reading only JSON
-    works without it, and one that needs it says which package to install."""
+    """The dynamically linked hook (where the static archives are missing: build_bin.STATIC_BY_DEFAULT)
+    loads libyaml when a YAML file is first read, not at every start: a start reading only JSON works
+    without it, and one that needs it says which package to install."""
+
+    @pytest.fixture
+    def host(self, dynamic_host: HookHost) -> HookHost:
+        return dynamic_host
 
     def test_json_only_start_needs_no_libyaml(self, host: HookHost, tmp_path: Path) -> None:
         b = bundle_dir(tmp_path, asks(["A=1"]))

@@ -42,7 +42,7 @@ from support import matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from xpu_cdi._version import VERSION
-from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, NS, XPU, Node
+from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, KUBELET_FILES, NS, XPU, Node, two_cards
 from xpu_cdi.host import install
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
@@ -57,14 +57,11 @@ def images(cluster: Cluster) -> Dict[str, Dict[str, Any]]:
     return out
 
 
-HOST_PATHS = ("/etc/xpu-cdi", "/run/xpu-cdi", "/var/lib/kubelet/device-plugins")
-
-
 @pytest.fixture(scope="module")
-def node(cluster: Cluster, images: Dict[str, Dict[str, Any]],
+def daemonset(cluster: Cluster, images: Dict[str, Dict[str, Any]],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     n = Node(cluster, tmp_path_factory.mktemp("ds"))
-    n.before = n.node_listing(*HOST_PATHS, str(cluster.cdi_dir), str(n.install_dir))  # type: ignore[attr-defined]
+    n.before = n.listing()  # type: ignore[attr-defined]
     cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}=true", "--overwrite")
     try:
         n.apply(VERSION)
@@ -81,31 +78,23 @@ def node(cluster: Cluster, images: Dict[str, Dict[str, Any]],
         shutil.rmtree(n.install_dir, ignore_errors=True)
 
 
-@pytest.fixture
-def pods(cluster: Cluster) -> Iterator[List[str]]:
-    names: List[str] = []
-    yield names
-    if names:
-        nodekit.wait_gone(cluster, *names)
-
-
-def test_every_daemonset_of_deploy_ready(node: Node) -> None:
+def test_every_daemonset_of_deploy_ready(daemonset: Node) -> None:
     """`kubectl apply -k deploy/` starts the exporter's DaemonSet beside the device plugin's, both
     Ready on the node (the exporter's readiness probe is its /healthz)."""
     for name in (DS, EXPORTER):
-        st = node.ds(name)["status"]
+        st = daemonset.ds(name)["status"]
         assert (st.get("desiredNumberScheduled"), st.get("numberReady")) == (1, 1), (name, st)
 
 
-def test_daemonset_ready_hook_on_the_host(node: Node) -> None:
+def test_daemonset_ready_hook_on_the_host(daemonset: Node) -> None:
     """Ready; install-binaries put the image's static hook and wrapper into the install dir: root's,
     0755, not dynamically linked, the same bytes as the image's copies."""
-    bindir = node.install_dir / "bin"
+    bindir = daemonset.install_dir / "bin"
     st = bindir.stat()
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
     assert sorted(p.name for p in bindir.iterdir()) == sorted(install.NAMES)
-    (p,) = node.pods()
-    logs = node.cluster.logs(p["metadata"]["name"], "install-binaries", NS)
+    (p,) = daemonset.pods()
+    logs = daemonset.cluster.logs(p["metadata"]["name"], "install-binaries", NS)
     # its container sees the install dir at deploy/'s path (see the module doc)
     assert logs.split("\n")[:2] == [f"installed {install.DEFAULT_DIR}/{n}" for n in install.NAMES], logs
     for name in install.NAMES:
@@ -115,41 +104,34 @@ def test_daemonset_ready_hook_on_the_host(node: Node) -> None:
         headers = subprocess.run(["readelf", "--program-headers", "--dynamic", str(f)], capture_output=True,
                                  text=True, check=True).stdout
         assert "INTERP" not in headers and "(NEEDED)" not in headers
-    r = subprocess.run([node.hook, "--help"], capture_output=True, text=True)
+    r = subprocess.run([daemonset.hook, "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("usage: xpu-cdi-hook")
 
 
-def test_specs_name_the_hook_and_never_set_ld_library_path(node: Node) -> None:
-    specs = sorted(node.cluster.cdi_dir.glob("*.json"))
+def test_specs_name_the_hook_and_never_set_ld_library_path(daemonset: Node) -> None:
+    specs = sorted(daemonset.cluster.cdi_dir.glob("*.json"))
     assert [s.name for s in specs] == ["kunlunxin.com-xpu.json"]
     text = specs[0].read_text()
     assert "LD_LIBRARY_PATH" not in text
     spec = json.loads(text)
     (hook,) = [h for h in spec["containerEdits"]["hooks"] if "update-ldcache" in h["args"]]
-    assert hook["path"] == node.hook and hook["args"][-2:] == ["--folder", "/usr/local/xpu/lib64"], hook
+    assert hook["path"] == daemonset.hook and hook["args"][-2:] == ["--folder", "/usr/local/xpu/lib64"], hook
     assert len(spec["devices"]) == CARDS + 1  # and "all"
 
 
-def test_device_plugin_registered(node: Node) -> None:
-    node.cluster.wait_allocatable(XPU, CARDS, timeout=60)
-    podres = nodekit.PodResources(node.cluster)
+def test_device_plugin_registered(daemonset: Node) -> None:
+    daemonset.cluster.wait_allocatable(XPU, CARDS, timeout=60)
+    podres = nodekit.PodResources(daemonset.cluster)
     try:
         assert podres.allocatable(XPU) == [str(i) for i in range(CARDS)]
     finally:
         podres.close()
 
 
-def test_pod_with_two_sees_exactly_them(node: Node, pods: List[str]) -> None:
+def test_pod_with_two_sees_exactly_them(daemonset: Node, pods: List[str]) -> None:
     name = nodekit.unique("two")
     pods.append(name)
-    out = nodekit.run_card_pod(node.cluster, name, {XPU: 2})
-    podres = nodekit.PodResources(node.cluster)
-    try:
-        got = [int(i) for i in podres.devices(name, XPU)]
-    finally:
-        podres.close()
-    assert len(got) == 2
-    matrix.check_cards(out, got)
+    two_cards(daemonset.cluster, name)
 
 
 FRAMEWORK_SCRIPT = (
@@ -161,7 +143,7 @@ FRAMEWORK_SCRIPT = (
     "ls /dev | grep '^xpu[0-9]'; echo xpu-cdi-script-done; exec sleep 2147483647")
 
 
-def test_image_ld_library_path_kept_driver_found_through_the_cache(node: Node, pods: List[str]) -> None:
+def test_image_ld_library_path_kept_driver_found_through_the_cache(daemonset: Node, pods: List[str]) -> None:
     """A framework image whose own config sets LD_LIBRARY_PATH=/opt/framework/lib: the container still has
     exactly that value (its library loads through it), and the driver's library, in no dir of that
     path, is found by the loader through the cache the spec's update-ldcache hook built with the
@@ -170,9 +152,9 @@ def test_image_ld_library_path_kept_driver_found_through_the_cache(node: Node, p
     pods.append(name)
     manifest = nodekit.pod(name, ["sh", "-c", FRAMEWORK_SCRIPT], {XPU: 1})
     manifest["spec"]["containers"][0]["image"] = imagebuild.FRAMEWORK
-    node.cluster.apply(manifest)
-    node.cluster.wait_pod_phase(name, "Running", 120)
-    out = node.cluster.wait(lambda: (lambda o: o if nodekit.DONE in o else None)(node.cluster.logs(name)), 60,
+    daemonset.cluster.apply(manifest)
+    daemonset.cluster.wait_pod_phase(name, "Running", 120)
+    out = daemonset.cluster.wait(lambda: (lambda o: o if nodekit.DONE in o else None)(daemonset.cluster.logs(name)), 60,
                             "the pod's output")
     lines = out.splitlines()
     assert lines[0] == f"LD_LIBRARY_PATH={imagebuild.FRAMEWORK_LIB}", out
@@ -182,15 +164,15 @@ def test_image_ld_library_path_kept_driver_found_through_the_cache(node: Node, p
     assert len([ln for ln in lines if re.fullmatch(r"xpu\d+", ln)]) == 1, out
 
 
-def test_rolling_update_while_pods_start(node: Node, pods: List[str]) -> None:
+def test_rolling_update_while_pods_start(daemonset: Node, pods: List[str]) -> None:
     """The DaemonSet moves to a second image (other bytes in the host binaries) while card pods keep
     starting, two at a time: install-binaries replaces the hook under them, the spec keeps its
     content.  No container start fails (no pod fails or stalls at container creation or start,
     none reports its cards wrong).  Pods the kubelet rejects at admission while the device plugin is
     between its old and its new pod (UnexpectedAdmissionError, kubelet's behaviour with any plugin
     restart: kubernetes/kubernetes#109595) are counted apart: no container was started for them."""
-    cluster = node.cluster
-    old_hook = (node.install_dir / "bin" / "xpu-cdi-hook").stat().st_ino
+    cluster = daemonset.cluster
+    old_hook = (daemonset.install_dir / "bin" / "xpu-cdi-hook").stat().st_ino
     spec_before = (cluster.cdi_dir / "kunlunxin.com-xpu.json").read_bytes()
     stop = threading.Event()
     results: List[Dict[str, Any]] = []
@@ -210,8 +192,8 @@ def test_rolling_update_while_pods_start(node: Node, pods: List[str]) -> None:
     try:
         time.sleep(3)
         rollout = time.monotonic()
-        node.apply(f"{VERSION}-v2")
-        node.wait_rolled_out(f"{VERSION}-v2")
+        daemonset.apply(f"{VERSION}-v2")
+        daemonset.wait_rolled_out(f"{VERSION}-v2")
         rolled_out = time.monotonic()
         time.sleep(5)  # and some starts after
     finally:
@@ -223,7 +205,7 @@ def test_rolling_update_while_pods_start(node: Node, pods: List[str]) -> None:
     assert failed == [] and len(started) >= 5, (failed, len(results))
     during = [r for r in started if rollout <= r["created"] <= rolled_out]
     assert during, "no pod was created while the DaemonSet rolled out"
-    new = node.install_dir / "bin" / "xpu-cdi-hook"
+    new = daemonset.install_dir / "bin" / "xpu-cdi-hook"
     assert new.stat().st_ino != old_hook and new.read_bytes().endswith(b"second version\0")
     # generate rewrites it (atomically) with the same content: the same image code, the same cards
     assert (cluster.cdi_dir / "kunlunxin.com-xpu.json").read_bytes() == spec_before
@@ -257,23 +239,23 @@ def wait_finished(cluster: Cluster, name: str, timeout: float = 120) -> Dict[str
     return {"outcome": "stalled", "describe": cluster.describe_pod(name)}
 
 
-def test_delete_leaves_the_host_as_before_but_for_what_stays(node: Node) -> None:
+def test_delete_leaves_the_host_as_before_but_for_what_stays(daemonset: Node) -> None:
     """`kubectl delete -k`: the pod goes, its sockets with it (kubelet's plugin dir as before); what the docs
     say stays, stays: the hook and the wrapper (the specs left behind name them: a container started from
     them needs the hook), the specs and their index in the spec dir (a tmpfs on real hosts, gone at
     reboot), the node config, the dirs kubelet created for hostPath volumes and the device plugin's
     empty lock files in /run/xpu-cdi (a tmpfs).  The plugin's socket and status file go with it."""
-    cluster = node.cluster
-    cluster.kubectl("delete", "-k", str(node.overlay), "--wait=true", timeout=180)
-    cluster.wait(lambda: not node.pods(), 120, "the DaemonSet's pods gone")
-    after = node.node_listing(*HOST_PATHS, str(cluster.cdi_dir), str(node.install_dir))
-    # kubelet's own record of the plugins it served (written at the first registration of the session)
-    kubelets = {"/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"}
-    added = after - node.before - kubelets  # type: ignore[attr-defined]
-    removed = node.before - after  # type: ignore[attr-defined]
-    stays = {f"{node.install_dir}/bin", node.hook, f"{node.install_dir}/bin/xpu-container-runtime",
-             f"{cluster.cdi_dir}/kunlunxin.com-xpu.json", f"{cluster.cdi_dir}/kunlunxin.com-xpu.json.xpu-cdi",
-             "/etc/xpu-cdi", "/etc/xpu-cdi/config.yaml", "/etc/xpu-cdi/profiles.d", "/run/xpu-cdi",
-             # servemode's flock files (one way per kind: device plugin or DRA driver), empty, in a tmpfs
-             "/run/xpu-cdi/serve-kunlunxin.com_xpu.lock", "/run/xpu-cdi/serve-kunlunxin.com_xpu.device-plugin.lock"}
-    assert (sorted(added), sorted(removed)) == (sorted(stays), []), (sorted(added - stays), sorted(stays - added))
+    cluster = daemonset.cluster
+    cluster.kubectl("delete", "-k", str(daemonset.overlay), "--wait=true", timeout=180)
+    # both DaemonSets' pods: the exporter's removes its status file as it stops
+    cluster.wait(lambda: not daemonset.pods() and not daemonset.pods("metrics"), 120, "the DaemonSets' pods gone")
+    after = daemonset.listing()
+    # what the DaemonSet left, whatever ran before it in the session (the listing before it was
+    # applied may hold some of what stays already: another module's plugin made the lock files)
+    added = after - daemonset.before - KUBELET_FILES  # type: ignore[attr-defined]
+    removed = daemonset.before - after  # type: ignore[attr-defined]
+    stays = daemonset.what_stays()
+    assert sorted(stays - after) == [] and sorted(added - stays) == [] and sorted(removed) == [], \
+        (sorted(stays - after), sorted(added - stays), sorted(removed))
+    # the install dir is this module's own: what install-binaries put there is new whatever ran before
+    assert {f"{daemonset.install_dir}/bin", daemonset.hook} <= added, sorted(added)

@@ -56,27 +56,12 @@ def test_dry_run_refuses_what_is_wrong(cluster: Cluster) -> None:
     assert r.returncode != 0 and "privilegedd" in r.stderr, r.stderr
 
 
-@pytest.fixture(scope="module")
-def cards(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cards]:
-    c = Cards(cluster, tmp_path_factory.mktemp("xpu"))
-    yield c
-    c.close()
-
-
 @pytest.fixture
 def runtimeclass(cluster: Cluster) -> Iterator[str]:
     """deploy/runtimeclass.yaml applied for real; the node labelled as its comment says."""
     cluster.kubectl("label", "node", cluster.node_name, f"{LABEL}=true", "--overwrite")
     cluster.kubectl("apply", "--server-side", "-f", str(DEPLOY / "runtimeclass.yaml"))
     yield "xpu"
-
-
-@pytest.fixture
-def pods(cluster: Cluster) -> Iterator[List[str]]:
-    names: List[str] = []
-    yield names
-    if names:
-        nodekit.wait_gone(cluster, *names)
 
 
 def sandbox_handler(cluster: Cluster, pod: str) -> str:

@@ -30,31 +30,7 @@ from support.k8s.nodekit import XPU, Cards, DevicePlugin, PodResources
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 REPO = Path(__file__).resolve().parent.parent.parent
 RUNTIME_LABEL = "xpu-cdi.io/runtime-xpu"
-
-
-@pytest.fixture(scope="module", params=["kubernetes", "kubelet-compat"], ids=["kubelet-pinned", "kubelet-older"])
-def node(request: pytest.FixtureRequest) -> Cluster:
-    """The session's cluster, or the one whose kubelet is the older release."""
-    return request.getfixturevalue("cluster" if request.param == "kubernetes" else "compat_cluster")
-
-
-@pytest.fixture(scope="module")
-def cards(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cards]:
-    c = Cards(node, tmp_path_factory.mktemp("xpu"))
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def plugin(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevicePlugin]:
-    """The plugin with its default strategies (cdi_devices and the cdi.k8s.io/ annotation)."""
-    p = DevicePlugin(node, cards, tmp_path_factory.mktemp("dp"))
-    try:
-        p.wait_served()
-        yield p
-    finally:
-        p.stop()
-        node.wait_allocatable(XPU, 0, timeout=60)
+KUBELETS = ("kubernetes", "kubelet-compat")  # the session's kubelet and the older one (conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -62,15 +38,6 @@ def podres(node: Cluster) -> Iterator[PodResources]:
     pr = PodResources(node)
     yield pr
     pr.close()
-
-
-@pytest.fixture
-def pods(node: Cluster) -> Iterator[List[str]]:
-    """Names of the pods a test made: deleted (and waited for) afterwards."""
-    names: List[str] = []
-    yield names
-    if names:
-        nodekit.wait_gone(node, *names)
 
 
 def new_pod(node: Cluster, pods: List[str], prefix: str, limits: Dict[str, int], **kw) -> str:  # type: ignore[no-untyped-def]

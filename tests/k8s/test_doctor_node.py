@@ -21,24 +21,13 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.fixture(scope="module")
-def cards(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cards]:
-    c = Cards(cluster, tmp_path_factory.mktemp("xpu"))
-    # what deploy/ installs on every node: env selection off for unprivileged containers
+def cards(cluster: Cluster, cards: Cards) -> Iterator[Cards]:
+    """conftest.py's cards, and what deploy/ installs on every node: env selection off for
+    unprivileged containers."""
     config = yaml.safe_load((REPO / "deploy/node-config.yaml").read_text())["data"]["config.yaml"]
     cluster.write_node_file("/etc/xpu-cdi/config.yaml", config)
-    yield c
+    yield cards
     cluster.remove_node_file("/etc/xpu-cdi/config.yaml")
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def plugin(cluster: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevicePlugin]:
-    p = DevicePlugin(cluster, cards, tmp_path_factory.mktemp("dp"))
-    try:
-        p.wait_served()
-        yield p
-    finally:
-        p.stop()
 
 
 def doctor(cluster: Cluster, cards: Cards, plugin: DevicePlugin) -> Dict[str, Dict[str, str]]:

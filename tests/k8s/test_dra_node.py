@@ -54,43 +54,6 @@ def test_deploy_dra_dry_run(cluster: Cluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def cards(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cards]:
-    c = Cards(cluster, tmp_path_factory.mktemp("xpu"))
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def identity(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Identity]:
-    i = Identity(cluster, tmp_path_factory.mktemp("dra-id"))
-    try:
-        yield i
-    finally:
-        i.close()
-
-
-@pytest.fixture(scope="module")
-def driver(cluster: Cluster, cards: Cards, identity: Identity) -> Iterator[DraDriver]:
-    work = short_dir()
-    d = DraDriver(cluster, cards, work, identity)
-    try:
-        d.wait_served()
-        yield d
-    finally:
-        d.close()
-        shutil.rmtree(work, ignore_errors=True)
-        cluster.wait(lambda: not d.slices(), 30, "the driver's slices withdrawn")
-
-
-@pytest.fixture
-def pods(cluster: Cluster) -> Iterator[List[str]]:
-    names: List[str] = []
-    yield names
-    if names:
-        nodekit.wait_gone(cluster, *names)
-
-
-@pytest.fixture(scope="module")
 def templates(cluster: Cluster) -> Iterator[Dict[str, str]]:
     """The module's ResourceClaimTemplates, made when first asked for (by what they ask)."""
     made: Dict[str, str] = {}

@@ -1,13 +1,12 @@
 """`xpu-cdi exporter` on the cluster's node: the holder of each card read from the real kubelet's
 PodResources API (``<kubelet root>/pod-resources/kubelet.sock``), while `xpu-cdi device-plugin`
 serves the fake host's 8 cards to that kubelet and the real scheduler places pods on them; on
-the pinned kubelet and on the older one (test_deviceplugin_node.py's two nodes).
+the pinned kubelet and on the older one (KUBELETS, conftest.py's node).
 
 Scrapes go over HTTP to the daemon and are parsed with prometheus_client's own text parser."""
 
 from __future__ import annotations
 
-import shutil
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
@@ -16,8 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 
-from support.dpnode import short_dir
-from support.dranode import CLASS, DRIVER, DraDriver, Identity
+from support.dranode import CLASS, DRIVER, DraDriver
 from support.exporternode import ExporterProcess
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
@@ -25,33 +23,10 @@ from support.k8s.nodekit import XPU, Cards, DevicePlugin, PodResources
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 REPO = Path(__file__).resolve().parent.parent.parent
+KUBELETS = ("kubernetes", "kubelet-compat")  # the session's kubelet and the older one (conftest.py)
 
 #: card -> its xpu_cdi_card_allocated series' (value, namespace, pod, container)
 Allocation = Dict[str, Tuple[float, str, str, str]]
-
-
-@pytest.fixture(scope="module", params=["kubernetes", "kubelet-compat"], ids=["kubelet-pinned", "kubelet-older"])
-def node(request: pytest.FixtureRequest) -> Cluster:
-    """The session's cluster, or the one whose kubelet is the older release."""
-    return request.getfixturevalue("cluster" if request.param == "kubernetes" else "compat_cluster")
-
-
-@pytest.fixture(scope="module")
-def cards(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cards]:
-    c = Cards(node, tmp_path_factory.mktemp("xpu"))
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def plugin(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevicePlugin]:
-    p = DevicePlugin(node, cards, tmp_path_factory.mktemp("dp"))
-    try:
-        p.wait_served()
-        yield p
-    finally:
-        p.stop()
-        node.wait_allocatable(XPU, 0, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -67,22 +42,6 @@ def exporter(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFacto
         yield p
     finally:
         assert p.stop() == 0, p.log.read_text()
-
-
-@pytest.fixture(scope="module")
-def dra_driver(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DraDriver]:
-    """`xpu-cdi dra-driver` for the same cards (test_dra_node.py's runner, as deploy/dra's service
-    account), registered with kubelet, its ResourceSlice of 8 cards published."""
-    identity = Identity(node, tmp_path_factory.mktemp("dra-id"))
-    work = short_dir()
-    d = DraDriver(node, cards, work, identity)
-    try:
-        d.wait_served()
-        yield d
-    finally:
-        d.close()
-        identity.close()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def allocation(exporter: ExporterProcess) -> Allocation:
@@ -121,7 +80,7 @@ def test_pod_holding_two_cards(node: Cluster, plugin: DevicePlugin, exporter: Ex
     node.wait(lambda: allocation(exporter) == free, 30, "the pod's labels gone from the scrape")
 
 
-def test_dra_claim_of_two_cards(node: Cluster, dra_driver: DraDriver, exporter: ExporterProcess) -> None:
+def test_dra_claim_of_two_cards(node: Cluster, driver: DraDriver, exporter: ExporterProcess) -> None:
     """A ResourceClaim of 2 cards (deploy/dra's DeviceClass) in a pod's container, prepared by
     `xpu-cdi dra-driver`: allocated 1 with the pod's labels on exactly the 2 the scheduler
     allocated (the claim's status says which), 0 on the others; pod and claim deleted: all free.

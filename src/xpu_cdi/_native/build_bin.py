@@ -8,7 +8,11 @@ package module there: the package is not built yet) and calls
 not) puts the binaries in ``xpu_cdi/_native/bin/``.  The sanitizer tests
 (tests/c/) call :func:`build` with extra flags.
 
-    python src/xpu_cdi/_native/build_bin.py [--out DIR] [--static] [TARGET...]
+    python src/xpu_cdi/_native/build_bin.py [--out DIR] [--static] [--cross TRIPLET] [TARGET...]
+
+--cross aarch64-linux-gnu builds for that Debian multiarch triplet (``make cross``):
+its cross compiler (gcc-aarch64-linux-gnu) and the -dev packages of that architecture
+(libyajl-dev:arm64, libyaml-dev:arm64), found through their pkg-config directory.
 """
 
 from __future__ import annotations
@@ -52,12 +56,27 @@ HEADERS_ONLY = ["yaml-0.1"]
 # sources and flags, linked static-pie against the static archives Debian's -dev
 # packages ship (libyajl-dev names its archive libyajl_s.a) and glibc's libc.a;
 # libyaml is linked in too (a static binary cannot dlopen it)
-STATIC_LDFLAGS = ["-static-pie", "-Wl,-z,relro,-z,now"]
+STATIC_LDFLAGS = ["-static-pie", "-Wl,-z,relro,-z,now", "-Wl,--gc-sections"]
 STATIC_CFLAGS = ["-DXPU_CDI_LINKED_YAML"]
 STATIC_LIBRARIES = ["-l:libyajl_s.a", "-l:libyaml.a"]
+# The hook is linked so by default too, where the static archives are installed: it runs on
+# every container start, and a static binary starts without the loader's work (a third of the
+# hook's system calls and most of its time in `make bench`: docs/hook.md, "System calls").  The
+# wrapper stays dynamic (it execs the runtime, which costs more than its own start), and so does
+# the hook of the .deb and .rpm, whose builds set XPU_CDI_HOOK_LINK=dynamic: there the
+# distribution's security fixes to yajl and libyaml must reach it without a rebuild.
+STATIC_BY_DEFAULT = {"xpu-cdi-hook"}
+LINK_ENV = "XPU_CDI_HOOK_LINK"
 
 
-def library_flags() -> List[str]:
+def pkg_config_env(cross: Optional[str]) -> Optional[Dict[str, str]]:
+    """pkg-config's environment for *cross* (Debian's multiarch .pc directory), None for the host."""
+    if not cross:
+        return None
+    return dict(os.environ, PKG_CONFIG_LIBDIR=f"/usr/lib/{cross}/pkgconfig:/usr/share/pkgconfig")
+
+
+def library_flags(cross: Optional[str] = None) -> List[str]:
     """Compile flags of both libraries and link flags of :data:`LINKED`, from
     pkg-config (plain flags where pkg-config itself is missing).
 
@@ -66,9 +85,11 @@ def library_flags() -> List[str]:
             (its message names the package to install).
     """
     try:
+        env = pkg_config_env(cross)
         cflags = subprocess.run(["pkg-config", "--cflags", *LINKED, *HEADERS_ONLY], check=True, capture_output=True,
-                                text=True).stdout
-        libs = subprocess.run(["pkg-config", "--libs", *LINKED], check=True, capture_output=True, text=True).stdout
+                                text=True, env=env).stdout
+        libs = subprocess.run(["pkg-config", "--libs", *LINKED], check=True, capture_output=True, text=True,
+                              env=env).stdout
     except FileNotFoundError:
         return ["-lyajl", "-ldl"]
     except subprocess.CalledProcessError as err:
@@ -78,40 +99,63 @@ def library_flags() -> List[str]:
     return [*shlex.split(cflags), *shlex.split(libs), "-ldl"]
 
 
-def compiler() -> List[str]:
+def static_available(cross: Optional[str] = None) -> bool:
+    """Whether the compiler finds the archives a static link needs (libc.a, libyajl_s.a, libyaml.a)."""
+    for archive in ("libc.a", *(lib[len("-l:"):] for lib in STATIC_LIBRARIES)):
+        r = subprocess.run([*compiler(cross), f"-print-file-name={archive}"], capture_output=True, text=True)
+        if r.returncode != 0 or not os.path.isabs(r.stdout.strip()):
+            return False
+    return True
+
+
+def compiler(cross: Optional[str] = None) -> List[str]:
+    if cross:
+        return [f"{cross}-gcc"]
     return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
 def command(name: str, out: str, extra_cflags: Sequence[str] = (), libs: Optional[Sequence[str]] = None,
-            static: bool = False) -> List[str]:
+            static: bool = False, cross: Optional[str] = None) -> List[str]:
     """The one compile-and-link command of target *name* writing *out* (the other
     Debian release's build test, tests/c/test_build_other_release.py, runs it in that
-    release's tree); *static* links it statically (:data:`STATIC_LDFLAGS`)."""
+    release's tree); *static* links it statically (:data:`STATIC_LDFLAGS`); *cross*: see the module doc."""
     if static:
-        libs = [*(f for f in library_flags() if not f.startswith("-l")), *STATIC_LIBRARIES]
-    return [*compiler(), *CFLAGS, *(STATIC_CFLAGS if static else ()), *extra_cflags, f"-I{ROOT}", "-o", out,
+        libs = [*(f for f in library_flags(cross) if not f.startswith("-l")), *STATIC_LIBRARIES]
+    return [*compiler(cross), *CFLAGS, *(STATIC_CFLAGS if static else ()), *extra_cflags, f"-I{ROOT}", "-o", out,
             *(str(ROOT / s) for s in TARGETS[name]),
-            *(STATIC_LDFLAGS if static else LDFLAGS), *(library_flags() if libs is None else libs)]
+            *(STATIC_LDFLAGS if static else LDFLAGS), *(library_flags(cross) if libs is None else libs)]
 
 
 def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: Sequence[str] = (),
-          static: bool = False) -> List[str]:
+          static: Optional[bool] = None, cross: Optional[str] = None) -> List[str]:
     """Compile *targets* (default: all of :data:`TARGETS`) into *out_dir*; return their paths.
 
     *extra_cflags* go after the usual flags of the one compile-and-link
     command (tests/c/test_sanitized.py builds with
     ``-fsanitize=address,undefined -O1`` that way: later flags win).
+    *static*: link every target statically (True) or dynamically (False);
+    None links :data:`STATIC_BY_DEFAULT` statically where :func:`static_available`,
+    unless ``$XPU_CDI_HOOK_LINK`` is ``dynamic`` (the packages' builds).
 
     Raises:
         subprocess.CalledProcessError: the compiler failed (its output shown).
     """
     os.makedirs(out_dir, exist_ok=True)
-    libs = library_flags()
+    libs = library_flags(cross)
     made = []
+    if static is None and os.environ.get(LINK_ENV) == "dynamic":
+        static = False
+    wants_static = static is None and bool(STATIC_BY_DEFAULT & set(targets or TARGETS))
+    default_static = wants_static and static_available(cross)
+    if wants_static and not default_static:
+        print(f"build_bin: no static libc/yajl/yaml archives: {', '.join(sorted(STATIC_BY_DEFAULT))} linked "
+              "dynamically (install libc6-dev, libyajl-dev and libyaml-dev for the static link)", file=sys.stderr)
     for name in targets or TARGETS:
         out = os.path.join(out_dir, name)
         tmp = f"{out}.tmp-{os.getpid()}"
-        subprocess.run(command(name, tmp, extra_cflags, None if static else libs, static), check=True)
+        link_static = static if static is not None else default_static and name in STATIC_BY_DEFAULT
+        subprocess.run(command(name, tmp, extra_cflags, None if link_static else libs, link_static, cross),
+                       check=True)
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
         made.append(out)
@@ -121,11 +165,14 @@ def build(out_dir: str, targets: Optional[Sequence[str]] = None, extra_cflags: S
 def main(argv: "Sequence[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(ROOT.parent / "bin"))
-    parser.add_argument("--static", action="store_true", help="link statically (the DaemonSet's host copy)")
+    parser.add_argument("--static", action="store_true", default=None,
+                        help="link every target statically (the DaemonSet's host copy)")
+    parser.add_argument("--cross", metavar="TRIPLET", help="cross-compile for this multiarch triplet "
+                        "(aarch64-linux-gnu)")
     parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], metavar="TARGET")
     args = parser.parse_args(argv)
     try:
-        for path in build(args.out, args.targets or None, static=args.static):
+        for path in build(args.out, args.targets or None, static=args.static, cross=args.cross):
             print(path)
     except subprocess.CalledProcessError as err:
         print(f"build failed: {shlex.join(err.cmd)}", file=sys.stderr)

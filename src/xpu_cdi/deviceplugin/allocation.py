@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from ..topology import allocate as _allocate
 from ..errors import AllocationError, SelectionError
 from ..node.inventory import SpecCard
-from . import response
+from . import response, sharing
 
 
 def preferred(cards: Mapping[str, SpecCard], available: Sequence[str], must_include: Sequence[str],
@@ -55,6 +55,21 @@ def check(kind: str, cards: Mapping[str, SpecCard], unhealthy: Mapping[str, str]
         problems.append(f"no device IDs in the request for {kind}")
     if problems:
         raise AllocationError("; ".join(problems))
+
+
+def shared_cards(plan: Optional[sharing.Replicated], resource: str, ids: Sequence[str],
+                 cards: Mapping[str, SpecCard]) -> List[str]:
+    """The card IDs behind kubelet's IDs: replicas mapped to their cards when *plan* time-slices the kind.
+
+    Raises:
+        AllocationError: more than one replica where the plan refuses that.
+    """
+    if plan is None:
+        return list(ids)
+    try:
+        return sharing.to_cards(plan, resource, ids, cards)
+    except ValueError as err:
+        raise AllocationError(str(err)) from None
 
 
 def plugin_name(kind: str) -> str:

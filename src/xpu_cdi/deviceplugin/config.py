@@ -8,6 +8,7 @@ the long flag names::
     spec-dir: [/etc/cdi, /var/run/cdi]
     resource-name: {huawei.com/npu: huawei.com/Ascend910}
     device-list-strategy: [cdi-cri, cdi-annotations]
+    sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # file only (deviceplugin/sharing.py)
 
 Any bad key or value is one :class:`~xpu_cdi.errors.ConfigError` line naming
 the file, the key and what is allowed.
@@ -25,6 +26,7 @@ from ..nodeconfig import read_yaml
 from ..node.settings import NodeSettings
 from . import response
 from ..node.status import DEFAULT_STATUS_FILE
+from .sharing import Replicated, TimeSlicing, parse as parse_sharing
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # kubelet's DevicePluginPath
@@ -45,6 +47,7 @@ class Settings(NodeSettings):
     removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
     uevents: str = "auto"
     node_config: str = "/etc/xpu-cdi/config.yaml"  # kubernetes-allocation: which way serves each kind
+    sharing: Optional[TimeSlicing] = None  # time-slicing replicas (deviceplugin/sharing.py)
 
     @property
     def run_dir(self) -> str:
@@ -52,8 +55,13 @@ class Settings(NodeSettings):
         return os.path.dirname(self.status_file)
 
     def resource(self, kind: str) -> str:
-        """The resource name advertised for *kind* (default: the kind itself)."""
-        return self.resource_names.get(kind, kind)
+        """The resource name advertised for *kind* (default: the kind itself; a time-slicing rename wins)."""
+        plan = self.replication(kind)
+        return plan.rename if plan is not None and plan.rename else self.resource_names.get(kind, kind)
+
+    def replication(self, kind: str) -> Optional[Replicated]:
+        """How *kind*'s cards are time-sliced, or None (whole cards)."""
+        return self.sharing.for_kind(kind, self.resource_names.get(kind, kind)) if self.sharing else None
 
 
 # config key -> (Settings field, parser)
@@ -142,6 +150,7 @@ KEYS = {
     "status-file": ("status_file", _str), "health-interval": ("health_interval", _float),
     "removal-grace": ("removal_grace", _seconds),
     "uevents": ("uevents", _uevents), "node-config": ("node_config", _str),
+    "sharing": ("sharing", parse_sharing),
 }
 
 

@@ -160,7 +160,7 @@ class Daemon(Loop):
                 self.say_once("way:" + kind + refused, refused, WARNING)
                 continue
             plugin = KindPlugin(kind, self.s.resource(kind), self.s.plugin_dir, self.s.strategies, self.log,
-                                self.before_request, self.wake)
+                                self.before_request, self.wake, replication=self.s.replication(kind))
             with self.lock:
                 self.plugins[kind] = plugin  # served and registered by reconcile(), in this pass
         for kind in sorted(set(self.plugins) - self.served()):

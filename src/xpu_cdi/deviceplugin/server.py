@@ -22,7 +22,7 @@ import grpc
 from ..log import WARNING, Log
 from ..node.grpcserve import Identity, same_inode, serve_unix, socket_identity
 from ..node.inventory import SpecCard
-from . import allocation, api
+from . import allocation, api, sharing
 from .restart import Registrar
 
 
@@ -35,8 +35,10 @@ class KindPlugin:
     """The device plugin of one kind."""
 
     def __init__(self, kind: str, resource: str, plugin_dir: str, strategies: Sequence[str], log: Log,
-                 before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None) -> None:
+                 before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None,
+                 replication: Optional[sharing.Replicated] = None) -> None:
         self.kind, self.resource, self.plugin_dir = kind, resource, plugin_dir
+        self.replication = replication  # time-slicing: each card advertised as replicas (sharing.py)
         self.strategies = tuple(strategies)
         self.log = log
         self.before_request = before_request  # the daemon's "re-read specs if they changed"
@@ -71,10 +73,13 @@ class KindPlugin:
         with self.cond:
             devices = []
             for card in self.cards.values():
-                dev = api.Device(ID=card.id, health=api.UNHEALTHY if self.unhealthy.get(card.id) else api.HEALTHY)
-                if card.numa_node is not None:
-                    dev.topology.nodes.add(ID=card.numa_node)
-                devices.append(dev)
+                health = api.UNHEALTHY if self.unhealthy.get(card.id) else api.HEALTHY
+                ids = sharing.replica_ids([card.id], self.replication.replicas) if self.replication else [card.id]
+                for device_id in ids:
+                    dev = api.Device(ID=device_id, health=health)
+                    if card.numa_node is not None:
+                        dev.topology.nodes.add(ID=card.numa_node)
+                    devices.append(dev)
             return api.ListAndWatchResponse(devices=devices)
 
     def flushed(self) -> bool:
@@ -132,8 +137,12 @@ class KindPlugin:
             cards = dict(self.cards)
         out = api.PreferredAllocationResponse()
         for req in request.container_requests:
-            ids = allocation.preferred(cards, list(req.available_deviceIDs), list(req.must_include_deviceIDs),
-                                       req.allocation_size)
+            if self.replication is not None:
+                ids = sharing.preferred(self.replication.replicas, list(req.available_deviceIDs),
+                                        list(req.must_include_deviceIDs), req.allocation_size)
+            else:
+                ids = allocation.preferred(cards, list(req.available_deviceIDs), list(req.must_include_deviceIDs),
+                                           req.allocation_size)
             out.container_responses.add(deviceIDs=ids)
         return out
 
@@ -144,8 +153,8 @@ class KindPlugin:
         out = api.AllocateResponse()
         try:
             for req in request.container_requests:
-                fields = allocation.container_response(self.kind, cards, unhealthy, list(req.devices_ids),
-                                                       self.strategies, env_var)
+                ids = allocation.shared_cards(self.replication, self.resource, list(req.devices_ids), cards)
+                fields = allocation.container_response(self.kind, cards, unhealthy, ids, self.strategies, env_var)
                 resp = out.container_responses.add()
                 for d in fields.get("cdi_devices", []):  # type: ignore[union-attr]
                     resp.cdi_devices.add(name=d["name"])
@@ -209,4 +218,5 @@ class KindPlugin:
             return {"resource": self.resource, "socket": self.socket, **self.registrar.status(),
                     "devices": list(self.cards),
                     "unhealthy": dict(self.unhealthy),
-                    "numa": {c.id: c.numa_node for c in self.cards.values() if c.numa_node is not None}}
+                    "numa": {c.id: c.numa_node for c in self.cards.values() if c.numa_node is not None},
+                    **({"replicas": self.replication.replicas} if self.replication else {})}

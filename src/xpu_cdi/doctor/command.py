@@ -9,8 +9,9 @@ from typing import Callable, List, Optional, Tuple
 
 import click
 
-from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, roots_of, subcommand
+from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, subcommand
 from ..errors import XpuCdiError
+from ..generate.options import roots_of
 from . import devices, dra, driverfiles, exporter, k8s, plugin, runtimes, specs, stale, topo, wiring
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
 from .result import Result, exit_code, fail, line, summary

@@ -123,6 +123,8 @@ def check_plugin(ctx: Context) -> List[Result]:
         else:
             sick = st.get("unhealthy") or {}
             text = f"{name}: advertises {len(advertised)} device(s), all defined by a spec"
+            if st.get("replicas"):
+                text += f", each as {st['replicas']} time-slicing replicas (no isolation between them)"
             if sick:
                 out.append(warn("plugin-devices", text + "; Unhealthy: " +
                                 "; ".join(f"{d} ({why})" for d, why in sorted(sick.items())),

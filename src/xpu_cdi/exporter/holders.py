@@ -12,7 +12,8 @@
 * **DRA claims** come as fully qualified CDI device names
   (``kunlunxin.com/xpu=3``); ``<kind>=all`` is every card of the kind.
 
-A card two containers share (a shared claim) is labelled with the first of
+A replica of a time-sliced card (``<card>::<n>``) is its card's.  A card two
+containers share (a shared claim, time-slicing replicas) is labelled with the first of
 them in (namespace, pod, container) order.
 """
 
@@ -22,6 +23,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..cdi import names
 from ..errors import SelectionError
+from ..deviceplugin.sharing import split as split_replica
 from ..node.inventory import SpecCard
 from .podresources import Holder, Listing
 
@@ -37,6 +39,9 @@ def _by_id(kind: str, cards: Dict[str, SpecCard], aliases: Sequence[str], device
         except SelectionError:
             return None
         return cards.get(name) if qualified_kind == kind else None
+    card, replica = split_replica(device_id)
+    if replica is not None:  # a time-slicing replica (<card>::<n>) is its card's
+        return _by_id(kind, cards, aliases, card)
     digits = device_id
     for prefix in aliases:
         if device_id.startswith(prefix):

@@ -1,6 +1,6 @@
 """``xpu-cdi generate``: the generate flow from the command line.
 
-It reads top to bottom: ``clikit.plan`` (profile.select -> discover.discover_all)
+It reads top to bottom: ``options.plan`` (profile.select -> discover.discover_all)
 -> ``spec.build`` -> ``spec.write`` (or ``--check`` against the file on disk).
 """
 
@@ -14,6 +14,7 @@ import click
 
 from .. import clikit, errors
 from . import check as _check
+from . import options as _options
 from . import spec as _spec
 
 
@@ -26,8 +27,8 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     The spec uses the lowest cdiVersion its content needs (0.5.0 by
     default), so podman 4.3 and containerd 1.7.0 load it.
     """
-    opts = clikit.spec_options(strategies, no_all_device, hook_path, ld_library_path_env, vendor, device_class)
-    found = clikit.plan(profiles, profiles_dir, clikit.roots_of(dev_root, driver_root, sysfs_root))
+    opts = _options.spec_options(strategies, no_all_device, hook_path, ld_library_path_env, vendor, device_class)
+    found = _options.plan(profiles, profiles_dir, _options.roots_of(dev_root, driver_root, sysfs_root))
     for _name, failure in found.failures:
         click.echo(f"xpu-cdi: skipped: {failure}", err=True)
     views = found.views
@@ -90,7 +91,7 @@ OPTIONS = (
                  help="Annotate each card with its PCI address, NUMA node, PCIe switch and root port "
                       "(xpu-cdi.io/pci, ...). Annotations raise the spec's cdiVersion to 0.6.0, which podman 4.3, "
                       "containerd before 1.7.12 and CRI-O before 1.28 ignore."),
-) + clikit.spec_option_flags()
+) + _options.SPEC_OPTIONS
 
 
 def command() -> click.Command:

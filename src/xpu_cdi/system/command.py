@@ -9,6 +9,7 @@ import click
 
 from .. import clikit
 from ..errors import DiscoveryError
+from ..generate.options import plan, roots_of
 from . import devchar
 
 
@@ -16,9 +17,9 @@ def create_dev_char_symlinks(profiles: Tuple[str, ...], profiles_dir: Tuple[str,
                              driver_root: str, sysfs_root: str, dry_run: bool) -> None:
     """Create the /dev/char/MAJOR:MINOR links of every accelerator node (runc's systemd cgroup
     driver needs them to keep device access across a daemon-reload or a driver reload)."""
-    roots = clikit.roots_of(dev_root, driver_root, sysfs_root)
+    roots = roots_of(dev_root, driver_root, sysfs_root)
     try:
-        found = clikit.plan(profiles, profiles_dir, roots)
+        found = plan(profiles, profiles_dir, roots)
     except DiscoveryError as err:
         if profiles and list(profiles) != ["auto"]:
             raise

@@ -10,8 +10,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import click
 
 from .. import topology as _topology
-from ..clikit import PROFILE_FAILED, plan, roots_of, subcommand
+from ..clikit import PROFILE_FAILED, subcommand
 from ..errors import SelectionError
+from ..generate.options import plan, roots_of
 
 
 def parse_available(text: str) -> List[str]:

@@ -11,6 +11,7 @@ from typing import Optional, Tuple
 import click
 
 from .. import clikit
+from ..generate import options as _options
 from ..generate import profile as _profile
 from ..generate.discover import host_path
 from . import Watcher, expand, open_source, watch_files
@@ -32,9 +33,9 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     of kinds whose cards are all gone are removed. One log line per change.
     """
     _stderr_log = clikit.daemon_log("xpu-cdi watch", log_level, verbose, log_format)
-    opts = clikit.spec_options(strategies, no_all_device, hook_path, ld_library_path_env)
-    roots = clikit.roots_of(dev_root, driver_root, sysfs_root)
-    target = Target(plan=functools.partial(clikit.plan, profiles, profiles_dir, roots),
+    opts = _options.spec_options(strategies, no_all_device, hook_path, ld_library_path_env)
+    roots = _options.roots_of(dev_root, driver_root, sysfs_root)
+    target = Target(plan=functools.partial(_options.plan, profiles, profiles_dir, roots),
                     select=functools.partial(_profile.select, list(profiles) or None, profiles_dir),
                     spec_dir=os.path.abspath(spec_dir), fmt=fmt, options=opts, manifest=manifest)
     if once:
@@ -68,7 +69,7 @@ OPTIONS = (
     click.option("--module", "modules", multiple=True, metavar="NAME",
                  help="Another kernel module whose (re)load triggers a refresh, besides the profiles' "
                       "`modules` (when neither names any: every module)."),
-) + clikit.spec_option_flags() + clikit.LOG_OPTIONS
+) + _options.SPEC_OPTIONS + clikit.LOG_OPTIONS
 
 
 def command() -> click.Command:

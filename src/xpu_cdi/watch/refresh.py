@@ -3,7 +3,7 @@ where the content changed.
 
 Used by ``xpu-cdi watch`` (after each debounced trigger) and by ``watch
 --once`` (the systemd refresh unit and the package scripts).  It goes
-through the same steps as ``generate`` (``clikit.plan -> spec.build ->
+through the same steps as ``generate`` (``options.plan -> spec.build ->
 spec.write``), compares the bytes with the files on disk, removes specs of
 kinds whose cards are gone, and records what it wrote in a manifest so that
 the package's removal scripts delete exactly that.
@@ -28,7 +28,7 @@ from ..model import Discovery, Profile
 class Target:
     """What a refresh produces: the generate pipeline with fixed options.
 
-    ``plan`` is ``clikit.plan`` bound to the profiles and roots; ``select``
+    ``plan`` is ``generate.options.plan`` bound to the profiles and roots; ``select``
     returns the profiles the watch cares about (for event matching and for
     recognising specs of kinds that vanished).
     """

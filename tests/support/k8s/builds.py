@@ -3,7 +3,8 @@
 Each component is a small Go module of the suite's own, ``tests/support/k8s/go/<name>/`` (go.mod,
 go.sum, tools.go), whose requirements pin the upstream release: ``k8s.io/kubernetes`` (with
 every ``k8s.io/<staging>`` module replaced by the matching ``v0.<minor>.<patch>``),
-``github.com/containerd/containerd/v2``, ``go.etcd.io/etcd/server/v3``.  :func:`ensure`
+``github.com/containerd/containerd/v2``, ``go.etcd.io/etcd/server/v3``,
+``github.com/NVIDIA/nvidia-container-toolkit`` (its CDI hook, for make bench).  :func:`ensure`
 builds one into the test cache, ``<cache>/k8s/<name>-<version>/bin/``, once per pin: a
 stamp there holds the hash of the module files, the build command and the Go release, and
 a different stamp rebuilds.  The build runs under a file lock, so two pytest workers or two
@@ -100,6 +101,12 @@ COMPONENTS: Dict[str, Component] = {c.name: c for c in [
         env=(("CGO_ENABLED", "0"),)),
     Component("etcd", "go.etcd.io/etcd/server/v3", (("go.etcd.io/etcd/server/v3", "etcd"),),
               env=(("CGO_ENABLED", "0"),)),
+    # NVIDIA's CDI hook, which make bench times ours against (scripts/bench.py); cgo, as NVIDIA
+    # builds it (go-nvml needs it)
+    Component("nvidia-cdi-hook", "github.com/NVIDIA/nvidia-container-toolkit", (
+        ("github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook", "nvidia-cdi-hook"),)),
+    # the chart's tests (tests/deploy/test_chart.py, tests/k8s/test_helm_node.py)
+    Component("helm", "helm.sh/helm/v4", (("helm.sh/helm/v4/cmd/helm", "helm"),), env=(("CGO_ENABLED", "0"),)),
 ]}
 
 

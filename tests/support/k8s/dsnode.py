@@ -25,6 +25,10 @@ XPU = nodekit.XPU
 CARDS = 8
 DRIVER_SO = "libxpufake.so.1"
 ACCEL_LABEL = "xpu-cdi.io/accelerator"
+#: the node's own directories the DaemonSet writes (besides the session's spec and install dirs)
+HOST_PATHS = ("/etc/xpu-cdi", "/run/xpu-cdi", "/var/lib/kubelet/device-plugins")
+#: kubelet's own record of the plugins it served (written at the first registration of the session)
+KUBELET_FILES = {"/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"}
 
 
 class Node:
@@ -189,6 +193,20 @@ class Node:
     def pods(self, component: str = "cdi-spec") -> List[Dict[str, Any]]:
         return self.cluster.get("pods", "-n", NS, "-l", f"app.kubernetes.io/component={component}")["items"]
 
+    def listing(self) -> Set[str]:
+        """Every path the DaemonSet may write on the node (:data:`HOST_PATHS`, the spec and install dirs)."""
+        return self.node_listing(*HOST_PATHS, str(self.cluster.cdi_dir), str(self.install_dir))
+
+    def what_stays(self) -> Set[str]:
+        """What docs/operations.md (and docs/helm.md) say stays on the node once the DaemonSet is deleted:
+        the hook and the wrapper, the specs and their index, the node config, the dirs kubelet created for
+        hostPath volumes, servemode's empty flock files (one way per kind) in /run/xpu-cdi (a tmpfs)."""
+        cdi = self.cluster.cdi_dir
+        return {f"{self.install_dir}/bin", self.hook, f"{self.install_dir}/bin/xpu-container-runtime",
+                f"{cdi}/kunlunxin.com-xpu.json", f"{cdi}/kunlunxin.com-xpu.json.xpu-cdi",
+                "/etc/xpu-cdi", "/etc/xpu-cdi/config.yaml", "/etc/xpu-cdi/profiles.d", "/run/xpu-cdi",
+                "/run/xpu-cdi/serve-kunlunxin.com_xpu.lock", "/run/xpu-cdi/serve-kunlunxin.com_xpu.device-plugin.lock"}
+
     def node_listing(self, *paths: str) -> Set[str]:
         """Every path below *paths* as the node sees them (its /etc, /run are the session's)."""
         r = self.cluster.run_on_node(["sh", "-c", 'for p; do [ -e "$p" ] && find "$p"; done; true', "ls", *paths])
@@ -260,3 +278,15 @@ def write_kustomization(overlay: Path, resources: List[str], tag: str,
         (overlay / f"{name}.json").write_text(json.dumps(ops, indent=1))
         kustomization["patches"].append({"path": f"{name}.json", "target": {"kind": "DaemonSet", "name": name}})
     (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+
+
+def two_cards(cluster: Cluster, name: str) -> None:
+    """Pod *name* asking for two cards sees exactly the two kubelet gave it (PodResources says which)."""
+    out = nodekit.run_card_pod(cluster, name, {XPU: 2})
+    podres = nodekit.PodResources(cluster)
+    try:
+        got = [int(i) for i in podres.devices(name, XPU)]
+    finally:
+        podres.close()
+    assert len(got) == 2
+    matrix.check_cards(out, got)

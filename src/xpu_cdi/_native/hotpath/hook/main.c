@@ -29,6 +29,24 @@
 
 static const char *log_path;   /* --log FILE, or NULL (an empty FILE too: Log("") writes nothing) */
 static const char *container_id = "-";
+static int log_fd = -1;
+
+/* The log opened (and the local time zone read) where the hook started:
+ * called before xf_inject joins the container's mount namespace, which
+ * the hook does not leave again (struct xf_container.exits), so that no
+ * path of the log is ever looked up there.  A log that cannot be opened
+ * is warned about once and not tried again. */
+static void log_open(void)
+{
+    if (log_fd >= 0 || log_path == NULL || log_path[0] == '\0')
+        return;
+    tzset();
+    log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+    if (log_fd < 0) {
+        fprintf(stderr, "%s: warning: cannot write log '%s': %s\n", PROG, log_path, strerror(errno));
+        log_path = NULL;
+    }
+}
 
 /* One line to --log. */
 static void log_line(const char *message)
@@ -37,18 +55,15 @@ static void log_line(const char *message)
     time_t now = time(NULL);
     struct tm tm;
     char *line;
-    int fd;
 
     if (log_path == NULL || log_path[0] == '\0')
         return;
     if (localtime_r(&now, &tm) == NULL || strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
         strcpy(stamp, "-");
     line = xf_printf("%s %s[%d] %s: %s\n", stamp, PROG, (int)getpid(), container_id, message);
-    fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
-    if (fd < 0 || write(fd, line, strlen(line)) < 0)
+    log_open();
+    if (log_fd >= 0 && write(log_fd, line, strlen(line)) < 0)
         fprintf(stderr, "%s: warning: cannot write log '%s': %s\n", PROG, log_path, strerror(errno));
-    if (fd >= 0)
-        close(fd);
 }
 
 struct request {
@@ -138,6 +153,8 @@ static int tool(const char *sub, char **args, size_t nargs)
     c.rootfs = o.rootfs;
     c.stage = stage;
     c.tools_note = 1;
+    c.exits = 1;
+    log_open();
     rv = xf_inject(&c, &edits, &note);
     if (rv != XF_OK)
         return fail(xf_reason);
@@ -159,9 +176,10 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
     memset(&r, 0, sizeof(r));
     if (xf_config_load(config_path, &cfg) != XF_OK)
         return fail(xf_reason); /* fail closed: the setting may forbid what is asked */
-    if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
-        return fail(xf_reason);
     if (xf_spec_dirs(given, ngiven, getenv("XPU_CDI_SPEC_DIRS"), &dirs, &ndirs) != XF_OK)
+        return fail(xf_reason);
+    xf_prefetch_indexes(dirs, ndirs); /* while the runtime writes the state: they do not depend on it */
+    if (xf_oci_read_state(0, &r.state_text, &r.state_len) != XF_OK || load_container(&r) != XF_OK)
         return fail(xf_reason);
     if (!xf_may_request(r.config_text, r.config_len, dirs, ndirs) &&
         memmem(r.state_text, r.state_len, "cdi.k8s.io", 10) == NULL)
@@ -188,6 +206,8 @@ static int prestart(const char *const *given, size_t ngiven, const char *config_
         return fail(xf_printf("OCI state pid %d is not a container process of this runtime (a createContainer "
                               "hook runs inside the container): register `xpu-cdi-hook prestart` as a prestart "
                               "or createRuntime hook", r.c.pid));
+    r.c.exits = 1;
+    log_open();
     if (xf_inject(&r.c, &edits, &note) != XF_OK)
         return fail(xf_reason); /* undone (XF_ERR), or said what is left (XF_FAIL) */
     {

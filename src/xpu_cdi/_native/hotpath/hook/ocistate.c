@@ -129,7 +129,7 @@ static int read_config(struct xf_oci *o, const fj *state)
 
 int xf_oci_read_state(int fd, char **text, size_t *len)
 {
-    int rv = xf_read_fd(fd, XF_MAX_STATE_BYTES, text, len);
+    int rv = xf_read_fd_stat(fd, NULL, XF_MAX_STATE_BYTES, text, len); /* a pipe: no size to ask */
 
     if (rv != XF_OK && *len > XF_MAX_STATE_BYTES)
         return xf_say(XF_ERR, "the OCI state on stdin is larger than %u bytes: refusing to parse it",

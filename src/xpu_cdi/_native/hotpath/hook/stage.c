@@ -25,7 +25,7 @@ static int procfs_is_ours(void)
     const char *line;
     ssize_t n;
 
-    if (xf_read_file("/proc/self/status", MAX_STATUS_BYTES, &text, &len, NULL) != XF_OK)
+    if (xf_read_proc_one("/proc/self/status", MAX_STATUS_BYTES, &text, &len) != XF_OK)
         return -1;
     for (line = text; line != NULL && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, "NSpid:", 6) == 0) {

@@ -32,7 +32,7 @@ static int lists_pid(int dirfd, int pid)
 
     if (fd < 0)
         return 0;
-    rv = xf_read_fd(fd, PROCS_LIMIT, &text, &len);
+    rv = xf_read_fd_stat(fd, NULL, PROCS_LIMIT, &text, &len); /* cgroupfs reports no size */
     close(fd);
     for (const char *line = text; rv == XF_OK && *line != '\0';) {
         const char *eol = strchr(line, '\n');

@@ -149,6 +149,9 @@ fail:
 
 int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out)
 {
+    struct stat st;
+    int rv;
+
     *fd_out = -1;
     if (path[0] == '\0')
         path = "."; /* the root itself, as the walk answers */
@@ -157,7 +160,8 @@ int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out)
         int tries;
 
         memset(&how, 0, sizeof(how));
-        how.flags = O_PATH | O_CLOEXEC | ((flags & XC_RESOLVE_NOFOLLOW) ? O_NOFOLLOW : 0);
+        how.flags = O_PATH | O_CLOEXEC | ((flags & XC_RESOLVE_NOFOLLOW) ? O_NOFOLLOW : 0) |
+                    ((flags & XC_RESOLVE_DIRECTORY) ? O_DIRECTORY : 0);
         how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
         for (tries = 0; tries < 4; tries++) {
             int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
@@ -173,5 +177,16 @@ int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out)
         if (errno != ENOSYS && errno != EPERM && errno != E2BIG && errno != EAGAIN)
             return -errno;
     }
-    return xc_walk_in_root(rootfd, path, flags & XC_RESOLVE_NOFOLLOW, NULL, NULL, fd_out);
+    rv = xc_walk_in_root(rootfd, path, flags & XC_RESOLVE_NOFOLLOW, NULL, NULL, fd_out);
+    if (rv == 0 && (flags & XC_RESOLVE_DIRECTORY)) {
+        if (fstat(*fd_out, &st) != 0)
+            rv = -errno;
+        else if (!S_ISDIR(st.st_mode))
+            rv = -ENOTDIR;
+        if (rv != 0) {
+            close(*fd_out);
+            *fd_out = -1;
+        }
+    }
+    return rv;
 }

@@ -6,6 +6,7 @@
 
 #define XC_RESOLVE_NO_OPENAT2 1 /* force the manual walk */
 #define XC_RESOLVE_NOFOLLOW 2   /* do not follow a symlink in the last component */
+#define XC_RESOLVE_DIRECTORY 4  /* the last component must be a directory (else -ENOTDIR) */
 
 int xc_resolve_in_root(int rootfd, const char *path, int flags, int *fd_out);
 /* The walk behind xc_resolve_in_root (flags: XC_RESOLVE_NOFOLLOW), with an

@@ -9,6 +9,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <linux/securebits.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
@@ -35,30 +38,56 @@ static void child_fail(int errfd, int err)
     _exit(127);
 }
 
+/* No capability now, and none to be had by any exec after: no_new_privs
+ * (set before: no setuid bit or file capability grants anything) and
+ * securebits locked so that being uid 0 grants nothing either (NOROOT) and
+ * no capability is kept across uid changes or raised into the ambient set.
+ * That bars every way to a capability the bounding set would also bar, in
+ * two calls rather than one prctl per capability.  Permitted and
+ * inheritable emptied empty the ambient set too. */
 static void drop_all_caps(int errfd)
 {
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
 
-    for (int cap = 0; cap < 64; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
-            child_fail(errfd, errno);
-    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); /* EINVAL before 4.3: none to clear */
+    if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+              SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+              SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED, 0, 0, 0) != 0)
+        child_fail(errfd, errno);
     memset(data, 0, sizeof(data));
     if (syscall(SYS_capset, &hdr, data) != 0)
         child_fail(errfd, errno);
 }
 
+/* The signals ignored now (SigIgn of /proc/self/status; all when it cannot
+ * be read), read before the fork. */
+static unsigned long long ignored_signals(void)
+{
+    char buf[4096], *p;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1); /* printed whole in one read (single_open) */
+
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return ~0ULL;
+    buf[n] = '\0';
+    p = strstr(buf, "\nSigIgn:");
+    return p == NULL ? ~0ULL : strtoull(p + strlen("\nSigIgn:"), NULL, 16);
+}
+
 /* Ignored signals stay ignored across exec, and whatever started the hook
  * (a runtime, a shim, a shell) may have ignored some: a program started
  * with SIGPIPE ignored never dies of a closed pipe.  Give the program
- * default dispositions and an empty mask. */
-static void reset_signals(void)
+ * default dispositions and an empty mask.  Handled signals are reset by
+ * the exec itself (the hook handles none), so only the ignored ones need
+ * a call. */
+static void reset_signals(unsigned long long ignored)
 {
     sigset_t none;
 
-    for (int sig = 1; sig < NSIG; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
+    for (int sig = 1; sig < NSIG && sig <= 64; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP && (ignored & (1ULL << (sig - 1))))
             signal(sig, SIG_DFL); /* EINVAL for the few that cannot be set: fine */
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -110,6 +139,7 @@ int xc_spawn_confined(const char *root, const char *argv_blob, size_t argc,
     pid_t pid;
     ssize_t n;
     struct timespec t0, now;
+    unsigned long long ignored;
 
     if (outlen)
         out[0] = '\0';
@@ -118,6 +148,7 @@ int xc_spawn_confined(const char *root, const char *argv_blob, size_t argc,
         return rv;
     if (argc == 0)
         return -EINVAL;
+    ignored = ignored_signals();
     if (pipe2(errpipe, O_CLOEXEC) != 0)
         return -errno;
     if (pipe2(outpipe, O_CLOEXEC) != 0) {
@@ -137,7 +168,7 @@ int xc_spawn_confined(const char *root, const char *argv_blob, size_t argc,
 
         close(errpipe[0]);
         close(outpipe[0]);
-        reset_signals();
+        reset_signals(ignored);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
             child_fail(errpipe[1], errno);
         if (join_namespaces(nsfds, nstypes, nns, errpipe[1])) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 char xf_reason[1024];
+int xf_reason_named;
 
 int xf_say(int code, const char *fmt, ...)
 {
@@ -19,6 +20,7 @@ int xf_say(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(xf_reason, sizeof(xf_reason), fmt, ap);
     va_end(ap);
+    xf_reason_named = 0;
     return code;
 }
 
@@ -33,6 +35,13 @@ int xf_wrap(int code, const char *fmt, ...)
     va_end(ap);
     if (snprintf(xf_reason, sizeof(xf_reason), "%s: %s", what, cause) >= (int)sizeof(xf_reason))
         memcpy(xf_reason + sizeof(xf_reason) - 4, "...", 4); /* one line, cut: say so */
+    xf_reason_named = 0;
+    return code;
+}
+
+int xf_named(int code)
+{
+    xf_reason_named = 1;
     return code;
 }
 
@@ -175,18 +184,20 @@ const char *xf_component(const char *p, size_t *len)
     return p;
 }
 
-int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
+/* A read that gives less than asked is the end for a regular file of known
+ * size, and for one_piece: a /proc/<pid> file the kernel prints whole into
+ * the reader's buffer (single_open).  Otherwise read to a 0 (a pipe, a
+ * seq_file of many records, which comes a page at a time). */
+static int read_fd(int fd, const struct stat *st, int one_piece, size_t limit, char **data, size_t *len)
 {
-    struct stat st;
     size_t cap, n = 0;
     char *buf;
-    int rv = XF_OK;
+    int rv = XF_OK, sized = st != NULL && S_ISREG(st->st_mode) && st->st_size > 0 && (size_t)st->st_size <= limit;
+    int short_is_end = sized || one_piece;
 
     /* read straight into a buffer of the file's size (one more byte tells
      * that it grew); what reports no size (a pipe, /proc) starts at a page */
-    cap = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size <= limit
-              ? (size_t)st.st_size + 2
-              : 4096;
+    cap = sized ? (size_t)st->st_size + 2 : 4096;
     buf = xf_malloc(cap);
     while (n <= limit) { /* at most limit + 1 bytes: enough to tell "too big" */
         size_t want = cap - 1 - n;
@@ -206,6 +217,8 @@ int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
         if (got == 0)
             break;
         n += (size_t)got;
+        if (short_is_end && (size_t)got < want)
+            break;
     }
     buf[n] = '\0';
     if (rv == XF_OK && n > limit)
@@ -215,25 +228,47 @@ int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
     return rv;
 }
 
-int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode)
+int xf_read_fd_stat(int fd, const struct stat *st, size_t limit, char **data, size_t *len)
+{
+    return read_fd(fd, st, 0, limit, data, len);
+}
+
+int xf_read_fd(int fd, size_t limit, char **data, size_t *len)
+{
+    struct stat st;
+
+    return xf_read_fd_stat(fd, fstat(fd, &st) == 0 ? &st : NULL, limit, data, len);
+}
+
+static int read_file(const char *path, int one_piece, size_t limit, char **data, size_t *len, unsigned *mode)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     int rv;
+    struct stat st;
+    int stated = mode != NULL || !one_piece; /* procfs reports no size */
 
     if (fd < 0)
         return xf_say(XF_ERR, "cannot read '%s': %s", path, strerror(errno));
-    if (mode != NULL) {
-        struct stat st;
-        if (fstat(fd, &st) != 0) {
-            rv = xf_say(XF_ERR, "cannot stat %s: %s", path, strerror(errno));
-            close(fd);
-            return rv;
-        }
-        *mode = st.st_mode & 07777;
+    if (stated && fstat(fd, &st) != 0) {
+        rv = xf_say(XF_ERR, "cannot stat %s: %s", path, strerror(errno));
+        close(fd);
+        return rv;
     }
-    rv = xf_read_fd(fd, limit, data, len);
+    if (mode != NULL)
+        *mode = st.st_mode & 07777;
+    rv = read_fd(fd, stated ? &st : NULL, one_piece, limit, data, len);
     close(fd);
     if (rv != XF_OK)
         return xf_wrap(rv, "'%s'", path);
     return XF_OK;
+}
+
+int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode)
+{
+    return read_file(path, 0, limit, data, len, mode);
+}
+
+int xf_read_proc_one(const char *path, size_t limit, char **data, size_t *len)
+{
+    return read_file(path, 1, limit, data, len, NULL);
 }

@@ -16,6 +16,10 @@
 
 /* What the last XF_ERR / XF_FAIL was (one line, shown to the user). */
 extern char xf_reason[1024];
+/* Whether xf_reason names what failed first ("mount source 'X' ..."), so a
+ * caller does not put its own name for it first again: set by xf_named,
+ * cleared by xf_say and xf_wrap. */
+extern int xf_reason_named;
 
 /* Set xf_reason from a printf format and return code (XF_ERR or XF_FAIL). */
 int xf_say(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -24,6 +28,9 @@ int xf_say(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 int xf_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Put the formatted text after xf_reason (a hint, where it was looked) and return code. */
 int xf_append(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Mark the reason just said as naming what failed (xf_reason_named) and return code:
+ * return xf_named(xf_say(XF_ERR, "mount source '%s': ...", ...)). */
+int xf_named(int code);
 
 /* Allocation that never fails (aborts on out-of-memory) and is never freed. */
 void *xf_alloc(size_t n);
@@ -54,5 +61,11 @@ const char *xf_component(const char *p, size_t *len);
  * fails. */
 int xf_read_file(const char *path, size_t limit, char **data, size_t *len, unsigned *mode);
 int xf_read_fd(int fd, size_t limit, char **data, size_t *len);
+/* xf_read_fd given the fd's fstat (NULL: none known, read to a 0). */
+struct stat;
+int xf_read_fd_stat(int fd, const struct stat *st, size_t limit, char **data, size_t *len);
+/* xf_read_file of a /proc/<pid>/ file printed in one piece (status,
+ * cgroup: the kernel's single_open files): one read, no fstat. */
+int xf_read_proc_one(const char *path, size_t limit, char **data, size_t *len);
 
 #endif

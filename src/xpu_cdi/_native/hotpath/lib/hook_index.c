@@ -181,3 +181,18 @@ int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *ou
         qsort(out->items, out->n, sizeof(*out->items), cmp_index);
     return XF_OK;
 }
+
+/* see hook_index.h */
+void xf_prefetch_indexes(const char *const *dirs, size_t ndirs)
+{
+    for (size_t di = 0; di < ndirs; di++) {
+        char **names, *data;
+        size_t n, len;
+        struct stat st;
+        if (xf_list_dir(dirs[di], &names, &n) != 0)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            if (xf_ends_with(names[i], INDEX_SUFFIX))
+                (void)xf_read_regular(xf_path_join(dirs[di], names[i]), MAX_INDEX_BYTES, &data, &len, &st);
+    }
+}

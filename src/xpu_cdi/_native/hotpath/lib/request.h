@@ -68,6 +68,10 @@ struct xf_indexes {
     size_t n;
 };
 int xf_load_indexes(const char *const *dirs, size_t ndirs, struct xf_indexes *out);
+/* The hook indexes of dirs listed and read (not parsed) into lib/files.c's
+ * run-long store: what xf_may_request and xf_load_indexes read later, done
+ * while the runtime is still writing the OCI state (main.c). */
+void xf_prefetch_indexes(const char *const *dirs, size_t ndirs);
 
 /* The qualified devices a container asked for, in this order: per kind
  * (sorted), the first of its selection variables present in env decides;

@@ -139,7 +139,7 @@ int xf_cgroup_open(int pid, struct xf_cgroup *out)
     int version, fd;
 
     out->fd = -1;
-    if (xf_read_file(procfile, CGROUPS_LIMIT, &cgroups, &clen, NULL) != XF_OK)
+    if (xf_read_proc_one(procfile, CGROUPS_LIMIT, &cgroups, &clen) != XF_OK)
         return xf_wrap(XF_ERR, "cannot read the cgroups of container process %d", pid);
     if (memchr(cgroups, '\0', clen) == NULL) {
         xf_proc_cgroups(cgroups, &v2path, &devpath);

@@ -4,7 +4,8 @@
  * plan.c, cgroup.c, container.c, rootfs.c, place.c, undo.c,
  * ../create_symlinks.c, ../update_ldcache.c.  Every change is journalled
  * (undo.h): a failing step rolls the journal back (XF_ERR, the step and
- * the cause in xf_reason); a failed rollback is XF_FAIL. */
+ * the cause in xf_reason, the step left out where the cause names it:
+ * xf_reason_named); a failed rollback is XF_FAIL. */
 #include "hook/prestart/inject.h"
 #include "hook/prestart/cgroup.h"
 #include "hook/update_ldcache.h"
@@ -48,15 +49,9 @@ static int inject_in_root(struct xf_root *x, const struct xf_plan *p, const stru
         struct stat st;
         int src, made = 0;
         *step = xf_printf("mount '%s' -> '%s'", m->host, m->target);
-        if ((rv = open_source(m->host, NULL, &src)) != XF_OK)
+        if ((rv = open_source(m->host, NULL, &src, &st)) != XF_OK)
             return rv;
-        if (fstat(src, &st) != 0) {
-            rv = errno;
-            close(src);
-            return xf_say(XF_ERR, "fstat: %s", strerror(rv));
-        }
-        rv = bind_at(x, src, m->target, S_ISDIR(st.st_mode) ? 'd' : 'f', m->flags, m->recursive, &made);
-        close(src);
+        rv = bind_at(x, src, &st, m->target, S_ISDIR(st.st_mode) ? 'd' : 'f', m->flags, m->recursive, &made);
         if (rv != XF_OK)
             return rv;
         *mounted += (size_t)made;
@@ -98,8 +93,6 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
 
     memset(&x, 0, sizeof(x));
     x.rootfd = -1;
-    x.euid = (unsigned)geteuid();
-    x.egid = (unsigned)getegid();
     old_umask = umask(0);
     /* the cgroup first, from the runtime's mount namespace */
     if (p.nrules > 0) {
@@ -118,6 +111,10 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
         }
     }
     x.userns = !same;
+    if (x.userns) { /* the ids to go back to after each creation as the container's root */
+        x.euid = (unsigned)geteuid();
+        x.egid = (unsigned)getegid();
+    }
     if (x.userns && ((rv = xf_root_owner(c->pid, "uid", &x.owner_uid)) != XF_OK ||
                      (rv = xf_root_owner(c->pid, "gid", &x.owner_gid)) != XF_OK))
         goto out;
@@ -127,9 +124,9 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
         /* keep the way back: the hook reports (and logs) from where it
          * started (same namespace, same cwd) */
         int fd;
-        mnt_back = openat(ns.self, "mnt", O_RDONLY | O_CLOEXEC);
-        cwd_back = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (mnt_back < 0 || cwd_back < 0) {
+        mnt_back = c->exits ? -1 : openat(ns.self, "mnt", O_RDONLY | O_CLOEXEC);
+        cwd_back = c->exits ? -1 : open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (!c->exits && (mnt_back < 0 || cwd_back < 0)) {
             rv = xf_say(XF_ERR, "cannot keep the hook's own namespace and cwd: %s", strerror(errno));
             goto out;
         }
@@ -179,15 +176,16 @@ int xf_inject(const struct xf_container *c, const struct xf_edits *edits, const 
     *note = b.data;
 
 out:
+    if (rv == XF_OK && c->exits)
+        return rv; /* the exit closes every fd */
     if (x.rootfd >= 0)
         close(x.rootfd);
     if (rv == XF_OK) {
         xf_undo_close(&x.undo);
     } else {
         /* take everything back (still in the container's namespace) */
-        /* the step names what failed, unless the reason already does */
-        int named = strncmp(xf_reason, step, strlen(step)) == 0 || strncmp(xf_reason, "mount source ", 13) == 0;
-        const char *why = xf_strdup(named ? xf_reason : (xf_wrap(XF_ERR, "%s", step), xf_reason));
+        /* the step names what failed, unless the failing call's reason already does */
+        const char *why = xf_strdup(xf_reason_named ? xf_reason : (xf_wrap(XF_ERR, "%s", step), xf_reason));
         size_t nfailed = xf_undo_rollback(&x.undo, &failed);
         if (nfailed > 0 || x.leaked != NULL || x.fsids_lost) {
             rv = xf_say(XF_FAIL, "%s (and could not undo: %s%s%s%s)", why, failed ? failed : "",

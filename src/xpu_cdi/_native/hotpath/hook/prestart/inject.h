@@ -15,6 +15,8 @@ struct xf_container {
                               * ld cache) can be done there.  XF_STAGE_SAME_MNT: no mount namespace
                               * to join.  XF_STAGE_JOIN: join the mount namespace of pid. */
     int tools_note;          /* *note says only what the tools did (the tool subcommands' log line) */
+    int exits;               /* the process exits after: no way back to its own mount namespace is kept,
+                              * and on success the fds are left to the exit (docs/hook.md) */
 };
 
 /* Returns XF_OK with a one-line summary for the log in *note (the same

@@ -23,29 +23,31 @@ static int undo_umount(const long *a)
  * root-owned -- or, for a device node (node not NULL), owned by the uid and
  * gid the node is declared with (an HwHiAiUser node) -- and, unless a
  * device node, not group/other-writable. */
-int open_source(const char *host, const struct xf_plan_node *node, int *fd_out)
+int open_source(const char *host, const struct xf_plan_node *node, int *fd_out, struct stat *st_out)
 {
     int writable_ok = node != NULL;
     struct stat st;
     int fd = open(host, O_PATH | O_CLOEXEC), err;
 
     if (fd < 0)
-        return xf_say(XF_ERR, "mount source '%s': %s", host, strerror(errno));
+        return xf_named(xf_say(XF_ERR, "mount source '%s': %s", host, strerror(errno)));
     if (fstat(fd, &st) != 0) {
         err = errno;
         close(fd);
-        return xf_say(XF_ERR, "mount source '%s': %s", host, strerror(err));
+        return xf_named(xf_say(XF_ERR, "mount source '%s': %s", host, strerror(err)));
     }
     if (st.st_uid != 0 && !(node != NULL && (long long)st.st_uid == node->uid && (long long)st.st_gid == node->gid)) {
         close(fd);
-        return xf_say(XF_ERR, "mount source '%s' is owned by uid %u, not root: refusing to expose it to containers; "
-                      "fix its ownership or mode", host, (unsigned)st.st_uid);
+        return xf_named(xf_say(XF_ERR, "mount source '%s' is owned by uid %u, not root: refusing to expose it to "
+                               "containers; fix its ownership or mode", host, (unsigned)st.st_uid));
     }
     if (!writable_ok && (st.st_mode & 022)) {
         close(fd);
-        return xf_say(XF_ERR, "mount source '%s' is group- or world-writable (mode 0o%o): refusing to expose it to "
-                      "containers; fix its ownership or mode", host, (unsigned)(st.st_mode & 07777));
+        return xf_named(xf_say(XF_ERR, "mount source '%s' is group- or world-writable (mode 0o%o): refusing to "
+                               "expose it to containers; fix its ownership or mode", host,
+                               (unsigned)(st.st_mode & 07777)));
     }
+    *st_out = st;
     *fd_out = fd;
     return XF_OK;
 }
@@ -73,29 +75,35 @@ static int source_flags(int src, unsigned long *out)
     return XF_OK;
 }
 
-/* Bind src onto cpath (made as leaf 'd'/'f' if missing), then
- * remount with flags.  *made 0 when cpath already shows src. */
-int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned long flags, int recursive,
-                   int *made)
+/* An fd the injection is done with: kept to the end with the journal's
+ * (closed once there, or left to the exit), while they are few; else
+ * closed now. */
+#define KEEP_FDS_MAX 256
+static void done_with(struct xf_root *x, int fd)
 {
-    struct stat a, b;
+    if (x->undo.nfds < KEEP_FDS_MAX)
+        xf_undo_keep_fd(&x->undo, fd);
+    else
+        close(fd);
+}
+
+/* bind_at's work; the caller is done with src afterwards. */
+static int bind_src(struct xf_root *x, int src, const struct stat *srcst, const char *cpath, char leaf,
+                    unsigned long flags, int recursive, int *made)
+{
+    struct stat a, b = *srcst;
     char sp[32], tp[32];
     int target, top, rv;
 
     *made = 0;
-    if ((rv = xf_ensure(x, cpath, leaf, &target)) != XF_OK)
+    if ((rv = xf_ensure_stat(x, cpath, leaf, &target, &a)) != XF_OK)
         return rv;
-    if (fstat(target, &a) != 0 || fstat(src, &b) != 0) {
-        rv = errno;
-        close(target);
-        return xf_say(XF_ERR, "fstat: %s", strerror(rv));
-    }
     if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-        close(target);
+        done_with(x, target);
         return XF_OK;
     }
     rv = xc_mount(xf_fd_path(sp, src), xf_fd_path(tp, target), NULL, MS_BIND | (recursive ? MS_REC : 0), NULL);
-    close(target);
+    done_with(x, target);
     x->parent_path = NULL; /* the mount may cover a parent resolved before */
     if (rv != 0)
         return xf_say(XF_ERR, "mount: %s", strerror(-rv));
@@ -131,6 +139,17 @@ int bind_at(struct xf_root *x, int src, const char *cpath, char leaf, unsigned l
     return XF_OK;
 }
 
+/* Bind src onto cpath (made as leaf 'd'/'f' if missing), then
+ * remount with flags.  *made 0 when cpath already shows src. */
+int bind_at(struct xf_root *x, int src, const struct stat *srcst, const char *cpath, char leaf,
+            unsigned long flags, int recursive, int *made)
+{
+    int rv = bind_src(x, src, srcst, cpath, leaf, flags, recursive, made);
+
+    done_with(x, src);
+    return rv;
+}
+
 /* mknod (as the container's root owns it), or bind the host
  * node (user namespace, or mknod refused); *how "mknod" / "bind" / "exists". */
 int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const char **how)
@@ -154,8 +173,8 @@ int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const c
                 *how = "exists";
                 return x->fsids_lost ? xf_say(XF_ERR, "cannot restore the filesystem ids") : XF_OK;
             }
-            return xf_say(XF_ERR, "device node '%s' already exists in the container and is not %c %u:%u", n->path,
-                          n->kind, n->major, n->minor);
+            return xf_named(xf_say(XF_ERR, "device node '%s' already exists in the container and is not %c %u:%u",
+                                   n->path, n->kind, n->major, n->minor));
         }
         if (rv == -EPERM || rv == -EACCES) { /* e.g. a user namespace: bind the host node instead */
             if (x->fsids_lost)
@@ -176,14 +195,13 @@ int make_node(struct xf_root *x, const struct xf_plan_node *n, int bind, const c
             return XF_OK;
         }
     }
-    if ((rv = open_source(n->host, n, &src)) != XF_OK)
+    if ((rv = open_source(n->host, n, &src, &st)) != XF_OK)
         return rv;
-    if (fstat(src, &st) != 0 || (st.st_mode & S_IFMT) != fmt || st.st_rdev != rdev) {
+    if ((st.st_mode & S_IFMT) != fmt || st.st_rdev != rdev) {
         close(src);
         return xf_say(XF_ERR, "host node %s is not %c %u:%u", n->host, n->kind, n->major, n->minor);
     }
-    rv = bind_at(x, src, n->path, 'f', MS_NOSUID, 0, &made);
-    close(src);
+    rv = bind_at(x, src, &st, n->path, 'f', MS_NOSUID, 0, &made);
     *how = "bind";
     return rv;
 }

@@ -88,17 +88,24 @@ int xf_create_as_owner(struct xf_root *x, enum xf_mk what, int dirfd, const char
     return rv < 0 ? -err : rv;
 }
 
-/* A missing component of cpath, made in dirfd. */
-static int create_missing(struct xf_root *x, int dirfd, const char *name, int last, char leaf, const char *cpath)
+/* A missing component of cpath, made in dirfd.  A file made is closed, or
+ * with keep not NULL, its fd is handed there (-1 for a directory). */
+static int create_missing(struct xf_root *x, int dirfd, const char *name, int last, char leaf, const char *cpath,
+                          int *keep)
 {
-    int rv;
+    int rv, fd;
 
+    if (keep != NULL)
+        *keep = -1;
     if (last && leaf == 'f') {
-        rv = xf_create_as_owner(x, XF_MK_FILE, dirfd, name, 0644, 0, NULL);
-        if (rv < 0)
-            return rv;
-        close(rv);
+        fd = xf_create_as_owner(x, XF_MK_FILE, dirfd, name, 0644, 0, NULL);
+        if (fd < 0)
+            return fd;
         rv = xf_journal_unlink(x, dirfd, name, 0, xf_printf("remove file '%s' made for '%s'", name, cpath));
+        if (keep != NULL && rv == 0 && !x->fsids_lost)
+            *keep = fd;
+        else
+            close(fd);
     } else {
         rv = xf_create_as_owner(x, XF_MK_DIR, dirfd, name, 0755, 0, NULL);
         if (rv < 0)
@@ -120,20 +127,64 @@ static int create_cb(void *ctx, int dirfd, const char *name, int last)
 {
     struct creating *c = ctx;
 
-    return create_missing(c->x, dirfd, name, last, c->leaf, c->cpath);
+    return create_missing(c->x, dirfd, name, last, c->leaf, c->cpath, NULL);
+}
+
+/* cpath is missing but its parent resolves: make the last component there
+ * (cpath a good path, so it has one), then open what was made, never
+ * through a link.  -ENOENT when the parent is missing too (ensure then
+ * makes it first), -EEXIST when the name exists after all (a dangling
+ * symlink: the walk decides). */
+static int make_leaf(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
+{
+    const char *slash = strrchr(cpath, '/'), *name = slash + 1;
+    char *parent = slash == cpath ? xf_strdup("/") : xf_strndup(cpath, (size_t)(slash - cpath));
+    int pfd, rv;
+
+    if (*name == '\0')
+        return -EINVAL;
+    if (xf_ensure_stat(x, parent, 'd', &pfd, NULL) != XF_OK)
+        return -ENOENT;
+    xf_undo_keep_fd(&x->undo, pfd); /* the journal's dirfd for the removal below */
+    if ((rv = create_missing(x, pfd, name, 1, leaf, cpath, fd_out)) != 0 || *fd_out >= 0)
+        return rv; /* a file is the fd it was made with */
+    *fd_out = openat(pfd, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC); /* the kernel checks the type */
+    return *fd_out < 0 ? -errno : 0;
 }
 
 /* An O_PATH fd of cpath, creating what is missing (dirs
  * 0755, a last component 'd' a dir or 'f' an empty 0644 file); an
- * existing last component of the wrong kind is an error. */
-int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
+ * existing last component of the wrong kind is an error.  *st_out (unless
+ * NULL) gets its fstat. */
+int xf_ensure_stat(struct xf_root *x, const char *cpath, char leaf, int *fd_out, struct stat *st_out)
 {
     struct stat st;
-    int fd, rv = xc_resolve_in_root(x->rootfd, cpath, 0, &fd);
+    int fd, rv;
 
-    if (rv == -ENOENT) { /* the walk with create: made relative to each resolved parent */
-        struct creating c = {x, cpath, leaf};
-        rv = xc_walk_in_root(x->rootfd, cpath, 0, create_cb, &c, &fd);
+    /* a directory whose stat is not wanted: the kernel checks the type (not
+     * one: resolved again below, for the message) */
+    if (leaf == 'd' && st_out == NULL) {
+        if ((rv = xc_resolve_in_root(x->rootfd, cpath, XC_RESOLVE_DIRECTORY, &fd)) == 0) {
+            *fd_out = fd;
+            return XF_OK;
+        }
+        if (rv == -ENOTDIR)
+            rv = xc_resolve_in_root(x->rootfd, cpath, 0, &fd);
+    } else {
+        rv = xc_resolve_in_root(x->rootfd, cpath, 0, &fd);
+    }
+    /* missing: made in its resolved parent, or, when that cannot be (a
+     * parent missing too, a dangling link), by the walk with create, made
+     * relative to each resolved parent */
+    if (rv == -ENOENT) {
+        if ((rv = make_leaf(x, cpath, leaf, &fd)) == 0 && leaf == 'd' && st_out == NULL) {
+            *fd_out = fd; /* a directory, opened O_DIRECTORY */
+            return XF_OK;
+        }
+        if (rv != 0 && !x->fsids_lost) {
+            struct creating c = {x, cpath, leaf};
+            rv = xc_walk_in_root(x->rootfd, cpath, 0, create_cb, &c, &fd);
+        }
     }
     if (rv != 0)
         return xf_say(XF_ERR, "resolve %s in the rootfs: %s", cpath, strerror(-rv));
@@ -142,13 +193,20 @@ int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
         close(fd);
         return xf_say(XF_ERR, "fstat %s: %s", cpath, strerror(rv));
     }
-    if ((S_ISDIR(st.st_mode) != 0) != (leaf == 'd')) {
+    if ((S_ISDIR(st.st_mode) != 0) != (leaf == 'd') || S_ISLNK(st.st_mode)) { /* a link: swapped in since made */
         close(fd);
         return xf_say(XF_ERR, "container path %s exists in the image but is not %s", cpath,
                       leaf == 'd' ? "a directory" : "a file (the source is a file)");
     }
+    if (st_out != NULL)
+        *st_out = st;
     *fd_out = fd;
     return XF_OK;
+}
+
+int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out)
+{
+    return xf_ensure_stat(x, cpath, leaf, fd_out, NULL);
 }
 
 /* (fd of the parent directory, made if missing; last

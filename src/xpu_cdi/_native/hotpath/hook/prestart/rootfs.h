@@ -10,6 +10,7 @@
 #define XF_ROOTFS_H
 #include "hook/prestart/undo.h"
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct xf_root {
@@ -49,6 +50,7 @@ int xf_create_as_owner(struct xf_root *x, enum xf_mk what, int dirfd, const char
  * existing last component of the wrong kind is an error.  XF_OK or
  * XF_ERR (reason set). */
 int xf_ensure(struct xf_root *x, const char *cpath, char leaf, int *fd_out);
+int xf_ensure_stat(struct xf_root *x, const char *cpath, char leaf, int *fd_out, struct stat *st_out);
 
 /* (fd of the parent directory, made if missing; last component) of an
  * xf_good_cpath() path.  The fd is the journal's (kept until the end of

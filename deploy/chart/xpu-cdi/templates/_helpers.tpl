@@ -1,0 +1,67 @@
+{{/* The namespace of every namespaced object: namespaceOverride, else the release's. */}}
+{{- define "xpu-cdi.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
+{{- end -}}
+
+{{/* The image of every container: repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{- define "xpu-cdi.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion (toString .Values.image.tag)) -}}
+{{- end -}}
+
+{{/* The DRA driver's service account, as the API server names its user. */}}
+{{- define "xpu-cdi.draUser" -}}
+{{- printf "system:serviceaccount:%s:xpu-cdi-dra-driver" (include "xpu-cdi.namespace" .) -}}
+{{- end -}}
+
+{{/*
+The node config (/etc/xpu-cdi/config.yaml, src/xpu_cdi/nodeconfig.py) a DaemonSet writes on a
+host that has none.  Called with (dict "ctx" $ "way" "dra"): the way for every kind when
+allocation names none (the DRA DaemonSet's nodes give every kind to DRA).
+*/}}
+{{- define "xpu-cdi.nodeConfig" -}}
+{{- $v := .ctx.Values -}}
+accept-env-selection-when-unprivileged: false
+{{- if $v.allocation.kinds }}
+kubernetes-allocation:
+{{- range $kind, $way := $v.allocation.kinds }}
+  {{ $kind }}: {{ $way }}
+{{- end }}
+{{- else if (default .way $v.allocation.default) }}
+kubernetes-allocation: {{ default .way $v.allocation.default }}
+{{- end }}
+{{- if $v.runtimeWiring.enabled }}
+configure-containerd: true
+restart-containerd: {{ $v.runtimeWiring.restartContainerd }}
+{{- end }}
+{{- end -}}
+
+{{/* Values the schema cannot check across fields, and the shapes reserved for later: one line each. */}}
+{{- define "xpu-cdi.checks" -}}
+{{- $v := .Values -}}
+{{- if and $v.allocation.default $v.allocation.kinds -}}
+{{- fail "allocation: set default (one way for every kind) or kinds (a way per kind), not both: the node config holds one of them" -}}
+{{- end -}}
+{{- range $kind, $way := $v.allocation.kinds -}}
+{{- if and (eq $way "dra") (not $v.dra.enabled) -}}
+{{- fail (printf "allocation.kinds gives %s to dra, but dra.enabled is false: enable it or give the kind to device-plugin" $kind) -}}
+{{- end -}}
+{{- if and (eq $way "device-plugin") (not $v.devicePlugin.enabled) -}}
+{{- fail (printf "allocation.kinds gives %s to device-plugin, but devicePlugin.enabled is false: enable it or give the kind to dra" $kind) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (eq (toString $v.allocation.default) "dra") (not $v.dra.enabled) -}}
+{{- fail "allocation.default is dra, but dra.enabled is false: enable it (--set dra.enabled=true)" -}}
+{{- end -}}
+{{- if and (eq (toString $v.allocation.default) "device-plugin") (not $v.devicePlugin.enabled) -}}
+{{- fail "allocation.default is device-plugin, but devicePlugin.enabled is false: enable it" -}}
+{{- end -}}
+{{- if $v.sharing -}}
+{{- fail "sharing (time-slicing replicas, vNPU) is a reserved shape and not implemented yet: leave sharing empty" -}}
+{{- end -}}
+{{- if $v.resourceNames -}}
+{{- fail "resourceNames (per-model resource names) is a reserved shape and not implemented yet: leave resourceNames empty" -}}
+{{- end -}}
+{{- if and $v.monitoring.serviceMonitor.enabled (not $v.exporter.enabled) -}}
+{{- fail "monitoring.serviceMonitor.enabled needs exporter.enabled: the ServiceMonitor scrapes the exporter's Service" -}}
+{{- end -}}
+{{- end -}}

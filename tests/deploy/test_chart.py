@@ -1,0 +1,201 @@
+"""The Helm chart, deploy/chart/xpu-cdi: `helm lint` clean, the kustomize trees of deploy/ the same
+bytes as scripts/render-deploy.py renders from it, every values combination of
+support.helmchart.COMBINATIONS rendered into API objects whose fields are the API's, the schema
+and the chart's own checks refusing wrong values with a line naming them, and the values reaching
+the objects (namespace, image, scheduling, the node config's allocation).  The same combinations go
+to the real API server as a dry run in tests/k8s/test_helm_node.py."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any, Dict, List
+
+import pytest
+import yaml
+
+from support import helmchart
+from test_deploy import api_problems
+from test_dra_deploy import MODELS as DRA_MODELS
+from xpu_cdi import nodeconfig
+from xpu_cdi._version import VERSION
+
+MODELS = dict(DRA_MODELS, Service="V1Service", RuntimeClass="V1RuntimeClass")
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # the Prometheus operator's, no model in the client
+
+
+def by_kind(objs: List[Dict[str, Any]], kind: str) -> List[Dict[str, Any]]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def node_config(objs: List[Dict[str, Any]], name: str) -> nodeconfig.NodeConfig:
+    (cm,) = [o for o in by_kind(objs, "ConfigMap") if o["metadata"]["name"] == name]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(cm["data"]["config.yaml"])
+        f.flush()
+        return nodeconfig.read(f.name)
+
+
+@pytest.mark.parametrize("name", helmchart.COMBINATIONS)
+def test_lint_clean(name: str) -> None:
+    """`helm lint --strict` (warnings fail too) with each combination's values."""
+    import json
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(helmchart.COMBINATIONS[name], f)
+        f.flush()
+        r = helmchart.run("lint", "--strict", str(helmchart.CHART), "--values", f.name)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in r.stdout
+    assert not [ln for ln in r.stdout.splitlines() if ln.startswith(("[WARNING]", "[ERROR]"))], r.stdout
+
+
+def test_rendered_trees_are_the_chart() -> None:
+    """deploy/, deploy/dra/, deploy/runtime-wiring/, deploy/monitoring/: byte for byte what
+    scripts/render-deploy.py renders now (edit the chart, then run the script)."""
+    rd = helmchart.render_deploy()
+    files = rd.render(helmchart.helm())
+    assert len(files) >= 10
+    stale = [str(p.relative_to(helmchart.REPO)) for p, text in files.items()
+             if not p.is_file() or p.read_text() != text]
+    assert stale == [], f"{stale}: run scripts/render-deploy.py"
+    # and the kustomizations list exactly the rendered files (and what is not the chart's)
+    for tree in rd.TREES:
+        k = yaml.safe_load((helmchart.REPO / tree / "kustomization.yaml").read_text()) \
+            if (helmchart.REPO / tree / "kustomization.yaml").is_file() else None
+        if k is not None:
+            rendered = {name for _, name in rd.TREES[tree][1]}
+            listed = set(k.get("resources", [])) | {p["path"] for p in k.get("patches", [])}
+            assert listed == rendered, (tree, listed ^ rendered)
+
+
+@pytest.mark.parametrize("name", helmchart.COMBINATIONS)
+def test_every_field_is_an_api_field(name: str) -> None:
+    objs = helmchart.objects(helmchart.COMBINATIONS[name])
+    assert objs
+    for o in objs:
+        if o["kind"] in OPERATOR_KINDS:
+            assert o["apiVersion"] == "monitoring.coreos.com/v1" and o["spec"]
+            continue
+        assert api_problems(o, MODELS[o["kind"]]) == [], (o["kind"], o["metadata"]["name"])
+
+
+def test_what_each_combination_renders() -> None:
+    """The parts follow their switches: the device plugin's DaemonSet, the DRA driver's with its
+    RBAC and classes, the exporter, the wiring, the operator's objects."""
+    def kinds(name: str) -> Dict[str, List[str]]:
+        out: Dict[str, List[str]] = {}
+        for o in helmchart.objects(helmchart.COMBINATIONS[name]):
+            out.setdefault(o["kind"], []).append(o["metadata"]["name"])
+        return out
+
+    assert sorted(kinds("defaults")["DaemonSet"]) == ["xpu-cdi", "xpu-cdi-exporter"]
+    dra = kinds("dra")
+    assert sorted(dra["DaemonSet"]) == ["xpu-cdi-dra-driver", "xpu-cdi-exporter"] and len(dra["DeviceClass"]) == 9
+    assert "ValidatingAdmissionPolicy" in dra and "RuntimeClass" in dra
+    every = kinds("everything")
+    assert sorted(every["DaemonSet"]) == ["xpu-cdi", "xpu-cdi-dra-driver", "xpu-cdi-exporter",
+                                          "xpu-cdi-runtime-wiring"]
+    assert every["ServiceMonitor"] == ["xpu-cdi-exporter"] and every["PrometheusRule"] == ["xpu-cdi"]
+    minimal = kinds("minimal")
+    assert minimal["DaemonSet"] == ["xpu-cdi"] and "Service" not in minimal and "RuntimeClass" not in minimal
+
+
+def test_allocation_reaches_the_node_config() -> None:
+    """allocation.kinds is the node config's per-kind mapping on every DaemonSet's nodes; the DRA
+    DaemonSet's nodes give every kind to DRA when allocation names no way; default: unset."""
+    per_kind = helmchart.objects(helmchart.COMBINATIONS["per-kind"])
+    want = {"kunlunxin.com/xpu": "dra", "huawei.com/npu": "device-plugin"}
+    for cm in ("xpu-cdi-node-config", "xpu-cdi-dra-node-config"):
+        cfg = node_config(per_kind, cm)
+        assert cfg.accept_env_selection_when_unprivileged is False
+        assert {k: nodeconfig.way_for(cfg, k) for k in want} == want
+    both = helmchart.objects({"dra": {"enabled": True}})
+    assert nodeconfig.way_for(node_config(both, "xpu-cdi-node-config"), "kunlunxin.com/xpu") is None
+    assert nodeconfig.way_for(node_config(both, "xpu-cdi-dra-node-config"), "kunlunxin.com/xpu") == "dra"
+    wired = node_config(helmchart.objects({"runtimeWiring": {"enabled": True}}), "xpu-cdi-node-config")
+    assert (wired.configure_containerd, wired.restart_containerd) == (True, True)
+
+
+def test_values_reach_the_objects() -> None:
+    """Another namespace everywhere a namespace is named (objects, the DRA user the admission policy
+    matches, the binding's subject, the ServiceMonitor's selector); image, nodeSelector, tolerations,
+    priority class and resources."""
+    ns = "xpu-ns"
+    objs = helmchart.objects(dict(helmchart.COMBINATIONS["everything"], image={"repository": "reg.example/x/xpu-cdi"},
+                                  resources={"watch": {"requests": {"cpu": "50m"}}}), namespace=ns)
+    namespaced = [o for o in objs if o["kind"] in ("DaemonSet", "Service", "ConfigMap", "ServiceAccount",
+                                                   "ServiceMonitor", "PrometheusRule")]
+    assert namespaced and {o["metadata"]["namespace"] for o in namespaced} == {ns}
+    (vap,) = by_kind(objs, "ValidatingAdmissionPolicy")
+    assert f"system:serviceaccount:{ns}:xpu-cdi-dra-driver" in vap["spec"]["matchConditions"][0]["expression"]
+    (crb,) = by_kind(objs, "ClusterRoleBinding")
+    assert crb["subjects"][0]["namespace"] == ns
+    (sm,) = by_kind(objs, "ServiceMonitor")
+    assert sm["spec"]["namespaceSelector"]["matchNames"] == [ns] and sm["metadata"]["labels"]["release"] == "prom"
+    for ds in by_kind(objs, "DaemonSet"):
+        spec = ds["spec"]["template"]["spec"]
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            assert c["image"] == f"reg.example/x/xpu-cdi:{VERSION}"
+            if c["name"] == "watch":
+                assert c["resources"]["requests"]["cpu"] == "50m"  # merged into the defaults
+    other = helmchart.objects(helmchart.COMBINATIONS["elsewhere"])
+    for ds in by_kind(other, "DaemonSet"):
+        spec = ds["spec"]["template"]["spec"]
+        assert spec["nodeSelector"] == {"node-role.example/npu": "yes"} and spec["tolerations"] == []
+        assert spec["priorityClassName"] == "system-cluster-critical"
+        assert ds["metadata"]["namespace"] == "xpu-cdi-test"
+        assert {c["image"] for c in spec["containers"]} == {"registry.example:5000/ai/xpu-cdi:0.1.0-custom"}
+
+
+def test_prometheusrule_is_the_rules_file() -> None:
+    objs = helmchart.objects(helmchart.COMBINATIONS["everything"])
+    (rule,) = by_kind(objs, "PrometheusRule")
+    rules = yaml.safe_load((helmchart.REPO / "deploy" / "monitoring" / "xpu-cdi.rules.yaml").read_text())
+    assert rule["spec"] == rules and rules["groups"][0]["rules"]
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"allocation": {"default": "gpu-operator"}}, "/allocation/default"),
+    ({"allocation": {"kinds": {"kunlunxin.com/xpu": "both"}}}, "/allocation/kinds/kunlunxin.com~1xpu"),
+    ({"allocation": {"kinds": {"not a kind": "dra"}}}, "at '/allocation/kinds': additional properties 'not a kind'"),
+    ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ({"image": {"repository": ""}}, "/image/repository"),
+    ({"exporter": {"port": 70000}}, "/exporter/port"),
+    ({"exporter": {"enable": True}}, "enable"),
+    ({"tolerations": [{"key": "x", "operator": "Maybe"}]}, "/tolerations/0/operator"),
+    ({"resources": {"watch": {"request": {"cpu": "1"}}}}, "request"),
+    ({"namespaceOverride": "Kube_System"}, "/namespaceOverride"),
+    ({"sharing": {"timeSlicing": {"replicas": 0}}}, "/sharing/timeSlicing/replicas"),
+    ({"devicePlugins": {"enabled": False}}, "devicePlugins"),
+])
+def test_schema_refuses_bad_values(values: Dict[str, Any], says: str) -> None:
+    """values.schema.json: a wrong value fails the render with the path of the value."""
+    r = helmchart.template(values)
+    assert r.returncode != 0 and r.stdout == ""
+    assert "values don't meet the specifications of the schema" in r.stderr and says in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("values, says", [
+    ({"allocation": {"default": "dra", "kinds": {"huawei.com/npu": "dra"}}, "dra": {"enabled": True}},
+     "allocation: set default (one way for every kind) or kinds (a way per kind), not both"),
+    ({"allocation": {"kinds": {"huawei.com/npu": "dra"}}},
+     "allocation.kinds gives huawei.com/npu to dra, but dra.enabled is false"),
+    ({"allocation": {"default": "dra"}}, "allocation.default is dra, but dra.enabled is false"),
+    ({"devicePlugin": {"enabled": False}, "allocation": {"kinds": {"huawei.com/npu": "device-plugin"}},
+      "dra": {"enabled": True}}, "allocation.kinds gives huawei.com/npu to device-plugin"),
+    ({"sharing": {"timeSlicing": {"replicas": 4}}}, "sharing (time-slicing replicas, vNPU) is a reserved shape"),
+    ({"resourceNames": {"huawei.com/npu": {"Ascend910B": "huawei.com/Ascend910B"}}},
+     "resourceNames (per-model resource names) is a reserved shape"),
+    ({"exporter": {"enabled": False}, "monitoring": {"serviceMonitor": {"enabled": True}}},
+     "monitoring.serviceMonitor.enabled needs exporter.enabled"),
+])
+def test_chart_refuses_what_the_schema_cannot_see(values: Dict[str, Any], says: str) -> None:
+    """Checks across values (and the reserved shapes): one line saying what to change."""
+    r = helmchart.template(values)
+    assert r.returncode != 0 and says in r.stderr, r.stderr
+
+
+def test_chart_version_is_the_package_version() -> None:
+    """The chart's version and appVersion (the image tag by default) are the package's."""
+    chart = yaml.safe_load((helmchart.CHART / "Chart.yaml").read_text())
+    assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)

@@ -1,0 +1,213 @@
+"""The Helm chart (deploy/chart/xpu-cdi) for real on the suite's node, with the suite's helm (built
+from helm.sh/helm/v4 at its pin) and the image `make image` builds, imported with ctr.
+
+- every values combination of support.helmchart.COMBINATIONS, rendered by `helm template`, passes a
+  server-side dry run on the real API server (the Prometheus operator's two kinds get stand-in
+  CRDs of the test's own: no operator runs here);
+- `helm install` gives Ready DaemonSets (device plugin, exporter) and a pod with exactly its two
+  cards; `helm upgrade` to a second image rolls with no failed pod or container; `helm rollback`
+  brings the first image back; `helm uninstall` leaves what docs/helm.md lists and nothing else.
+
+The host paths the session keeps private are moved by a post-renderer plugin of the test's own
+(tests/support/k8s/helmnode.py), exactly as deploy/'s overlay moves them in test_daemonset_node.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any, Dict, Iterator, List
+
+import pytest
+import yaml
+
+from support import helmchart, imagebuild
+from support.k8s import nodekit
+from support.k8s.cluster import Cluster
+from support.k8s.dsnode import ACCEL_LABEL, CARDS, DS, EXPORTER, KUBELET_FILES, NS, XPU, two_cards
+from support.k8s.helmnode import HelmNode
+from xpu_cdi._version import VERSION
+
+pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
+
+RELEASE = helmchart.RELEASE
+DOCS = helmchart.REPO / "docs" / "helm.md"
+# what docs/helm.md's "Uninstall: what stays" names on the node
+DOCUMENTED = ["/usr/local/xpu-cdi/bin/xpu-cdi-hook", "xpu-container-runtime", "/var/run/cdi", ".xpu-cdi",
+              "/etc/xpu-cdi/config.yaml", "/etc/xpu-cdi/profiles.d", "/run/xpu-cdi/serve-<kind>.lock",
+              "serve-<kind>.device-plugin.lock"]
+# stand-ins for the Prometheus operator's CRDs (their schemas are the operator's; the dry run checks
+# the objects' shape, names and namespaces against the API server, not the operator's fields)
+OPERATOR_KINDS = {"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}
+
+
+def stand_in_crd(kind: str, plural: str) -> Dict[str, Any]:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.monitoring.coreos.com", "labels": {"xpu-cdi.test": "stand-in"}},
+            "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                                       "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+
+
+@pytest.fixture(scope="module")
+def dry_run_api(cluster: Cluster) -> Iterator[Cluster]:
+    """The API server with the stand-in CRDs and the other namespace of the combinations."""
+    cluster.apply(*(stand_in_crd(k, p) for k, p in OPERATOR_KINDS.items()))
+    for p in OPERATOR_KINDS.values():
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{p}.monitoring.coreos.com", "--timeout=60s")
+    cluster.kubectl("create", "namespace", "xpu-cdi-test")
+    try:
+        yield cluster
+    finally:
+        cluster.kubectl("delete", "namespace", "xpu-cdi-test", "--wait=false", check=False)
+        cluster.kubectl("delete", "crd", "-l", "xpu-cdi.test=stand-in", "--wait=true", check=False)
+
+
+@pytest.mark.parametrize("name", helmchart.COMBINATIONS)
+def test_each_combination_passes_a_server_side_dry_run(dry_run_api: Cluster, name: str) -> None:
+    """Every object `helm template` renders is accepted by the real API server (schema, names,
+    admission), none created."""
+    r = helmchart.template(helmchart.COMBINATIONS[name])
+    assert r.returncode == 0, r.stderr
+    objs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    out = dry_run_api.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server",
+                              "--field-manager=xpu-cdi-dry-run", "-f", "-", input=r.stdout)
+    applied = [ln for ln in out.stdout.splitlines() if "serverside-applied (server dry run)" in ln]
+    assert len(applied) == len(objs), (out.stdout, [o["kind"] for o in objs])
+    assert dry_run_api.kubectl("get", "daemonsets", "-A", "-l", "app.kubernetes.io/name=xpu-cdi",
+                               "-o", "name").stdout.strip() == ""
+
+
+@pytest.fixture(scope="module")
+def node(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HelmNode]:
+    """`helm install` of the chart's defaults (device plugin and exporter) on the labelled node."""
+    for img in (imagebuild.image(), imagebuild.second_version()):
+        cluster.import_image(img["archive"])
+    n = HelmNode(cluster, tmp_path_factory.mktemp("helm"))
+    n.before = n.listing()  # type: ignore[attr-defined]
+    cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}=true", "--overwrite")
+    try:
+        n.helm("install", RELEASE, *n.chart_args(VERSION), "--namespace", NS, "--wait", "--timeout", "5m")
+        n.wait_rolled_out(VERSION)
+        n.wait_rolled_out(VERSION, name=EXPORTER, component="metrics")
+        yield n
+    finally:
+        n.clean(NS)
+
+
+@pytest.fixture
+def pods(cluster: Cluster) -> Iterator[List[str]]:
+    names: List[str] = []
+    yield names
+    if names:
+        nodekit.wait_gone(cluster, *names)
+
+
+def test_install_ready_daemonsets_and_a_pod_with_its_cards(node: HelmNode, pods: List[str]) -> None:
+    for name in (DS, EXPORTER):
+        st = node.ds(name)["status"]
+        assert (st.get("desiredNumberScheduled"), st.get("numberReady")) == (1, 1), (name, st)
+    status = node.helm("status", RELEASE, "-n", NS).stdout
+    assert re.search(r"^STATUS: deployed$", status, re.M) and re.search(r"^REVISION: 1$", status, re.M), status
+    node.cluster.wait_allocatable(XPU, CARDS, timeout=60)
+    name = nodekit.unique("helm")
+    pods.append(name)
+    two_cards(node.cluster, name)
+
+
+class Watch:
+    """Polls the release's pods while it rolls: any pod (not being deleted) Failed, or a container of
+    it restarted, terminated with an error or waiting in an error state, is recorded."""
+
+    BAD = {"CrashLoopBackOff", "Error", "CreateContainerError", "RunContainerError", "StartError",
+           "CreateContainerConfigError", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull"}
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster, self.bad, self.seen = cluster, [], set()  # type: ignore[var-annotated]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self) -> None:
+        while not self.stop.wait(0.5):
+            for p in self.cluster.get("pods", "-n", NS, "-l", "app.kubernetes.io/name in (xpu-cdi,xpu-cdi-exporter)")[
+                    "items"]:
+                self.seen.add(p["metadata"]["name"])
+                if p["metadata"].get("deletionTimestamp"):
+                    continue  # the old pod, stopped by the roll: its containers end as they are told
+                st = p.get("status", {})
+                if st.get("phase") == "Failed":
+                    self.bad.append((p["metadata"]["name"], "Failed", st.get("reason")))
+                for cs in st.get("initContainerStatuses", []) + st.get("containerStatuses", []):
+                    state = cs.get("state", {})
+                    term = state.get("terminated") or cs.get("lastState", {}).get("terminated") or {}
+                    why = state.get("waiting", {}).get("reason")
+                    if cs.get("restartCount", 0) > 0 or why in self.BAD or term.get("exitCode", 0) != 0:
+                        self.bad.append((p["metadata"]["name"], cs["name"], why, term.get("exitCode"),
+                                         cs.get("restartCount")))
+
+    def __enter__(self) -> "Watch":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.thread.join(timeout=60)
+
+
+def test_upgrade_to_a_second_image_rolls_with_no_failed_pod(node: HelmNode, pods: List[str]) -> None:
+    """`helm upgrade` to the second image: both DaemonSets roll to it, no pod or container of theirs
+    fails on the way, the host's hook is the new one, and cards still reach pods."""
+    old_hook = (node.install_dir / "bin" / "xpu-cdi-hook").stat().st_ino
+    with Watch(node.cluster) as w:
+        node.helm("upgrade", RELEASE, *node.chart_args(f"{VERSION}-v2"), "--namespace", NS, "--wait",
+                  "--timeout", "5m")
+        node.wait_rolled_out(f"{VERSION}-v2")
+        node.wait_rolled_out(f"{VERSION}-v2", name=EXPORTER, component="metrics")
+    assert w.bad == [] and len(w.seen) >= 4, (w.bad, w.seen)  # the old and the new pod of each
+    new = node.install_dir / "bin" / "xpu-cdi-hook"
+    assert new.stat().st_ino != old_hook and new.read_bytes().endswith(b"second version\0")
+    assert re.search(r"^REVISION: 2$", node.helm("status", RELEASE, "-n", NS).stdout, re.M)
+    name = nodekit.unique("helm")
+    pods.append(name)
+    two_cards(node.cluster, name)
+
+
+def test_rollback_brings_the_first_image_back(node: HelmNode) -> None:
+    with Watch(node.cluster) as w:
+        node.helm("rollback", RELEASE, "1", "--namespace", NS, "--wait", "--timeout", "5m")
+        node.wait_rolled_out(VERSION)
+        node.wait_rolled_out(VERSION, name=EXPORTER, component="metrics")
+    assert w.bad == [], w.bad
+    assert not (node.install_dir / "bin" / "xpu-cdi-hook").read_bytes().endswith(b"second version\0")
+    history = node.helm("history", RELEASE, "-n", NS, "-o", "yaml").stdout
+    revs = yaml.safe_load(history)
+    assert [(r["revision"], r["status"]) for r in revs] == [(1, "superseded"), (2, "superseded"), (3, "deployed")]
+    assert revs[-1]["description"] == "Rollback to 1"
+
+
+def test_uninstall_leaves_what_the_docs_list(node: HelmNode) -> None:
+    """`helm uninstall`: no object of the release is left (nor its record); on the node, what
+    docs/helm.md lists stays (as after `kubectl delete -k deploy/`), nothing else."""
+    cluster = node.cluster
+    node.helm("uninstall", RELEASE, "--namespace", NS, "--wait", "--timeout", "5m")
+    cluster.wait(lambda: not node.pods() and not node.pods("metrics"), 120, "the release's pods gone")
+    for kind, name in (("daemonset", DS), ("daemonset", EXPORTER), ("service", EXPORTER),
+                       ("configmap", "xpu-cdi-node-config"), ("runtimeclass", "xpu")):
+        r = cluster.kubectl("get", kind, name, "-n", NS, check=False)
+        assert r.returncode != 0 and "NotFound" in r.stderr, (kind, name, r.stdout)
+    assert cluster.kubectl("get", "secrets", "-n", NS, "-l", f"owner=helm,name={RELEASE}",
+                           "-o", "name").stdout.strip() == ""
+    after = node.listing()
+    added = after - node.before - KUBELET_FILES  # type: ignore[attr-defined]
+    removed = node.before - after  # type: ignore[attr-defined]
+    stays = node.what_stays()
+    # whatever ran before it in the session (test_daemonset_node leaves the same things staying)
+    assert sorted(stays - after) == [] and sorted(added - stays) == [] and sorted(removed) == [], \
+        (sorted(stays - after), sorted(added - stays), sorted(removed))
+    # the install dir is this module's own: what install-binaries put there is new whatever ran before
+    assert {f"{node.install_dir}/bin", node.hook} <= added, sorted(added)
+    section = DOCS.read_text().split("## Uninstall: what stays", 1)[1].split("\n## ", 1)[0]
+    assert [d for d in DOCUMENTED if d not in section] == []
+

@@ -1,0 +1,95 @@
+"""The README's "Quick start on a cluster", line by line, on the suite's node.
+
+The commands are read from the section's code block, not copied here: a README edit is what the
+test runs.  Each line runs as written, against the session's cluster, with only what this machine
+must change: `make image` is the suite's cached build by make image's own code
+(tests/support/imagebuild.py) and the archive the README names is checked to be the path make
+image writes; ctr, kubectl and helm are the cluster's (its containerd socket, its kubeconfig);
+``<node>`` is the node's name; helm's installs go through the post-renderer that moves the host
+paths the session keeps private (tests/support/k8s/helmnode.py).  A line ending in a comment
+``# <value>`` must print that value.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+
+from support import helmchart, imagebuild
+from support.k8s.cluster import Cluster
+from support.k8s.helmnode import PLUGIN, HelmNode
+
+pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
+
+README = helmchart.REPO / "README.md"
+SECTION = "## Quick start on a cluster"
+
+
+def quick_start() -> List[Tuple[List[str], str]]:
+    """(argv, expected output or "") of each line of the section's first code block."""
+    text = README.read_text().split(SECTION, 1)[1]
+    block = re.search(r"```sh\n(.*?)```", text, re.S)
+    assert block, f"no ```sh block under {SECTION!r} in README.md"
+    out = []
+    for line in block.group(1).splitlines():
+        if not line.strip():
+            continue
+        code, _, comment = line.partition("   #")
+        out.append((shlex.split(code), comment.strip()))
+    return out
+
+
+def image_path() -> Path:
+    """The archive `make image` writes (packaging/image/build.py's default --out)."""
+    b = imagebuild.builder()
+    return helmchart.REPO / "packaging" / "image" / "out" / f"xpu-cdi_{b.version()}_{b.arch()}.oci.tar"
+
+
+@pytest.fixture
+def node(cluster: Cluster, tmp_path: Path) -> Iterator[HelmNode]:
+    n = HelmNode(cluster, tmp_path)
+    ns: List[str] = []
+    n.namespaces = ns  # type: ignore[attr-defined]
+    try:
+        yield n
+    finally:
+        n.clean(ns[0] if ns else "default")
+        for namespace in ns:
+            cluster.kubectl("delete", "namespace", namespace, "--wait=true", check=False, timeout=180)
+
+
+def test_the_cluster_quick_start_as_written(node: HelmNode) -> None:
+    cluster = node.cluster
+    lines = quick_start()
+    assert [argv[0] for argv, _ in lines][:2] == ["make", "ctr"] and any(a[0] == "helm" for a, _ in lines)
+    archive = None
+    for argv, want in lines:
+        argv = [a.replace("<node>", cluster.node_name) for a in argv]
+        if argv == ["make", "image"]:
+            archive = imagebuild.image()["archive"]
+            continue
+        if argv[0] == "ctr":
+            assert archive is not None, "the README imports the image before building it"
+            assert argv[-1] == str(image_path().relative_to(helmchart.REPO)), argv
+            r = cluster.ctr(*[a for a in argv[1:-1] if a not in ("-n", "k8s.io")], str(archive))
+        elif argv[0] == "kubectl":
+            r = cluster.kubectl(*argv[1:], check=False, timeout=300)
+        elif argv[0] == "helm":
+            assert argv[1] == "install" and argv[3] == "deploy/chart/xpu-cdi", argv
+            argv[3] = str(helmchart.CHART)
+            if "--namespace" in argv:
+                node.namespaces.append(argv[argv.index("--namespace") + 1])  # type: ignore[attr-defined]
+            r = node.helm(*argv[1:], "--post-renderer", PLUGIN, check=False)
+        else:
+            pytest.fail(f"the README's cluster quick start runs {argv[0]!r}: teach this test what it is")
+        assert r.returncode == 0, (argv, r.stdout, r.stderr)
+        if want:
+            assert r.stdout.strip() == want.replace("<node>", cluster.node_name), (argv, r.stdout)
+    assert node.namespaces, "the quick start installs into no namespace of its own"  # type: ignore[attr-defined]
+    # and what it installed is the chart's device plugin, Ready, in that namespace
+    ds = cluster.get("daemonset", "xpu-cdi", "-n", node.namespaces[0])  # type: ignore[attr-defined]
+    assert ds["status"].get("numberReady") == 1, ds["status"]

@@ -1,0 +1,74 @@
+"""The Helm chart, deploy/chart/xpu-cdi, for the tests: the suite's helm (built from its pinned
+module, tests/support/k8s/builds.py), ``helm template`` of a set of values, and the values
+combinations every test of the chart goes through (tests/deploy/test_chart.py renders and
+checks them; tests/k8s/test_helm_node.py sends each to the real API server as a dry run)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import yaml
+
+from support.k8s import builds
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "deploy" / "chart" / "xpu-cdi"
+RELEASE = "xpu-cdi"
+
+#: name -> values: each way, both ways per kind, every optional part, another namespace
+COMBINATIONS: Dict[str, Dict[str, Any]] = {
+    "defaults": {},
+    "dra": {"devicePlugin": {"enabled": False}, "dra": {"enabled": True}, "allocation": {"default": "dra"}},
+    "per-kind": {"dra": {"enabled": True},
+                 "allocation": {"kinds": {"kunlunxin.com/xpu": "dra", "huawei.com/npu": "device-plugin"}}},
+    "everything": {"dra": {"enabled": True}, "runtimeWiring": {"enabled": True},
+                   "monitoring": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+                                  "prometheusRule": {"enabled": True}}},
+    "minimal": {"exporter": {"enabled": False}, "runtimeClass": {"enabled": False}},
+    "elsewhere": {"namespaceOverride": "xpu-cdi-test", "image": {"repository": "registry.example:5000/ai/xpu-cdi",
+                                                                 "tag": "0.1.0-custom"},
+                  # maps merge with the defaults: null drops a default key
+                  "nodeSelector": {"xpu-cdi.io/accelerator": None, "node-role.example/npu": "yes"}, "tolerations": [],
+                  "priorityClassName": "system-cluster-critical"},
+}
+
+
+def helm() -> str:
+    """The suite's helm (built once per pin into the test cache)."""
+    return str(builds.ensure_or_skip("helm") / "helm")
+
+
+def run(*args: str, check: bool = False, input: Optional[str] = None) -> subprocess.CompletedProcess:
+    return subprocess.run([helm(), *args], capture_output=True, text=True, check=check, input=input, timeout=120)
+
+
+def template(values: Dict[str, Any], namespace: str = "kube-system", extra: Sequence[str] = ()) -> \
+        subprocess.CompletedProcess:
+    """``helm template`` of the chart with *values* (not checked: the schema tests read the error)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(values, f)
+        f.flush()
+        return run("template", RELEASE, str(CHART), "--namespace", namespace, "--values", f.name, *extra)
+
+
+def objects(values: Dict[str, Any], namespace: str = "kube-system") -> List[Dict[str, Any]]:
+    """The objects the chart renders with *values*."""
+    r = template(values, namespace)
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def render_deploy() -> Any:
+    """scripts/render-deploy.py as a module (it is a script, not a package module)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("render_deploy", REPO / "scripts" / "render-deploy.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules.setdefault("render_deploy", mod)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
