@@ -16,7 +16,6 @@ import click
 
 from . import errors, log, nodeconfig
 from .cdi import registry
-from .generate import profile as _profile
 
 # click uses 2 for usage errors; every other XpuCdiError not listed is 1.
 EXIT_CODES = {errors.ProfileError: 3, errors.SpecError: 5}
@@ -44,10 +43,12 @@ class Group(click.Group):
 
 def root_options(f: Any) -> Any:
     """--profile, --profiles-dir and the three host roots, shared by generate, doctor, topology."""
+    from .generate.profile import DEFAULT_PROFILE_DIRS  # here: `list` builds no root options, needs no YAML
+
     for opt in reversed([
         click.option("--profile", "profiles", multiple=True, metavar="NAME|FILE",
                      help="Vendor profile (repeatable); 'auto' (default) takes every profile whose cards are present."),
-        click.option("--profiles-dir", multiple=True, default=_profile.DEFAULT_PROFILE_DIRS, show_default=True,
+        click.option("--profiles-dir", multiple=True, default=DEFAULT_PROFILE_DIRS, show_default=True,
                      help="Directory of admin profiles (*.yaml) that add to or replace the built-in ones."),
         click.option("--dev-root", default="/", show_default=True, help="Where the host's /dev is."),
         click.option("--driver-root", default="/", show_default=True, help="Where driver files (/usr/local/...) are."),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any, Dict
 
@@ -12,6 +11,8 @@ from typing import Any, Dict
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> Dict[str, Any]:
     """Return the parsed schema ``schemas/<name>``."""
+    from importlib import resources  # lazy: it costs `generate` ~10 ms, only validation needs it
+
     try:
         text = resources.files("xpu_cdi.schemas").joinpath(name).read_text(encoding="utf-8")
     except ModuleNotFoundError:  # run from a source tree (PYTHONPATH=src): schemas/ sits beside src/

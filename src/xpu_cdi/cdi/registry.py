@@ -18,10 +18,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import yaml
-
 from ..errors import SpecError
-from . import yamlload
 
 DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")
 INDEX_SUFFIX = ".xpu-cdi"  # the hook index beside a spec: CDI readers take only *.json and *.yaml
@@ -102,6 +99,10 @@ def _read(path: str) -> Any:
         if st.st_size > MAX_SPEC_BYTES:
             raise SpecError(f"spec {path!r}: {st.st_size} bytes is over the {MAX_SPEC_BYTES}-byte limit")
         if path.endswith(".yaml"):
+            import yaml  # lazy: JSON specs, which generate writes, need no YAML parser
+
+            from . import yamlload
+
             data = f.read()
             try:
                 return yamlload.load(data)

@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 import click
 
 from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
+from ..node.lean import without_openssl
 from ..node.status import probe as _probe
 from . import config, response
 
@@ -58,7 +59,8 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
         click.echo(("ready: " if ok else "not ready: ") + why, err=not ok)
         sys.exit(0 if ok else 1)
     try:
-        from .daemon import Daemon
+        with without_openssl():
+            from .daemon import Daemon
     except ImportError as err:
         raise config.ConfigError(f"the device plugin needs grpcio and protobuf ({err}): pip install "
                                  f"'xpu-cdi' (they are dependencies) or apt install python3-grpcio "

@@ -19,7 +19,6 @@ Needs only the standard library and ``xpu_cdi.cdi.names`` (the runtimes' rules).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -72,6 +71,8 @@ def allocation_id(device_ids: Iterable[str]) -> str:
     readable = _ID_UNSAFE.sub("_", "-".join(ids)).strip("_.-")
     if readable and len(readable) <= 40:
         return readable
+    import hashlib  # lazy: the device plugin loads it without libcrypto (node/lean.py)
+
     return "h" + hashlib.sha256("\0".join(ids).encode()).hexdigest()[:16]
 
 

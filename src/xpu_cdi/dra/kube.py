@@ -1,13 +1,13 @@
-"""The API server, through the official Kubernetes client's configuration and connections.
+"""The API server over a urllib3 pool, with JSON bodies as plain dicts.
 
-The client library (``kubernetes``: PyPI's, or Debian's python3-kubernetes,
-22.6 on Debian 12) does what is easy to get wrong: in-cluster config (the
-service account token, re-read as it rotates), kubeconfig files (client
-certificates, tokens, exec plugins), TLS.  Requests go through its
-configured urllib3 pool with JSON bodies as plain dicts, not through its
-generated typed API: that API changed shape between the releases Debian and
-PyPI ship, and its models lag behind fields such as device taints.  Why this
-library and not lightkube or kr8s: docs/dra.md ("The API client").
+The pod's service account (its token re-read as it rotates) and plain
+kubeconfigs (a server, a CA, a token or a client certificate) are set up
+here with urllib3 alone; anything else (exec plugins, auth providers) by the
+official client's loaders (``kubernetes``: PyPI's, or Debian's
+python3-kubernetes), whose import alone is ~15 MiB of the driver's memory.
+Never its generated typed API: that changed shape between the releases
+Debian and PyPI ship, and its models lag behind fields such as device
+taints.  docs/dra.md ("The API client").
 
 Every failure is an :class:`ApiError` carrying the HTTP status (0 when the
 server was not reached) and the server's own message.
@@ -15,11 +15,17 @@ server was not reached) and the server's own message.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+import tempfile
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import quote, urlencode
 
+import yaml
+
+from ..cdi import yamlload
 from ..errors import ApiError, ConfigError
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -34,44 +40,36 @@ def claim_path(namespace: str, name: str) -> str:
     return f"{RESOURCE}/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
 
 
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
 class Kube:
-    """A connection to the API server: in-cluster, or from *kubeconfig*."""
+    """A connection to the API server: in-cluster, or from *kubeconfig*.
+
+    The common cases -- the pod's service account (its token re-read as
+    kubelet rotates it, its CA), and a kubeconfig naming a server, a CA
+    and a token or a client certificate -- need only urllib3 (:func:`_plain`);
+    anything else (exec plugins, auth providers, merged KUBECONFIG lists)
+    goes through the official client's loaders (:func:`_library`), which
+    cost the driver ~15 MiB of memory for its generated models.
+    """
 
     def __init__(self, kubeconfig: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT) -> None:
-        try:
-            from kubernetes import client, config
-        except ImportError as err:
-            raise ConfigError(f"the DRA driver needs the Kubernetes client ({err}): pip install kubernetes, or "
-                              f"apt install python3-kubernetes") from None
-        cfg = client.Configuration()
-        try:
-            if kubeconfig:
-                config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
-            elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-                config.load_incluster_config(client_configuration=cfg)
-            else:
-                config.load_kube_config(client_configuration=cfg, persist_config=False)
-        except (config.ConfigException, OSError, ValueError, TypeError) as err:
-            where = f"--kubeconfig {kubeconfig}" if kubeconfig else "the in-cluster service account or ~/.kube/config"
-            raise ConfigError(f"cannot configure the API client from {where}: {' '.join(str(err).split())}") \
-                from None
-        self.cfg = cfg
-        self.api = client.ApiClient(cfg)
-        self.pool = self.api.rest_client.pool_manager
-        self.host = cfg.host.rstrip("/")
-        self.timeout = timeout
         import urllib3
 
         self._urllib3 = urllib3
-        self.insecure = not cfg.verify_ssl
+        self.timeout = timeout
+        self._cleanup: List[str] = []
+        plain = _plain(kubeconfig, self._cleanup)
+        if plain is None:
+            self.host, self.pool, self._token, self.insecure = _library(kubeconfig)
+        else:
+            self.host, self.pool, self._token, self.insecure = plain
         if self.insecure:  # said once by the daemon, not a warning per request
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
     def _headers(self, content_type: str = "application/json") -> Dict[str, str]:
-        hook = self.cfg.refresh_api_key_hook  # in-cluster: re-reads a rotated token
-        if hook is not None:
-            hook(self.cfg)
-        token = self.cfg.api_key.get("BearerToken") or self.cfg.api_key.get("authorization")  # 37.x / 22.x
+        token = self._token()
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": "xpu-cdi-dra-driver"}
         if token:
             headers["Authorization"] = token if " " in token else f"Bearer {token}"
@@ -146,3 +144,119 @@ class Kube:
 
     def close(self) -> None:
         self.pool.clear()
+        for path in self._cleanup:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+Connection = Tuple[str, Any, Callable[[], Optional[str]], bool]  # (host, urllib3 pool, token, insecure)
+
+
+def _library(kubeconfig: Optional[str]) -> Connection:
+    """The official client's configuration loaders and urllib3 pool."""
+    try:
+        from kubernetes import client, config
+    except ImportError as err:
+        raise ConfigError(f"the DRA driver needs the Kubernetes client for this kubeconfig ({err}): pip install "
+                          f"kubernetes, or apt install python3-kubernetes") from None
+    cfg = client.Configuration()
+    try:
+        if kubeconfig:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(client_configuration=cfg, persist_config=False)
+    except (config.ConfigException, OSError, ValueError, TypeError) as err:
+        why = " ".join(str(err).split())
+        raise ConfigError(f"cannot configure the API client from {_where(kubeconfig)}: {why}") from None
+
+    def token() -> Optional[str]:
+        hook = cfg.refresh_api_key_hook  # in-cluster: re-reads a rotated token
+        if hook is not None:
+            hook(cfg)
+        return cfg.api_key.get("BearerToken") or cfg.api_key.get("authorization")  # 37.x / 22.x
+
+    return cfg.host.rstrip("/"), client.ApiClient(cfg).rest_client.pool_manager, token, not cfg.verify_ssl
+
+
+def _where(kubeconfig: Optional[str]) -> str:
+    return f"--kubeconfig {kubeconfig}" if kubeconfig else "the in-cluster service account or ~/.kube/config"
+
+
+def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection]:
+    """The connection of the common cases with urllib3 alone, or None for :func:`_library` to make."""
+    import urllib3
+
+    if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+        token_file = os.path.join(SERVICE_ACCOUNT, "token")
+        if not os.path.exists(token_file):
+            return None  # the library says what is missing
+        pool = urllib3.PoolManager(maxsize=4, cert_reqs="CERT_REQUIRED",
+                                   ca_certs=os.path.join(SERVICE_ACCOUNT, "ca.crt"))
+        return server, pool, lambda: _read_token(token_file), False
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    if os.pathsep in path:
+        return None  # a merged list
+    try:
+        with open(path, "rb") as f:
+            doc = yamlload.load(f.read())
+        ctx = _named(doc, "contexts", doc["current-context"])["context"]
+        cluster = _named(doc, "clusters", ctx["cluster"])["cluster"]
+        user = _named(doc, "users", ctx["user"]).get("user") or {}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None  # unreadable or unusual: the library's loader gives its own message
+    if set(user) - {"token", "tokenFile", "client-certificate", "client-certificate-data", "client-key",
+                    "client-key-data"} or set(cluster) - {"server", "certificate-authority",
+                                                          "certificate-authority-data", "insecure-skip-tls-verify",
+                                                          "tls-server-name"}:
+        return None  # exec plugins, auth providers, basic auth, proxies: the library's
+    base = os.path.dirname(os.path.abspath(path))
+    insecure = bool(cluster.get("insecure-skip-tls-verify"))
+    tls: Dict[str, Any] = {"cert_reqs": "CERT_NONE" if insecure else "CERT_REQUIRED"}
+    if cluster.get("tls-server-name"):
+        tls["server_hostname"] = cluster["tls-server-name"]
+    try:
+        if cluster.get("certificate-authority-data"):
+            tls["ca_cert_data"] = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        elif cluster.get("certificate-authority"):
+            tls["ca_certs"] = os.path.join(base, cluster["certificate-authority"])
+        for key, field in (("cert_file", "client-certificate"), ("key_file", "client-key")):
+            if user.get(field + "-data"):  # ssl loads a certificate chain from files only
+                tls[key] = _private_file(base64.b64decode(user[field + "-data"]), cleanup)
+            elif user.get(field):
+                tls[key] = os.path.join(base, user[field])
+    except (ValueError, OSError) as err:
+        raise ConfigError(f"cannot configure the API client from {_where(kubeconfig)}: {err}") from None
+    if "token" in user:
+        token = str(user["token"])
+        get_token: Callable[[], Optional[str]] = lambda: token  # noqa: E731
+    elif "tokenFile" in user:
+        token_file = os.path.join(base, user["tokenFile"])
+        get_token = lambda: _read_token(token_file)  # noqa: E731
+    else:
+        get_token = lambda: None  # noqa: E731
+    return str(cluster["server"]).rstrip("/"), urllib3.PoolManager(maxsize=4, **tls), get_token, insecure
+
+
+def _named(doc: Mapping[str, Any], section: str, name: str) -> Dict[str, Any]:
+    return next(e for e in doc[section] if e.get("name") == name)
+
+
+def _read_token(path: str) -> str:
+    """The token in *path*, read at each request: kubelet rotates a projected token in place."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError as err:
+        raise ApiError(0, f"cannot read the API token {path}: {err.strerror}") from None
+
+
+def _private_file(data: bytes, cleanup: List[str]) -> str:
+    fd, path = tempfile.mkstemp(prefix="xpu-cdi-kube-")  # mode 0600
+    cleanup.append(path)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path

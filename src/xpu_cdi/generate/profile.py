@@ -8,13 +8,14 @@ paths) are corrected on a site without a new release.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from importlib import resources
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
+from .. import profiles as _builtin_package
 from .. import schema_files
 from ..cdi import yamlload
 from ..errors import ProfileError
@@ -22,6 +23,7 @@ from ..model import (DEFAULT_TOOL_UNITS, IDENTITY_FIELDS, READING_UNITS, CardMod
                      MetricFile, MetricSource, MountRule, NodeRule, Profile, Selection, Symlink)
 
 DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
+BUILTIN_DIR = os.path.dirname(os.path.abspath(_builtin_package.__file__))  # not importlib.resources: ~10 ms
 SCHEMA = "profile.schema.json"
 
 
@@ -31,9 +33,9 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
     Args:
         data: the parsed YAML document.
         source: where it came from, for messages.
-        trusted: skip the JSON-schema check (built-in profiles: the test
-            suite validates them, and importing jsonschema costs ~80 ms of
-            every `generate`).
+        trusted: skip the JSON-schema check and the compile of the index
+            regexes (built-in profiles: the test suite validates them, and
+            importing jsonschema costs ~80 ms of every `generate`).
 
     Raises:
         ProfileError: the document violates ``schemas/profile.schema.json``
@@ -50,7 +52,8 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
     name = data.get("name") or os.path.splitext(os.path.basename(source))[0]
     cards = []
     for i, c in enumerate(data["cards"]):
-        _check_index_regex(c["index"], f"profile {source!r}: cards[{i}].index")
+        if not trusted:  # built-ins: test_builtin_files_pass_the_schema compiles them (~0.5 ms each here)
+            _check_index_regex(c["index"], f"profile {source!r}: cards[{i}].index")
         cards.append(CardRule(glob=c["glob"], index_regex=c["index"],
                               container_path=c.get("container_path"),
                               index_base=c.get("index_base", 0),
@@ -191,8 +194,12 @@ def _load_yaml(text: "str | bytes") -> Any:
 
 def builtin_texts() -> Dict[str, str]:
     """The YAML text of each built-in profile by name (for tests and `doctor`)."""
-    files = resources.files("xpu_cdi.profiles")
-    return {n: files.joinpath(f"{n}.yaml").read_text(encoding="utf-8") for n in builtin_names()}
+    return {n: _builtin_text(n) for n in builtin_names()}
+
+
+def _builtin_text(name: str) -> str:
+    with open(os.path.join(BUILTIN_DIR, f"{name}.yaml"), encoding="utf-8") as f:
+        return f.read()
 
 
 def _one_line(err: Exception) -> str:
@@ -201,8 +208,14 @@ def _one_line(err: Exception) -> str:
 
 def builtin_names() -> List[str]:
     """Names of the profiles shipped in the package."""
-    files = resources.files("xpu_cdi.profiles")
-    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".yaml"))
+    return sorted(n[:-5] for n in os.listdir(BUILTIN_DIR) if n.endswith(".yaml"))
+
+
+@functools.lru_cache(maxsize=None)
+def _builtin_profiles() -> Tuple[Profile, ...]:
+    """The parsed built-in profiles, once a process: package data does not change under it, and
+    generate asks twice (select, then the spec's hook index)."""
+    return tuple(parse(_load_yaml(_builtin_text(n)), f"<builtin>/{n}.yaml", trusted=True) for n in builtin_names())
 
 
 def load_all(profile_dirs: Iterable[str] = DEFAULT_PROFILE_DIRS) -> Dict[str, Profile]:
@@ -212,12 +225,7 @@ def load_all(profile_dirs: Iterable[str] = DEFAULT_PROFILE_DIRS) -> Dict[str, Pr
         ProfileError: a profile file is invalid (naming the file), or two
             profiles claim the same CDI kind.
     """
-    out: Dict[str, Profile] = {}
-    files = resources.files("xpu_cdi.profiles")
-    for name in builtin_names():
-        text = files.joinpath(f"{name}.yaml").read_text(encoding="utf-8")
-        prof = parse(_load_yaml(text), f"<builtin>/{name}.yaml", trusted=True)
-        out[prof.name] = prof
+    out: Dict[str, Profile] = {prof.name: prof for prof in _builtin_profiles()}
     for d in profile_dirs:
         try:
             entries = sorted(os.listdir(d))

@@ -1,0 +1,283 @@
+"""The daemons' footprint and the CLI's start for `make bench` (issue 30; scripts/bench.py calls :func:`run`).
+
+* resident memory (VmRSS, and the peak VmHWM) of ``xpu-cdi device-plugin``
+  (against the tests' stand-in kubelet, once it lists 8 cards) and ``xpu-cdi
+  exporter`` (8 + 8 cards, once it has served a scrape), each its own process
+  on a fake host, a settled second after start;
+* the same of ``xpu-cdi dra-driver`` once it has published 8 cards to an
+  HTTP stand-in of the API server (tests/support/fakeapi.py's tables);
+* their idle CPU over 10 s (the threads' /proc/PID/task/*/schedstat run time;
+  no scrapes, no calls: what the daemon spends on its own, its health polls);
+* whole-process wall time of ``xpu-cdi generate`` (8 cards) and ``xpu-cdi
+  list``: the median of interleaved runs, with the load average.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from support import fakehost  # noqa: E402
+
+BIN = Path(sys.executable).parent
+TARGETS = {"device-plugin": 35.0, "exporter": 35.0, "dra-driver": 45.0}  # MiB
+CPU_TARGET = 0.1  # percent, idle
+CLI_TARGETS = {"generate": 100.0, "list": 60.0}  # ms, whole process
+IDLE_S = 10.0
+Rows = List[Tuple[str, str, str]]
+
+
+def status_kib(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise KeyError(key)
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds of every thread of *pid* so far, to the ns (schedstat: utime's 10 ms ticks are 0.1 % of 10 s)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            continue
+    return total / 1e9
+
+
+def footprint(pid: int) -> Dict[str, float]:
+    """RSS and HWM after a settled second, then the CPU percent of IDLE_S seconds."""
+    time.sleep(1.0)
+    out = {"rss_mib": status_kib(pid, "VmRSS") / 1024, "hwm_mib": status_kib(pid, "VmHWM") / 1024,
+           "anon_mib": status_kib(pid, "RssAnon") / 1024}
+    c0, t0 = cpu_s(pid), time.monotonic()
+    time.sleep(IDLE_S)
+    out["cpu_percent"] = 100 * (cpu_s(pid) - c0) / (time.monotonic() - t0)
+    out["load"] = os.getloadavg()[0]
+    return out
+
+
+def device_plugin(work: Path) -> Dict[str, float]:
+    from support import kubeletkit
+    from support.dpnode import Node
+
+    root = work / "fp-dp-host"
+    host = fakehost.kunlunxin(root, cards=8)
+    node = Node(host, work / "fp-dp-cdi", work / "fp-dp-k", work / "fp-dp.json")
+    node.plugin_dir.mkdir()
+    node.generate()
+    kubelet = kubeletkit.FakeKubelet(node.plugin_dir)
+    args = [*host.cli_roots, "--plugin-dir", str(node.plugin_dir), "--spec-dir", str(node.spec_dir),
+            "--status-file", str(node.status)]  # the default health interval and uevents, as on a node
+    proc = kubeletkit.PluginProcess("pypi", args, work / "fp-dp.log")
+    try:
+        kubelet.wait_registered()
+        kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+        return footprint(proc.proc.pid)
+    finally:
+        proc.stop()
+        kubelet.stop()
+
+
+def exporter(work: Path) -> Dict[str, float]:
+    """Asking kubelet's PodResources (the stand-in of bench_exporter) each interval, as on a node."""
+    import shutil
+    import urllib.request
+
+    from bench_exporter import _pod_resources
+    from support.exporternode import ExporterProcess, make_node
+
+    root, tmp = work / "fp-exp-host", work / "fp-exp"
+    root.mkdir()
+    tmp.mkdir()
+    node = make_node(root, tmp)
+    kubelet, sock_dir = _pod_resources()
+    proc = ExporterProcess(node.args("--pod-resources-socket", str(sock_dir / "kubelet.sock")), tmp / "exporter.log")
+    try:
+        body = urllib.request.urlopen(proc.url(), timeout=30).read()
+        assert b'xpu_cdi_card_temperature_celsius{card="7"' in body, "the first scrape has no readings"
+        return footprint(proc.proc.pid)
+    finally:
+        proc.stop()
+        if kubelet is not None:
+            kubelet.stop()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+def _api_server(kube: object) -> "Tuple[object, int]":
+    """tests/support/fakeapi.FakeKube behind plain HTTP on loopback, for a driver run as its own
+    process: calls answered from its tables, watches held open until their timeout (an idle cluster)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qsl, urlsplit
+
+    from xpu_cdi.dra.kube import ApiError
+
+    quiet = threading.Event()  # set at the end: held watches return
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def handle(self) -> None:
+            try:
+                super().handle()
+            except (BrokenPipeError, ConnectionResetError):  # the driver stopped mid-watch
+                pass
+
+        def _answer(self, status: int, doc: object) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _call(self) -> None:
+            url = urlsplit(self.path)
+            query = dict(parse_qsl(url.query))
+            size = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(size)) if size else None
+            if query.get("watch"):
+                quiet.wait(float(query.get("timeoutSeconds", "60")))
+                return self._answer(200, {})  # no newline: no event, the watch just ends
+            try:
+                self._answer(200, kube.request(self.command, url.path, body, query))  # type: ignore[attr-defined]
+            except ApiError as err:
+                self._answer(err.status or 500, {"message": str(err), "reason": err.reason})
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _call
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.quiet = quiet  # type: ignore[attr-defined]
+    return server, server.server_address[1]
+
+
+def dra_driver(work: Path) -> Dict[str, float]:
+    """Against the HTTP stand-in of the API (_api_server), kubelet's directories empty: published, idle."""
+    import json
+    import uuid
+
+    from support import kubeletkit
+    from support.fakeapi import FakeKube
+
+    host = fakehost.kunlunxin(work / "fp-dra-host", cards=8)
+    d = work / "fp-dra"
+    for sub in ("registry", "plugins", "run", "cdi"):
+        (d / sub).mkdir(parents=True)
+    from support.dpnode import Node
+
+    Node(host, d / "cdi", d / "plugins", d / "unused").generate()
+    server, port = _api_server(FakeKube())
+    kubeconfig = d / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "bench"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    (d / "boot_id").write_text(str(uuid.uuid4()) + "\n")
+    uid = str(uuid.uuid4())
+    args = [*host.cli_roots, "--profile", "kunlunxin", "--profiles-dir", "/nonexistent",
+            "--kubeconfig", str(kubeconfig), "--node-name", "bench-node", "--registry-dir", str(d / "registry"),
+            "--plugins-dir", str(d / "plugins"),
+            "--run-dir", str(d / "run"), "--pod-uid", uid, "--spec-dir", str(d / "cdi"),
+            "--node-config", str(d / "config.yaml"), "--boot-id-file", str(d / "boot_id")]
+    proc = kubeletkit.PluginProcess("pypi", args, d / "dra.log", command="dra-driver")
+    status = d / "run" / f"dra-driver-{uid}.json"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if json.loads(status.read_text())["kinds"]["kunlunxin.com/xpu"].get("published"):
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            if proc.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the DRA driver did not publish: {(d / 'dra.log').read_text()[-2000:]}")
+            time.sleep(0.05)
+        return footprint(proc.proc.pid)
+    finally:
+        proc.stop()
+        server.quiet.set()  # type: ignore[attr-defined]
+        server.shutdown()  # type: ignore[attr-defined]
+
+
+def cli_times(work: Path, rounds: int = 21) -> Dict[str, List[float]]:
+    """Wall seconds of whole `xpu-cdi generate` (8 cards) and `xpu-cdi list` processes, interleaved."""
+    host = fakehost.kunlunxin(work / "fp-cli-host", cards=8)
+    spec_dir = work / "fp-cli-cdi"
+    exe = str(BIN / "xpu-cdi")
+    cmds = {"generate": [exe, "generate", *host.cli_roots, "--profile", "kunlunxin", "--spec-dir", str(spec_dir)],
+            "list": [exe, "list", "--spec-dir", str(spec_dir)]}
+    out: Dict[str, List[float]] = {k: [] for k in cmds}
+    subprocess.run(cmds["generate"], check=True, capture_output=True)
+    order = list(cmds)
+    for _ in range(rounds):
+        random.shuffle(order)
+        for name in order:
+            t = time.perf_counter()
+            subprocess.run(cmds[name], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            out[name].append(time.perf_counter() - t)
+    return out
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def rows_of(fp: Dict[str, Dict[str, float]], cli: Dict[str, List[float]], cli_load: float) -> Rows:
+    rows: Rows = []
+    for name, s in fp.items():
+        target = TARGETS[name]
+        rows.append((f"{name}: resident memory after start", f"{s['rss_mib']:.1f} MiB",
+                     f"VmRSS (HWM {s['hwm_mib']:.1f}, anon {s['anon_mib']:.1f}), 8 cards, fake host; "
+                     f"target <= {target:.0f} MiB: {_met(s['rss_mib'] <= target)}; load {s['load']:.2f}"))
+        rows.append((f"{name}: idle CPU", f"{s['cpu_percent']:.3f} %",
+                     f"run time over {IDLE_S:.0f} s idle; target <= {CPU_TARGET} %: "
+                     f"{_met(s['cpu_percent'] <= CPU_TARGET)}; load {s['load']:.2f}"))
+    for name, values in cli.items():
+        med = statistics.median(values) * 1e3
+        rows.append((f"xpu-cdi {name} (8 cards): whole process", f"{med:.0f} ms",
+                     f"median of {len(values)} interleaved runs (min {min(values) * 1e3:.0f}); "
+                     f"target <= {CLI_TARGETS[name]:.0f} ms: {_met(med <= CLI_TARGETS[name])}; load {cli_load:.2f}"))
+    return rows
+
+
+def run(work: Path, daemons: bool = True) -> Tuple[Rows, Dict[str, object]]:
+    """Rows and samples; the daemons need root (mknod of the fake cards)."""
+    fp: Dict[str, Dict[str, float]] = {}
+    makers: Dict[str, Callable[[Path], Dict[str, float]]] = {"device-plugin": device_plugin, "exporter": exporter,
+                                                             "dra-driver": dra_driver}
+    if daemons:
+        for name, make in makers.items():
+            fp[name] = make(work)
+    cli = cli_times(work)
+    load = os.getloadavg()[0]
+    return rows_of(fp, cli, load), {"footprint": fp, "cli_s": cli, "cli_load": load}
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="xpu-cdi-bench-fp-") as tmp:
+        try:
+            rows, _ = run(Path(tmp), daemons=os.geteuid() == 0)
+        finally:
+            fakehost.remove_tree(Path(tmp))
+    width = max(len(r[0]) for r in rows)
+    for r in rows:
+        print(f"{r[0]:<{width}}  {r[1]:>10}  {r[2]}")

@@ -1,0 +1,36 @@
+"""Imports a node daemon does not need (issue 30).
+
+grpcio's extension imports asyncio as it loads (for ``grpc.aio``), asyncio
+imports ``ssl``, and ``ssl`` and ``_hashlib`` (hashlib's accelerator) map
+OpenSSL's libcrypto: about 4 MiB of resident memory in the device plugin,
+whose sockets (kubelet's, unix) carry no TLS and which hashes a few short
+strings.  asyncio takes an ImportError of ``ssl`` as "no TLS here", hashlib
+one of ``_hashlib`` as "use the built-in sha256" (the same digests).  Not
+the exporter (prometheus_client imports ssl unconditionally) nor the DRA
+driver (its API client speaks TLS).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Iterator
+
+OPENSSL_MODULES = ("ssl", "_ssl", "_hashlib")
+
+
+@contextlib.contextmanager
+def without_openssl() -> Iterator[None]:
+    """Imports inside see none of :data:`OPENSSL_MODULES` (those not loaded yet: a test process
+    may have them); afterwards importing them works again for whoever asks."""
+    blocked = [m for m in OPENSSL_MODULES if m not in sys.modules]
+    for m in blocked:
+        sys.modules[m] = None  # type: ignore[assignment]  # `import m` raises ImportError
+    try:
+        import hashlib  # noqa: F401 - first loaded here, it keeps its built-in hashes for good
+
+        yield
+    finally:
+        for m in blocked:
+            if m in sys.modules and sys.modules[m] is None:
+                del sys.modules[m]

@@ -1,0 +1,137 @@
+"""dra/kube.py's own setup of the common kubeconfigs (urllib3 alone) and its fall-back to the
+official client's loaders for the others; requests against a loopback HTTP server."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from xpu_cdi.dra.kube import Kube
+
+
+def kubeconfig(path: Path, server: str, user: Dict[str, Any], **cluster: Any) -> Path:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": server, **cluster}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
+
+
+@pytest.fixture()
+def api() -> Iterator[Dict[str, Any]]:
+    """A loopback HTTP server answering every GET with the Authorization header it got."""
+    seen: List[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization", ""))
+            body = json.dumps({"path": self.path, "auth": seen[-1]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield {"url": f"http://127.0.0.1:{server.server_address[1]}", "seen": seen}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_token_kubeconfig_without_the_official_client(tmp_path: Path, api: Dict[str, Any]) -> None:
+    """A server and a token: the request carries it, and the process never imports ``kubernetes``."""
+    cfg = kubeconfig(tmp_path / "kc", api["url"] + "/", {"token": "tok-1"})
+    code = ("import json, sys\nfrom xpu_cdi.dra.kube import Kube\nk = Kube(sys.argv[1])\n"
+            "print(json.dumps([k.host, k.get('/api/v1/nodes/n')['auth'], 'kubernetes' in sys.modules]))")
+    r = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [api["url"], "Bearer tok-1", False]
+
+
+def test_token_file_is_read_at_each_request(tmp_path: Path, api: Dict[str, Any]) -> None:
+    """tokenFile (relative to the kubeconfig): a rotated token is sent from the next request on."""
+    (tmp_path / "token").write_text("first\n")
+    k = Kube(str(kubeconfig(tmp_path / "kc", api["url"], {"tokenFile": "token"})))
+    try:
+        assert k.get("/a")["auth"] == "Bearer first"
+        (tmp_path / "token").write_text("second\n")
+        assert k.get("/b")["auth"] == "Bearer second"
+    finally:
+        k.close()
+    assert api["seen"] == ["Bearer first", "Bearer second"]
+
+
+def test_certificate_data_goes_to_private_files_removed_at_close(tmp_path: Path) -> None:
+    """ssl loads a client certificate from files only: the -data fields are written 0600 and removed."""
+    ca, cert, key = b"-----CA-----\n", b"-----CERT-----\n", b"-----KEY-----\n"
+    cfg = kubeconfig(tmp_path / "kc", "https://127.0.0.1:6443",
+                     {"client-certificate-data": base64.b64encode(cert).decode(),
+                      "client-key-data": base64.b64encode(key).decode()},
+                     **{"certificate-authority-data": base64.b64encode(ca).decode(), "tls-server-name": "api"})
+    k = Kube(str(cfg))
+    kw = k.pool.connection_pool_kw
+    files = [kw["cert_file"], kw["key_file"]]
+    assert [Path(f).read_bytes() for f in files] == [cert, key]
+    assert all(stat.S_IMODE(os.stat(f).st_mode) == 0o600 for f in files)
+    assert (kw["ca_cert_data"], kw["server_hostname"], kw["cert_reqs"], k.insecure) == \
+        (ca.decode(), "api", "CERT_REQUIRED", False)
+    k.close()
+    assert not any(os.path.exists(f) for f in files)
+
+
+def test_relative_ca_path_and_insecure(tmp_path: Path) -> None:
+    k = Kube(str(kubeconfig(tmp_path / "kc", "https://h:1", {"token": "t"}, **{"certificate-authority": "ca.pem"})))
+    assert k.pool.connection_pool_kw["ca_certs"] == str(tmp_path / "ca.pem")
+    k = Kube(str(kubeconfig(tmp_path / "kc2", "https://h:1", {}, **{"insecure-skip-tls-verify": True})))
+    assert (k.pool.connection_pool_kw["cert_reqs"], k.insecure, k._headers().get("Authorization")) == \
+        ("CERT_NONE", True, None)
+
+
+def test_exec_plugin_goes_to_the_official_client(tmp_path: Path, api: Dict[str, Any]) -> None:
+    """A user the plain setup does not know (an exec credential plugin) is the library's: its token
+    arrives all the same."""
+    plugin = tmp_path / "cred.sh"
+    plugin.write_text('#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", '
+                      '"kind": "ExecCredential", "status": {"token": "from-exec"}}\'\n')
+    plugin.chmod(0o755)
+    cfg = kubeconfig(tmp_path / "kc", api["url"], {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                                            "command": str(plugin), "interactiveMode": "Never"}})
+    code = ("import json, sys\nfrom xpu_cdi.dra.kube import Kube\nk = Kube(sys.argv[1])\n"
+            "print(json.dumps([k.get('/x')['auth'], 'kubernetes' in sys.modules]))")
+    r = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["Bearer from-exec", True]
+
+
+def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pod's service account: the service's address (an IPv6 one bracketed), its CA, and the
+    projected token re-read as kubelet rotates it."""
+    from xpu_cdi.dra import kube
+
+    (tmp_path / "token").write_text("sa-1")
+    monkeypatch.setattr(kube, "SERVICE_ACCOUNT", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
+    k = Kube()
+    assert (k.host, k.pool.connection_pool_kw["ca_certs"], k.insecure) == \
+        ("https://[fd00::1]:6443", str(tmp_path / "ca.crt"), False)
+    assert k._headers()["Authorization"] == "Bearer sa-1"
+    (tmp_path / "token").write_text("sa-2")
+    assert k._headers()["Authorization"] == "Bearer sa-2"

@@ -1,0 +1,94 @@
+"""What each command and daemon imports (issue 30): the heavy libraries stay with the
+processes that use them.  A deterministic stand-in for a timing: each case runs in a
+fresh interpreter and reads its ``sys.modules`` at exit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Set
+
+import pytest
+
+from support import fakehost
+
+# what no CLI command but its own needs: the daemons' stacks, validation, the doctor's readers
+DAEMON_STACKS = {"grpc", "google.protobuf", "kubernetes", "urllib3", "prometheus_client", "asyncio", "ssl"}
+CLI_HEAVY = DAEMON_STACKS | {"jsonschema", "pyudev", "tomlkit", "importlib.resources", "zipfile", "tempfile"}
+
+_PROBE = """
+import atexit, json, sys
+_out = sys.argv.pop(1)
+atexit.register(lambda: json.dump(sorted(sys.modules), open(_out, "w")))
+{body}
+"""
+
+
+def modules_after(tmp_path: Path, body: str, *argv: str) -> Set[str]:
+    """The modules loaded by *body* (Python code) run with *argv* as sys.argv[2:]."""
+    out = tmp_path / f"modules-{len(list(tmp_path.iterdir()))}.json"
+    r = subprocess.run([sys.executable, "-c", _PROBE.format(body=body), str(out), *argv], capture_output=True,
+                       text=True, timeout=120)
+    assert out.exists(), f"the probe wrote no module list (exit {r.returncode}): {r.stderr[-2000:]}"
+    return set(json.loads(out.read_text()))
+
+
+def cli_modules(tmp_path: Path, *argv: str) -> Set[str]:
+    return modules_after(tmp_path, "sys.argv[0] = 'xpu-cdi'\nfrom xpu_cdi.cli import main\nmain()", *argv)
+
+
+def loaded(mods: Set[str], names: Set[str]) -> List[str]:
+    """Which of *names* (a package stands for its submodules too) are among *mods*."""
+    return sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in mods))
+
+
+@pytest.fixture()
+def host(tmp_path: Path) -> fakehost.FakeHost:
+    return fakehost.kunlunxin(tmp_path / "host", cards=8)
+
+
+def test_generate_imports_no_daemon_stack(tmp_path: Path, host: fakehost.FakeHost) -> None:
+    spec_dir = tmp_path / "cdi"
+    mods = cli_modules(tmp_path, "generate", *host.cli_roots, "--profile", "kunlunxin", "--spec-dir", str(spec_dir))
+    assert (spec_dir / "kunlunxin.com-xpu.json").exists(), "generate did not write its spec"
+    assert "xpu_cdi.generate.spec" in mods  # the probe saw the command run
+    assert loaded(mods, CLI_HEAVY) == []
+
+
+def test_list_imports_neither_yaml_nor_the_generate_pipeline(tmp_path: Path, host: fakehost.FakeHost) -> None:
+    spec_dir = tmp_path / "cdi"
+    cli_modules(tmp_path, "generate", *host.cli_roots, "--profile", "kunlunxin", "--spec-dir", str(spec_dir))
+    mods = cli_modules(tmp_path, "list", "--spec-dir", str(spec_dir))
+    assert "xpu_cdi.cdi.registry" in mods
+    assert loaded(mods, CLI_HEAVY | {"yaml", "xpu_cdi.generate", "xpu_cdi.model"}) == []
+
+
+@pytest.mark.parametrize("daemon, theirs", [
+    ("deviceplugin", {"grpc", "google.protobuf"}),
+    ("exporter", {"prometheus_client", "google.protobuf"}),  # gRPC itself when kubelet's socket is there
+    ("dra", {"grpc", "google.protobuf"}),
+])
+def test_a_daemon_imports_only_its_own_stack(tmp_path: Path, daemon: str, theirs: Set[str]) -> None:
+    """The daemon's modules as its command loads them: not another daemon's stack, nor validation."""
+    mods = modules_after(tmp_path, f"import xpu_cdi.{daemon}.command, xpu_cdi.{daemon}.daemon")
+    assert set(loaded(mods, theirs)) == theirs
+    assert loaded(mods, (DAEMON_STACKS - theirs - {"asyncio", "ssl", "urllib3"}) | {"jsonschema"}) == []
+
+
+def test_the_device_plugin_maps_no_openssl(tmp_path: Path) -> None:
+    """Its command imports the daemon without ssl and _hashlib (node/lean.py): no libcrypto in the
+    process, and hashlib still hashes (on its built-in sha256) what response.allocation_id asks."""
+    maps = tmp_path / "maps"
+    mods = modules_after(tmp_path, (
+        "import xpu_cdi.deviceplugin.command as c, xpu_cdi.node.lean as lean\n"
+        "with lean.without_openssl():\n"
+        "    from xpu_cdi.deviceplugin.daemon import Daemon\n"
+        "from xpu_cdi.deviceplugin import response\n"
+        f"open({str(maps)!r}, 'w').write(open('/proc/self/maps').read() + response.allocation_id(['x' * 50]))\n"))
+    assert "xpu_cdi.deviceplugin.daemon" in mods and "grpc" in mods
+    assert loaded(mods, {"ssl", "_ssl", "_hashlib"}) == []
+    text = maps.read_text()
+    assert "libcrypto" not in text and "libssl" not in text
+    assert text.splitlines()[-1].startswith("h") and len(text.splitlines()[-1]) == 17
