@@ -7,6 +7,7 @@ the long flag names::
     plugin-dir: /var/lib/kubelet/device-plugins
     spec-dir: [/etc/cdi, /var/run/cdi]
     resource-name: {huawei.com/npu: huawei.com/Ascend910}
+    resource-naming: model       # one resource per card model, as the vendor's plugin names it
     device-list-strategy: [cdi-cri, cdi-annotations]
 
 Any bad key or value is one :class:`~xpu_cdi.errors.ConfigError` line naming
@@ -23,7 +24,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
 from ..nodedaemon import HostView
-from . import response
+from . import naming, response
 from .status import DEFAULT_STATUS_FILE
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
@@ -39,6 +40,7 @@ class Settings(HostView):
 
     plugin_dir: str = DEFAULT_PLUGIN_DIR
     resource_names: Dict[str, str] = field(default_factory=dict)  # CDI kind -> resource name
+    resource_naming: str = naming.KIND  # or naming.MODEL: a resource per card model (naming.py)
     strategies: Tuple[str, ...] = response.DEFAULT_STRATEGIES
     status_file: str = DEFAULT_STATUS_FILE
     health_interval: float = 1.0
@@ -51,9 +53,9 @@ class Settings(HostView):
         """The status file's directory (the host's /run/xpu-cdi): also where the one-way-per-kind locks are."""
         return os.path.dirname(self.status_file)
 
-    def resource(self, kind: str) -> str:
-        """The resource name advertised for *kind* (default: the kind itself)."""
-        return self.resource_names.get(kind, kind)
+    def resource(self, unit: str) -> str:
+        """The resource name advertised for a kind (default: the kind itself) or a model resource (itself)."""
+        return self.resource_names.get(unit, unit)
 
 
 # config key -> (Settings field, parser)
@@ -128,6 +130,12 @@ def _seconds(v: Any) -> float:
     return float(v)
 
 
+def _naming(v: Any) -> str:
+    if v not in naming.NAMINGS:
+        raise ValueError(f"must be one of {', '.join(naming.NAMINGS)}")
+    return str(v)
+
+
 def _uevents(v: Any) -> str:
     if v not in UEVENT_SOURCES:
         raise ValueError(f"must be one of {', '.join(UEVENT_SOURCES)}")
@@ -140,7 +148,7 @@ KEYS = {
     "profile": ("profiles", _strs), "profiles-dir": ("profiles_dir", _strs),
     "resource-name": ("resource_names", parse_resource_names), "device-list-strategy": ("strategies", _strategies),
     "status-file": ("status_file", _str), "health-interval": ("health_interval", _float),
-    "removal-grace": ("removal_grace", _seconds),
+    "removal-grace": ("removal_grace", _seconds), "resource-naming": ("resource_naming", _naming),
     "uevents": ("uevents", _uevents), "node-config": ("node_config", _str),
 }
 

@@ -92,12 +92,14 @@ class KindPlugin:
     """The device plugin of one kind."""
 
     def __init__(self, kind: str, resource: str, plugin_dir: str, strategies: Sequence[str], log: Log,
-                 before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None) -> None:
+                 before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None,
+                 unit: Optional[str] = None) -> None:
+        """*unit*: what the socket is named after when a kind has several plugins (:mod:`.naming`)."""
         self.kind, self.resource, self.plugin_dir = kind, resource, plugin_dir
         self.strategies = tuple(strategies)
         self.log = log
         self.before_request = before_request  # the daemon's "re-read specs if they changed"
-        self.socket = os.path.join(plugin_dir, socket_name(kind))
+        self.socket = os.path.join(plugin_dir, socket_name(unit or kind))
         self.cond = threading.Condition()
         self.cards: Dict[str, Card] = {}
         self.unhealthy: Dict[str, str] = {}  # id -> why
