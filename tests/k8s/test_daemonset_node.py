@@ -42,7 +42,7 @@ from support import matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from xpu_cdi._version import VERSION
-from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, NS, XPU, Node
+from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, NS, XPU, Node, label, unlabel
 from xpu_cdi.host import install
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
@@ -65,7 +65,7 @@ def node(cluster: Cluster, images: Dict[str, Dict[str, Any]],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     n = Node(cluster, tmp_path_factory.mktemp("ds"))
     n.before = n.node_listing(*HOST_PATHS, str(cluster.cdi_dir), str(n.install_dir))  # type: ignore[attr-defined]
-    cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}=true", "--overwrite")
+    assert label(cluster, n.host)[ACCEL_LABEL] == "true"  # what the DaemonSets select on
     try:
         n.apply(VERSION)
         n.wait_rolled_out(VERSION)
@@ -73,7 +73,7 @@ def node(cluster: Cluster, images: Dict[str, Dict[str, Any]],
         yield n
     finally:
         cluster.kubectl("delete", "-k", str(n.overlay), "--ignore-not-found", "--wait=true", check=False, timeout=180)
-        cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}-", check=False)
+        unlabel(cluster)
         for f in cluster.cdi_dir.glob("kunlunxin.com-xpu*"):
             f.unlink()
         cluster.run_on_node(["rm", "-rf", "/etc/xpu-cdi", "/run/xpu-cdi"])

@@ -24,7 +24,7 @@ from ..errors import DiscoveryError, XpuCdiError
 from ..generate import profile as _profile
 from ..log import Log, to_stderr
 from ..nodedaemon import Loop
-from . import PREFIX, Roots, compute, nfd
+from . import PREFIX, Roots, compute, nfd, ours
 from .node import NodeLabels
 
 
@@ -163,6 +163,11 @@ class Labeller(Loop):
             self.step()
             return 0
         self.install_signals()
+        if self.target is not None:  # a restart in a driver reload: the node's labels of ours get the grace too
+            try:
+                self.last = {k: v for k, v in self.target.current().items() if ours(k)}
+            except XpuCdiError as err:
+                self.log(f"node {self.s.node}: labels not read at start: {err}")
         from ..deviceplugin import inotify
 
         self.ino = inotify.open_inotify()
