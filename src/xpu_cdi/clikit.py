@@ -10,8 +10,9 @@ imports them (on first use), so the dependency goes one way.
 from __future__ import annotations
 
 import functools
+import json
 import os
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import click
 
@@ -109,6 +110,15 @@ def spec_options(strategies: Sequence[str], no_all_device: bool, hook_path: Opti
     return _spec.SpecOptions(edit=_edits.EditOptions(hook_path=hook, ld_library_path_env=ld_library_path_env),
                              name_strategies=tuple(strategies) or ("index",), all_device=not no_all_device,
                              vendor=vendor, device_class=device_class)
+
+
+def echo_labels(labels: Dict[str, str], as_json: bool) -> None:
+    """Node labels as ``topology --labels`` and ``labels`` print them: ``key=value`` lines, or a JSON object."""
+    if as_json:
+        click.echo(json.dumps(labels, indent=2, sort_keys=True))
+    else:
+        for key in sorted(labels):
+            click.echo(f"{key}={labels[key]}")
 
 
 def roots_of(dev_root: str, driver_root: str, sysfs_root: str) -> _discover.Roots:

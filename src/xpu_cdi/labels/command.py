@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional, Tuple
 
 import click
 
-from ..clikit import subcommand
+from ..clikit import echo_labels, subcommand
 from . import nfd
 
 
@@ -35,12 +34,7 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
         kube = Kube(kubeconfig)
     labeller = Labeller(s, kube=kube)
     if not nfd_file and not node:
-        labels = labeller.wanted()
-        if as_json:
-            click.echo(json.dumps(labels, indent=2, sort_keys=True))
-        else:
-            for key in sorted(labels):
-                click.echo(f"{key}={labels[key]}")
+        echo_labels(labeller.wanted(), as_json)
         return
     sys.exit(labeller.run(once=not daemon))
 

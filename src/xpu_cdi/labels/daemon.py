@@ -17,25 +17,21 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from .. import clikit
 from ..errors import DiscoveryError, XpuCdiError
 from ..generate import profile as _profile
 from ..log import Log, to_stderr
-from ..nodedaemon import Loop
+from ..nodedaemon import HostView, Loop
 from . import PREFIX, Roots, compute, nfd, ours
 from .node import NodeLabels
 
 
 @dataclass(frozen=True)
-class Settings:
-    profiles: Tuple[str, ...] = ()
-    profiles_dir: Tuple[str, ...] = _profile.DEFAULT_PROFILE_DIRS
-    dev_root: str = "/"
-    driver_root: str = "/"
-    sysfs_root: str = "/"
-    proc_root: Optional[str] = None
+class Settings(HostView):
+    """The host as the other node daemons read it (spec_dirs unused), and where the labels go."""
+
     nfd_file: Optional[str] = None
     node: Optional[str] = None
     kubeconfig: Optional[str] = None
@@ -47,7 +43,7 @@ class Settings:
 
     @property
     def roots(self) -> Roots:
-        return Roots(self.sysfs_root, self.proc_root or self.sysfs_root, self.driver_root)
+        return Roots(self.sysfs_root, self.proc, self.driver_root)
 
 
 def group_of(key: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Set
 
@@ -33,9 +32,9 @@ def label(cluster: Cluster, host: fakehost.FakeHost, profile: str = "kunlunxin")
     """The node labelled as deploy/labels' DaemonSet labels it: one pass of `xpu-cdi labels` over the
     fake host, through the API server (admin's kubeconfig: the admission policy is test_labels_node's);
     the node's labels of ours after it."""
-    r = subprocess.run([matrix.XPU_CDI, "labels", "--profile", profile, "--profiles-dir", "/nonexistent",
-                        *host.cli_roots, "--node", cluster.node_name, "--kubeconfig", str(cluster.kubeconfig)],
-                       capture_output=True, text=True, timeout=60)
+    r = cluster.run_on_node([matrix.XPU_CDI, "labels", "--profile", profile, "--profiles-dir", "/nonexistent",
+                             *host.cli_roots, "--node", cluster.node_name, "--kubeconfig", str(cluster.kubeconfig)],
+                            mount=False)
     assert r.returncode == 0, r.stderr
     return node_labels(cluster)
 
