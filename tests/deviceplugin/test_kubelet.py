@@ -507,6 +507,7 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
         assert "unknown device ID(s) '3'" in err.value.details()
         status = json.loads(node.status.read_text())
         assert sorted(status["kinds"]) == ["huawei.com/Ascend310P", "kunlunxin.com/xpu"], status
+        assert status["kinds"]["huawei.com/Ascend310P"]["kind"] == "huawei.com/npu"  # what doctor checks names by
     finally:
         p.stop()
         k.stop()

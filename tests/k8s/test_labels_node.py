@@ -28,6 +28,16 @@ SA = "xpu-cdi-labeller"
 OTHER = "xpu-cdi-labels-other-node"
 
 
+def test_deploy_labels_dry_run(cluster: Cluster) -> None:
+    """deploy/labels/ (RBAC, the admission policy and its binding, the DaemonSet) passes the API
+    server's validation and admission (the policy's CEL compiles), nothing stored."""
+    r = cluster.kubectl("apply", "-k", str(DEPLOY), "--server-side", "--dry-run=server")
+    assert r.stdout.count("(server dry run)") == 6, r.stdout
+    assert "validatingadmissionpolicy.admissionregistration.k8s.io/xpu-cdi-labeller-own-node-labels" in r.stdout
+    got = cluster.kubectl("get", "validatingadmissionpolicy", "xpu-cdi-labeller-own-node-labels", check=False)
+    assert got.returncode != 0, "the dry run stored the policy"
+
+
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[fakehost.FakeHost]:
     h = fakehost.kunlunxin(matrix.device_dir(tmp_path_factory.mktemp("labels")) / "host", 8)

@@ -265,7 +265,7 @@ class KindPlugin:
     def status(self) -> Dict[str, Any]:
         """This plugin's part of the status file."""
         with self.cond:
-            return {"resource": self.resource, "socket": self.socket, **self.registrar.status(),
+            return {"kind": self.kind, "resource": self.resource, "socket": self.socket, **self.registrar.status(),
                     "devices": list(self.cards),
                     "unhealthy": dict(self.unhealthy),
                     "numa": {c.id: c.numa for c in self.cards.values() if c.numa is not None}}
