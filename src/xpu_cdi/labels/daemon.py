@@ -93,6 +93,7 @@ class Labeller(Loop):
                 labels.update({k: v for k, v in self.last.items() if group_of(k) == group})
                 labels[PREFIX + "present"] = "true"
             else:
+                del self.gone_since[group]
                 self.log(f"{group}: no card for {self.s.removal_grace:g}s: its labels removed")
         for group in present:
             self.gone_since.pop(group, None)
