@@ -56,3 +56,7 @@ def test_the_daemonsets_select_what_the_labeller_sets(tmp_path: Path) -> None:
     for ds in sets:
         selector = ds["spec"]["template"]["spec"]["nodeSelector"]
         assert selector.items() <= got.items(), (ds["metadata"]["name"], selector)
+    (dra,) = [d for d in docs(DEPLOY / "dra") if d["kind"] == "DaemonSet"]
+    selector = dra["spec"]["template"]["spec"]["nodeSelector"]  # beside the admin's choice of the way
+    assert {k: v for k, v in selector.items() if k != "xpu-cdi.io/kubernetes-allocation"}.items() <= got.items()
+    assert selector["xpu-cdi.io/present"] == "true"
