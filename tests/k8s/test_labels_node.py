@@ -82,8 +82,8 @@ def labeller(cluster: Cluster, host: fakehost.FakeHost, identity: Identity,
         cluster.kubectl("label", "node", cluster.node_name, "team-", check=False)
 
 
-def wait_labels(cluster: Cluster, want: Dict[str, str], what: str) -> Dict[str, str]:
-    return cluster.wait(lambda: (lambda got: got if got == want else None)(node_labels(cluster)), 30, what)
+def wait_labels(cluster: Cluster, want: Dict[str, str], what: str) -> None:
+    cluster.wait(lambda: node_labels(cluster) == want, 30, what)
 
 
 def test_labels_set_on_the_node(cluster: Cluster, host: fakehost.FakeHost,
