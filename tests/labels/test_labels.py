@@ -165,3 +165,19 @@ def test_daemon_passes_follow_the_host(tmp_path: Path) -> None:
     lab.s = Settings(**{**lab.s.__dict__, "removal_grace": 0})
     lab.step()
     assert kube.labels == {"team": "infer"}, kube.labels
+
+
+def test_resync_puts_back_and_idle_costs_one_read(tmp_path: Path) -> None:
+    """Every --resync the node is read once (nothing sent when it holds what we want); a label of
+    ours someone removed is put back at that read."""
+    host = fakehost.kunlunxin(tmp_path / "h", 2)
+    kube = RecordingKube({})
+    lab = Labeller(Settings(profiles=("kunlunxin",), profiles_dir=("/nonexistent",), node="n1", uevents="none",
+                            resync=0, **roots(host)), log=lambda _m: None, kube=kube)
+    lab.step()
+    n = len(kube.requests)
+    lab.step()
+    assert kube.requests[n:] == [("GET", "/api/v1/nodes/n1")]
+    del kube.labels["xpu-cdi.io/xpu.count"]
+    lab.step()
+    assert [m for m, _p in kube.requests[n + 1:]] == ["GET", "PATCH"] and kube.labels["xpu-cdi.io/xpu.count"] == "2"
