@@ -385,8 +385,7 @@ def test_resource_per_model(node: Cluster, tmp_path: Path, pods: List[str]) -> N
     npu = Cards(node, tmp_path / "npu", profile="ascend", pci_device="0xd500")
     dp = DevicePlugin(node, npu, tmp_path, "--resource-naming", "model")
     try:
-        dp.wait_served()
-        node.wait_allocatable(resource, 4, timeout=60)
+        dp.wait_served(resource=resource)  # kubelet's allocatable: huawei.com/Ascend310P 4
         allocatable = node.node()["status"]["allocatable"]
         assert int(allocatable.get(nodekit.NPU, "0")) == 0, allocatable  # every card under its model's name
         name = nodekit.unique("npu310p")

@@ -118,20 +118,22 @@ class DevicePlugin:
         self.start()
         self.wait_served()
 
-    def wait_served(self, registrations: int = 1, timeout: float = 60) -> None:
+    def wait_served(self, registrations: int = 1, timeout: float = 60, resource: str = "") -> None:
         """Until the plugin has been registered *registrations* times (this process), kubelet holds
         every card healthy (PodResources' allocatable: what admission checks) and the node's
         status says so (what the scheduler reads).  A node status from before a restart can still
-        show the cards while kubelet has none: only all three together mean a pod will be admitted."""
+        show the cards while kubelet has none: only all three together mean a pod will be admitted.
+        *resource*: the cards' resource name (default: their kind's)."""
+        resource = resource or self.cards.kind
         want = sorted(map(str, self.cards.host.cards), key=lambda i: (len(i), i))
         self.cluster.wait(lambda: self.registrations() >= registrations, timeout, "the plugin registered")
         podres = PodResources(self.cluster)
         try:
-            self.cluster.wait(lambda: podres.allocatable(self.cards.kind) == want, timeout,
-                              f"kubelet holding {len(want)} healthy {self.cards.kind}")
+            self.cluster.wait(lambda: podres.allocatable(resource) == want, timeout,
+                              f"kubelet holding {len(want)} healthy {resource}")
         finally:
             podres.close()
-        self.cluster.wait_allocatable(self.cards.kind, len(want), timeout)
+        self.cluster.wait_allocatable(resource, len(want), timeout)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
