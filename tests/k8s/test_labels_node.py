@@ -141,11 +141,13 @@ def test_token_refused_for_another_node_and_foreign_labels(cluster: Cluster, ide
     finally:
         cluster.kubectl("delete", "node", OTHER, "--ignore-not-found")
     r = as_labeller(cluster, identity, "label", "node", cluster.node_name, "team=hijacked", "--overwrite")
-    assert r.returncode != 0 and "may change only labels under xpu-cdi.io/, not team" in r.stderr, r.stderr
+    assert r.returncode != 0 and "may change only its labels under xpu-cdi.io/, not team" in r.stderr, r.stderr
+    r = as_labeller(cluster, identity, "label", "node", cluster.node_name, "xpu-cdi.io/kubernetes-allocation=dra")
+    assert r.returncode != 0 and "not xpu-cdi.io/kubernetes-allocation" in r.stderr, r.stderr  # the admin's
     r = as_labeller(cluster, identity, "annotate", "node", cluster.node_name, "x=1")
     assert r.returncode != 0 and "ValidatingAdmissionPolicy" in r.stderr, r.stderr
     assert cluster.node()["metadata"]["labels"]["team"] == "inference"
-    r = as_labeller(cluster, identity, "label", "node", cluster.node_name, "xpu-cdi.io/probe=1")
+    r = as_labeller(cluster, identity, "label", "node", cluster.node_name, "xpu-cdi.io/xpu.probe=1")
     assert r.returncode == 0, r.stderr
 
 

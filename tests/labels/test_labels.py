@@ -76,7 +76,8 @@ def test_driver_version_sanitised(tmp_path: Path) -> None:
 
 
 def test_changes_touch_only_ours() -> None:
-    current = {"kubernetes.io/hostname": "n", "team": "a", "xpu-cdi.io/xpu.count": "8", "xpu-cdi.io/xpu.gone": "1"}
+    current = {"kubernetes.io/hostname": "n", "team": "a", "xpu-cdi.io/xpu.count": "8", "xpu-cdi.io/xpu.gone": "1",
+               "xpu-cdi.io/kubernetes-allocation": "dra"}  # an admin's choice of the way: not ours
     wanted = {"xpu-cdi.io/xpu.count": "7", "xpu-cdi.io/present": "true"}
     assert _labels.changes(current, wanted) == {"xpu-cdi.io/xpu.count": "7", "xpu-cdi.io/present": "true",
                                                 "xpu-cdi.io/xpu.gone": None}
@@ -146,11 +147,11 @@ def test_daemon_passes_follow_the_host(tmp_path: Path) -> None:
     """A card gone: count follows, nothing else is sent; idle passes make no request; a kind gone
     keeps its labels for the removal grace, then they go; others' labels are never touched."""
     host = fakehost.kunlunxin(tmp_path / "h", 8)
-    kube = RecordingKube({"team": "infer", "xpu-cdi.io/stale": "x"})
+    kube = RecordingKube({"team": "infer", "xpu-cdi.io/xpu.stale": "x", "xpu-cdi.io/kubernetes-allocation": "dra"})
     lab = Labeller(Settings(profiles=("kunlunxin",), profiles_dir=("/nonexistent",), node="n1", uevents="none",
                             removal_grace=3600, **roots(host)), log=lambda _m: None, kube=kube)
     lab.step()
-    assert kube.labels["xpu-cdi.io/xpu.count"] == "8" and "xpu-cdi.io/stale" not in kube.labels
+    assert kube.labels["xpu-cdi.io/xpu.count"] == "8" and "xpu-cdi.io/xpu.stale" not in kube.labels
     assert kube.labels["team"] == "infer"
     n = len(kube.requests)
     lab.step()
@@ -164,7 +165,7 @@ def test_daemon_passes_follow_the_host(tmp_path: Path) -> None:
     assert kube.labels["xpu-cdi.io/xpu.count"] == "7"  # within the grace: kept
     lab.s = Settings(**{**lab.s.__dict__, "removal_grace": 0})
     lab.step()
-    assert kube.labels == {"team": "infer"}, kube.labels
+    assert kube.labels == {"team": "infer", "xpu-cdi.io/kubernetes-allocation": "dra"}, kube.labels
 
 
 def test_resync_puts_back_and_idle_costs_one_read(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from .. import topology as _topology
 from ..dra.slices import read_driver_version
 from ..model import HostView
 
-PREFIX = _topology.ANNOTATION_PREFIX  # "xpu-cdi.io/": every key of ours, and only ours, under it
+PREFIX = _topology.ANNOTATION_PREFIX  # "xpu-cdi.io/": every key of ours under it (which ones: ours())
 MAX_VALUE = 63
 _OUTSIDE = re.compile(r"[^A-Za-z0-9._-]+")
 _EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
@@ -42,9 +42,14 @@ def sanitise(text: str) -> str:
     return _EDGE.sub("", out)
 
 
+_OURS = re.compile(r"^xpu-cdi\.io/(present|[A-Za-z0-9_-]+\.[A-Za-z0-9_.-]+)$")
+
+
 def ours(key: str) -> bool:
-    """Whether a label key is one this module owns (and may remove)."""
-    return key.startswith(PREFIX)
+    """Whether a label key is one this module owns (and may remove): ``xpu-cdi.io/present`` and the
+    ``xpu-cdi.io/<class>.<fact>`` keys; an admin's ``xpu-cdi.io/kubernetes-allocation`` is not
+    (deploy/labels' admission policy holds the token to the same rule)."""
+    return bool(_OURS.match(key))
 
 
 @dataclass(frozen=True)
