@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Render the kustomize trees of deploy/ from the Helm chart, deploy/chart/xpu-cdi/.
 
-The chart is the one source of the manifests: deploy/, deploy/dra/, deploy/runtime-wiring/ and
+The chart is the one source of the manifests: deploy/, deploy/dra/, deploy/runtime-wiring/, deploy/labels/ and
 deploy/monitoring/ (for ``kubectl apply -k`` without Helm) are ``helm template`` of it with the
 fixed values of :data:`TREES`, in kube-system.  Edit the chart, then run
 
@@ -42,6 +42,8 @@ TREES: Dict[str, Tuple[dict, List[Tuple[str, str]]]] = {
     "deploy/runtime-wiring": ({"runtimeWiring": {"enabled": True}},
                               [("runtime-wiring/daemonset.yaml", "daemonset.yaml"),
                                ("node-config.yaml", "node-config.yaml")]),
+    "deploy/labels": ({"labels": {"enabled": True}},
+                      [("labels/rbac.yaml", "rbac.yaml"), ("labels/daemonset.yaml", "daemonset.yaml")]),
     "deploy/monitoring": ({"monitoring": {"serviceMonitor": {"enabled": True}}},
                           [("monitoring/servicemonitor.yaml", "servicemonitor.yaml")]),
 }

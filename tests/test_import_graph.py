@@ -22,10 +22,11 @@ SRC = Path(xpu_cdi.__file__).resolve().parent
 LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("commands", ("xpu_cdi.cli", "xpu_cdi.clikit")),
     ("subsystems", ("xpu_cdi.doctor", "xpu_cdi.deviceplugin", "xpu_cdi.dra", "xpu_cdi.exporter",
-                    "xpu_cdi.runtime", "xpu_cdi.watch", "xpu_cdi.host", "xpu_cdi.system")),
+                    "xpu_cdi.runtime", "xpu_cdi.watch", "xpu_cdi.host", "xpu_cdi.system", "xpu_cdi.labels")),
     ("node", ("xpu_cdi.node",)),
     # topology is the sysfs PCIe tree generate's annotations and the node's inventory both read
-    ("generate", ("xpu_cdi.generate", "xpu_cdi.cdi", "xpu_cdi.topology", "xpu_cdi.nodeconfig")),
+    ("generate", ("xpu_cdi.generate", "xpu_cdi.cdi", "xpu_cdi.topology", "xpu_cdi.nodeconfig",
+                  "xpu_cdi.cardmodel")),
     ("base", ("xpu_cdi", "xpu_cdi._version", "xpu_cdi._native", "xpu_cdi.model", "xpu_cdi.errors",
               "xpu_cdi.atomic", "xpu_cdi.hoststat", "xpu_cdi.log", "xpu_cdi.schema_files",
               "xpu_cdi.binaries")),

@@ -18,7 +18,7 @@ from . import clikit
 COMMANDS: Dict[str, Tuple[str, str]] = {name: (f"xpu_cdi.{package}.command", "command") for name, package in (
     ("generate", "generate"), ("runtime", "runtime"), ("watch", "watch"), ("topology", "topology"),
     ("doctor", "doctor"), ("system", "system"), ("device-plugin", "deviceplugin"), ("exporter", "exporter"),
-    ("dra-driver", "dra"), ("host", "host"))}
+    ("dra-driver", "dra"), ("host", "host"), ("labels", "labels"))}
 COMMANDS.update({"list": ("xpu_cdi.cdi.command", "list_command"),
                  "validate": ("xpu_cdi.cdi.command", "validate_command"),
                  "hook": ("xpu_cdi.binaries", "hook_command")})

@@ -10,7 +10,8 @@ imports them (on first use), so the dependency goes one way.
 from __future__ import annotations
 
 import functools
-from typing import Any, Tuple
+import json
+from typing import Any, Dict, Tuple
 
 import click
 
@@ -87,3 +88,12 @@ LOG_OPTIONS = (
 def daemon_log(name: str, log_level: str, verbose: bool, log_format: str) -> log.Log:
     """The stderr Log of the daemon *name* (``xpu-cdi device-plugin``) from LOG_OPTIONS' flags."""
     return log.to_stderr(name, "debug" if verbose else log_level, log_format)
+
+
+def echo_labels(labels: Dict[str, str], as_json: bool) -> None:
+    """Node labels as ``topology --labels`` and ``labels`` print them: ``key=value`` lines, or a JSON object."""
+    if as_json:
+        click.echo(json.dumps(labels, indent=2, sort_keys=True))
+    else:
+        for key in sorted(labels):
+            click.echo(f"{key}={labels[key]}")

@@ -139,6 +139,7 @@ class CardModel:
     pci_device: str  # "0x3684"
     name: str
     memory: str = ""  # a Kubernetes quantity ("96Gi"), "" when unknown
+    resource: str = ""  # the vendor plugin's resource name for it (huawei.com/Ascend310P), "" = the kind's
 
 
 @dataclass(frozen=True)

@@ -476,3 +476,45 @@ def test_ascend_node(stack: str, tmp_path: Path, host_root: Path) -> None:
         p.stop()
         k.stop()
         shutil.rmtree(node.plugin_dir, ignore_errors=True)
+
+
+def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> None:
+    """resource-naming: model (the config file's key): a node with P800s and 310Ps registers one
+    resource per model as the vendors' plugins name them -- the P800 has no name of its own and
+    stays kunlunxin.com/xpu, the 310Ps are huawei.com/Ascend310P (mind-cluster's name) -- each on
+    its own socket, and Allocate / GetPreferredAllocation answer per resource with the kind's CDI names."""
+    fakehost.kunlunxin(host_root, cards=2)
+    host = fakehost.ascend(host_root, cards=4, pci_device="0xd500", proc=False)
+    fakehost.proc_devices(host_root, {fakehost.XPU_MAJOR: "xpu", fakehost.NPU_MAJOR: "devdrv-cdev"})
+    dpnode.numa_nodes(host_root, 1)
+    node = dpnode.Node(host, tmp_path / "cdi", dpnode.short_dir(), tmp_path / "st.json")
+    node.generate()
+    config = tmp_path / "dp.yaml"
+    config.write_text("resource-naming: model\n")
+    k = kubeletkit.FakeKubelet(node.plugin_dir)
+    p = kubeletkit.PluginProcess(stack, node.args("--config", str(config)), tmp_path / "p.log")
+    try:
+        k.wait_registered(count=2)
+        by_name = {r.resource_name: r.endpoint for r in k.requests}
+        assert sorted(by_name) == ["huawei.com/Ascend310P", "kunlunxin.com/xpu"], k.history()
+        assert by_name["huawei.com/Ascend310P"] != by_name["kunlunxin.com/xpu"]
+        pb2 = k.pb2
+        npu = k.plugin(by_name["huawei.com/Ascend310P"])
+        req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["1", "3"])])
+        got = npu.Allocate(req, timeout=5).container_responses[0]
+        assert [d.name for d in got.cdi_devices] == ["huawei.com/npu=1", "huawei.com/npu=3"]
+        pref = pb2.PreferredAllocationRequest(container_requests=[pb2.ContainerPreferredAllocationRequest(
+            available_deviceIDs=["0", "1", "2", "3"], allocation_size=2)])
+        chosen = list(npu.GetPreferredAllocation(pref, timeout=5).container_responses[0].deviceIDs)
+        assert len(chosen) == 2 and set(chosen) <= {"0", "1", "2", "3"}, chosen
+        with pytest.raises(grpc.RpcError) as err:  # the P800s' resource has only cards 0 and 1
+            req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["3"])])
+            k.plugin(by_name["kunlunxin.com/xpu"]).Allocate(req, timeout=5)
+        assert "unknown device ID(s) '3'" in err.value.details()
+        status = json.loads(node.status.read_text())
+        assert sorted(status["kinds"]) == ["huawei.com/Ascend310P", "kunlunxin.com/xpu"], status
+        assert status["kinds"]["huawei.com/Ascend310P"]["kind"] == "huawei.com/npu"  # what doctor checks names by
+    finally:
+        p.stop()
+        k.stop()
+        shutil.rmtree(node.plugin_dir, ignore_errors=True)

@@ -42,7 +42,8 @@ from support import matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from xpu_cdi._version import VERSION
-from support.k8s.dsnode import ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, KUBELET_FILES, NS, XPU, Node, two_cards
+from support.k8s.dsnode import (ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, KUBELET_FILES, NS, XPU, Node, label,
+                                 two_cards, unlabel)
 from xpu_cdi.host import install
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
@@ -62,7 +63,7 @@ def daemonset(cluster: Cluster, images: Dict[str, Dict[str, Any]],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     n = Node(cluster, tmp_path_factory.mktemp("ds"))
     n.before = n.listing()  # type: ignore[attr-defined]
-    cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}=true", "--overwrite")
+    assert label(cluster, n.host)[ACCEL_LABEL] == "true"  # what the DaemonSets select on
     try:
         n.apply(VERSION)
         n.wait_rolled_out(VERSION)
@@ -70,7 +71,7 @@ def daemonset(cluster: Cluster, images: Dict[str, Dict[str, Any]],
         yield n
     finally:
         cluster.kubectl("delete", "-k", str(n.overlay), "--ignore-not-found", "--wait=true", check=False, timeout=180)
-        cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}-", check=False)
+        unlabel(cluster)
         for f in cluster.cdi_dir.glob("kunlunxin.com-xpu*"):
             f.unlink()
         cluster.run_on_node(["rm", "-rf", "/etc/xpu-cdi", "/run/xpu-cdi"])

@@ -61,7 +61,10 @@ def runtimeclass(cluster: Cluster) -> Iterator[str]:
     """deploy/runtimeclass.yaml applied for real; the node labelled as its comment says."""
     cluster.kubectl("label", "node", cluster.node_name, f"{LABEL}=true", "--overwrite")
     cluster.kubectl("apply", "--server-side", "-f", str(DEPLOY / "runtimeclass.yaml"))
-    yield "xpu"
+    try:
+        yield "xpu"
+    finally:  # cluster-scoped: the chart's tests install their own
+        cluster.kubectl("delete", "runtimeclass", "xpu", "--ignore-not-found", "--wait=true", check=False)
 
 
 def sandbox_handler(cluster: Cluster, pod: str) -> str:

@@ -140,11 +140,14 @@ def test_annotation_route(node: Cluster, strategy: str, podres: PodResources, po
 
 
 @pytest.fixture
-def runtime_class(node: Cluster) -> str:
+def runtime_class(node: Cluster) -> Iterator[str]:
     """deploy/runtimeclass.yaml applied for real, the node labelled as the file says."""
     node.kubectl("label", "node", node.node_name, f"{RUNTIME_LABEL}=true", "--overwrite")
     node.kubectl("apply", "--server-side", "-f", "-", input=(REPO / "deploy/runtimeclass.yaml").read_text())
-    return "xpu"
+    try:
+        yield "xpu"
+    finally:  # cluster-scoped: the chart's tests install their own
+        node.kubectl("delete", "runtimeclass", "xpu", "--ignore-not-found", "--wait=true", check=False)
 
 
 @pytest.mark.parametrize("strategy", ["envvar"], indirect=True)
@@ -342,6 +345,33 @@ def test_preferred_allocation_one_switch(node: Cluster, plugin: DevicePlugin, ca
     switches = {cards.host.switch[i] for i in four}
     assert len(switches) == 1, {i: cards.host.switch[i] for i in four}
     assert not switches & {cards.host.switch[i] for i in taken}, (taken, four)
+
+
+def test_resource_per_model(node: Cluster, tmp_path: Path, pods: List[str]) -> None:
+    """resource-naming: model on a 310P host: kubelet's allocatable is huawei.com/Ascend310P (4) as
+    mind-cluster's plugin names it, none under huawei.com/npu, and a pod asking for two of them
+    gets exactly the two kubelet assigned."""
+    resource = "huawei.com/Ascend310P"
+    npu = Cards(node, tmp_path / "npu", profile="ascend", pci_device="0xd500")
+    dp = DevicePlugin(node, npu, tmp_path, "--resource-naming", "model")
+    try:
+        dp.wait_served(resource=resource)  # kubelet's allocatable: huawei.com/Ascend310P 4
+        allocatable = node.node()["status"]["allocatable"]
+        assert int(allocatable.get(nodekit.NPU, "0")) == 0, allocatable  # every card under its model's name
+        name = nodekit.unique("npu310p")
+        pods.append(name)
+        out = nodekit.run_pod(node, nodekit.npu_pod(name, {resource: 2}))
+        pr = PodResources(node)
+        try:
+            got = sorted(int(i) for i in pr.devices(name, resource))
+        finally:
+            pr.close()
+        present = [ln.split()[1] for ln in out.splitlines() if ln.startswith("present ")]
+        assert len(got) == 2 and present == [f"/dev/davinci{i}" for i in got] + ["/dev/davinci_manager"], out
+    finally:
+        dp.stop()
+        node.wait_allocatable(resource, 0, timeout=60)
+        npu.close()
 
 
 def test_ascend_resource(node: Cluster, tmp_path: Path, pods: List[str]) -> None:

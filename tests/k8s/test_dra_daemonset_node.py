@@ -40,8 +40,8 @@ from support import matrix
 from support.dranode import DEPLOY as DRA_DEPLOY, DRIVER, allocated, claim_pod, claim_template
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
-from support.k8s.dsnode import (ACCEL_LABEL, CARDS, DEPLOY, EXPORTER, NS, XPU, Node, exporter_ops, same_path_ops,
-                                write_kustomization)
+from support.k8s.dsnode import (ACCEL_LABEL, CARDS, DEPLOY, EXPORTER, NS, XPU, Node, exporter_ops, label, same_path_ops,
+                                unlabel, write_kustomization)
 from xpu_cdi._version import VERSION
 from xpu_cdi.dra.server import dra_socket, registration_socket
 
@@ -146,8 +146,8 @@ def dra(cluster: Cluster, image: Dict[str, Any], tmp_path_factory: pytest.TempPa
         "the device plugin's DaemonSet runs: a node serves a kind one way only"
     n = DraNode(cluster, tmp_path_factory.mktemp("dra-ds"))
     cluster.run_on_node(["rm", "-rf", "/etc/xpu-cdi", "/run/xpu-cdi"])
-    cluster.kubectl("label", "node", cluster.node_name, f"{ALLOCATION_LABEL}=dra", f"{ACCEL_LABEL}=true",
-                    "--overwrite")
+    cluster.kubectl("label", "node", cluster.node_name, f"{ALLOCATION_LABEL}=dra", "--overwrite")
+    assert label(cluster, n.host)[ACCEL_LABEL] == "true"  # the exporter's DaemonSet selects on it
     try:
         n.apply_dra()
         n.node.wait_rolled_out(VERSION, name=DS, component="dra-driver")
@@ -157,7 +157,8 @@ def dra(cluster: Cluster, image: Dict[str, Any], tmp_path_factory: pytest.TempPa
             if (overlay / "kustomization.yaml").exists():
                 cluster.kubectl("delete", "-k", str(overlay), "--ignore-not-found", "--wait=true", check=False,
                                 timeout=180)
-        cluster.kubectl("label", "node", cluster.node_name, f"{ALLOCATION_LABEL}-", f"{ACCEL_LABEL}-", check=False)
+        cluster.kubectl("label", "node", cluster.node_name, f"{ALLOCATION_LABEL}-", check=False)
+        unlabel(cluster)
         for f in cluster.cdi_dir.glob("kunlunxin.com-xpu*"):
             f.unlink()
         cluster.run_on_node(["rm", "-rf", "/etc/xpu-cdi", "/run/xpu-cdi"])

@@ -25,7 +25,7 @@ from support import fakehost
 from support import imagebuild
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
-from support.k8s.dsnode import ACCEL_LABEL, NS, WIRING_DS, Node
+from support.k8s.dsnode import ACCEL_LABEL, NS, WIRING_DS, Node, label, unlabel
 from xpu_cdi._version import VERSION
 from xpu_cdi.host import wiring
 
@@ -64,10 +64,11 @@ def node(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     for img in (imagebuild.image(), imagebuild.second_version()):
         cluster.import_image(img["archive"])
     n = Node(cluster, tmp_path_factory.mktemp("wiring"))
-    cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}=true", "--overwrite")
+    assert label(cluster, n.host)[ACCEL_LABEL] == "true"
     try:
         yield n
     finally:
+        unlabel(cluster)
         cluster.kubectl("delete", "-k", str(n.overlay), "--ignore-not-found", "--wait=true", check=False, timeout=180)
         fakehost.remove_tree(n.host.root)
         shutil.rmtree(n.install_dir, ignore_errors=True)

@@ -15,7 +15,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
@@ -37,23 +37,26 @@ def manifests(name: str) -> List[Dict[str, Any]]:
 
 
 class Identity:
-    """deploy/dra/rbac.yaml and deviceclasses.yaml applied for real; a stand-in pod of the driver's
-    service account on the node, and a kubeconfig with a token bound to it; :meth:`close` removes
-    them all."""
+    """deploy/dra/rbac.yaml and deviceclasses.yaml applied for real (or *manifests*, e.g.
+    deploy/labels/rbac.yaml with its service account *sa*); a stand-in pod of the service account
+    on the node, and a kubeconfig with a token bound to it; :meth:`close` removes them all."""
 
-    def __init__(self, cluster: Cluster, work: Path) -> None:
+    def __init__(self, cluster: Cluster, work: Path, manifests: Sequence[Path] = (DEPLOY / "rbac.yaml",
+                                                                                  DEPLOY / "deviceclasses.yaml"),
+                 sa: str = SA) -> None:
         self.cluster = cluster
-        self.pod = nodekit.unique("xpu-cdi-dra-driver")
-        self.kubeconfig = work / "driver.kubeconfig"
+        self.manifests = tuple(manifests)
+        self.pod = nodekit.unique(sa)
+        self.kubeconfig = work / f"{sa}.kubeconfig"
         self.uid = ""
-        for name in ("rbac.yaml", "deviceclasses.yaml"):
-            cluster.kubectl("apply", "--server-side", "-f", "-", input=(DEPLOY / name).read_text())
+        for path in self.manifests:
+            cluster.kubectl("apply", "--server-side", "-f", "-", input=path.read_text())
         obj = nodekit.pod(self.pod, ["sleep", "2147483647"])
         obj["metadata"]["namespace"] = NAMESPACE
-        obj["spec"]["serviceAccountName"] = SA
+        obj["spec"]["serviceAccountName"] = sa
         cluster.apply(obj)
         self.uid = cluster.wait_pod_phase(self.pod, "Running", namespace=NAMESPACE)["metadata"]["uid"]
-        token = cluster.kubectl("create", "token", SA, "-n", NAMESPACE, "--bound-object-kind", "Pod",
+        token = cluster.kubectl("create", "token", sa, "-n", NAMESPACE, "--bound-object-kind", "Pod",
                                 "--bound-object-name", self.pod, "--bound-object-uid", self.uid,
                                 "--duration", "4h").stdout.strip()
         self.kubeconfig.write_text(json.dumps({
@@ -66,8 +69,8 @@ class Identity:
     def close(self) -> None:
         c = self.cluster
         c.delete("pod", self.pod, namespace=NAMESPACE)
-        c.kubectl("delete", "deviceclass", "-l", "app.kubernetes.io/name=xpu-cdi", "--ignore-not-found")
-        c.kubectl("delete", "--ignore-not-found", "-f", "-", input=(DEPLOY / "rbac.yaml").read_text())
+        for path in reversed(self.manifests):
+            c.kubectl("delete", "--ignore-not-found", "-f", "-", input=path.read_text())
 
 
 class DraDriver:

@@ -202,7 +202,7 @@ def kunlunxin(root: Path, cards: int = 8, sysfs: bool = True, driver: bool = Tru
 
 def ascend(root: Path, cards: int = 4, sysfs: bool = True, driver: bool = True,
            manager: bool = True, proc: bool = True, owner: Optional[Tuple[int, int]] = None,
-           parent: bool = False) -> FakeHost:
+           parent: bool = False, pci_device: str = "0xd802") -> FakeHost:
     """An Atlas 800-style Ascend 910B host: /dev/davinci0..N-1 plus the manager
     nodes and driver tree.
 
@@ -210,6 +210,7 @@ def ascend(root: Path, cards: int = 4, sysfs: bool = True, driver: bool = True,
     does for its run user (HwHiAiUser).  The NPUs are PCI functions
     0x19e5:d802, but the driver registers davinciN with no parent device:
     ``parent=True`` adds the ``device`` link a real host does not have.
+    ``pci_device``: another model's id (``0xd500``: an Atlas 300I Pro's 310P).
     """
     host = FakeHost(root, "ascend", list(range(cards)))
     if proc:
@@ -241,7 +242,7 @@ def ascend(root: Path, cards: int = 4, sysfs: bool = True, driver: bool = True,
     if sysfs:
         for i in range(cards):
             card = f"0000:{0xc1 + i:02x}:00.0"
-            pci_dir = _pci_device(root, ["pci0000:00", f"0000:00:{0x10 + i:02x}.0", card], "0x19e5", "0xd802", 0)
+            pci_dir = _pci_device(root, ["pci0000:00", f"0000:00:{0x10 + i:02x}.0", card], "0x19e5", pci_device, 0)
             _class_dev(root, pci_dir if parent else None, "devdrv-class", f"davinci{i}", NPU_MAJOR, i)
             host.pci[i], host.numa[i], host.switch[i] = card, 0, None
             host.root_port[i] = f"0000:00:{0x10 + i:02x}.0"

@@ -33,7 +33,7 @@ COMBINATIONS: Dict[str, Dict[str, Any]] = {
     "elsewhere": {"namespaceOverride": "xpu-cdi-test", "image": {"repository": "registry.example:5000/ai/xpu-cdi",
                                                                  "tag": "0.1.0-custom"},
                   # maps merge with the defaults: null drops a default key
-                  "nodeSelector": {"xpu-cdi.io/accelerator": None, "node-role.example/npu": "yes"}, "tolerations": [],
+                  "nodeSelector": {"xpu-cdi.io/present": None, "node-role.example/npu": "yes"}, "tolerations": [],
                   "priorityClassName": "system-cluster-critical"},
 }
 

@@ -20,7 +20,8 @@ from . import config, response
 _FIELDS = {"plugin_dir": "plugin_dir", "spec_dirs": "spec_dirs", "dev_root": "dev_root",
            "driver_root": "driver_root", "sysfs_root": "sysfs_root", "proc_root": "proc_root",
            "profiles": "profiles", "profiles_dir": "profiles_dir", "status_file": "status_file",
-           "health_interval": "health_interval", "removal_grace": "removal_grace", "uevents": "uevents"}
+           "health_interval": "health_interval", "removal_grace": "removal_grace", "uevents": "uevents",
+           "resource_naming": "resource_naming"}
 
 
 def _given(ctx: click.Context, params: Dict[str, Any]) -> Dict[str, Any]:
@@ -40,7 +41,7 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
                   sysfs_root: str, plugin_dir: str, spec_dirs: Tuple[str, ...], proc_root: Optional[str],
                   resource_names: Tuple[str, ...], strategies: Tuple[str, ...], config_path: Optional[str],
                   status_file: str, health_interval: float, removal_grace: float, uevents: str,
-                  probe: bool, log_level: str, verbose: bool, log_format: str) -> None:
+                  resource_naming: str, probe: bool, log_level: str, verbose: bool, log_format: str) -> None:
     """The kubelet device plugin: advertise the cards our CDI specs define,
     one resource per CDI kind, and answer Allocate with CDI device names.
 
@@ -83,6 +84,10 @@ OPTIONS = (
     click.option("--resource-name", "resource_names", multiple=True, metavar="KIND=NAME",
                  help="Resource name for a CDI kind (repeatable; default: the kind itself, e.g. kunlunxin.com/xpu). "
                       "Example: huawei.com/npu=huawei.com/Ascend910."),
+    click.option("--resource-naming", type=click.Choice(config.naming.NAMINGS), default=config.naming.KIND,
+                 show_default=True,
+                 help="'model': one resource per card model as the vendor's plugin names it (huawei.com/Ascend310P, "
+                      "huawei.com/Ascend910); 'kind': one per CDI kind (huawei.com/npu)."),
     click.option("--device-list-strategy", "strategies", multiple=True, metavar="LIST",
                  help=f"How Allocate names the cards: {', '.join(response.STRATEGIES)} (comma-separated or "
                       f"repeatable; default {','.join(response.DEFAULT_STRATEGIES)}). envvar only when asked: "

@@ -7,6 +7,7 @@ the long flag names::
     plugin-dir: /var/lib/kubelet/device-plugins
     spec-dir: [/etc/cdi, /var/run/cdi]
     resource-name: {huawei.com/npu: huawei.com/Ascend910}
+    resource-naming: model       # one resource per card model, as the vendor's plugin names it
     device-list-strategy: [cdi-cri, cdi-annotations]
     sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # file only (deviceplugin/sharing.py)
 
@@ -24,7 +25,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
 from ..node.settings import NodeSettings
-from . import response
+from . import naming, response
 from ..node.status import DEFAULT_STATUS_FILE
 from .sharing import Replicated, TimeSlicing, parse as parse_sharing
 
@@ -41,6 +42,7 @@ class Settings(NodeSettings):
 
     plugin_dir: str = DEFAULT_PLUGIN_DIR
     resource_names: Dict[str, str] = field(default_factory=dict)  # CDI kind -> resource name
+    resource_naming: str = naming.KIND  # or naming.MODEL: a resource per card model (naming.py)
     strategies: Tuple[str, ...] = response.DEFAULT_STRATEGIES
     status_file: str = DEFAULT_STATUS_FILE
     health_interval: float = 1.0
@@ -54,14 +56,15 @@ class Settings(NodeSettings):
         """The status file's directory (the host's /run/xpu-cdi): also where the one-way-per-kind locks are."""
         return os.path.dirname(self.status_file)
 
-    def resource(self, kind: str) -> str:
-        """The resource name advertised for *kind* (default: the kind itself; a time-slicing rename wins)."""
-        plan = self.replication(kind)
-        return plan.rename if plan is not None and plan.rename else self.resource_names.get(kind, kind)
+    def resource(self, unit: str) -> str:
+        """The resource name advertised for a kind (default: the kind itself) or a model resource (itself);
+        a time-slicing rename wins."""
+        plan = self.replication(unit)
+        return plan.rename if plan is not None and plan.rename else self.resource_names.get(unit, unit)
 
-    def replication(self, kind: str) -> Optional[Replicated]:
-        """How *kind*'s cards are time-sliced, or None (whole cards)."""
-        return self.sharing.for_kind(kind, self.resource_names.get(kind, kind)) if self.sharing else None
+    def replication(self, unit: str) -> Optional[Replicated]:
+        """How a kind's or a model resource's cards are time-sliced, or None (whole cards)."""
+        return self.sharing.for_kind(unit, self.resource_names.get(unit, unit)) if self.sharing else None
 
 
 # config key -> (Settings field, parser)
@@ -136,6 +139,12 @@ def _seconds(v: Any) -> float:
     return float(v)
 
 
+def _naming(v: Any) -> str:
+    if v not in naming.NAMINGS:
+        raise ValueError(f"must be one of {', '.join(naming.NAMINGS)}")
+    return str(v)
+
+
 def _uevents(v: Any) -> str:
     if v not in UEVENT_SOURCES:
         raise ValueError(f"must be one of {', '.join(UEVENT_SOURCES)}")
@@ -148,7 +157,7 @@ KEYS = {
     "profile": ("profiles", _strs), "profiles-dir": ("profiles_dir", _strs),
     "resource-name": ("resource_names", parse_resource_names), "device-list-strategy": ("strategies", _strategies),
     "status-file": ("status_file", _str), "health-interval": ("health_interval", _float),
-    "removal-grace": ("removal_grace", _seconds),
+    "removal-grace": ("removal_grace", _seconds), "resource-naming": ("resource_naming", _naming),
     "uevents": ("uevents", _uevents), "node-config": ("node_config", _str),
     "sharing": ("sharing", parse_sharing),
 }

@@ -36,7 +36,7 @@ from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node import grpcserve, health, inotify
 from ..node import inventory as devices
-from . import registration, stale
+from . import naming, registration, stale
 from ..node import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin
@@ -74,6 +74,10 @@ class Daemon(Loop):
     def refresh(self, force: bool = False) -> bool:
         with self.lock:  # Allocate threads refresh too
             return super().refresh(force)
+
+    def arrange(self, kinds: Dict[str, devices.KindSet]) -> Dict[str, devices.KindSet]:
+        """The units served: the kinds, or each kind's cards by model resource (:mod:`.naming`)."""
+        return naming.split(kinds, self.s.resource_naming, self.profile_named, self.s.sysfs_root)
 
     def specs_changed(self, before: Dict[str, devices.KindSet]) -> None:
         now = time.monotonic()
@@ -150,9 +154,11 @@ class Daemon(Loop):
     # -- plugins -------------------------------------------------------------------------------------------
 
     def sync_plugins(self) -> None:
-        """A plugin per kind in the specs; a vanished kind advertises nothing, then stops."""
-        for kind in sorted(set(self.kinds) - set(self.plugins)):
-            problem = resource_problem(self.s.resource(kind))
+        """A plugin per kind in the specs (per model resource: :mod:`.naming`); a vanished one
+        advertises nothing, then stops."""
+        for unit in sorted(set(self.kinds) - set(self.plugins)):
+            kind = self.kinds[unit].kind
+            problem = resource_problem(self.s.resource(unit))
             if problem:
                 self.say_once("resource:" + kind, f"{kind}: not served: {problem}: give it one with "
                                                   f"--resource-name {kind}=<domain>/<name>", WARNING)
@@ -161,19 +167,20 @@ class Daemon(Loop):
             if refused:  # the DRA driver serves it: one way per kind
                 self.say_once("way:" + kind + refused, refused, WARNING)
                 continue
-            plugin = KindPlugin(kind, self.s.resource(kind), self.s.plugin_dir, self.s.strategies, self.log,
-                                self.before_request, self.wake, replication=self.s.replication(kind))
+            plugin = KindPlugin(kind, self.s.resource(unit), self.s.plugin_dir, self.s.strategies, self.log,
+                                self.before_request, self.wake, replication=self.s.replication(unit), unit=unit)
             with self.lock:
-                self.plugins[kind] = plugin  # served and registered by reconcile(), in this pass
-        for kind in sorted(set(self.plugins) - self.served()):
-            plugin = self.plugins[kind]
-            self.log(f"{kind}: no spec has defined it for {self.s.removal_grace:g}s: advertising no devices, "
+                self.plugins[unit] = plugin  # served and registered by reconcile(), in this pass
+        for unit in sorted(set(self.plugins) - self.served()):
+            plugin = self.plugins[unit]
+            self.log(f"{unit}: no spec has defined it for {self.s.removal_grace:g}s: advertising no devices, "
                      f"then stopping")
             plugin.drain()
             plugin.shutdown()
-            servemode.release(kind, servemode.DEVICE_PLUGIN, self.s.run_dir)
             with self.lock:
-                del self.plugins[kind]
+                del self.plugins[unit]
+            if not any(p.kind == plugin.kind for p in self.plugins.values()):  # the kind's last unit
+                servemode.release(plugin.kind, servemode.DEVICE_PLUGIN, self.s.run_dir)
         self.apply_health()
 
     def reconcile(self) -> None:

@@ -36,13 +36,14 @@ class KindPlugin:
 
     def __init__(self, kind: str, resource: str, plugin_dir: str, strategies: Sequence[str], log: Log,
                  before_request: Callable[[], None] = lambda: None, wake: Callable[[], None] = lambda: None,
-                 replication: Optional[sharing.Replicated] = None) -> None:
+                 replication: Optional[sharing.Replicated] = None, unit: Optional[str] = None) -> None:
+        """*unit*: what the socket is named after when a kind has several plugins (:mod:`.naming`)."""
         self.kind, self.resource, self.plugin_dir = kind, resource, plugin_dir
         self.replication = replication  # time-slicing: each card advertised as replicas (sharing.py)
         self.strategies = tuple(strategies)
         self.log = log
         self.before_request = before_request  # the daemon's "re-read specs if they changed"
-        self.socket = os.path.join(plugin_dir, socket_name(kind))
+        self.socket = os.path.join(plugin_dir, socket_name(unit or kind))
         self.cond = threading.Condition()
         self.cards: Dict[str, SpecCard] = {}
         self.unhealthy: Dict[str, str] = {}  # id -> why
@@ -215,7 +216,7 @@ class KindPlugin:
     def status(self) -> Dict[str, Any]:
         """This plugin's part of the status file."""
         with self.cond:
-            return {"resource": self.resource, "socket": self.socket, **self.registrar.status(),
+            return {"kind": self.kind, "resource": self.resource, "socket": self.socket, **self.registrar.status(),
                     "devices": list(self.cards),
                     "unhealthy": dict(self.unhealthy),
                     "numa": {c.id: c.numa_node for c in self.cards.values() if c.numa_node is not None},

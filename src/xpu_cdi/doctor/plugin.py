@@ -90,7 +90,8 @@ def check_plugin(ctx: Context) -> List[Result]:
                         "run `xpu-cdi generate` (or let `xpu-cdi watch` do it); the plugin picks the spec up"))
         return out
     reg = registry.load(ctx.opts.spec_dirs)
-    for kind, st in sorted(kinds.items()):
+    for unit, st in sorted(kinds.items()):
+        kind = str(st.get("kind") or unit)  # a unit of resource-naming: model is keyed by its resource
         name = f"{kind} as {st.get('resource')}"
         if st.get("registered"):
             out.append(ok("plugin-registered", f"{name}: registered with kubelet"))

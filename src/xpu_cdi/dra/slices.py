@@ -9,7 +9,7 @@ attribute                                     type       from
 ============================================  =========  ===========================
 ``index``                                     int        the card's index
 ``uuid``                                      string     the profile's ``dra.uuid_file``
-``model``                                     string     ``dra.models`` by PCI device id, else the profile name
+``model``                                     string     ``dra.models`` (see ``cardmodel``), else the profile name
 ``driverVersion``                             version    ``dra.driver_version_file`` (first x.y.z)
 ``resource.kubernetes.io/pciBusID``           string     the card's PCI function
 ``resource.kubernetes.io/pcieRoot``           string     its root complex (``pci0000:00``)
@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .. import topology
+from .. import cardmodel, topology
 from ..generate.discover import host_path
 from ..model import Profile
 
@@ -95,12 +95,9 @@ def _read(path: str, limit: int = 256) -> str:
 def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: str, driver_root: str,
              driver_version: str = "") -> DeviceInfo:
     """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.node.inventory` (reads sysfs and driver files)."""
-    model, memory, uuid = "", "", ""
-    if card.pci:
-        pci_device = _read(host_path(sysfs_root, f"/sys/bus/pci/devices/{card.pci}/device"), 16).lower()
-        for m in (profile.models if profile else ()):
-            if m.pci_device == pci_device:
-                model, memory = m.name, m.memory
+    uuid = ""
+    found = cardmodel.of_card(profile, sysfs_root, card.pci)
+    model, memory = (found.name, found.memory) if found else ("", "")
     if profile is not None and profile.uuid_file and (card.index is not None or card.pci):
         path = profile.uuid_file.format(index=card.index, pci=card.pci)
         root = proc_root if path.startswith("/proc/") else sysfs_root if path.startswith("/sys/") else driver_root

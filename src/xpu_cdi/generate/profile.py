@@ -90,7 +90,7 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
         topology_unknown=data.get("topology_unknown", ""),
         metrics=tuple(_metric_source(m, f"profile {source!r}: metrics[{i}]")
                       for i, m in enumerate(data.get("metrics", []))),
-        models=tuple(CardModel(dev.lower(), m["name"], m.get("memory", ""))
+        models=tuple(CardModel(dev.lower(), m["name"], m.get("memory", ""), m.get("resource", ""))
                      for dev, m in ((data.get("dra") or {}).get("models") or {}).items()),
         driver_version_file=(data.get("dra") or {}).get("driver_version_file", ""),
         uuid_file=(data.get("dra") or {}).get("uuid_file", ""),

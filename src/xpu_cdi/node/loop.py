@@ -95,6 +95,7 @@ class Loop:
         self.log(f"reading the specs in {', '.join(self.s.spec_dirs)}"
                  + (": a file changed" if self.sig is not None and not force else ""), DEBUG)
         kinds, problems = inventory.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
+        kinds = self.arrange(kinds)
         for p in problems:
             self.say_once("problem:" + p, p, WARNING)
         if not kinds:
@@ -111,6 +112,10 @@ class Loop:
         before, self.kinds, self.sig = self.kinds, kinds, sig
         self.specs_changed(before)
         return True
+
+    def arrange(self, kinds: Dict[str, inventory.KindSet]) -> Dict[str, inventory.KindSet]:
+        """The units a daemon serves of the kinds the specs define (default: the kinds themselves)."""
+        return kinds
 
     def specs_changed(self, before: Dict[str, inventory.KindSet]) -> None:
         """What a daemon does when the specs changed (:attr:`kinds` is new, *before* the old)."""

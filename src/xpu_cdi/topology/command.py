@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import click
 
 from .. import topology as _topology
-from ..clikit import PROFILE_FAILED, subcommand
+from ..clikit import PROFILE_FAILED, echo_labels, subcommand
 from ..errors import SelectionError
 from ..generate.options import plan, roots_of
 
@@ -107,11 +107,7 @@ def show(topo: Sequence[_topology.TopoCard], as_json: bool, as_labels: bool, siz
         labels, notes = _topology.labels(topo)
         for note in notes:
             click.echo(f"xpu-cdi: note: {note}", err=True)
-        if as_json:
-            click.echo(json.dumps(labels, indent=2, sort_keys=True))
-        else:
-            for key in sorted(labels):
-                click.echo(f"{key}={labels[key]}")
+        echo_labels(labels, as_json)
         return
     if as_json:
         out: List[Dict[str, object]] = [c.to_dict() for c in topo]

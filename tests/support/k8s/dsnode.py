@@ -24,11 +24,36 @@ EXPORTER = "xpu-cdi-exporter"
 XPU = nodekit.XPU
 CARDS = 8
 DRIVER_SO = "libxpufake.so.1"
-ACCEL_LABEL = "xpu-cdi.io/accelerator"
+ACCEL_LABEL = "xpu-cdi.io/present"  # what deploy/'s DaemonSets select on, set by `xpu-cdi labels`
 #: the node's own directories the DaemonSet writes (besides the session's spec and install dirs)
 HOST_PATHS = ("/etc/xpu-cdi", "/run/xpu-cdi", "/var/lib/kubelet/device-plugins")
 #: kubelet's own record of the plugins it served (written at the first registration of the session)
 KUBELET_FILES = {"/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"}
+LABELS = "xpu-cdi.io/"
+
+
+def label(cluster: Cluster, host: fakehost.FakeHost, profile: str = "kunlunxin") -> Dict[str, str]:
+    """The node labelled as deploy/labels' DaemonSet labels it: one pass of `xpu-cdi labels` over the
+    fake host, through the API server (admin's kubeconfig: the admission policy is test_labels_node's);
+    the node's labels of ours after it."""
+    r = cluster.run_on_node([matrix.XPU_CDI, "labels", "--profile", profile, "--profiles-dir", "/nonexistent",
+                             *host.cli_roots, "--node", cluster.node_name, "--kubeconfig", str(cluster.kubeconfig)],
+                            mount=False)
+    assert r.returncode == 0, r.stderr
+    return node_labels(cluster)
+
+
+def node_labels(cluster: Cluster) -> Dict[str, str]:
+    """The node's labels under xpu-cdi.io/."""
+    node = json.loads(cluster.kubectl("get", "node", cluster.node_name, "-o", "json").stdout)
+    return {k: v for k, v in (node["metadata"].get("labels") or {}).items() if k.startswith(LABELS)}
+
+
+def unlabel(cluster: Cluster) -> None:
+    """Every xpu-cdi.io/ label off the node."""
+    keys = [f"{k}-" for k in node_labels(cluster)]
+    if keys:
+        cluster.kubectl("label", "node", cluster.node_name, *keys, check=False)
 
 
 class Node:

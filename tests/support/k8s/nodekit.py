@@ -48,17 +48,17 @@ def xpu_cluster(kubelet: str = "kubernetes", feature_gates: Optional[Dict[str, b
 
 class Cards:
     """A fake host (*profile*: ``kunlunxin`` 8 cards on two PCIe switches and two NUMA nodes, or
-    ``ascend`` 4 NPUs) and its spec, written by `xpu-cdi generate` into the node's spec dir;
-    :meth:`close` removes both."""
+    ``ascend`` 4 NPUs, 910Bs or the model *pci_device* says) and its spec, written by `xpu-cdi
+    generate` into the node's spec dir; :meth:`close` removes both."""
 
-    def __init__(self, cluster: Cluster, base: Path, profile: str = "kunlunxin") -> None:
+    def __init__(self, cluster: Cluster, base: Path, profile: str = "kunlunxin", pci_device: str = "0xd802") -> None:
         self.cluster, self.profile = cluster, profile
         base = matrix.device_dir(base)
         if profile == "kunlunxin":
             self.host = fakehost.kunlunxin(base / "host", matrix.CARDS)
             self.kind = XPU
         else:
-            self.host = fakehost.ascend(base / "host", 4)
+            self.host = fakehost.ascend(base / "host", 4, pci_device=pci_device)
             self.kind = NPU
         for n in sorted(set(self.host.numa.values())):
             (self.host.root / "sys/devices/system/node" / f"node{n}").mkdir(parents=True, exist_ok=True)
@@ -118,20 +118,22 @@ class DevicePlugin:
         self.start()
         self.wait_served()
 
-    def wait_served(self, registrations: int = 1, timeout: float = 60) -> None:
+    def wait_served(self, registrations: int = 1, timeout: float = 60, resource: str = "") -> None:
         """Until the plugin has been registered *registrations* times (this process), kubelet holds
         every card healthy (PodResources' allocatable: what admission checks) and the node's
         status says so (what the scheduler reads).  A node status from before a restart can still
-        show the cards while kubelet has none: only all three together mean a pod will be admitted."""
+        show the cards while kubelet has none: only all three together mean a pod will be admitted.
+        *resource*: the cards' resource name (default: their kind's)."""
+        resource = resource or self.cards.kind
         want = sorted(map(str, self.cards.host.cards), key=lambda i: (len(i), i))
         self.cluster.wait(lambda: self.registrations() >= registrations, timeout, "the plugin registered")
         podres = PodResources(self.cluster)
         try:
-            self.cluster.wait(lambda: podres.allocatable(self.cards.kind) == want, timeout,
-                              f"kubelet holding {len(want)} healthy {self.cards.kind}")
+            self.cluster.wait(lambda: podres.allocatable(resource) == want, timeout,
+                              f"kubelet holding {len(want)} healthy {resource}")
         finally:
             podres.close()
-        self.cluster.wait_allocatable(self.cards.kind, len(want), timeout)
+        self.cluster.wait_allocatable(resource, len(want), timeout)
 
     def text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
