@@ -42,7 +42,7 @@ from support import matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from xpu_cdi._version import VERSION
-from support.k8s.dsnode import (ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, KUBELET_FILES, NS, XPU, Node, label,
+from support.k8s.dsnode import (ACCEL_LABEL, CARDS, DRIVER_SO, DS, EXPORTER, NS, XPU, Node, label,
                                  two_cards, unlabel)
 from xpu_cdi.host import install
 
@@ -253,13 +253,4 @@ def test_delete_leaves_the_host_as_before_but_for_what_stays(daemonset: Node) ->
     cluster.kubectl("delete", "-k", str(daemonset.overlay), "--wait=true", timeout=180)
     # both DaemonSets' pods: the exporter's removes its status file as it stops
     cluster.wait(lambda: not daemonset.pods() and not daemonset.pods("metrics"), 120, "the DaemonSets' pods gone")
-    after = daemonset.listing()
-    # what the DaemonSet left, whatever ran before it in the session (the listing before it was
-    # applied may hold some of what stays already: another module's plugin made the lock files)
-    added = after - daemonset.before - KUBELET_FILES  # type: ignore[attr-defined]
-    removed = daemonset.before - after  # type: ignore[attr-defined]
-    stays = daemonset.what_stays()
-    assert sorted(stays - after) == [] and sorted(added - stays) == [] and sorted(removed) == [], \
-        (sorted(stays - after), sorted(added - stays), sorted(removed))
-    # the install dir is this module's own: what install-binaries put there is new whatever ran before
-    assert {f"{daemonset.install_dir}/bin", daemonset.hook} <= added, sorted(added)
+    daemonset.assert_left_only_what_stays()

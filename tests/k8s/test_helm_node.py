@@ -24,7 +24,7 @@ import yaml
 from support import helmchart, imagebuild
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
-from support.k8s.dsnode import ACCEL_LABEL, CARDS, DS, EXPORTER, KUBELET_FILES, NS, XPU, two_cards
+from support.k8s.dsnode import ACCEL_LABEL, CARDS, DS, EXPORTER, NS, XPU, two_cards
 from support.k8s.helmnode import HelmNode
 from xpu_cdi._version import VERSION
 
@@ -199,15 +199,7 @@ def test_uninstall_leaves_what_the_docs_list(node: HelmNode) -> None:
         assert r.returncode != 0 and "NotFound" in r.stderr, (kind, name, r.stdout)
     assert cluster.kubectl("get", "secrets", "-n", NS, "-l", f"owner=helm,name={RELEASE}",
                            "-o", "name").stdout.strip() == ""
-    after = node.listing()
-    added = after - node.before - KUBELET_FILES  # type: ignore[attr-defined]
-    removed = node.before - after  # type: ignore[attr-defined]
-    stays = node.what_stays()
-    # whatever ran before it in the session (test_daemonset_node leaves the same things staying)
-    assert sorted(stays - after) == [] and sorted(added - stays) == [] and sorted(removed) == [], \
-        (sorted(stays - after), sorted(added - stays), sorted(removed))
-    # the install dir is this module's own: what install-binaries put there is new whatever ran before
-    assert {f"{node.install_dir}/bin", node.hook} <= added, sorted(added)
+    node.assert_left_only_what_stays()  # test_daemonset_node leaves the same things staying
     section = DOCS.read_text().split("## Uninstall: what stays", 1)[1].split("\n## ", 1)[0]
     assert [d for d in DOCUMENTED if d not in section] == []
 

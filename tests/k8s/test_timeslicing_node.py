@@ -20,13 +20,6 @@ REPLICAS = 4
 
 
 @pytest.fixture(scope="module")
-def cards(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cards]:
-    c = Cards(cluster, tmp_path_factory.mktemp("xpu"))
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def podres(cluster: Cluster) -> Iterator[PodResources]:
     pr = PodResources(cluster)
     yield pr
@@ -50,14 +43,6 @@ def plugin(cluster: Cluster, cards: Cards, podres: PodResources,
     finally:
         p.stop()
         cluster.wait_allocatable(XPU, 0, timeout=60)
-
-
-@pytest.fixture
-def pods(cluster: Cluster) -> Iterator[List[str]]:
-    names: List[str] = []
-    yield names
-    if names:
-        nodekit.wait_gone(cluster, *names)
 
 
 def test_allocatable_is_cards_times_replicas(cluster: Cluster, cards: Cards, plugin: DevicePlugin) -> None:

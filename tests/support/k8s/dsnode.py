@@ -232,6 +232,19 @@ class Node:
                 "/etc/xpu-cdi", "/etc/xpu-cdi/config.yaml", "/etc/xpu-cdi/profiles.d", "/run/xpu-cdi",
                 "/run/xpu-cdi/serve-kunlunxin.com_xpu.lock", "/run/xpu-cdi/serve-kunlunxin.com_xpu.device-plugin.lock"}
 
+    def assert_left_only_what_stays(self) -> None:
+        """After the objects are deleted: the node holds what :meth:`what_stays` lists and nothing else
+        new, nothing that was there (:attr:`before`) is gone -- whatever ran before in the session (the
+        listing before may hold some of what stays already: another module's plugin made the lock
+        files) -- and the install dir, this module's own, holds new binaries."""
+        after = self.listing()
+        added = after - self.before - KUBELET_FILES  # type: ignore[attr-defined]
+        removed = self.before - after  # type: ignore[attr-defined]
+        stays = self.what_stays()
+        assert sorted(stays - after) == [] and sorted(added - stays) == [] and sorted(removed) == [], \
+            (sorted(stays - after), sorted(added - stays), sorted(removed))
+        assert {f"{self.install_dir}/bin", self.hook} <= added, sorted(added)
+
     def node_listing(self, *paths: str) -> Set[str]:
         """Every path below *paths* as the node sees them (its /etc, /run are the session's)."""
         r = self.cluster.run_on_node(["sh", "-c", 'for p; do [ -e "$p" ] && find "$p"; done; true', "ls", *paths])
