@@ -511,7 +511,15 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
             req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["3"])])
             k.plugin(by_name["kunlunxin.com/xpu"]).Allocate(req, timeout=5)
         assert "unknown device ID(s) '3'" in err.value.details()
-        status = json.loads(node.status.read_text())
+
+        def both_kinds() -> "dict | None":  # the status file is written at the end of the pass that registered them
+            try:
+                doc = json.loads(node.status.read_text())
+            except (OSError, ValueError):
+                return None
+            return doc if len(doc.get("kinds") or {}) == 2 else None
+
+        status = k.wait_for(both_kinds, message="the status file with both resources")
         assert sorted(status["kinds"]) == ["huawei.com/Ascend310P", "kunlunxin.com/xpu"], status
         assert status["kinds"]["huawei.com/Ascend310P"]["kind"] == "huawei.com/npu"  # what doctor checks names by
     finally:

@@ -97,8 +97,9 @@ OPTIONS = (
                       f"Flags win."),
     click.option("--status-file", default=config.DEFAULT_STATUS_FILE, show_default=True,
                  help="Where the plugin writes its state (read by --probe and doctor)."),
-    click.option("--health-interval", type=float, default=1.0, show_default=True,
-                 help="Seconds between health polls (uevents and inotify trigger checks at once)."),
+    click.option("--health-interval", type=float, default=config.Settings.health_interval, show_default=True,
+                 help="Seconds between health polls, the safety net under the events (uevents and inotify "
+                      "trigger checks at once)."),
     click.option("--removal-grace", type=click.FloatRange(0, 86400), default=300.0, show_default=True,
                  help="Seconds a card no spec defines any more stays listed, Unhealthy, before it is dropped "
                       "(a driver reload removes the spec for a while; the cards must not leave kubelet)."),

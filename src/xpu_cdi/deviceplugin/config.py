@@ -24,7 +24,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
-from ..node.settings import NodeSettings
+from ..node.settings import HEALTH_INTERVAL, NodeSettings
 from . import naming, response
 from ..node.status import DEFAULT_STATUS_FILE
 from .sharing import Replicated, TimeSlicing, parse as parse_sharing
@@ -45,7 +45,7 @@ class Settings(NodeSettings):
     resource_naming: str = naming.KIND  # or naming.MODEL: a resource per card model (naming.py)
     strategies: Tuple[str, ...] = response.DEFAULT_STRATEGIES
     status_file: str = DEFAULT_STATUS_FILE
-    health_interval: float = 1.0
+    health_interval: float = HEALTH_INTERVAL
     removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
     uevents: str = "auto"
     node_config: str = "/etc/xpu-cdi/config.yaml"  # kubernetes-allocation: which way serves each kind

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..node import servemode
 from ..errors import XpuCdiError
@@ -141,6 +141,11 @@ class Daemon(Loop):
             for kind in list(self.known):
                 if kind not in self.kinds and kind not in self.vanished:
                     del self.known[kind]
+
+    def expiries(self) -> List[float]:
+        """When each vanished card's removal grace ends (time.monotonic): the loop wakes then, not at its poll."""
+        with self.lock:
+            return [since + self.s.removal_grace for gone in self.vanished.values() for _card, since in gone.values()]
 
     def served(self) -> Set[str]:
         """Kinds with a plugin: defined by a spec now, or with cards still in their removal grace."""
@@ -276,8 +281,9 @@ class Daemon(Loop):
         self.refresh(force=True)
         while not self.stop.is_set():
             self.step()
-            timeout = self.s.health_interval
             due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
+            due += self.expiries()
+            timeout = self.s.health_interval
             if due:
                 timeout = min(timeout, max(0.0, min(due) - time.monotonic()))
             self.wait_events(timeout)

@@ -116,7 +116,7 @@ class KindPlugin:
             while not woken.is_set():
                 with self.cond:
                     while self.generation == sent and not self.stopping and not woken.is_set():
-                        self.cond.wait(1.0)
+                        self.cond.wait()  # every change notifies: no timed wake-ups while idle
                     if woken.is_set() or (self.stopping and self.generation == sent):
                         return
                     gen = self.generation

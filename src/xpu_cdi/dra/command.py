@@ -99,8 +99,10 @@ OPTIONS = (
     click.option("--driver-name", "driver_names", multiple=True, metavar="KIND=NAME",
                  help="Driver name of a CDI kind (repeatable; default: the CDI vendor, kunlunxin.com)."),
     NODE_CONFIG_OPTION,
-    click.option("--health-interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True,
-                 help="Seconds between health polls (inotify triggers checks at once)."),
+    click.option("--health-interval", type=click.FloatRange(0.05, 60), default=config.Settings.health_interval,
+                 show_default=True,
+                 help="Seconds between health polls, the safety net under the events (inotify triggers checks "
+                      "at once)."),
     click.option("--no-health-service", is_flag=True,
                  help="Do not offer kubelet the DRAResourceHealth stream (taints still mark unhealthy cards)."),
     click.option("--probe", "probe_only", is_flag=True,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence
 
 from ..errors import ConfigError
-from ..node.settings import NodeSettings
+from ..node.settings import HEALTH_INTERVAL, NodeSettings
 
 KUBELET_DIR = "/var/lib/kubelet"
 REGISTRY_DIR = f"{KUBELET_DIR}/plugins_registry"  # kubelet's plugin watcher
@@ -31,7 +31,7 @@ class Settings(NodeSettings):
     pod_uid: str = ""
     driver_names: Dict[str, str] = field(default_factory=dict)  # CDI kind -> driver name
     node_config: str = "/etc/xpu-cdi/config.yaml"
-    health_interval: float = 1.0
+    health_interval: float = HEALTH_INTERVAL
     health_service: bool = True
     boot_id_file: str = BOOT_ID_FILE
 
