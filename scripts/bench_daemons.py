@@ -1,6 +1,9 @@
 """The daemons' footprint and the CLI's start for `make bench` (issue 30; scripts/bench.py calls :func:`run`).
 
-* resident memory (VmRSS, and the peak VmHWM) of ``xpu-cdi device-plugin``
+* on each library stack (``pypi``: this venv's wheels; ``debian``: Debian's
+  python3-grpcio, -protobuf, -prometheus-client, which the .deb and the
+  DaemonSet's image run), resident memory (VmRSS, the peak VmHWM, the private
+  RssAnon and how much of it all is grpc's compiled core) of ``xpu-cdi device-plugin``
   (against the tests' stand-in kubelet, once it lists 8 cards) and ``xpu-cdi
   exporter`` (8 + 8 cards, once it has served a scrape), each its own process
   on a fake host, a settled second after start;
@@ -34,6 +37,7 @@ TARGETS = {"device-plugin": 35.0, "exporter": 35.0, "dra-driver": 45.0}  # MiB
 CPU_TARGET = 0.1  # percent, idle
 CLI_TARGETS = {"generate": 100.0, "list": 60.0}  # ms, whole process
 IDLE_S = 10.0
+STACKS = ("pypi", "debian")
 Rows = List[Tuple[str, str, str]]
 
 
@@ -56,11 +60,27 @@ def cpu_s(pid: int) -> float:
     return total / 1e9
 
 
+def mapped_kib(pid: int, names: Tuple[str, ...]) -> int:
+    """Resident KiB of the file mappings whose path has one of *names* in it (/proc/PID/smaps)."""
+    total, counting = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split(None, 6)
+            if "-" in head[0] and not head[0].endswith(":"):  # a mapping's first line
+                counting = len(head) > 5 and any(n in head[-1] for n in names)
+            elif counting and head[0] == "Rss:":
+                total += int(head[1])
+    return total
+
+
+GRPC_CORE = ("grpc/_cython/cygrpc", "libgrpc")  # the wheel's core is inside cygrpc; Debian's links libgrpc*.so
+
+
 def footprint(pid: int) -> Dict[str, float]:
     """RSS and HWM after a settled second, then the CPU percent of IDLE_S seconds."""
     time.sleep(1.0)
     out = {"rss_mib": status_kib(pid, "VmRSS") / 1024, "hwm_mib": status_kib(pid, "VmHWM") / 1024,
-           "anon_mib": status_kib(pid, "RssAnon") / 1024}
+           "anon_mib": status_kib(pid, "RssAnon") / 1024, "grpc_mib": mapped_kib(pid, GRPC_CORE) / 1024}
     c0, t0 = cpu_s(pid), time.monotonic()
     time.sleep(IDLE_S)
     out["cpu_percent"] = 100 * (cpu_s(pid) - c0) / (time.monotonic() - t0)
@@ -68,10 +88,12 @@ def footprint(pid: int) -> Dict[str, float]:
     return out
 
 
-def device_plugin(work: Path) -> Dict[str, float]:
+def device_plugin(work: Path, stack: str) -> Dict[str, float]:
     from support import kubeletkit
     from support.dpnode import Node
 
+    work = work / stack
+    work.mkdir(exist_ok=True)
     root = work / "fp-dp-host"
     host = fakehost.kunlunxin(root, cards=8)
     node = Node(host, work / "fp-dp-cdi", work / "fp-dp-k", work / "fp-dp.json")
@@ -80,7 +102,7 @@ def device_plugin(work: Path) -> Dict[str, float]:
     kubelet = kubeletkit.FakeKubelet(node.plugin_dir)
     args = [*host.cli_roots, "--plugin-dir", str(node.plugin_dir), "--spec-dir", str(node.spec_dir),
             "--status-file", str(node.status)]  # the default health interval and uevents, as on a node
-    proc = kubeletkit.PluginProcess("pypi", args, work / "fp-dp.log")
+    proc = kubeletkit.PluginProcess(stack, args, work / "fp-dp.log")
     try:
         kubelet.wait_registered()
         kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
@@ -90,20 +112,23 @@ def device_plugin(work: Path) -> Dict[str, float]:
         kubelet.stop()
 
 
-def exporter(work: Path) -> Dict[str, float]:
+def exporter(work: Path, stack: str) -> Dict[str, float]:
     """Asking kubelet's PodResources (the stand-in of bench_exporter) each interval, as on a node."""
     import shutil
     import urllib.request
 
     from bench_exporter import _pod_resources
     from support.exporternode import ExporterProcess, make_node
+    from support.kubeletkit import stack_python
 
-    root, tmp = work / "fp-exp-host", work / "fp-exp"
-    root.mkdir()
-    tmp.mkdir()
+    python, env = stack_python(stack)
+    root, tmp = work / stack / "fp-exp-host", work / stack / "fp-exp"
+    root.mkdir(parents=True)
+    tmp.mkdir(parents=True)
     node = make_node(root, tmp)
     kubelet, sock_dir = _pod_resources()
-    proc = ExporterProcess(node.args("--pod-resources-socket", str(sock_dir / "kubelet.sock")), tmp / "exporter.log")
+    proc = ExporterProcess(node.args("--pod-resources-socket", str(sock_dir / "kubelet.sock")), tmp / "exporter.log",
+                           python=python, env=env)
     try:
         body = urllib.request.urlopen(proc.url(), timeout=30).read()
         assert b'xpu_cdi_card_temperature_celsius{card="7"' in body, "the first scrape has no readings"
@@ -167,7 +192,7 @@ def _api_server(kube: object) -> "Tuple[object, int]":
     return server, server.server_address[1]
 
 
-def dra_driver(work: Path) -> Dict[str, float]:
+def dra_driver(work: Path, stack: str) -> Dict[str, float]:
     """Against the HTTP stand-in of the API (_api_server), kubelet's directories empty: published, idle."""
     import json
     import uuid
@@ -175,8 +200,8 @@ def dra_driver(work: Path) -> Dict[str, float]:
     from support import kubeletkit
     from support.fakeapi import FakeKube
 
-    host = fakehost.kunlunxin(work / "fp-dra-host", cards=8)
-    d = work / "fp-dra"
+    host = fakehost.kunlunxin(work / stack / "fp-dra-host", cards=8)
+    d = work / stack / "fp-dra"
     for sub in ("registry", "plugins", "run", "cdi"):
         (d / sub).mkdir(parents=True)
     from support.dpnode import Node
@@ -196,7 +221,7 @@ def dra_driver(work: Path) -> Dict[str, float]:
             "--plugins-dir", str(d / "plugins"),
             "--run-dir", str(d / "run"), "--pod-uid", uid, "--spec-dir", str(d / "cdi"),
             "--node-config", str(d / "config.yaml"), "--boot-id-file", str(d / "boot_id")]
-    proc = kubeletkit.PluginProcess("pypi", args, d / "dra.log", command="dra-driver")
+    proc = kubeletkit.PluginProcess(stack, args, d / "dra.log", command="dra-driver")
     status = d / "run" / f"dra-driver-{uid}.json"
     try:
         deadline = time.monotonic() + 60
@@ -241,12 +266,14 @@ def _met(ok: bool) -> str:
 
 def rows_of(fp: Dict[str, Dict[str, float]], cli: Dict[str, List[float]], cli_load: float) -> Rows:
     rows: Rows = []
-    for name, s in fp.items():
+    for key, s in fp.items():
+        name, _, stack = key.partition("/")
         target = TARGETS[name]
-        rows.append((f"{name}: resident memory after start", f"{s['rss_mib']:.1f} MiB",
-                     f"VmRSS (HWM {s['hwm_mib']:.1f}, anon {s['anon_mib']:.1f}), 8 cards, fake host; "
+        rows.append((f"{name} ({stack}): resident memory after start", f"{s['rss_mib']:.1f} MiB",
+                     f"VmRSS (HWM {s['hwm_mib']:.1f}, private anon {s['anon_mib']:.1f}, grpc's core "
+                     f"{s['grpc_mib']:.1f}), 8 cards, fake host; "
                      f"target <= {target:.0f} MiB: {_met(s['rss_mib'] <= target)}; load {s['load']:.2f}"))
-        rows.append((f"{name}: idle CPU", f"{s['cpu_percent']:.3f} %",
+        rows.append((f"{name} ({stack}): idle CPU", f"{s['cpu_percent']:.3f} %",
                      f"run time over {IDLE_S:.0f} s idle; target <= {CPU_TARGET} %: "
                      f"{_met(s['cpu_percent'] <= CPU_TARGET)}; load {s['load']:.2f}"))
     for name, values in cli.items():
@@ -260,11 +287,17 @@ def rows_of(fp: Dict[str, Dict[str, float]], cli: Dict[str, List[float]], cli_lo
 def run(work: Path, daemons: bool = True) -> Tuple[Rows, Dict[str, object]]:
     """Rows and samples; the daemons need root (mknod of the fake cards)."""
     fp: Dict[str, Dict[str, float]] = {}
-    makers: Dict[str, Callable[[Path], Dict[str, float]]] = {"device-plugin": device_plugin, "exporter": exporter,
-                                                             "dra-driver": dra_driver}
+    makers: Dict[str, Callable[[Path, str], Dict[str, float]]] = {
+        "device-plugin": device_plugin, "exporter": exporter, "dra-driver": dra_driver}
     if daemons:
-        for name, make in makers.items():
-            fp[name] = make(work)
+        for stack in STACKS:
+            for name, make in makers.items():
+                try:
+                    fp[f"{name}/{stack}"] = make(work, stack)
+                except BaseException as err:  # stack_python's pytest.skip: that stack is not installed
+                    if type(err).__name__ != "Skipped":
+                        raise
+                    print(f"{name} on the {stack} stack skipped: {err}", file=sys.stderr)
     cli = cli_times(work)
     load = os.getloadavg()[0]
     return rows_of(fp, cli, load), {"footprint": fp, "cli_s": cli, "cli_load": load}
