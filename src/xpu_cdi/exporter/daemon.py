@@ -82,7 +82,6 @@ class Exporter(Loop):
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         ProcessCollector(registry=self.registry)
-        self.client: Optional[Client] = None
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="source")
         self.refreshed = 0.0  # monotonic time of the last finished pass
         self.sources_roots = sources.Roots(settings.driver_root, settings.sysfs_root, settings.proc)
@@ -103,9 +102,11 @@ class Exporter(Loop):
                                   why=f"no kubelet pod-resources socket at {path} (not a Kubernetes node, or kubelet "
                                       f"uses another root: pass --pod-resources-socket)"), None
         try:
-            if self.client is None:
-                self.client = Client(path, timeout=min(2.0, self.s.interval))
-            listing = self.client.fetch()
+            client = Client(path, timeout=min(2.0, self.s.interval))
+            try:
+                listing = client.fetch()
+            finally:  # no channel between passes: gRPC's threads end with the last one (they woke ~8 times a second)
+                client.close()
         except PodResourcesError as err:
             return sources.Result(metrics.POD_RESOURCES, up=False, why=str(err),
                                   duration=time.monotonic() - start), None
@@ -257,7 +258,5 @@ class Exporter(Loop):
         srv.shutdown()
         srv.server_close()
         self.pool.shutdown(wait=False)
-        if self.client is not None:
-            self.client.close()
         self.close_loop(self.s.status_file)
         return 0

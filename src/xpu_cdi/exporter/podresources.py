@@ -72,7 +72,7 @@ class Listing:
 
 
 class Client:
-    """A channel to one kubelet's pod-resources socket; gRPC reconnects by itself after kubelet restarts."""
+    """A channel to one kubelet's pod-resources socket (the exporter opens one per pass and closes it)."""
 
     def __init__(self, socket_path: str, timeout: float = 2.0) -> None:
         import grpc  # only the exporter pays for it
