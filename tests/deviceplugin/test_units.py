@@ -95,6 +95,20 @@ class TestInventory:
             (log.INFO, f"{KIND}: no spec defines its cards any more")]
         loop.close_loop("/nonexistent/status.json")
 
+    def test_loop_polls_every_second_without_inotify(self, node: Node) -> None:
+        """The daemons poll health every --health-interval (10 s) under the events; where inotify cannot be
+        had, nothing but the poll sees a spec, node or socket change: it runs every second then."""
+        from xpu_cdi.node import inotify
+        from xpu_cdi.node.loop import BLIND_POLL, Loop
+        from xpu_cdi.node.settings import HEALTH_INTERVAL, NodeSettings
+
+        loop = Loop(lambda m, level=log.INFO: None, NodeSettings(spec_dirs=(str(node.spec_dir),)))
+        assert loop.ino is None and loop.poll_interval(HEALTH_INTERVAL) == BLIND_POLL == 1.0
+        assert loop.poll_interval(0.5) == 0.5  # a shorter poll asked for stays
+        loop.ino = inotify.open_inotify()
+        assert loop.ino is not None and loop.poll_interval(HEALTH_INTERVAL) == HEALTH_INTERVAL == 10.0
+        loop.close_loop("/nonexistent/status.json")
+
     def test_foreign_kinds_ignored(self, node: Node) -> None:
         """A spec of a kind no profile of ours has is not advertised."""
         (node.spec_dir / "vendor.com-gpu.json").write_text(json.dumps({

@@ -221,7 +221,8 @@ class Daemon(Loop):
     def open_sources(self) -> None:
         self.ino = inotify.open_inotify()
         if self.ino is None:
-            self.log(f"inotify unavailable: polling every {self.s.health_interval:g}s only", WARNING)
+            self.log(f"inotify unavailable: polling every {self.poll_interval(self.s.health_interval):g}s only",
+                     WARNING)
         if self.s.uevents != "none":
             from ..watch import open_source
 
@@ -283,7 +284,7 @@ class Daemon(Loop):
             self.step()
             due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
             due += self.expiries()
-            timeout = self.s.health_interval
+            timeout = self.poll_interval(self.s.health_interval)
             if due:
                 timeout = min(timeout, max(0.0, min(due) - time.monotonic()))
             self.wait_events(timeout)

@@ -20,6 +20,9 @@ from . import inotify, inventory
 from .settings import NodeSettings
 
 
+BLIND_POLL = 1.0  # seconds: the poll where no inotify event can wake the loop
+
+
 class Loop:
     """A wake-up pipe, SIGTERM/SIGINT (and SIGHUP where asked), the inotify wait,
     one-off log lines, the status file, and the cards the specs define (:meth:`refresh`)."""
@@ -128,6 +131,11 @@ class Loop:
         for d in dict.fromkeys(dirs):
             if d not in have and os.path.isdir(d):
                 self.ino.watch(d)
+
+    def poll_interval(self, interval: float) -> float:
+        """*interval*, or at most :data:`BLIND_POLL` seconds while inotify is unavailable: then only
+        the poll sees a spec, a node or a socket change (kubelet's restart included)."""
+        return interval if self.ino is not None else min(interval, BLIND_POLL)
 
     def wait(self, timeout: float, extra: Iterable[Any] = ()) -> List[Any]:
         """Sleep until a wake-up, an inotify event or *timeout*; the pipe and the events are
