@@ -111,7 +111,8 @@ def npu_template(cluster: Cluster, cel: str) -> str:
 
 def vnpu_template(cluster: Cluster, template: str, chip: int) -> str:
     attrs = f'device.attributes["{DRIVER}"]'
-    return npu_template(cluster, f'{attrs}.template == "{template}" && {attrs}.parentChip == "{chip}"')
+    return npu_template(cluster, f'"template" in {attrs} && {attrs}.template == "{template}" && '
+                                 f'{attrs}.parentChip == "{chip}"')
 
 
 def vnpu_pod(cluster: Cluster, pods: List[str], prefix: str, template: str, wait: bool = True) -> str:
@@ -250,7 +251,8 @@ def test_static_vnpu_chip_not_offered_whole(node: Cluster, cards: Cards, driver:
         cards.generate()
         node.wait(lambda: "148" in driver.devices() and "3" not in driver.devices(), 60, "chip 3 withdrawn")
         assert not [n for n in driver.devices() if n.startswith("3-")]
-        tmpl = npu_template(node, f'device.attributes["{DRIVER}"].index == 3')
+        attrs = f'device.attributes["{DRIVER}"]'
+        tmpl = npu_template(node, f'"index" in {attrs} && {attrs}.index == 3')
         name = vnpu_pod(node, pods, "whole3", tmpl, wait=False)
         cond = node.wait(lambda: unschedulable(node, name), 60, "the scheduler's verdict")
         assert "cannot allocate all claims" in cond["message"], cond
