@@ -273,3 +273,24 @@ def test_settings_default_tool_is_the_data_s(npu: NpuNode) -> None:
         assert any("no partitions published" in x and "is not there" in x for x in npu.logs), npu.logs
     finally:
         d.close()
+
+
+def test_own_vnpu_in_a_regenerated_spec_is_no_static_one(npu: NpuNode) -> None:
+    """`xpu-cdi watch` regenerates the static spec while a claim's vNPU exists (/dev/vdavinci100 is a
+    card to it): the driver does not publish it as a card nor withhold chip 0 for it."""
+    kube = FakeKube()
+    d = npu.daemon(kube)
+    kube.add_claim("ns", "a", "uid-a", [result("0-vir02-0")])
+    try:
+        assert prepare(d, ("ns", "a", "uid-a"))["uid-a"][1] == ""
+        res = CliRunner().invoke(main, ["generate", "--profile", "ascend", *npu.host.cli_roots,
+                                        "--spec-dir", str(npu.spec_dir)])
+        assert res.exit_code == 0, res.output
+        assert "huawei.com/npu=100" in registry.load([str(npu.spec_dir)]).devices
+        d.step()
+        devs = published(kube)["devices"]
+        assert "100" not in devs and "0" in devs and "0-vir02-0" in devs, sorted(devs)
+        assert not any("not offered whole" in x for x in npu.logs), npu.logs
+    finally:
+        d.drivers[KIND].unprepare([("ns", "a", "uid-a")])
+        d.close()
