@@ -284,6 +284,9 @@ class KindDriver:
             names = claimspec.write(self.s.claim_spec_dir, self.name, uid, [(sfx, e) for _d, sfx, e in made],
                                     self.common)
         except (ClaimError, OSError):
+            for d in devices:  # destroy only what the tool said it made: an id it refused may be another's
+                if "vnpu" in d and not any(m[0] is d for m in made):
+                    del d["vnpu"]
             self._release(cp, uid)
             raise
         for (d, _sfx, _e), cdi in zip(made, names):
