@@ -33,11 +33,10 @@ from ..node import inotify
 from ..node import inventory as _devices
 from ..node import servemode
 from ..node import status as _status
-from ..errors import XpuCdiError
+from ..errors import ClaimError, XpuCdiError
 from ..log import ERROR, INFO, WARNING, Log, to_stderr
-from ..node.loop import Loop
-from ..errors import ClaimError
 from ..generate.hostfs import host_path
+from ..node.loop import Loop
 from . import checkpoint as _cp
 from . import claims as _claims
 from . import claimspec, partitioned, vnpu
