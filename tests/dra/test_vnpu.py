@@ -294,3 +294,25 @@ def test_own_vnpu_in_a_regenerated_spec_is_no_static_one(npu: NpuNode) -> None:
     finally:
         d.drivers[KIND].unprepare([("ns", "a", "uid-a")])
         d.close()
+
+
+def test_910b_memory_counter_in_mib_as_the_api_writes_it() -> None:
+    """A 910B3 (20 AI cores, 64 GiB; templates in MiB): the memory counter is a quantity, written as
+    the API server writes it back (64Gi, not 65536Mi); 4 vir05_1c_16g and 2 vir10_3c_32g fit; a chip
+    the tool does not name, or names as no model of the data, stays whole."""
+    from xpu_cdi import partitions
+    from xpu_cdi.dra import partitioned
+    from xpu_cdi.dra.slices import DeviceInfo
+
+    parts = partitions.builtin("ascend")
+    chips = {"0": DeviceInfo("0", f"{KIND}=0", index=0), "1": DeviceInfo("1", f"{KIND}=1", index=1),
+             "2": DeviceInfo("2", f"{KIND}=2", index=2)}
+    tool = {0: partitioned.ToolChip(3, 0, 0, "910B3"), 1: partitioned.ToolChip(4, 0, 1, "910C9")}
+    got = partitioned.expand(chips, tool, parts)
+    assert got["0"].counters == ("chip-0", (("aicore", "20"), ("memory", "64Gi")))
+    assert got["1"] == chips["1"] and got["2"] == chips["2"]
+    made = [n for n in got if n.startswith("0-")]
+    assert made == [f"0-vir05-1c-16g-{i}" for i in range(4)] + [f"0-vir10-3c-32g-{i}" for i in range(2)]
+    assert got["0-vir10-3c-32g-1"].consumes == ("chip-0", (("aicore", "10"), ("memory", "32Gi")))
+    assert got["0-vir10-3c-32g-1"].tool_ids == (3, 0, 100, 116)
+    assert partitioned.mib_quantity(1536) == "1536Mi" and partitioned.mib_quantity(1 << 20) == "1Ti"
