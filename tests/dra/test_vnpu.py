@@ -316,3 +316,24 @@ def test_910b_memory_counter_in_mib_as_the_api_writes_it() -> None:
     assert got["0-vir10-3c-32g-1"].consumes == ("chip-0", (("aicore", "10"), ("memory", "32Gi")))
     assert got["0-vir10-3c-32g-1"].tool_ids == (3, 0, 100, 116)
     assert partitioned.mib_quantity(1536) == "1536Mi" and partitioned.mib_quantity(1 << 20) == "1Ti"
+
+
+def test_vnpus_of_an_earlier_boot_destroyed(npu: NpuNode) -> None:
+    """After a reboot the vendor makes the vNPUs of before again (vnpu-cfg-recover): the checkpoint
+    of that boot is discarded, and the vNPUs it names are destroyed at start, one line each."""
+    kube = FakeKube()
+    d = npu.daemon(kube)
+    path = d.drivers[KIND].cp_path
+    d.close()
+    npu.npu_smi("set", "-t", "create-vnpu", "-i", "2", "-c", "0", "-f", "vir04", "-v", "132")
+    cp = checkpoint.Checkpoint("boot-0", {"uid-a": checkpoint.Prepared("ns", "a", [
+        {"requests": ["npu"], "pool": "n1", "device": "2-vir04-0", "cdi": ["k8s.huawei.com/claim=uid-a-vnpu-132"],
+         "vnpu": {"card": 2, "chip": 0, "template": "vir04", "id": 132}}])})
+    checkpoint.save(path, cp)
+    d = npu.daemon(kube)
+    try:
+        assert npu.vnpus() == {}
+        assert any("vNPU 132 of claim ns/a, made on an earlier boot: destroyed" in x for x in npu.logs), npu.logs
+        assert "2" in published(kube)["devices"]
+    finally:
+        d.close()

@@ -122,6 +122,7 @@ class KindDriver:
 
     def start(self) -> None:
         os.makedirs(self.dir, mode=0o750, exist_ok=True)
+        self.destroy_earlier_boots_vnpus()
         with self.serialized() as cp:
             self.reconcile(cp, rebuild=self.discarded or not os.path.exists(self.cp_path))
         self.dra.start()  # served before kubelet hears of it: it dials back at once
@@ -131,6 +132,27 @@ class KindDriver:
         self.watcher = threading.Thread(target=self.publisher.watch, args=(self.stop_watch,), daemon=True,
                                         name="watch-" + self.name)
         self.watcher.start()
+
+    def destroy_earlier_boots_vnpus(self) -> None:
+        """Destroy the vNPUs a checkpoint of an earlier boot names: the vendor makes them again after a
+        reboot (``vnpu-cfg-recover``, on by default) and no claim holds them now (kubelet prepares the
+        running pods' claims afresh)."""
+        try:
+            claims, written_on = _cp.read(self.cp_path)
+        except (OSError, ValueError):
+            return  # none, or corrupt: _load says so
+        if written_on == self.boot or self.tool is None:
+            return
+        for c in claims.values():
+            for v in c.vnpus():
+                try:
+                    self.tool.destroy(int(v["card"]), int(v["chip"]), int(v["id"]))
+                except ClaimError as err:
+                    self.log(f"{self.name}: vNPU {v['id']} of claim {c.namespace}/{c.name} (an earlier boot) not "
+                             f"destroyed: {err}", WARNING)
+                    continue
+                self.log(f"{self.name}: vNPU {v['id']} of claim {c.namespace}/{c.name}, made on an earlier boot: "
+                         f"destroyed")
 
     def reconcile(self, cp: _cp.Checkpoint, rebuild: bool) -> None:
         """Release the claims the API server no longer has; after a lost checkpoint, take back from the
