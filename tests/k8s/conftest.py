@@ -148,11 +148,13 @@ def identity(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def driver(node: Cluster, cards: Cards, identity: Identity) -> Iterator[DraDriver]:
-    """`xpu-cdi dra-driver` for the cards, registered with kubelet, its ResourceSlice published;
-    afterwards stopped and its slices withdrawn."""
+def driver(request: pytest.FixtureRequest, node: Cluster, cards: Cards, identity: Identity) -> Iterator[DraDriver]:
+    """`xpu-cdi dra-driver` for the cards, registered with kubelet, its ResourceSlice published (a
+    module's ``DRA_DEVICES``: that many devices, partitions included); afterwards stopped and its
+    slices withdrawn."""
     work = short_dir()
     d = DraDriver(node, cards, work, identity)
+    d.expected = getattr(request.module, "DRA_DEVICES", cards.count)
     try:
         d.wait_served()
         yield d

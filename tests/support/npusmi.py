@@ -7,6 +7,7 @@ What it implements (syntax from mind-cluster's virtual-instance guide; docs/vend
     npu-smi set -t create-vnpu -i CARD -c CHIP -f TEMPLATE [-v VNPU_ID] [-g VGROUP_ID]
     npu-smi set -t destroy-vnpu -i CARD -c CHIP -v VNPU_ID
     npu-smi info -t info-vnpu -i CARD -c CHIP
+    npu-smi info -m                          (the card, chip and logic id of each chip)
     npu-smi set -t vnpu-mode -d 0|1          npu-smi info -t vnpu-mode
     npu-smi set -t vnpu-cfg-recover -d 0|1   npu-smi info -t vnpu-cfg-recover
 
@@ -30,6 +31,8 @@ What only hardware can show, untested here:
 - whether AI CPUs and media engines are a budget (the 310P's table gives more per template than
   the chip's total: they are not enforced), and which mixes of templates a chip refuses (HAMi
   issue 1851 reports 910B2 refusing halves beside quarters: not enforced);
+- the exact columns of ``info -m`` (the stand-in prints NPU ID, Chip ID, Chip Logic ID, Chip Name
+  and an MCU row per card) and whether a chip's logic id is its /dev/davinci number;
 - the vdavinci node's real major and minor, the driver's ``/dev/davinci<id>`` view inside a
   container, vnpu-cfg-recover across a reboot, VM mode.
 """
@@ -66,11 +69,16 @@ def init_state(path: Path, chips: Sequence[Dict[str, Any]], major: int = 241) ->
     write_state(path, {"major": major, "mode": "docker", "cfg_recover": True, "chips": out})
 
 
-def install(dest: Path, state: Path, dev_root: Path) -> None:
+def install(dest: Path, state: Path, dev_root: Path, gate: Optional[Path] = None) -> None:
     """An ``npu-smi`` at *dest* running the stand-in on *state* and *dev_root* whatever its caller's env
-    (a driver runs its tool with no inherited env): a shell script naming both, and this file."""
+    (a driver runs its tool with no inherited env): a shell script naming both, and this file.
+
+    *gate*: a FIFO; while it exists, a create-vnpu that made its vNPU then blocks reading it
+    (before exiting, its lock released) until a writer opens and closes it: the window between
+    the vNPU existing and its caller hearing of it, held open for a test."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(f"#!/bin/sh\nNPU_SMI_STATE='{state}' NPU_SMI_DEV_ROOT='{dev_root}' "
+    gate_env = f" NPU_SMI_CREATE_GATE='{gate}'" if gate else ""
+    dest.write_text(f"#!/bin/sh\nNPU_SMI_STATE='{state}' NPU_SMI_DEV_ROOT='{dev_root}'{gate_env} "
                     f"exec '{sys.executable}' '{Path(__file__).resolve()}' \"$@\"\n")
     dest.chmod(0o755)
 
@@ -251,13 +259,28 @@ def info_vnpu(state: Dict[str, Any], card: int, chip_id: int) -> List[str]:
     return out
 
 
+def chip_map(state: Dict[str, Any]) -> List[str]:
+    """``npu-smi info -m``: a row per chip (NPU ID, Chip ID, Chip Logic ID, Chip Name), the logic id
+    taken equal to the physical id; the real tool also lists each card's MCU with logic id ``-``."""
+    out = [f"        {'NPU ID':<31}{'Chip ID':<31}{'Chip Logic ID':<31}Chip Name"]
+    for c in state["chips"]:
+        out.append(f"        {c['card']:<31}{c['chip']:<31}{c['phy_id']:<31}Ascend {c['name']}")
+    for card in sorted({c["card"] for c in state["chips"]}):
+        out.append(f"        {card:<31}{1 + max(c['chip'] for c in state['chips'] if c['card'] == card):<31}"
+                   f"{'-':<31}Mcu")
+    return out
+
+
 def _args(argv: Sequence[str]) -> Dict[str, str]:
-    """``-t create-vnpu -i 0 ...`` -> {"t": "create-vnpu", "i": "0", ...}."""
+    """``-t create-vnpu -i 0 ...`` -> {"t": "create-vnpu", "i": "0", ...}; ``-m`` takes no value."""
     out: Dict[str, str] = {}
     it = iter(argv)
     for flag in it:
         if not (flag.startswith("-") and len(flag) == 2):
             raise Refused(f"Invalid parameter {flag}")
+        if flag == "-m":
+            out["m"] = ""
+            continue
         value = next(it, None)
         if value is None:
             raise Refused(f"The parameter {flag} needs a value")
@@ -288,6 +311,8 @@ def run(argv: Sequence[str]) -> List[str]:
         state = json.loads(state_path.read_text())
         if verb == "info" and what == "info-vnpu":
             return info_vnpu(state, _int(args, "i", "device id"), _int(args, "c", "chip id"))
+        if verb == "info" and not what and args.get("m") is not None:
+            return chip_map(state)
         if verb == "info" and what == "vnpu-mode":
             return [f"vnpu-mode              : {state['mode']}"]
         if verb == "info" and what == "vnpu-cfg-recover":
@@ -328,6 +353,11 @@ def main(argv: Sequence[str]) -> int:
         print("       Status : Error")
         print(f"       Message : {err}")
         return 1
+    gate = os.environ.get("NPU_SMI_CREATE_GATE")
+    if gate and list(argv[:3]) == ["set", "-t", "create-vnpu"] and os.path.exists(gate) \
+            and stat.S_ISFIFO(os.stat(gate).st_mode):
+        with open(gate) as f:  # blocks until the test opens it for writing
+            f.read()
     print("\n".join(lines))
     return 0
 

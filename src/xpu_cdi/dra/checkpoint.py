@@ -5,8 +5,11 @@ a restarted driver must not hand a card that a running pod holds to a
 second claim: what was prepared is written down here.  The file
 (``<plugin dir>/checkpoint.json``) is
 
-* written atomically (temp file, fsync, rename, fsync of the directory),
-  with a SHA-256 of its claims so a damaged file is told from a valid one;
+* written atomically (temp file, rename), with a SHA-256 of its claims so a
+  damaged file is told from a valid one; not fsynced: it must outlive the
+  driver's process (the page cache does), not the machine -- after a crash
+  the boot is a new one and the file is discarded anyway (~14 ms an fsync on
+  a loaded disk, three of them a vNPU prepare);
 * keyed to the boot (``/proc/sys/kernel/random/boot_id``): after a reboot no
   container of before is running, and the claims still in use are prepared
   again as kubelet asks (a stale file never blocks a card);
@@ -36,10 +39,20 @@ class Prepared:
 
     namespace: str
     name: str
-    devices: List[Dict[str, Any]]  # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}]
+    # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}], and for a partition made for the
+    # claim "vnpu": {"card": .., "chip": .., "template": .., "id": ..}
+    devices: List[Dict[str, Any]]
+    pending: bool = False  # written before the vendor's tool runs: a crash leaves the intent, undone at start
 
     def to_json(self) -> Dict[str, Any]:
-        return {"namespace": self.namespace, "name": self.name, "devices": self.devices}
+        out: Dict[str, Any] = {"namespace": self.namespace, "name": self.name, "devices": self.devices}
+        if self.pending:
+            out["pending"] = True
+        return out
+
+    def vnpus(self) -> List[Dict[str, Any]]:
+        """The partitions made (or being made) for this claim."""
+        return [d["vnpu"] for d in self.devices if isinstance(d.get("vnpu"), dict)]
 
 
 @dataclass
@@ -57,6 +70,10 @@ class Checkpoint:
                 for d in claim.devices:
                     out[(d["pool"], d["device"])] = uid
         return out
+
+    def vnpu_ids(self) -> Dict[int, str]:
+        """vNPU id -> the uid of the claim it was made for."""
+        return {int(v["id"]): uid for uid, c in self.claims.items() for v in c.vnpus()}
 
 
 def boot_id(path: str = BOOT_ID) -> str:
@@ -79,8 +96,8 @@ def dumps(cp: Checkpoint) -> bytes:
 
 
 def save(path: str, cp: Checkpoint) -> None:
-    """Write *cp* to *path* atomically and durably."""
-    atomic.write_atomic(path, dumps(cp), mode=0o600)
+    """Write *cp* to *path* atomically (not durably: see the module's doc)."""
+    atomic.write_atomic(path, dumps(cp), mode=0o600, durable=False)
 
 
 def _parse(raw: bytes) -> Dict[str, Prepared]:
@@ -96,7 +113,7 @@ def _parse(raw: bytes) -> Dict[str, Prepared]:
         if not (isinstance(c, dict) and isinstance(c.get("devices"), list)
                 and all(isinstance(d, dict) and {"pool", "device", "cdi"} <= set(d) for d in c["devices"])):
             raise ValueError(f"claim {uid} is malformed")
-        out[uid] = Prepared(str(c.get("namespace", "")), str(c.get("name", "")), c["devices"])
+        out[uid] = Prepared(str(c.get("namespace", "")), str(c.get("name", "")), c["devices"], c.get("pending") is True)
     return out
 
 
