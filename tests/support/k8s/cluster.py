@@ -116,6 +116,10 @@ class ClusterError(RuntimeError):
     pass
 
 
+class DaemonExited(ClusterError):
+    """A daemon the wait depends on is gone: no use waiting any longer."""
+
+
 class Daemon:
     """One process of the node, started in its namespaces, logging to *log*."""
 
@@ -309,6 +313,8 @@ class Cluster:
                 if got:
                     return got
                 last = got
+            except DaemonExited:
+                raise
             except (ClusterError, subprocess.TimeoutExpired, KeyError, ValueError) as err:
                 last = err
             if time.monotonic() > deadline:
@@ -389,9 +395,20 @@ class Cluster:
         """kubelet's log: every instance's, one after the other (a start appends)."""
         return self.daemons["kubelet"].tail(n=1 << 30)
 
+    def _registered_ready(self) -> Optional[Dict[str, Any]]:
+        """The Node once Ready. A kubelet that exited fails at once with its log; a live one is
+        waited for (on a loaded machine registration took minutes), and a hang ends with its log."""
+        if not self.daemons["kubelet"].alive():
+            raise DaemonExited(f"kubelet exited before its node was Ready:\n{self.daemons['kubelet'].tail()}")
+        try:
+            node = self.node()
+        except ClusterError:
+            return None
+        return node if self.node_ready(node) else None
+
     def _kubelet_healthy(self) -> bool:
         if not self.daemons["kubelet"].alive():
-            raise ClusterError(f"kubelet exited:\n{self.daemons['kubelet'].tail()}")
+            raise DaemonExited(f"kubelet exited:\n{self.daemons['kubelet'].tail()}")
         r = self.run_on_node([sys.executable, "-c", "import urllib.request,sys; "
                               "sys.exit(urllib.request.urlopen('http://127.0.0.1:10248/healthz', timeout=2)"
                               ".status != 200)"], timeout=10, mount=False)
@@ -423,7 +440,12 @@ class Cluster:
         self._containerd()
         self.daemons["kubelet"] = Daemon("kubelet", self.kubelet_argv(), self.log_dir / "kubelet.log")
         self.start_kubelet(wait_ready=False)
-        node = self.wait_node(self.node_ready, 180, "the node Ready")
+        try:
+            node = self.wait(self._registered_ready, 600, "the node Ready")
+        except DaemonExited:
+            raise
+        except ClusterError as err:
+            raise ClusterError(f"{err}\nkubelet's log ends:\n{self.daemons['kubelet'].tail()}") from None
         if node["metadata"]["name"] != self.node_name:
             raise ClusterError(f"unexpected node {node['metadata']['name']}")
         # what every pod needs before it can be admitted: its namespace's service account, the
