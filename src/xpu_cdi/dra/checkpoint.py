@@ -36,7 +36,9 @@ class Prepared:
 
     namespace: str
     name: str
-    devices: List[Dict[str, Any]]  # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}]
+    # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}], a share also with "shareID",
+    # "memory" and "total" (bytes), and its claim-scoped CDI name last in "cdi"
+    devices: List[Dict[str, Any]]
 
     def to_json(self) -> Dict[str, Any]:
         return {"namespace": self.namespace, "name": self.name, "devices": self.devices}
@@ -50,12 +52,13 @@ class Checkpoint:
     claims: Dict[str, Prepared] = field(default_factory=dict)
 
     def devices_in_use(self, exclude: str = "") -> Dict[Tuple[str, str], str]:
-        """``(pool, device)`` -> uid of the claim holding it, other than *exclude*."""
+        """``(pool, device)`` -> uid of the claim holding it whole, other than *exclude* (shares are not holds)."""
         out: Dict[Tuple[str, str], str] = {}
         for uid, claim in self.claims.items():
             if uid != exclude:
                 for d in claim.devices:
-                    out[(d["pool"], d["device"])] = uid
+                    if not d.get("shareID"):
+                        out[(d["pool"], d["device"])] = uid
         return out
 
 

@@ -21,6 +21,7 @@ the other pod of a rolling update still serves, stop, exit 0.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import threading
@@ -38,6 +39,7 @@ from ..log import ERROR, INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from . import checkpoint as _cp
 from . import claims as _claims
+from . import claimspec, shares
 from . import slices as _slices
 from .config import Settings
 from .kube import ApiError, Kube, claim_path
@@ -56,6 +58,7 @@ class KindDriver:
         self.pool = s.node_name
         self.dir = s.plugin_dir(self.name)
         self.cp_path = _cp.path_in(self.dir)
+        self.claim_dir = s.spec_dirs[-1]  # claim-scoped specs: the highest-priority spec directory
         self.publisher = Publisher(kube, self.name, s.node_name, log, wake)
         self.devices: Dict[str, _slices.DeviceInfo] = {}
         self.unhealthy: Dict[str, str] = {}
@@ -164,15 +167,42 @@ class KindDriver:
                     self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} names "
                              f"{', '.join(taken)}, which another claim holds: not taken back", WARNING)
                     continue
-                entries = [{"requests": [str(r.get("request", "")).split("/")[0]], "pool": self.pool,
-                            "device": r["device"],
-                            "cdi": [devices[r["device"]].cdi] if r["device"] in devices else []} for r in results]
+                entries = [self._taken_back(r, devices.get(r["device"])) for r in results]
+                self.write_claim_spec(uid, entries)
                 cp.claims[uid] = _cp.Prepared(meta.get("namespace", ""), meta.get("name", ""), entries)
                 self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} in use: taken back "
                          f"from the API ({', '.join(e['device'] for e in entries)})")
                 changed = True
         if changed or not os.path.exists(self.cp_path):
             self._save(cp)
+        for uid in set(claimspec.listed(self.claim_dir, self.name)) - set(cp.claims):
+            claimspec.remove(self.claim_dir, self.name, uid)
+            self.log(f"{self.name}: claim-scoped spec of claim {uid} removed: no prepared claim holds it")
+
+    def _taken_back(self, result: Dict[str, Any], card: Optional[_slices.DeviceInfo]) -> Dict[str, Any]:
+        """The checkpoint entry of an allocation result taken back from the API (a share keeps its memory)."""
+        entry: Dict[str, Any] = {"requests": [str(result.get("request", "")).split("/")[0]], "pool": self.pool,
+                                 "device": result["device"], "cdi": [card.cdi] if card else []}
+        if result.get("shareID") and card is not None and card.share is not None:
+            entry.update(shareID=result["shareID"], memory=shares.consumed(result),
+                         total=shares.parse_quantity(card.memory))
+        return entry
+
+    def write_claim_spec(self, uid: str, devices: List[Dict[str, Any]]) -> None:
+        """The claim-scoped spec telling each share its memory; its CDI names appended to the shares' ``cdi``.
+
+        Raises:
+            OSError, ValueError: the spec could not be written (nothing is recorded then).
+        """
+        shared = [d for d in devices if d.get("shareID")]
+        if not shared:
+            return
+        card_name = {d.name: d.cdi.partition("=")[2] for d in self.devices.values()}
+        edits = [(f"{d['device']}-{d['shareID'][:8]}",
+                  {"env": shares.env(card_name.get(d["device"], d["device"]), d["memory"], d["total"])})
+                 for d in shared]
+        for d, name in zip(shared, claimspec.write(self.claim_dir, self.name, uid, edits, {})):
+            d["cdi"] = [c for c in d["cdi"] if c.partition("=")[0] != claimspec.kind(self.name)] + [name]
 
     # -- the Driver protocol of server.Services --------------------------------------------------------------
 
@@ -194,7 +224,8 @@ class KindDriver:
                     continue
                 try:
                     devices = _claims.prepare(claim, self.name, self.pool, self.devices, cp.devices_in_use(uid))
-                except _claims.ClaimError as err:
+                    self.write_claim_spec(uid, devices)  # before the checkpoint: a crash between leaves an orphan
+                except (_claims.ClaimError, OSError, ValueError) as err:
                     out[uid] = ([], f"{self.name}: {err}")
                     self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}", WARNING)
                     continue
@@ -211,6 +242,7 @@ class KindDriver:
         with self.serialized() as cp:
             gone = [(ns, n, uid) for ns, n, uid in claims if uid in cp.claims]
             for ns, n, uid in gone:
+                claimspec.remove(self.claim_dir, self.name, uid)  # first: a crash after it leaves no orphan spec
                 del cp.claims[uid]
                 self.log(f"{self.name}: claim {ns}/{n} unprepared")
             if gone:
@@ -292,7 +324,21 @@ class Daemon(Loop):
             version = _slices.read_driver_version(profile, self.s.proc, self.s.driver_root)
             infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version)
                      for c in ks.cards.values()]
+            policy = self.s.shares.get(kind)
+            if policy is not None:
+                infos = [self.shared(kind, info, policy) for info in infos]
             self.described[kind] = _slices.by_name(infos)
+
+    def shared(self, kind: str, info: _slices.DeviceInfo, policy: shares.Policy) -> _slices.DeviceInfo:
+        """*info* shared by capacity, or whole with one line saying why not."""
+        total = shares.card_memory(info.memory, policy)
+        why = policy.problem(total) if total else (
+            "its memory is unknown (the profile's model has none): give it with memory=")
+        if why:
+            self.say_once(f"share:{kind}:{why}", f"{kind}: cards not shared by capacity (first {info.name}): {why} "
+                                                 f"(--share-capacity)", WARNING)
+            return info
+        return dataclasses.replace(info, memory=shares.format_quantity(total), share=policy)
 
     def health_of(self, kind: str) -> Dict[str, str]:
         ks = self.kinds[kind]

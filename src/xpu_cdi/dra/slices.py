@@ -17,7 +17,9 @@ attribute                                     type       from
 ``numaNode``, ``resource.kubernetes.io/numaNode``  int   its NUMA node (only a node the host has)
 ============================================  =========  ===========================
 
-and capacity ``memory`` where the profile knows it.  An unhealthy card keeps
+and capacity ``memory`` where the profile knows it (a card of a kind shared by
+capacity, :mod:`.shares`, also ``allowMultipleAllocations`` and the memory's
+``requestPolicy``).  An unhealthy card keeps
 its place with a ``NoSchedule`` taint ``<driver>/unhealthy``: pods running on
 it keep running, new claims get other cards.
 
@@ -36,6 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from .. import cardmodel, topology
 from ..generate.discover import host_path
 from ..model import Profile
+from . import shares
 
 API_VERSION = "resource.k8s.io/v1"
 MAX_DEVICES = 128  # ResourceSliceMaxDevices
@@ -61,6 +64,7 @@ class DeviceInfo:
     switch: Optional[str] = None
     numa: Optional[int] = None
     memory: str = ""
+    share: Optional[shares.Policy] = None  # shared by capacity (--share-capacity): memory is then set
 
 
 def device_name(cdi_name: str) -> str:
@@ -148,7 +152,10 @@ def taint_key(driver: str) -> str:
 def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "") -> Dict[str, Any]:
     """The ``spec.devices[]`` entry of one card."""
     dev: Dict[str, Any] = {"name": info.name, "attributes": attributes(info)}
-    if info.memory:
+    if info.share is not None:  # several claims, each its part of the memory
+        dev["allowMultipleAllocations"] = True
+        dev["capacity"] = {shares.CAPACITY: info.share.capacity(shares.parse_quantity(info.memory))}
+    elif info.memory:
         dev["capacity"] = {"memory": {"value": info.memory}}
     if unhealthy:
         dev["taints"] = [{"key": taint_key(driver), "effect": TAINT_EFFECT}]
