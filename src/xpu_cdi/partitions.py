@@ -73,6 +73,14 @@ class Partitions:
     tool: str
     chips: Tuple[ChipModel, ...]
 
+    def vnpu_parent(self, vnpu_id: int) -> Optional[int]:
+        """The physical id of the chip a vNPU of id *vnpu_id* was carved from, or None: not a vNPU id."""
+        for c in self.chips:
+            first, stride, count = c.vnpu_ids
+            if vnpu_id >= first and (vnpu_id - first) % stride < count:
+                return (vnpu_id - first) // stride
+        return None
+
     def chip(self, name: str) -> Optional[ChipModel]:
         """The model of a chip the tool names *name* (first match wins), or the model called *name*."""
         for c in self.chips:

@@ -518,3 +518,29 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
         p.stop()
         k.stop()
         shutil.rmtree(node.plugin_dir, ignore_errors=True)
+
+
+def test_ascend_carved_chip_not_offered_whole(stack: str, tmp_path: Path, host_root: Path) -> None:
+    """A static vNPU carved from chip 0 (/dev/vdavinci100, ids 100 + 16 * phy id: docs/vendors.md) is
+    offered as a card of its own and chip 0 is not offered at all (node.carved, the DRA driver's rule
+    too); the plugin says so once; destroying the vNPU offers the chip again (the vNPU stays listed
+    Unhealthy, as any card whose node went away)."""
+    host = fakehost.ascend(host_root, cards=4, pci_device="0xd500")
+    fakehost.mknod(host_root / "dev/vdavinci100", fakehost.NPU_MAJOR, 1100)
+    dpnode.numa_nodes(host_root, 1)
+    node = dpnode.Node(host, tmp_path / "cdi", dpnode.short_dir(), tmp_path / "st.json")
+    node.generate()
+    k = kubeletkit.FakeKubelet(node.plugin_dir)
+    p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
+    try:
+        k.wait_registered()
+        assert k.wait_for(lambda: k.latest()) == {i: ("Healthy", []) for i in ("1", "2", "3", "100")}
+        p.wait_log("huawei.com/npu=0: not offered whole: vNPU(s) 100 carved from it")
+        (host_root / "dev/vdavinci100").unlink()
+        node.generate()
+        assert k.wait_for(lambda: "0" in k.latest() and k.latest()) == \
+            {**{i: ("Healthy", []) for i in ("0", "1", "2", "3")}, "100": ("Unhealthy", [])}
+    finally:
+        p.stop()
+        k.stop()
+        shutil.rmtree(node.plugin_dir, ignore_errors=True)

@@ -7,6 +7,7 @@ What it implements (syntax from mind-cluster's virtual-instance guide; docs/vend
     npu-smi set -t create-vnpu -i CARD -c CHIP -f TEMPLATE [-v VNPU_ID] [-g VGROUP_ID]
     npu-smi set -t destroy-vnpu -i CARD -c CHIP -v VNPU_ID
     npu-smi info -t info-vnpu -i CARD -c CHIP
+    npu-smi info -m                          (the card, chip and logic id of each chip)
     npu-smi set -t vnpu-mode -d 0|1          npu-smi info -t vnpu-mode
     npu-smi set -t vnpu-cfg-recover -d 0|1   npu-smi info -t vnpu-cfg-recover
 
@@ -30,6 +31,8 @@ What only hardware can show, untested here:
 - whether AI CPUs and media engines are a budget (the 310P's table gives more per template than
   the chip's total: they are not enforced), and which mixes of templates a chip refuses (HAMi
   issue 1851 reports 910B2 refusing halves beside quarters: not enforced);
+- the exact columns of ``info -m`` (the stand-in prints NPU ID, Chip ID, Chip Logic ID, Chip Name
+  and an MCU row per card) and whether a chip's logic id is its /dev/davinci number;
 - the vdavinci node's real major and minor, the driver's ``/dev/davinci<id>`` view inside a
   container, vnpu-cfg-recover across a reboot, VM mode.
 """
@@ -251,13 +254,28 @@ def info_vnpu(state: Dict[str, Any], card: int, chip_id: int) -> List[str]:
     return out
 
 
+def chip_map(state: Dict[str, Any]) -> List[str]:
+    """``npu-smi info -m``: a row per chip (NPU ID, Chip ID, Chip Logic ID, Chip Name), the logic id
+    taken equal to the physical id; the real tool also lists each card's MCU with logic id ``-``."""
+    out = [f"        {'NPU ID':<31}{'Chip ID':<31}{'Chip Logic ID':<31}Chip Name"]
+    for c in state["chips"]:
+        out.append(f"        {c['card']:<31}{c['chip']:<31}{c['phy_id']:<31}Ascend {c['name']}")
+    for card in sorted({c["card"] for c in state["chips"]}):
+        out.append(f"        {card:<31}{1 + max(c['chip'] for c in state['chips'] if c['card'] == card):<31}"
+                   f"{'-':<31}Mcu")
+    return out
+
+
 def _args(argv: Sequence[str]) -> Dict[str, str]:
-    """``-t create-vnpu -i 0 ...`` -> {"t": "create-vnpu", "i": "0", ...}."""
+    """``-t create-vnpu -i 0 ...`` -> {"t": "create-vnpu", "i": "0", ...}; ``-m`` takes no value."""
     out: Dict[str, str] = {}
     it = iter(argv)
     for flag in it:
         if not (flag.startswith("-") and len(flag) == 2):
             raise Refused(f"Invalid parameter {flag}")
+        if flag == "-m":
+            out["m"] = ""
+            continue
         value = next(it, None)
         if value is None:
             raise Refused(f"The parameter {flag} needs a value")
@@ -288,6 +306,8 @@ def run(argv: Sequence[str]) -> List[str]:
         state = json.loads(state_path.read_text())
         if verb == "info" and what == "info-vnpu":
             return info_vnpu(state, _int(args, "i", "device id"), _int(args, "c", "chip id"))
+        if verb == "info" and not what and args.get("m") is not None:
+            return chip_map(state)
         if verb == "info" and what == "vnpu-mode":
             return [f"vnpu-mode              : {state['mode']}"]
         if verb == "info" and what == "vnpu-cfg-recover":

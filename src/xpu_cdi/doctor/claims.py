@@ -6,15 +6,16 @@
   such files when it starts).
 * ``whole-and-partitioned``: no chip may be offered whole while a vNPU carved from it is offered
   too (by the device plugin or the DRA driver, read from their status files): two pods could
-  then be given the same chip.  Which chip a vNPU is carved from is the vendor's id layout
-  (``vnpu_ids`` in profiles/partitions/, docs/vendors.md).
+  then be given the same chip (the loop withholds such a chip, :mod:`xpu_cdi.node.carved`: this
+  names a daemon that does not).  Which chip a vNPU is carved from is the vendor's id layout
+  (:meth:`xpu_cdi.partitions.Partitions.vnpu_parent`, docs/vendors.md).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Set, Tuple
 
 from .. import partitions
 from ..cdi import registry
@@ -76,15 +77,6 @@ def check_claim_specs(ctx: Context) -> List[Result]:
     return out
 
 
-def _parent(vnpu: int, chips: Tuple[partitions.ChipModel, ...]) -> Optional[int]:
-    """The physical id of the chip vNPU *vnpu* is carved from, by the vendor's id layout."""
-    for c in chips:
-        first, stride, count = c.vnpu_ids
-        if vnpu >= first and (vnpu - first) % stride < count:
-            return (vnpu - first) // stride
-    return None
-
-
 def _offered(ctx: Context) -> List[Tuple[str, str]]:
     """``(who, qualified CDI name)`` of every device the device plugin and the DRA driver offer now."""
     out = []
@@ -118,7 +110,7 @@ def check_partitioned(ctx: Context) -> List[Result]:
                 vnpus.append((int(vnpu.group(1)), f"{name} by {who}"))
     out = []
     for vnpu, what in vnpus:
-        phy = _parent(vnpu, parts.chips)
+        phy = parts.vnpu_parent(vnpu)
         if phy is not None and phy in chips:
             out.append(fail("whole-and-partitioned", f"chip {phy} is offered whole ({chips[phy]}) and partitioned "
                                                      f"(vNPU {vnpu}, {what}): two pods can be given the same chip",

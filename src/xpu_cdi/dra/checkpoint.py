@@ -36,12 +36,21 @@ class Prepared:
 
     namespace: str
     name: str
-    # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}], a share also with "shareID",
-    # "memory" and "total" (bytes), and its claim-scoped CDI name last in "cdi"
+    # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}]; a share of a card also with
+    # "shareID", "memory" and "total" (bytes), its claim-scoped CDI name last in "cdi"; a partition
+    # made for the claim with "vnpu": {"card": .., "chip": .., "template": .., "id": ..}
     devices: List[Dict[str, Any]]
+    pending: bool = False  # written before the vendor's tool runs: a crash leaves the intent, undone at start
 
     def to_json(self) -> Dict[str, Any]:
-        return {"namespace": self.namespace, "name": self.name, "devices": self.devices}
+        out: Dict[str, Any] = {"namespace": self.namespace, "name": self.name, "devices": self.devices}
+        if self.pending:
+            out["pending"] = True
+        return out
+
+    def vnpus(self) -> List[Dict[str, Any]]:
+        """The partitions made (or being made) for this claim."""
+        return [d["vnpu"] for d in self.devices if isinstance(d.get("vnpu"), dict)]
 
 
 @dataclass
@@ -60,6 +69,10 @@ class Checkpoint:
                     if not d.get("shareID"):
                         out[(d["pool"], d["device"])] = uid
         return out
+
+    def vnpu_ids(self) -> Dict[int, str]:
+        """vNPU id -> the uid of the claim it was made for."""
+        return {int(v["id"]): uid for uid, c in self.claims.items() for v in c.vnpus()}
 
 
 def boot_id(path: str = BOOT_ID) -> str:
@@ -99,7 +112,7 @@ def _parse(raw: bytes) -> Dict[str, Prepared]:
         if not (isinstance(c, dict) and isinstance(c.get("devices"), list)
                 and all(isinstance(d, dict) and {"pool", "device", "cdi"} <= set(d) for d in c["devices"])):
             raise ValueError(f"claim {uid} is malformed")
-        out[uid] = Prepared(str(c.get("namespace", "")), str(c.get("name", "")), c["devices"])
+        out[uid] = Prepared(str(c.get("namespace", "")), str(c.get("name", "")), c["devices"], c.get("pending") is True)
     return out
 
 

@@ -42,8 +42,8 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
                sysfs_root: str, node_name: Optional[str], kubeconfig: Optional[str], registry_dir: str,
                plugins_dir: str, run_dir: str, pod_uid: Optional[str], spec_dirs: Tuple[str, ...],
                proc_root: Optional[str], driver_names: Tuple[str, ...], node_config: str, health_interval: float,
-               no_health_service: bool, probe_only: bool, boot_id_file: str, share_capacity: Tuple[str, ...],
-               log_level: str, verbose: bool, log_format: str) -> None:
+               no_health_service: bool, probe_only: bool, boot_id_file: str, vnpu_tool: str,
+               share_capacity: Tuple[str, ...], log_level: str, verbose: bool, log_format: str) -> None:
     """The DRA driver (resource.k8s.io/v1): publish the cards our CDI specs
     define as ResourceSlices of this node, one driver per CDI kind, and
     prepare the claims kubelet hands it with the specs' CDI device names.
@@ -62,7 +62,8 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
         proc_root=os.path.abspath(proc_root) if proc_root else None, profiles=tuple(profiles),
         profiles_dir=tuple(profiles_dir), driver_names=config.parse_driver_names(driver_names),
         node_config=node_config, health_interval=health_interval, health_service=not no_health_service,
-        boot_id_file=boot_id_file, shares=shares.parse(share_capacity))
+        boot_id_file=boot_id_file, vnpu_tool=os.path.abspath(vnpu_tool) if vnpu_tool else "",
+        shares=shares.parse(share_capacity))
     config.check(settings)
     if probe_only:
         if not uid:  # without a pod uid the file is named after the pid: any running driver's will do
@@ -111,6 +112,9 @@ OPTIONS = (
                       "vendor's runtime does (docs/sharing.md)."),
     click.option("--probe", "probe_only", is_flag=True,
                  help="Exit 0 if a running driver has registered and published every kind it serves, else 1."),
+    click.option("--vnpu-tool", default="", metavar="PATH",
+                 help="The vendor's partitioning tool (Ascend: npu-smi), run to make and destroy vNPUs for claims "
+                      "(default: the profile's partition data names it, in <driver root>/usr/local/bin)."),
     # the boot the checkpoint is keyed to; a test's stand-in for a reboot (not in --help)
     click.option("--boot-id-file", default=config.BOOT_ID_FILE, hidden=True),
     *LOG_OPTIONS,

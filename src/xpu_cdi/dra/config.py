@@ -36,10 +36,16 @@ class Settings(NodeSettings):
     health_service: bool = True
     boot_id_file: str = BOOT_ID_FILE
     shares: Dict[str, Policy] = field(default_factory=dict)  # CDI kind -> its capacity sharing
+    vnpu_tool: str = ""  # the vendor's partitioning tool; "" = the partition data's, in <driver root>/usr/local/bin
 
     def driver(self, kind: str) -> str:
         """The driver name of *kind*: the CDI vendor unless set (``kunlunxin.com``)."""
         return self.driver_names.get(kind, kind.partition("/")[0])
+
+    @property
+    def claim_spec_dir(self) -> str:
+        """Where claim-scoped specs go: the last (highest-priority) spec dir, /var/run/cdi by default."""
+        return self.spec_dirs[-1]
 
     def plugin_dir(self, driver: str) -> str:
         return os.path.join(self.plugins_dir, driver)

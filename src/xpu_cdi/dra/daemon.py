@@ -26,9 +26,9 @@ import fcntl
 import os
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .. import nodeconfig
+from .. import nodeconfig, partitions
 from ..node import health as _health
 from ..node import inotify
 from ..node import inventory as _devices
@@ -37,9 +37,11 @@ from ..node import status as _status
 from ..errors import XpuCdiError
 from ..log import ERROR, INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
+from ..errors import ClaimError
+from ..generate.hostfs import host_path
 from . import checkpoint as _cp
 from . import claims as _claims
-from . import claimspec, shares
+from . import claimspec, partitioned, shares, vnpu
 from . import slices as _slices
 from .config import Settings
 from .kube import ApiError, Kube, claim_path
@@ -58,7 +60,6 @@ class KindDriver:
         self.pool = s.node_name
         self.dir = s.plugin_dir(self.name)
         self.cp_path = _cp.path_in(self.dir)
-        self.claim_dir = s.spec_dirs[-1]  # claim-scoped specs: the highest-priority spec directory
         self.publisher = Publisher(kube, self.name, s.node_name, log, wake)
         self.devices: Dict[str, _slices.DeviceInfo] = {}
         self.unhealthy: Dict[str, str] = {}
@@ -75,6 +76,8 @@ class KindDriver:
                                    [self.services.registration_handler()], workers=2, name="reg-" + self.name)
         self.stop_watch = threading.Event()
         self.watcher: Optional[threading.Thread] = None
+        self.tool: Optional[vnpu.Tool] = None  # the vendor's partitioning tool, where the kind's chips partition
+        self.common: Dict[str, Any] = {}  # the static spec's own containerEdits: a claim-scoped spec repeats them
 
     # -- the checkpoint, shared with the other pod of a rolling update ------------------------------------
 
@@ -148,10 +151,21 @@ class KindDriver:
                         return  # the API is not usable now: keep everything
         live = {(i.get("metadata") or {}).get("uid"): i for i in items}
         changed = False
-        for uid in [u for u in cp.claims if u not in live]:
-            c = cp.claims.pop(uid)
-            self.log(f"{self.name}: claim {c.namespace}/{c.name} ({uid}) is gone from the API: released")
+        for uid in [u for u in cp.claims if u not in live or cp.claims[u].pending]:
+            c = cp.claims[uid]
+            why = "was being prepared when the driver stopped" if c.pending else "is gone from the API"
+            try:
+                self._release(cp, uid)
+            except ClaimError as err:
+                self.log(f"{self.name}: claim {c.namespace}/{c.name} ({uid}) {why}, but {err}: kept", WARNING)
+                continue
+            self.log(f"{self.name}: claim {c.namespace}/{c.name} ({uid}) {why}: released"
+                     + (f" (vNPU {', '.join(str(v['id']) for v in c.vnpus())} destroyed)" if c.vnpus() else ""))
             changed = True
+        for uid, path in claimspec.listed(self.s.claim_spec_dir, self.name).items():
+            if uid not in cp.claims:
+                claimspec.remove(self.s.claim_spec_dir, self.name, uid)
+                self.log(f"{self.name}: claim-scoped spec {path} names no prepared claim: removed")
         if rebuild:
             devices = {d.name: d for d in self.devices.values()}
             for uid, claim in live.items():
@@ -161,6 +175,12 @@ class KindDriver:
                 if not results:
                     continue
                 meta = claim["metadata"]
+                made = [r["device"] for r in results if r["device"] in devices and devices[r["device"]].template]
+                if made:  # which vNPU was made for it is lost with the checkpoint
+                    self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} names the partition(s) "
+                             f"{', '.join(made)}, made for it before the checkpoint was lost: not taken back "
+                             f"(destroy its vNPU by hand once its pod is gone)", WARNING)
+                    continue
                 held = cp.devices_in_use()
                 taken = [r["device"] for r in results if (self.pool, r["device"]) in held and not r.get("adminAccess")]
                 if taken:
@@ -175,9 +195,6 @@ class KindDriver:
                 changed = True
         if changed or not os.path.exists(self.cp_path):
             self._save(cp)
-        for uid in set(claimspec.listed(self.claim_dir, self.name)) - set(cp.claims):
-            claimspec.remove(self.claim_dir, self.name, uid)
-            self.log(f"{self.name}: claim-scoped spec of claim {uid} removed: no prepared claim holds it")
 
     def _taken_back(self, result: Dict[str, Any], card: Optional[_slices.DeviceInfo]) -> Dict[str, Any]:
         """The checkpoint entry of an allocation result taken back from the API (a share keeps its memory)."""
@@ -201,7 +218,7 @@ class KindDriver:
         edits = [(f"{d['device']}-{d['shareID'][:8]}",
                   {"env": shares.env(card_name.get(d["device"], d["device"]), d["memory"], d["total"])})
                  for d in shared]
-        for d, name in zip(shared, claimspec.write(self.claim_dir, self.name, uid, edits, {})):
+        for d, name in zip(shared, claimspec.write(self.s.claim_spec_dir, self.name, uid, edits, {})):
             d["cdi"] = [c for c in d["cdi"] if c.partition("=")[0] != claimspec.kind(self.name)] + [name]
 
     # -- the Driver protocol of server.Services --------------------------------------------------------------
@@ -219,13 +236,17 @@ class KindDriver:
         with self.serialized() as cp:
             changed = False
             for namespace, name, uid, claim in fetched:
-                if uid in cp.claims:  # a repeated call: the same answer
+                if uid in cp.claims and not cp.claims[uid].pending:  # a repeated call: the same answer
                     out[uid] = (cp.claims[uid].devices, "")
                     continue
                 try:
+                    if uid in cp.claims:  # half made by a call that failed to undo it: undone first
+                        self._release(cp, uid)
                     devices = _claims.prepare(claim, self.name, self.pool, self.devices, cp.devices_in_use(uid))
-                    self.write_claim_spec(uid, devices)  # before the checkpoint: a crash between leaves an orphan
-                except (_claims.ClaimError, OSError, ValueError) as err:
+                    self.write_claim_spec(uid, devices)  # shares: told their memory in a spec of the claim's
+                    if any(self.devices[d["device"]].template for d in devices):
+                        self._make(cp, uid, namespace, name, devices)
+                except (ClaimError, OSError, ValueError) as err:
                     out[uid] = ([], f"{self.name}: {err}")
                     self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}", WARNING)
                     continue
@@ -239,15 +260,79 @@ class KindDriver:
         return out
 
     def unprepare(self, claims: Sequence[Tuple[str, str, str]]) -> Dict[str, str]:
+        errors: Dict[str, str] = {}
         with self.serialized() as cp:
-            gone = [(ns, n, uid) for ns, n, uid in claims if uid in cp.claims]
-            for ns, n, uid in gone:
-                claimspec.remove(self.claim_dir, self.name, uid)  # first: a crash after it leaves no orphan spec
-                del cp.claims[uid]
-                self.log(f"{self.name}: claim {ns}/{n} unprepared")
-            if gone:
-                self._save(cp)
-        return {uid: "" for _ns, _n, uid in claims}
+            for ns, n, uid in claims:
+                if uid not in cp.claims:
+                    continue
+                made = cp.claims[uid].vnpus()
+                try:
+                    self._release(cp, uid)
+                except ClaimError as err:  # kubelet calls again
+                    errors[uid] = f"{self.name}: {err}"
+                    self.log(f"{self.name}: claim {ns}/{n} not unprepared: {err}", WARNING)
+                    continue
+                self.log(f"{self.name}: claim {ns}/{n} unprepared"
+                         + (f" (vNPU {', '.join(str(v['id']) for v in made)} destroyed)" if made else ""))
+        return {uid: errors.get(uid, "") for _ns, _n, uid in claims}
+
+    # -- partitions made for a claim (Ascend vNPU) ----------------------------------------------------------
+
+    def _make(self, cp: _cp.Checkpoint, uid: str, namespace: str, name: str, devices: List[Dict[str, Any]]) -> None:
+        """Make the claim's partitions and its claim-scoped spec; *devices* get their CDI names.
+
+        The intent (which vNPU id on which chip) is saved before the tool runs, so a crash at any
+        point leaves a record that start-up undoes (:meth:`reconcile`); a failure here is undone at once.
+        """
+        if self.tool is None:
+            raise ClaimError("this node's chips are not partitioned by this driver (no vendor tool)")
+        taken = set(cp.vnpu_ids())
+        for d in devices:
+            info = self.devices[d["device"]]
+            if not info.template:
+                continue
+            card, chip, first, stop = info.tool_ids
+            free = next((i for i in range(first, stop) if i not in taken and not self.tool.exists(i)), None)
+            if free is None:
+                raise ClaimError(f"no vNPU id is free on chip {info.parent} ({first}..{stop - 1} are taken)")
+            taken.add(free)
+            d["vnpu"] = {"card": card, "chip": chip, "template": info.template, "id": free}
+            d["cdi"] = []
+        cp.claims[uid] = _cp.Prepared(namespace, name, devices, pending=True)
+        self._save(cp)
+        try:
+            made = []
+            for d in devices:
+                v = d.get("vnpu")
+                if v:
+                    host = self.tool.create(v["card"], v["chip"], v["template"], v["id"])
+                    made.append((d, f"vnpu-{v['id']}", vnpu.node_edits(host, v["id"])))
+            names = claimspec.write(self.s.claim_spec_dir, self.name, uid, [(sfx, e) for _d, sfx, e in made],
+                                    self.common)
+        except (ClaimError, OSError):
+            self._release(cp, uid)
+            raise
+        for (d, _sfx, _e), cdi in zip(made, names):
+            d["cdi"] = [cdi]
+
+    def _release(self, cp: _cp.Checkpoint, uid: str) -> None:
+        """Destroy what was made for the claim, remove its spec, forget it (saved).  Raises ClaimError:
+        a vNPU the tool would not destroy (in use), the claim kept."""
+        c = cp.claims[uid]
+        for v in c.vnpus():
+            if self.tool is None:
+                raise ClaimError(f"vNPU {v['id']} was made for the claim, but no vendor tool is set to destroy it")
+            self.tool.destroy(int(v["card"]), int(v["chip"]), int(v["id"]))
+        claimspec.remove(self.s.claim_spec_dir, self.name, uid)
+        del cp.claims[uid]
+        self._save(cp)
+
+    def own_vnpus(self) -> Set[int]:
+        """The ids of the vNPUs made for claims (read without the lock: a prepare may hold it while the tool runs)."""
+        cp = self._cp
+        if cp is None:
+            return set()
+        return {int(v["id"]) for c in dict(cp.claims).values() for v in c.vnpus()}
 
     def health(self) -> Tuple[int, List[Tuple[str, str, str]]]:
         with self.cond:
@@ -312,6 +397,7 @@ class Daemon(Loop):
         self.kube = kube
         self.drivers: Dict[str, KindDriver] = {}
         self.described: Dict[str, Dict[str, _slices.DeviceInfo]] = {}  # kind -> slice device name -> card
+        self.tools: Dict[str, Tuple[vnpu.Tool, Dict[int, partitioned.ToolChip]]] = {}  # kind -> its tool, chips
         self.boot = _cp.boot_id(settings.boot_id_file)
         self.pid_namespace = _status.pid_namespace()  # doctor elsewhere asks the sockets instead of the pid
 
@@ -327,7 +413,28 @@ class Daemon(Loop):
             policy = self.s.shares.get(kind)
             if policy is not None:
                 infos = [self.shared(kind, info, policy) for info in infos]
-            self.described[kind] = _slices.by_name(infos)
+            parts = partitions.builtin(ks.profile) if ks.profile else None
+            chips = self.tool_of(kind, parts)[1] if parts is not None else {}
+            self.described[kind] = partitioned.expand(_slices.by_name(infos), chips, parts)
+
+    def tool_of(self, kind: str,
+                parts: partitions.Partitions) -> Tuple[Optional[vnpu.Tool], Dict[int, partitioned.ToolChip]]:
+        """The kind's partitioning tool and the chips it names (asked once; again after a failure)."""
+        if kind not in self.tools:
+            tool = vnpu.Tool(self.s.vnpu_tool or host_path(self.s.driver_root, f"/usr/local/bin/{parts.tool}"),
+                             self.s.dev_root)
+            try:
+                chips = tool.chips()
+            except ClaimError as err:
+                self.say_once(f"tool:{kind}:{err}", f"{kind}: no partitions published: {err}", WARNING)
+                return None, {}
+            self.tools[kind] = (tool, chips)
+            if chips:
+                self.log(f"{kind}: {tool.path} names {len(chips)} chip(s): their {parts.tool} partitions published")
+        return self.tools[kind]
+
+    def own_vnpus(self) -> Set[int]:
+        return set().union(*(d.own_vnpus() for d in self.drivers.values()))
 
     def shared(self, kind: str, info: _slices.DeviceInfo, policy: shares.Policy) -> _slices.DeviceInfo:
         """*info* shared by capacity, or whole with one line saying why not."""
@@ -344,9 +451,9 @@ class Daemon(Loop):
         ks = self.kinds[kind]
         profile = self.profile_named(ks.profile)
         out = {}
-        cards = list(ks.cards.values())
-        for (name, _info), card in zip(self.described[kind].items(), cards):
-            why = _health.problem(card, ks.shared, profile, self.s.sysfs_root, self.s.proc)
+        for name, info in self.described[kind].items():  # a partition is as healthy as its chip
+            card = ks.cards.get((self.described[kind].get(info.parent) or info).cdi.partition("=")[2])
+            why = _health.problem(card, ks.shared, profile, self.s.sysfs_root, self.s.proc) if card else ""
             if why:
                 out[name] = why
         return out
@@ -371,6 +478,7 @@ class Daemon(Loop):
             assert self.kube is not None
             driver = KindDriver(self.s, kind, self.kube, self.boot, self.log, self.wake)
             driver.devices = dict(self.described[kind])  # the checkpoint's rebuild names cards
+            self.arm(kind, driver)
             try:
                 driver.start()
             except OSError as err:
@@ -379,11 +487,21 @@ class Daemon(Loop):
                 continue
             driver.devices = {}
             self.drivers[kind] = driver
+            if driver.own_vnpus():  # its vNPUs are no static cards: read the specs again knowing them
+                self.refresh(force=True)
         for kind, driver in self.drivers.items():
             devices = self.described.get(kind, {})
+            self.arm(kind, driver)
             driver.update(devices, self.health_of(kind) if kind in self.kinds else {})
             driver.publisher.sync()
             driver.check_sockets()
+
+    def arm(self, kind: str, driver: KindDriver) -> None:
+        """What the driver needs to make partitions: the tool, the static spec's own edits."""
+        driver.tool = self.tools.get(kind, (None, {}))[0]
+        ks = self.kinds.get(kind)
+        spec = ks.specs.get(ks.spec_paths[0]) if ks is not None and ks.spec_paths else None
+        driver.common = dict((spec or {}).get("containerEdits") or {})
 
     def node_config(self) -> Optional[nodeconfig.NodeConfig]:
         try:

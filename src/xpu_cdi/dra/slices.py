@@ -23,6 +23,12 @@ capacity, :mod:`.shares`, also ``allowMultipleAllocations`` and the memory's
 its place with a ``NoSchedule`` taint ``<driver>/unhealthy``: pods running on
 it keep running, new claims get other cards.
 
+A chip that can be partitioned (:mod:`.partitioned`) also owns a counter set
+(``spec.sharedCounters``, in slices of their own: the API takes counters or
+devices in a slice, never both) that the chip itself and its partitions'
+devices consume (``consumesCounters``), so the scheduler never gives out more
+of a chip than it has.
+
 Everything here but :func:`describe` is pure: inventory in, objects out.
 """
 
@@ -33,7 +39,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import cardmodel, topology
 from ..generate.discover import host_path
@@ -42,7 +48,8 @@ from . import shares
 
 API_VERSION = "resource.k8s.io/v1"
 MAX_DEVICES = 128  # ResourceSliceMaxDevices
-MAX_DEVICES_TAINTED = 64  # ResourceSliceMaxDevicesWithAdvancedFeatures: any device with taints
+MAX_DEVICES_TAINTED = 64  # ResourceSliceMaxDevicesWithTaintsOrConsumesCounters
+MAX_COUNTER_SETS = 8  # ResourceSliceMaxCounterSets
 STANDARD = "resource.kubernetes.io/"
 TAINT_EFFECT = "NoSchedule"
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -65,6 +72,14 @@ class DeviceInfo:
     numa: Optional[int] = None
     memory: str = ""
     share: Optional[shares.Policy] = None  # shared by capacity (--share-capacity): memory is then set
+    # a partitionable chip: the counters it owns (set name, ((counter, quantity), ...)), all of which it consumes
+    counters: Tuple[str, Tuple[Tuple[str, str], ...]] = ("", ())
+    # a partition: the counter set it takes from and what it takes; its template and parent chip's device
+    consumes: Tuple[str, Tuple[Tuple[str, str], ...]] = ("", ())
+    template: str = ""
+    parent: str = ""
+    # a partition: (card, chip) as the vendor's tool names its chip, and the chip's vNPU ids (first, stop)
+    tool_ids: Tuple[int, ...] = ()
 
 
 def device_name(cdi_name: str) -> str:
@@ -151,12 +166,19 @@ def taint_key(driver: str) -> str:
 
 def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "") -> Dict[str, Any]:
     """The ``spec.devices[]`` entry of one card."""
-    dev: Dict[str, Any] = {"name": info.name, "attributes": attributes(info)}
+    attrs = attributes(info)
+    if info.template:
+        attrs["template"] = {"string": info.template}
+        attrs["parentChip"] = {"string": info.parent}
+    dev: Dict[str, Any] = {"name": info.name, "attributes": attrs}
     if info.share is not None:  # several claims, each its part of the memory
         dev["allowMultipleAllocations"] = True
         dev["capacity"] = {shares.CAPACITY: info.share.capacity(shares.parse_quantity(info.memory))}
     elif info.memory:
         dev["capacity"] = {"memory": {"value": info.memory}}
+    set_name, taken = info.consumes if info.consumes[0] else info.counters
+    if set_name:
+        dev["consumesCounters"] = [{"counterSet": set_name, "counters": {k: {"value": v} for k, v in taken}}]
     if unhealthy:
         dev["taints"] = [{"key": taint_key(driver), "effect": TAINT_EFFECT}]
     return dev
@@ -175,10 +197,13 @@ def build(driver: str, node: str, devices: Sequence[DeviceInfo], unhealthy: Mapp
     says "this node has none", and a claim is not left waiting for slices.
     """
     entries = [device_entry(d, driver, unhealthy.get(d.name, "")) for d in devices]
-    limit = MAX_DEVICES_TAINTED if any("taints" in e for e in entries) else MAX_DEVICES
-    chunks = [entries[i:i + limit] for i in range(0, len(entries), limit)] or [[]]
+    limit = MAX_DEVICES_TAINTED if any("taints" in e or "consumesCounters" in e for e in entries) else MAX_DEVICES
+    chunks: List[Tuple[str, List[Any]]] = [("devices", entries[i:i + limit])
+                                           for i in range(0, len(entries), limit)] or [("devices", [])]
+    sets = counter_sets(devices)
+    chunks += [("sharedCounters", sets[i:i + MAX_COUNTER_SETS]) for i in range(0, len(sets), MAX_COUNTER_SETS)]
     out = []
-    for number, chunk in enumerate(chunks):
+    for number, (field, chunk) in enumerate(chunks):
         meta: Dict[str, Any] = {"name": slice_name(node, driver, number)}
         if node_uid:  # the node's deletion takes its slices with it
             meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
@@ -186,8 +211,14 @@ def build(driver: str, node: str, devices: Sequence[DeviceInfo], unhealthy: Mapp
         out.append({"apiVersion": API_VERSION, "kind": "ResourceSlice", "metadata": meta,
                     "spec": {"driver": driver, "nodeName": node,
                              "pool": {"name": node, "generation": generation, "resourceSliceCount": len(chunks)},
-                             "devices": chunk}})
+                             field: chunk}})
     return out
+
+
+def counter_sets(devices: Sequence[DeviceInfo]) -> List[Dict[str, Any]]:
+    """The ``sharedCounters`` entries of the partitionable chips among *devices*."""
+    return [{"name": d.counters[0], "counters": {k: {"value": v} for k, v in d.counters[1]}}
+            for d in devices if d.counters[0]]
 
 
 def _normal(dev: Mapping[str, Any]) -> Dict[str, Any]:
@@ -200,16 +231,18 @@ def _normal(dev: Mapping[str, Any]) -> Dict[str, Any]:
 
 def content(devices: Sequence[DeviceInfo], driver: str, unhealthy: Mapping[str, str]) -> str:
     """What the pool says, generation aside: equal strings mean nothing to republish."""
-    return json.dumps([_normal(device_entry(d, driver, unhealthy.get(d.name, ""))) for d in devices],
-                      sort_keys=True)
+    return json.dumps({"devices": [_normal(device_entry(d, driver, unhealthy.get(d.name, ""))) for d in devices],
+                       "sharedCounters": counter_sets(devices)}, sort_keys=True)
 
 
 def published_content(slices: Sequence[Mapping[str, Any]]) -> str:
     """:func:`content` of slices read back from the API server (fields it adds dropped)."""
     devices: List[Dict[str, Any]] = []
+    sets: List[Dict[str, Any]] = []
     for s in sorted(slices, key=lambda s: _number(s["metadata"].get("name", ""))):
         devices += [_normal(dev) for dev in s.get("spec", {}).get("devices") or []]
-    return json.dumps(devices, sort_keys=True)
+        sets += s.get("spec", {}).get("sharedCounters") or []
+    return json.dumps({"devices": devices, "sharedCounters": sets}, sort_keys=True)
 
 
 def _number(name: str) -> int:

@@ -76,6 +76,7 @@ class Exporter(Loop):
     """The exporter's state: the loop's profiles and cards, the last snapshot."""
 
     waiting_for_specs = "no card is exported until a spec appears"
+    offers_cards = False  # reports what the host has, carved chips too
 
     def __init__(self, settings: Settings, log: Optional[Log] = None) -> None:
         super().__init__(log or to_stderr(LOGGER), settings)

@@ -57,6 +57,8 @@ def group_of(key: str) -> str:
 class Labeller(Loop):
     """The labels of one node, computed and applied."""
 
+    offers_cards = False  # reports what the host has, carved chips too
+
     def __init__(self, s: Settings, log: Optional[Log] = None, kube: Any = None) -> None:
         super().__init__(log or to_stderr("xpu-cdi labels"), s)
         self.s: Settings = s

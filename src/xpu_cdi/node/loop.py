@@ -16,7 +16,7 @@ from .. import atomic
 from ..generate import profile as _profile
 from ..log import DEBUG, INFO, WARNING, Log
 from ..model import Profile
-from . import inotify, inventory
+from . import carved, inotify, inventory
 from .settings import NodeSettings
 
 
@@ -95,6 +95,10 @@ class Loop:
         self.log(f"reading the specs in {', '.join(self.s.spec_dirs)}"
                  + (": a file changed" if self.sig is not None and not force else ""), DEBUG)
         kinds, problems = inventory.load(self.s.spec_dirs, self.ours, self.s.sysfs_root)
+        if self.offers_cards:
+            kinds, withheld = carved.withhold_all(kinds, self.own_vnpus())
+            for line in withheld:
+                self.say_once("carved:" + line, line)
         kinds = self.arrange(kinds)
         for p in problems:
             self.say_once("problem:" + p, p, WARNING)
@@ -112,6 +116,13 @@ class Loop:
         before, self.kinds, self.sig = self.kinds, kinds, sig
         self.specs_changed(before)
         return True
+
+    #: hands cards out (device plugin, DRA driver): a chip with a vNPU carved is not offered whole
+    offers_cards = True
+
+    def own_vnpus(self) -> Set[int]:
+        """The ids of the vNPUs this daemon made for claims (the DRA driver's): not cards of their own."""
+        return set()
 
     def arrange(self, kinds: Dict[str, inventory.KindSet]) -> Dict[str, inventory.KindSet]:
         """The units a daemon serves of the kinds the specs define (default: the kinds themselves)."""

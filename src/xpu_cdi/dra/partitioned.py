@@ -1,0 +1,118 @@
+"""A partitionable chip as the driver publishes it: its counters, the chip consuming all of them,
+and a device per partition a template could make, each consuming what its template takes.
+
+Only what adds up across templates is a counter: AI cores, and memory (in MiB where the vendor
+gives MiB, else in parts of the chip: the 310P's templates take 1/8, 1/4, 1/2 of it, so the chip
+has 8 parts).  AI CPUs and media engines do not add up (two 310P ``vir04`` take 8 AI CPUs of 7:
+docs/vendors.md), so as counters they would refuse layouts the vendor allows; the 310P's vGroups
+(at most 4, of at least 2 AI cores each) never bind before its 8 AI cores do.  A template gets as
+many devices as fit the chip alone (8 ``vir01``, 4 ``vir02``, 2 ``vir04`` ...); the counters
+decide which mix the scheduler may allocate.
+
+Pure: the chips' devices, the chips as the vendor's tool names them, the partition data in; the
+devices to publish out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Dict, Mapping, Optional, Tuple
+
+from ..partitions import ChipModel, Partitions
+from .slices import DeviceInfo
+
+AICORE = "aicore"
+MEMORY = "memory"  # MiB, as a quantity
+MEMORY_PARTS = "memory-parts"  # parts of the chip's memory
+
+
+@dataclass(frozen=True)
+class ToolChip:
+    """One chip as the vendor's tool numbers it (``npu-smi -i CARD -c CHIP``), with its name (``310P3``)."""
+
+    card: int
+    chip: int
+    phy: int
+    name: str
+
+
+def mib_quantity(mib: int) -> str:
+    """*mib* MiB as the API server writes the quantity back (``24576`` -> ``24Gi``), so a read-back compares equal."""
+    for suffix, size in (("Ti", 1 << 20), ("Gi", 1 << 10)):
+        if mib % size == 0:
+            return f"{mib // size}{suffix}"
+    return f"{mib}Mi"
+
+
+def takes(model: ChipModel) -> Tuple[Dict[str, int], Dict[str, Dict[str, int]]]:
+    """The chip's counters and what each template takes of them (whole numbers)."""
+    total = {AICORE: model.aicore}
+    per = {name: {AICORE: t.aicore} for name, t in model.templates.items()}
+    mib = {name: model.memory_of(t) for name, t in model.templates.items()}
+    shares = [t.memory_share for t in model.templates.values()]
+    if model.memory_mib is not None and all(v is not None for v in mib.values()):
+        total[MEMORY] = model.memory_mib
+        for name, v in mib.items():
+            per[name][MEMORY] = int(v or 0)
+    elif shares and all(isinstance(s, Fraction) for s in shares):
+        parts = math.lcm(*(s.denominator for s in shares if s is not None))
+        total[MEMORY_PARTS] = parts
+        for name, t in model.templates.items():
+            per[name][MEMORY_PARTS] = int((t.memory_share or 0) * parts)
+    return total, per
+
+
+def _value(counter: str, n: int) -> str:
+    return mib_quantity(n) if counter == MEMORY else str(n)
+
+
+def label(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+
+
+def expand(devices: Mapping[str, DeviceInfo], tool: Mapping[int, ToolChip],
+           parts: Optional[Partitions]) -> Dict[str, DeviceInfo]:
+    """*devices* with each chip the tool names (by index) and the data knows made partitionable:
+    the chip owning and consuming its counter set, followed by its template devices."""
+    out: Dict[str, DeviceInfo] = {}
+    for name, d in devices.items():
+        chip = tool.get(d.index) if d.index is not None else None
+        model = parts.chip(chip.name) if parts is not None and chip is not None else None
+        if chip is None or model is None or not model.templates:
+            out[name] = d
+            continue
+        total, per = takes(model)
+        set_name = f"chip-{label(name)}"
+        ids = model.ids_of(chip.phy)
+        counters = tuple((k, _value(k, v)) for k, v in sorted(total.items()))
+        out[name] = dataclasses.replace(d, counters=(set_name, counters))
+        for tname, take in per.items():
+            fit = min(total[k] // v for k, v in take.items() if v) if any(take.values()) else 0
+            for n in range(fit):
+                dev = f"{label(name)}-{label(tname)}-{n}"
+                out[dev] = dataclasses.replace(
+                    d, name=dev, cdi="", index=None, uuid="", memory="", template=tname, parent=name,
+                    consumes=(set_name, tuple((k, _value(k, v)) for k, v in sorted(take.items()))),
+                    tool_ids=(chip.card, chip.chip, ids.start, ids.stop))
+    return out
+
+
+def parse_chip_map(text: str) -> Dict[int, ToolChip]:
+    """``npu-smi info -m``: rows ``NPU ID  Chip ID  Chip Logic ID  Chip Name`` -> logic id -> chip.
+
+    Rows whose logic id is not a number (the MCU, ``-``) are no NPU chips.  The chip's name is
+    given as ``Ascend 310P3``; the data matches ``310P3``.
+    """
+    out: Dict[int, ToolChip] = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[0].isdigit() and f[1].isdigit() and f[2].isdigit():
+            name = " ".join(f[3:])
+            name = name[len("Ascend"):].strip() if name.startswith("Ascend") else name
+            out[int(f[2])] = ToolChip(int(f[0]), int(f[1]), int(f[2]), name)
+    return out
+

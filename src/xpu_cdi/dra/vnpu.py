@@ -1,0 +1,101 @@
+"""The vendor's partitioning tool (Ascend ``npu-smi``), as the DRA driver runs it.
+
+The tool's path is the driver's setting (``--vnpu-tool``), never anything a claim or a pod
+says; it runs with a fixed environment (the driver's library dirs) and a timeout.  Commands
+(docs/vendors.md, "Ascend vNPU templates"):
+
+* ``npu-smi info -m``: which card and chip each NPU is (:func:`partitioned.parse_chip_map`);
+* ``npu-smi set -t create-vnpu -i CARD -c CHIP -f TEMPLATE -v ID``: the id is the driver's
+  choice (the vendor allows it), so the checkpoint names the vNPU before it exists and a
+  restart can destroy it whatever happened in between;
+* ``npu-smi set -t destroy-vnpu -i CARD -c CHIP -v ID``.
+
+Success is exit 0 and a ``Status : OK`` line; anything else is one line with the tool's
+``Message``.  The vNPU's node is ``/dev/vdavinci<ID>`` (``/dev/davinci<ID>`` in the container).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any, Dict, List, Sequence
+
+from ..errors import ClaimError
+from ..generate import edits
+from ..generate.hostfs import host_path
+from ..model import DeviceNode, NodeInfo
+from .partitioned import ToolChip, parse_chip_map
+
+TIMEOUT = 60
+ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+       "LD_LIBRARY_PATH": "/usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64/common:"
+                          "/usr/local/Ascend/driver/lib64/driver"}
+
+
+def node_path(vnpu_id: int) -> str:
+    """The host's node of a vNPU."""
+    return f"/dev/vdavinci{vnpu_id}"
+
+
+def container_path(vnpu_id: int) -> str:
+    """What the container calls it (mind-cluster ``getDevPath``: the CANN runtime opens davinci<id>)."""
+    return f"/dev/davinci{vnpu_id}"
+
+
+class Tool:
+    """``npu-smi`` at *path*."""
+
+    def __init__(self, path: str, dev_root: str = "/", timeout: float = TIMEOUT) -> None:
+        self.path, self.dev_root, self.timeout = path, dev_root, timeout
+
+    def run(self, args: Sequence[str]) -> List[str]:
+        """The output lines of a successful call.  Raises ClaimError: the one line why not."""
+        argv = [self.path, *args]
+        try:
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=ENV,
+                               timeout=self.timeout, errors="replace")
+        except FileNotFoundError:
+            raise ClaimError(f"{self.path} is not there: give the vendor's tool with --vnpu-tool") from None
+        except subprocess.TimeoutExpired:
+            raise ClaimError(f"{' '.join(argv)} did not finish in {self.timeout:.0f}s") from None
+        except OSError as err:
+            raise ClaimError(f"{self.path} cannot run: {err.strerror}") from None
+        lines = r.stdout.splitlines()
+        status = [ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("Status") and ":" in ln]
+        if r.returncode != 0 or (status and status[0] != "OK"):
+            message = [ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("Message") and ":" in ln]
+            why = (message or [ln.strip() for ln in (r.stderr + r.stdout).splitlines() if ln.strip()] or
+                   [f"exit status {r.returncode}"])[0]
+            raise ClaimError(f"{' '.join(argv)}: {why}")
+        return lines
+
+    def chips(self) -> Dict[int, ToolChip]:
+        """The NPU chips by logic id (``npu-smi info -m``)."""
+        return parse_chip_map("\n".join(self.run(["info", "-m"])))
+
+    def create(self, card: int, chip: int, template: str, vnpu_id: int) -> str:
+        """Make the vNPU; its node's host path (under the dev root)."""
+        self.run(["set", "-t", "create-vnpu", "-i", str(card), "-c", str(chip), "-f", template, "-v", str(vnpu_id)])
+        path = host_path(self.dev_root, node_path(vnpu_id))
+        if not os.path.exists(path):
+            raise ClaimError(f"npu-smi made vNPU {vnpu_id}, but {node_path(vnpu_id)} is not there")
+        return path
+
+    def destroy(self, card: int, chip: int, vnpu_id: int) -> None:
+        """Destroy the vNPU; one that is not there (its node gone) is no error."""
+        try:
+            self.run(["set", "-t", "destroy-vnpu", "-i", str(card), "-c", str(chip), "-v", str(vnpu_id)])
+        except ClaimError:
+            if os.path.exists(host_path(self.dev_root, node_path(vnpu_id))):
+                raise
+
+    def exists(self, vnpu_id: int) -> bool:
+        return os.path.exists(host_path(self.dev_root, node_path(vnpu_id)))
+
+
+def node_edits(host: str, vnpu_id: int) -> Dict[str, Any]:
+    """The containerEdits of a vNPU whose node is *host*: that node as ``/dev/davinci<id>``, owner and mode
+    as on the host."""
+    st = os.stat(host)
+    info = NodeInfo(host, "c", os.major(st.st_rdev), os.minor(st.st_rdev), st.st_mode & 0o7777, st.st_uid, st.st_gid)
+    return {"deviceNodes": [edits.device_node(DeviceNode(container_path(vnpu_id), info))]}
