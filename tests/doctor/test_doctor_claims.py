@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
-from support import fakehost
+from support import fakehost, npusmi
 from support.doctornode import Node, checks, worst
 from xpu_cdi.dra import checkpoint as _cp
 from xpu_cdi.dra import claimspec
@@ -64,3 +65,32 @@ def test_chip_offered_whole_and_partitioned(node: Node, tmp_path: Path) -> None:
     assert r["status"] == "fail" and r["found"].startswith("chip 1 is offered whole (huawei.com/npu=1 by the "
                                                             "device plugin) and partitioned (vNPU 116"), r
     assert "destroy-vnpu" in r["fix"], r
+
+
+def test_vnpus_no_claim_holds(node: Node, tmp_path: Path) -> None:
+    """The stand-in npu-smi lists vNPU 100 (made for a claim) and 116 (no claim, offered by no daemon):
+    116 fails with the destroy command; once the checkpoint holds both, none fails."""
+    node.ascend(cards=2, pci_device="0xd500")
+    node.generate()
+    state = tmp_path / "npu-smi.json"
+    npusmi.init_state(state, [{"card": i, "chip": 0, "name": "310P3"} for i in range(2)])
+    npusmi.install(node.root / "usr/local/bin/npu-smi", state, node.root)
+    for card, vnpu in ((0, 100), (1, 116)):
+        subprocess.run([str(node.root / "usr/local/bin/npu-smi"), "set", "-t", "create-vnpu", "-i", str(card), "-c",
+                        "0", "-f", "vir02", "-v", str(vnpu)], check=True, capture_output=True)
+    cp = tmp_path / "cp.json"
+
+    def held(*ids: int) -> None:
+        _cp.save(str(cp), _cp.Checkpoint("b1", {f"uid-{i}": _cp.Prepared("ns", f"c{i}", [
+            {"requests": ["npu"], "pool": "n1", "device": f"p{i}", "cdi": [],
+             "vnpu": {"card": 0, "chip": 0, "template": "vir02", "id": i}}]) for i in ids}))
+
+    held(100)
+    status_file(tmp_path / "run", cp, os.getpid())
+    _code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"))
+    (r,) = checks(results, "vnpu-held")
+    assert r["status"] == "fail" and r["found"].startswith("vNPU 116 (vir02) on card 1 chip 0 is held by no claim"), r
+    assert r["fix"].endswith("npu-smi set -t destroy-vnpu -i 1 -c 0 -v 116"), r
+    held(100, 116)
+    _code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"))
+    assert worst(results, "vnpu-held")["status"] == "ok", checks(results, "vnpu-held")

@@ -9,6 +9,9 @@
   then be given the same chip (the loop withholds such a chip, :mod:`xpu_cdi.node.carved`: this
   names a daemon that does not).  Which chip a vNPU is carved from is the vendor's id layout
   (:meth:`xpu_cdi.partitions.Partitions.vnpu_parent`, docs/vendors.md).
+* ``vnpu-held``: every vNPU the vendor's tool lists (``npu-smi info -t info-vnpu`` per chip of
+  ``npu-smi info -m``) is held by a claim (the DRA driver's checkpoint) or offered by a daemon
+  (an admin's static vNPU); one that is neither is left over from a claim that is gone.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from .. import partitions
 from ..cdi import registry
 from ..dra import checkpoint as _cp
 from ..dra import claimspec
+from ..dra.vnpu import Tool
+from ..errors import ClaimError
+from ..generate.discover import host_path
 from ..node import status as _status
 from ..node.inventory import node_refs
 from .context import Context
@@ -29,6 +35,7 @@ from .result import Result, fail, ok, warn
 
 _CHIP = re.compile(r"/dev/davinci([0-9]+)$")  # host paths: under --dev-root too
 _VNPU = re.compile(r"/dev/vdavinci([0-9]+)$")
+_VNPU_ROW = re.compile(r"^\|\s*([0-9]+)\s*\|.*\|\s*(\S+)\s*\|?\s*$")  # | id | vgroup | container | status | template
 
 
 def _spec_files(spec_dirs: Tuple[str, ...]) -> List[Tuple[str, str, str]]:
@@ -118,3 +125,59 @@ def check_partitioned(ctx: Context) -> List[Result]:
                             f"-c CHIP -v {vnpu}) or leave it out of the whole cards, then restart the daemons"))
     return out or [ok("whole-and-partitioned", f"{len(chips)} chip(s) offered whole, {len(vnpus)} vNPU(s); none "
                                                 f"of a chip offered whole")]
+
+
+def listed_vnpus(lines: List[str]) -> List[Tuple[int, str]]:
+    """``(vNPU id, template)`` of each row of ``npu-smi info -t info-vnpu`` (the rows below its "Vnpu ID" header)."""
+    out, rows = [], False
+    for ln in lines:
+        if "Vnpu ID" in ln:
+            rows = True
+        elif rows:
+            m = _VNPU_ROW.match(ln.strip())
+            if m:
+                out.append((int(m.group(1)), m.group(2)))
+    return out
+
+
+def check_vnpus(ctx: Context) -> List[Result]:
+    """vnpu-held: each vNPU on the host is held by a claim or offered by a daemon."""
+    parts = partitions.builtin("ascend")
+    if parts is None or not any(p.name == parts.profile for p in ctx.candidates):
+        return []
+    tool = Tool(host_path(ctx.opts.roots.driver, f"/usr/local/bin/{parts.tool}"), ctx.opts.roots.dev, timeout=20)
+    if not os.path.exists(tool.path):
+        return [ok("vnpu-held", f"no {parts.tool} at {tool.path}: no vNPU to judge")]
+    offered = _offered(ctx)
+    docs = running(ctx.opts.dra_run_dir)[0]
+    if not offered and not docs:
+        return [ok("vnpu-held", "neither the device plugin nor the DRA driver runs: vNPUs not judged")]
+    held: Dict[int, str] = {}
+    for doc in docs:
+        for st in doc["kinds"].values():
+            try:
+                held.update({v: f"claim {uid}" for v, uid in _cp.Checkpoint(
+                    "", _cp.read(str(st.get("checkpoint") or ""))[0]).vnpu_ids().items()})
+            except (OSError, ValueError):
+                pass
+    reg = registry.load(ctx.opts.spec_dirs)
+    for who, name in offered:
+        dev = reg.devices.get(name)
+        for node in node_refs(dev.edits) if dev is not None else ():
+            m = _VNPU.search(node.path)
+            if m:
+                held.setdefault(int(m.group(1)), f"offered as {name} by {who}")
+    out = []
+    try:
+        chips = tool.chips()
+        for chip in sorted(chips.values(), key=lambda c: (c.card, c.chip)):
+            for vnpu_id, template in listed_vnpus(tool.run(["info", "-t", "info-vnpu", "-i", str(chip.card),
+                                                            "-c", str(chip.chip)])):
+                if vnpu_id not in held:
+                    out.append(fail("vnpu-held", f"vNPU {vnpu_id} ({template}) on card {chip.card} chip "
+                                                 f"{chip.chip} is held by no claim and offered by no daemon",
+                                    f"once no process uses it: {parts.tool} set -t destroy-vnpu -i {chip.card} -c "
+                                    f"{chip.chip} -v {vnpu_id}"))
+    except ClaimError as err:
+        return [warn("vnpu-held", f"{parts.tool} did not answer: {err}", "check the driver is loaded (npu-smi info)")]
+    return out or [ok("vnpu-held", f"every vNPU {parts.tool} lists is held by a claim or offered ({len(held)} known)")]

@@ -49,6 +49,7 @@ CHECKS: Tuple[Tuple[str, Check], ...] = (
     ("one-way", dra.check_one_way),
     ("dra-claim-specs", claims.check_claim_specs),
     ("whole-and-partitioned", claims.check_partitioned),
+    ("vnpu-held", claims.check_vnpus),
     ("exporter", exporter.check_exporter),
 )
 
