@@ -89,6 +89,7 @@ class DraDriver:
         if not self.boot_id.exists():
             self.boot_id.write_text(str(uuid.uuid4()) + "\n")
         self.extra = list(extra)
+        self.expected = cards.count  # the devices wait_served waits for (partitions publish more)
         self.proc: Optional[kubeletkit.PluginProcess] = None
         self.log: Optional[Path] = None
         self.started = 0.0
@@ -174,7 +175,7 @@ class DraDriver:
         def published() -> bool:
             alive()
             devices = self.devices()
-            return len(devices) == self.cards.count and not any(d.get("taints") for d in devices.values())
+            return len(devices) == self.expected and not any(d.get("taints") for d in devices.values())
 
         self.cluster.wait(said, timeout, "the driver registered and published", interval=0.01)
         self.served_after = time.monotonic() - self.started

@@ -69,11 +69,16 @@ def init_state(path: Path, chips: Sequence[Dict[str, Any]], major: int = 241) ->
     write_state(path, {"major": major, "mode": "docker", "cfg_recover": True, "chips": out})
 
 
-def install(dest: Path, state: Path, dev_root: Path) -> None:
+def install(dest: Path, state: Path, dev_root: Path, gate: Optional[Path] = None) -> None:
     """An ``npu-smi`` at *dest* running the stand-in on *state* and *dev_root* whatever its caller's env
-    (a driver runs its tool with no inherited env): a shell script naming both, and this file."""
+    (a driver runs its tool with no inherited env): a shell script naming both, and this file.
+
+    *gate*: a FIFO; while it exists, a create-vnpu that made its vNPU then blocks reading it
+    (before exiting, its lock released) until a writer opens and closes it: the window between
+    the vNPU existing and its caller hearing of it, held open for a test."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(f"#!/bin/sh\nNPU_SMI_STATE='{state}' NPU_SMI_DEV_ROOT='{dev_root}' "
+    gate_env = f" NPU_SMI_CREATE_GATE='{gate}'" if gate else ""
+    dest.write_text(f"#!/bin/sh\nNPU_SMI_STATE='{state}' NPU_SMI_DEV_ROOT='{dev_root}'{gate_env} "
                     f"exec '{sys.executable}' '{Path(__file__).resolve()}' \"$@\"\n")
     dest.chmod(0o755)
 
@@ -348,6 +353,11 @@ def main(argv: Sequence[str]) -> int:
         print("       Status : Error")
         print(f"       Message : {err}")
         return 1
+    gate = os.environ.get("NPU_SMI_CREATE_GATE")
+    if gate and list(argv[:3]) == ["set", "-t", "create-vnpu"] and os.path.exists(gate) \
+            and stat.S_ISFIFO(os.stat(gate).st_mode):
+        with open(gate) as f:  # blocks until the test opens it for writing
+            f.read()
     print("\n".join(lines))
     return 0
 

@@ -10,8 +10,9 @@ API (every function takes the spec directory and the DRA driver's name):
   in *devices*' order.  *devices* is ``[(suffix, containerEdits), ...]``: each becomes the device
   ``<claim uid>-<suffix>`` of the kind :func:`kind` (``k8s.huawei.com/claim``); *common* (may be
   empty) is the spec-level ``containerEdits`` every device of the file gets (the static spec's
-  control nodes and driver mounts).  Atomic (temp file, fsync, rename): a runtime reads the old
-  file or the new one, never half.  Writing again replaces the file.
+  control nodes and driver mounts).  Atomic (temp file, rename): a runtime reads the old file or
+  the new one, never half; not fsynced (what it names does not outlive the boot either: the spec
+  dir is /var/run/cdi).  Writing again replaces the file.
 * :func:`remove(spec_dir, driver, claim_uid) <remove>` -> whether a file was there.
 * :func:`listed(spec_dir, driver) <listed>` -> ``{claim uid: path}`` of the files there (what a
   restarted driver compares with its checkpoint).
@@ -62,12 +63,14 @@ def write(spec_dir: str, driver: str, claim_uid: str, devices: Sequence[Tuple[st
         spec["containerEdits"] = dict(common)
     spec["cdiVersion"] = version.minimum(spec)
     os.makedirs(spec_dir, mode=0o755, exist_ok=True)
-    atomic.write_atomic(path(spec_dir, driver, claim_uid), json.dumps(spec, indent=1).encode() + b"\n")
+    atomic.write_atomic(path(spec_dir, driver, claim_uid), json.dumps(spec, indent=1).encode() + b"\n",
+                        durable=False)
     return [names.qualified(k, e["name"]) for e in entries]
 
 
 def remove(spec_dir: str, driver: str, claim_uid: str) -> bool:
-    """Remove the claim's spec; False when there was none."""
+    """Remove the claim's spec (and a temp file a killed writer left); False when there was none."""
+    atomic.remove_stale_temps(path(spec_dir, driver, claim_uid))
     try:
         os.unlink(path(spec_dir, driver, claim_uid))
     except FileNotFoundError:
