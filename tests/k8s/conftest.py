@@ -148,11 +148,11 @@ def identity(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def driver(node: Cluster, cards: Cards, identity: Identity) -> Iterator[DraDriver]:
-    """`xpu-cdi dra-driver` for the cards, registered with kubelet, its ResourceSlice published;
-    afterwards stopped and its slices withdrawn."""
+def driver(request: pytest.FixtureRequest, node: Cluster, cards: Cards, identity: Identity) -> Iterator[DraDriver]:
+    """`xpu-cdi dra-driver` for the cards (with the module's ``DRIVER_ARGS``), registered with
+    kubelet, its ResourceSlice published; afterwards stopped and its slices withdrawn."""
     work = short_dir()
-    d = DraDriver(node, cards, work, identity)
+    d = DraDriver(node, cards, work, identity, *getattr(request.module, "DRIVER_ARGS", ()))
     try:
         d.wait_served()
         yield d
