@@ -188,7 +188,12 @@ class KindDriver:
                              f"{', '.join(taken)}, which another claim holds: not taken back", WARNING)
                     continue
                 entries = [self._taken_back(r, devices.get(r["device"])) for r in results]
-                self.write_claim_spec(uid, entries)
+                try:
+                    self.write_claim_spec(uid, entries)
+                except (OSError, ValueError) as err:
+                    self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')}: its share's spec not "
+                             f"written ({err}): not taken back", WARNING)
+                    continue
                 cp.claims[uid] = _cp.Prepared(meta.get("namespace", ""), meta.get("name", ""), entries)
                 self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} in use: taken back "
                          f"from the API ({', '.join(e['device'] for e in entries)})")
