@@ -56,8 +56,8 @@ def test_daemonset_rolls_with_surge_and_runs_the_driver() -> None:
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"}
     writable = {m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly")}
-    # /var/run/cdi: the claim-scoped specs of shares and vNPUs
-    assert writable == {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/run/xpu-cdi", "/var/run/cdi"}
+    assert writable == {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/run/xpu-cdi",
+                        "/var/run/cdi"}  # the last for claim-scoped specs (shares, vNPUs)
     assert spec["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]
     cfg = yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])
     assert cfg["kubernetes-allocation"] == "dra"

@@ -137,6 +137,8 @@ def test_counters_and_partitions_published(npu: NpuNode) -> None:
             assert not (s["spec"].get("devices") and s["spec"].get("sharedCounters")), s["metadata"]["name"]
             assert len(s["spec"].get("devices") or []) <= 64 and len(s["spec"].get("sharedCounters") or []) <= 8
             assert s["spec"]["pool"]["resourceSliceCount"] == len(kube.slices) == 3
+        st = d.drivers[KIND].status()  # what doctor compares with the specs: the cards, by CDI name
+        assert st["devices"] == {str(i): f"{KIND}={i}" for i in range(4)} and st["partitions"] == 96, st
     finally:
         d.close()
 

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from support import npusmi
+from support import fakehost, npusmi
 from support.dpnode import short_dir
 from support.dranode import DraDriver, Identity, claim_template, pod_claim, unschedulable, with_claim
 from support.k8s import nodekit
@@ -48,7 +48,8 @@ class StandIn:
         self.root = cards.host.root
         self.state = work / "npu-smi.json"
         self.tool = Path(cards.host.path("/usr/local/bin/npu-smi"))
-        npusmi.init_state(self.state, [{"card": i, "chip": 0, "name": "310P3"} for i in range(4)], 241)
+        npusmi.init_state(self.state, [{"card": i, "chip": 0, "name": "310P3"} for i in range(4)],
+                          fakehost.NPU_MAJOR)
         self.install()
 
     def install(self, gate: Any = None) -> None:
@@ -73,11 +74,7 @@ def cards(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
 
 @pytest.fixture(scope="module")
 def standin(cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> StandIn:
-    from support import fakehost
-
-    s = StandIn(cards, tmp_path_factory.mktemp("npu-smi"))
-    assert fakehost.NPU_MAJOR == json.loads(s.state.read_text())["major"]
-    return s
+    return StandIn(cards, tmp_path_factory.mktemp("npu-smi"))
 
 
 @pytest.fixture(scope="module")

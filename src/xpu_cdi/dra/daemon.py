@@ -378,7 +378,9 @@ class KindDriver:
             return {"driver": self.name, "pool": self.pool, "registered": self.services.registered.is_set(),
                     "registration_error": self.services.registration_error,
                     "published": self.publisher.published, "publish_error": self.publisher.last_error,
-                    "generation": self.publisher.generation, "devices": {n: d.cdi for n, d in self.devices.items()},
+                    "generation": self.publisher.generation,
+                    "devices": {n: d.cdi for n, d in self.devices.items() if d.cdi},  # partitions have none yet
+                    "partitions": sum(1 for d in self.devices.values() if d.template),
                     "unhealthy": dict(self.unhealthy), "dra_socket": self.dra.path,
                     "registration_socket": self.registration.path, "checkpoint": self.cp_path}
 
