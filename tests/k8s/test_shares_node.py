@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
+from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from support import matrix
-from support.dranode import DRIVER, DraDriver, claim_template, pod_claim, with_claim
+from support.dranode import DRIVER, DraDriver, claim_template, doctor, pod_claim, with_claim
 from support.exporternode import ExporterProcess, on_node
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
@@ -89,46 +90,50 @@ def test_slices_offer_shares(driver: DraDriver) -> None:
             "default": "32Gi", "validRange": {"min": "32Gi", "step": "32Gi"}}}, dev
 
 
-def test_three_thirds_share_a_card_a_fourth_takes_another(node: Cluster, driver: DraDriver,
-                                                          exporter: ExporterProcess, pods: List[str]) -> None:
+def test_three_thirds_share_a_card_a_fourth_takes_another(node: Cluster, driver: DraDriver, cards: Cards,
+                                                          exporter: ExporterProcess, pods: List[str],
+                                                          tmp_path: Path) -> None:
     """Three claims of 32Gi run on one card (each container sees that card usable and its share,
     each its own claim-scoped spec); a fourth lands on another card.  The exporter's series of each
-    share names the pod kubelet's PodResources lists for its CDI name.  After the pods go, no
-    claim-scoped spec and no prepared claim remain."""
+    share names the pod kubelet's PodResources lists for its CDI name; doctor finds the 4 specs held.
+    After the pods go, no claim-scoped spec and no prepared claim remain."""
     tmpl = claim_template(node, {"capacity": {"requests": {"memory": "32Gi"}}})
     try:
-        outs, cards = {}, {}
+        outs, on = {}, {}  # pod -> its output, its card
         for n in range(4):
             name = nodekit.unique(f"share{n}")
             pods.append(name)
             outs[name] = nodekit.run_pod(node, share_pod(name, tmpl))
-            cards[name] = card_of(node, name)
+            on[name] = card_of(node, name)
         first = pods[:3]
-        shared = {cards[p] for p in first}
-        assert len(shared) == 1, cards
+        shared = {on[p] for p in first}
+        assert len(shared) == 1, on
         (card,) = shared
-        assert cards[pods[3]] != card, cards
+        assert on[pods[3]] != card, on
         for p in pods:
-            matrix.check_cards(outs[p], [cards[p]])
+            matrix.check_cards(outs[p], [on[p]])
             told = {(m[0], int(m[1])): int(m[2]) for m in re.findall(ENV, outs[p], re.M)}
-            assert told == {("LIMIT", cards[p]): 32 * GI, ("TOTAL", cards[p]): 96 * GI}, outs[p]
+            assert told == {("LIMIT", on[p]): 32 * GI, ("TOTAL", on[p]): 96 * GI}, outs[p]
         specs = claimspec.listed(str(node.cdi_dir), DRIVER)
         uids = {p: pod_claim(node, p)["metadata"]["uid"] for p in pods}
         assert sorted(specs) == sorted(uids.values()), specs
         for p in pods:
             spec = json.loads(open(specs[uids[p]]).read())
             (dev,) = spec["devices"]
-            assert dev["containerEdits"]["env"][0] == f"XPU_CDI_MEMORY_LIMIT_{cards[p]}={32 * GI}", spec
+            assert dev["containerEdits"]["env"][0] == f"XPU_CDI_MEMORY_LIMIT_{on[p]}={32 * GI}", spec
         held = claim_cdi_names(node)
         assert sorted(held.values()) == sorted(pods), held
 
         def agree() -> Any:
             got = exported(exporter)
             ok = {cdi: (labels["pod"], labels["card"], mem) for cdi, (labels, mem) in got.items()}
-            want = {cdi: (pod, str(cards[pod]), float(32 * GI)) for cdi, pod in held.items()}
+            want = {cdi: (pod, str(on[pod]), float(32 * GI)) for cdi, pod in held.items()}
             return got if ok == want else None
         got = node.wait(agree, 30, "the exporter's share series matching kubelet's PodResources")
         assert len({labels["share_id"] for labels, _m in got.values()}) == 4, got
+        checks = doctor(node, driver, cards, tmp_path / "none.json")
+        (specs_ok,) = checks["dra-claim-specs"]
+        assert specs_ok["status"] == "ok" and specs_ok["found"].startswith("4 claim-scoped spec(s)"), specs_ok
     finally:
         nodekit.wait_gone(node, *pods)
         pods.clear()
