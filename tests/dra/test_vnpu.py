@@ -273,3 +273,67 @@ def test_settings_default_tool_is_the_data_s(npu: NpuNode) -> None:
         assert any("no partitions published" in x and "is not there" in x for x in npu.logs), npu.logs
     finally:
         d.close()
+
+
+def test_own_vnpu_in_a_regenerated_spec_is_no_static_one(npu: NpuNode) -> None:
+    """`xpu-cdi watch` regenerates the static spec while a claim's vNPU exists (/dev/vdavinci100 is a
+    card to it): the driver does not publish it as a card nor withhold chip 0 for it."""
+    kube = FakeKube()
+    d = npu.daemon(kube)
+    kube.add_claim("ns", "a", "uid-a", [result("0-vir02-0")])
+    try:
+        assert prepare(d, ("ns", "a", "uid-a"))["uid-a"][1] == ""
+        res = CliRunner().invoke(main, ["generate", "--profile", "ascend", *npu.host.cli_roots,
+                                        "--spec-dir", str(npu.spec_dir)])
+        assert res.exit_code == 0, res.output
+        assert "huawei.com/npu=100" in registry.load([str(npu.spec_dir)]).devices
+        d.step()
+        devs = published(kube)["devices"]
+        assert "100" not in devs and "0" in devs and "0-vir02-0" in devs, sorted(devs)
+        assert not any("not offered whole" in x for x in npu.logs), npu.logs
+    finally:
+        d.drivers[KIND].unprepare([("ns", "a", "uid-a")])
+        d.close()
+
+
+def test_910b_memory_counter_in_mib_as_the_api_writes_it() -> None:
+    """A 910B3 (20 AI cores, 64 GiB; templates in MiB): the memory counter is a quantity, written as
+    the API server writes it back (64Gi, not 65536Mi); 4 vir05_1c_16g and 2 vir10_3c_32g fit; a chip
+    the tool does not name, or names as no model of the data, stays whole."""
+    from xpu_cdi import partitions
+    from xpu_cdi.dra import partitioned
+    from xpu_cdi.dra.slices import DeviceInfo
+
+    parts = partitions.builtin("ascend")
+    chips = {"0": DeviceInfo("0", f"{KIND}=0", index=0), "1": DeviceInfo("1", f"{KIND}=1", index=1),
+             "2": DeviceInfo("2", f"{KIND}=2", index=2)}
+    tool = {0: partitioned.ToolChip(3, 0, 0, "910B3"), 1: partitioned.ToolChip(4, 0, 1, "910C9")}
+    got = partitioned.expand(chips, tool, parts)
+    assert got["0"].counters == ("chip-0", (("aicore", "20"), ("memory", "64Gi")))
+    assert got["1"] == chips["1"] and got["2"] == chips["2"]
+    made = [n for n in got if n.startswith("0-")]
+    assert made == [f"0-vir05-1c-16g-{i}" for i in range(4)] + [f"0-vir10-3c-32g-{i}" for i in range(2)]
+    assert got["0-vir10-3c-32g-1"].consumes == ("chip-0", (("aicore", "10"), ("memory", "32Gi")))
+    assert got["0-vir10-3c-32g-1"].tool_ids == (3, 0, 100, 116)
+    assert partitioned.mib_quantity(1536) == "1536Mi" and partitioned.mib_quantity(1 << 20) == "1Ti"
+
+
+def test_vnpus_of_an_earlier_boot_destroyed(npu: NpuNode) -> None:
+    """After a reboot the vendor makes the vNPUs of before again (vnpu-cfg-recover): the checkpoint
+    of that boot is discarded, and the vNPUs it names are destroyed at start, one line each."""
+    kube = FakeKube()
+    d = npu.daemon(kube)
+    path = d.drivers[KIND].cp_path
+    d.close()
+    npu.npu_smi("set", "-t", "create-vnpu", "-i", "2", "-c", "0", "-f", "vir04", "-v", "132")
+    cp = checkpoint.Checkpoint("boot-0", {"uid-a": checkpoint.Prepared("ns", "a", [
+        {"requests": ["npu"], "pool": "n1", "device": "2-vir04-0", "cdi": ["k8s.huawei.com/claim=uid-a-vnpu-132"],
+         "vnpu": {"card": 2, "chip": 0, "template": "vir04", "id": 132}}])})
+    checkpoint.save(path, cp)
+    d = npu.daemon(kube)
+    try:
+        assert npu.vnpus() == {}
+        assert any("vNPU 132 of claim ns/a, made on an earlier boot: destroyed" in x for x in npu.logs), npu.logs
+        assert "2" in published(kube)["devices"]
+    finally:
+        d.close()

@@ -25,7 +25,7 @@ import pytest
 
 from support import fakehost, npusmi
 from support.dpnode import short_dir
-from support.dranode import DraDriver, Identity, claim_template, pod_claim, unschedulable, with_claim
+from support.dranode import DraDriver, claim_template, pod_claim, unschedulable, with_claim
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import NPU, Cards, DevicePlugin
@@ -35,7 +35,7 @@ from xpu_cdi.dra import claimspec
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 DRIVER = "huawei.com"
 CLASS = "npu.huawei.com"
-DEVICES = 4 * 25  # per 310P chip: itself, 8 vir01, 4 vir02, 4 vir02_1c, 2 of each vir04 template
+DRA_DEVICES = 4 * 25  # per 310P chip: itself, 8 vir01, 4 vir02, 4 vir02_1c, 2 of each vir04 template
 #: what a vNPU pod prints of the NPU nodes it has, then stays running
 SCRIPT = (f"for n in /dev/davinci*; do echo present $n; (echo x > $n) 2>&1; done; echo {nodekit.DONE}; "
           f"exec sleep 2147483647")
@@ -72,23 +72,10 @@ def cards(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[C
     c.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def standin(cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> StandIn:
+    """The node's tool, in place before the driver starts (conftest's ``driver``)."""
     return StandIn(cards, tmp_path_factory.mktemp("npu-smi"))
-
-
-@pytest.fixture(scope="module")
-def driver(node: Cluster, cards: Cards, identity: Identity, standin: StandIn) -> Iterator[DraDriver]:
-    work = short_dir()
-    d = DraDriver(node, cards, work, identity)
-    d.expected = DEVICES
-    try:
-        d.wait_served()
-        yield d
-    finally:
-        d.close()
-        shutil.rmtree(work, ignore_errors=True)
-        node.wait(lambda: not d.slices(), 30, "the driver's slices withdrawn")
 
 
 MADE: List[str] = []  # the module's ResourceClaimTemplates
@@ -111,7 +98,8 @@ def npu_template(cluster: Cluster, cel: str) -> str:
 
 def vnpu_template(cluster: Cluster, template: str, chip: int) -> str:
     attrs = f'device.attributes["{DRIVER}"]'
-    return npu_template(cluster, f'{attrs}.template == "{template}" && {attrs}.parentChip == "{chip}"')
+    return npu_template(cluster, f'"template" in {attrs} && {attrs}.template == "{template}" && '
+                                 f'{attrs}.parentChip == "{chip}"')
 
 
 def vnpu_pod(cluster: Cluster, pods: List[str], prefix: str, template: str, wait: bool = True) -> str:
@@ -172,7 +160,7 @@ def test_partitions_published(node: Cluster, driver: DraDriver) -> None:
     sets = {c["name"]: c["counters"] for s in slices for c in s["spec"].get("sharedCounters") or []}
     assert sets == {f"chip-{i}": {"aicore": {"value": "8"}, "memory-parts": {"value": "8"}} for i in range(4)}, sets
     devices = driver.devices()
-    assert len(devices) == DEVICES and all(len(s["spec"].get("devices") or []) <= 64 for s in slices)
+    assert len(devices) == DRA_DEVICES and all(len(s["spec"].get("devices") or []) <= 64 for s in slices)
     assert devices["0-vir04-1"]["attributes"]["template"] == {"string": "vir04"}
     assert devices["0-vir04-1"]["consumesCounters"] == [{"counterSet": "chip-0", "counters": {
         "aicore": {"value": "4"}, "memory-parts": {"value": "4"}}}]
@@ -250,7 +238,8 @@ def test_static_vnpu_chip_not_offered_whole(node: Cluster, cards: Cards, driver:
         cards.generate()
         node.wait(lambda: "148" in driver.devices() and "3" not in driver.devices(), 60, "chip 3 withdrawn")
         assert not [n for n in driver.devices() if n.startswith("3-")]
-        tmpl = npu_template(node, f'device.attributes["{DRIVER}"].index == 3')
+        attrs = f'device.attributes["{DRIVER}"]'
+        tmpl = npu_template(node, f'"index" in {attrs} && {attrs}.index == 3')
         name = vnpu_pod(node, pods, "whole3", tmpl, wait=False)
         cond = node.wait(lambda: unschedulable(node, name), 60, "the scheduler's verdict")
         assert "cannot allocate all claims" in cond["message"], cond

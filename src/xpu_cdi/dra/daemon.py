@@ -34,11 +34,10 @@ from ..node import inotify
 from ..node import inventory as _devices
 from ..node import servemode
 from ..node import status as _status
-from ..errors import XpuCdiError
+from ..errors import ClaimError, XpuCdiError
 from ..log import ERROR, INFO, WARNING, Log, to_stderr
-from ..node.loop import Loop
-from ..errors import ClaimError
 from ..generate.hostfs import host_path
+from ..node.loop import Loop
 from . import checkpoint as _cp
 from . import claims as _claims
 from . import claimspec, partitioned, shares, vnpu
@@ -124,6 +123,7 @@ class KindDriver:
 
     def start(self) -> None:
         os.makedirs(self.dir, mode=0o750, exist_ok=True)
+        self.destroy_earlier_boots_vnpus()
         with self.serialized() as cp:
             self.reconcile(cp, rebuild=self.discarded or not os.path.exists(self.cp_path))
         self.dra.start()  # served before kubelet hears of it: it dials back at once
@@ -133,6 +133,27 @@ class KindDriver:
         self.watcher = threading.Thread(target=self.publisher.watch, args=(self.stop_watch,), daemon=True,
                                         name="watch-" + self.name)
         self.watcher.start()
+
+    def destroy_earlier_boots_vnpus(self) -> None:
+        """Destroy the vNPUs a checkpoint of an earlier boot names: the vendor makes them again after a
+        reboot (``vnpu-cfg-recover``, on by default) and no claim holds them now (kubelet prepares the
+        running pods' claims afresh)."""
+        try:
+            claims, written_on = _cp.read(self.cp_path)
+        except (OSError, ValueError):
+            return  # none, or corrupt: _load says so
+        if written_on == self.boot or self.tool is None:
+            return
+        for c in claims.values():
+            for v in c.vnpus():
+                try:
+                    self.tool.destroy(int(v["card"]), int(v["chip"]), int(v["id"]))
+                except ClaimError as err:
+                    self.log(f"{self.name}: vNPU {v['id']} of claim {c.namespace}/{c.name} (an earlier boot) not "
+                             f"destroyed: {err}", WARNING)
+                    continue
+                self.log(f"{self.name}: vNPU {v['id']} of claim {c.namespace}/{c.name}, made on an earlier boot: "
+                         f"destroyed")
 
     def reconcile(self, cp: _cp.Checkpoint, rebuild: bool) -> None:
         """Release the claims the API server no longer has; after a lost checkpoint, take back from the
@@ -315,6 +336,9 @@ class KindDriver:
             names = claimspec.write(self.s.claim_spec_dir, self.name, uid, [(sfx, e) for _d, sfx, e in made],
                                     self.common)
         except (ClaimError, OSError):
+            for d in devices:  # destroy only what the tool said it made: an id it refused may be another's
+                if "vnpu" in d and not any(m[0] is d for m in made):
+                    del d["vnpu"]
             self._release(cp, uid)
             raise
         for (d, _sfx, _e), cdi in zip(made, names):
