@@ -69,3 +69,21 @@ def test_stale_or_corrupt_checkpoints_give_nothing(tmp_path: Path) -> None:
     (tmp_path / "other.com" / checkpoint.NAME).write_text("{")
     assert len(claimdevices.read(str(tmp_path), "b1")) == 1
     assert claimdevices.read(os.path.join(str(tmp_path), "absent"), "b1") == []
+
+
+def test_a_vnpu_is_a_series_without_card_or_memory(tmp_path: Path) -> None:
+    """The vNPU side's checkpoint entry (its claim-scoped name only, a "vnpu" record): one series,
+    no card (it is not a whole card's share), no memory series (the driver records none)."""
+    own = claimspec.kind("huawei.com")
+    d = tmp_path / "huawei.com"
+    d.mkdir()
+    entry = {"requests": ["npu"], "pool": "n1", "device": "0-vir02-0", "cdi": [f"{own}=u1-vnpu-100"],
+             "vnpu": {"card": 0, "chip": 0, "template": "vir02", "id": 100}}
+    claims = {"u1": checkpoint.Prepared("ns", "v", [entry])}
+    checkpoint.save(checkpoint.path_in(str(d)), checkpoint.Checkpoint("b1", claims))
+    (found,) = claimdevices.read(str(tmp_path), "b1")
+    assert (found.driver, found.device, found.card, found.memory) == ("huawei.com", "0-vir02-0", "", None)
+    got = scrape([found])
+    ((labels, value),) = got["xpu_cdi_claim_device"]
+    assert labels["cdi_device"] == f"{own}=u1-vnpu-100" and labels["claim"] == "v" and value == 1
+    assert "xpu_cdi_claim_device_memory_bytes" not in got
