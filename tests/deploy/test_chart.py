@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from support import helmchart
-from test_deploy import api_problems
+from test_deploy import api_problems, cli_accepts
 from test_dra_deploy import MODELS as DRA_MODELS
 from xpu_cdi import nodeconfig
 from xpu_cdi._version import VERSION
@@ -147,6 +147,19 @@ def test_values_reach_the_objects() -> None:
         assert {c["image"] for c in spec["containers"]} == {"registry.example:5000/ai/xpu-cdi:0.1.0-custom"}
 
 
+def test_share_capacity_reaches_the_driver() -> None:
+    """dra.shareCapacity becomes the driver's --share-capacity flags (which it accepts); the exporter
+    reads the drivers' checkpoints (kubelet's plugins dir, read-only)."""
+    share = "kunlunxin.com/xpu:default=32Gi,step=32Gi,memory=96Gi"
+    values = dict(helmchart.COMBINATIONS["everything"], dra={"enabled": True, "shareCapacity": [share]})
+    containers = {c["name"]: c for ds in by_kind(helmchart.objects(values), "DaemonSet")
+                  for c in ds["spec"]["template"]["spec"]["containers"]}
+    assert containers["dra-driver"]["args"][-2:] == ["--share-capacity", share]
+    cli_accepts(containers["dra-driver"]["args"])
+    mounts = {m["mountPath"]: m for m in containers["exporter"]["volumeMounts"]}
+    assert mounts["/var/lib/kubelet/plugins"].get("readOnly") is True
+
+
 def test_prometheusrule_is_the_rules_file() -> None:
     objs = helmchart.objects(helmchart.COMBINATIONS["everything"])
     (rule,) = by_kind(objs, "PrometheusRule")
@@ -167,6 +180,7 @@ def test_prometheusrule_is_the_rules_file() -> None:
     ({"namespaceOverride": "Kube_System"}, "/namespaceOverride"),
     ({"sharing": {"timeSlicing": {"replicas": 0}}}, "/sharing/timeSlicing/replicas"),
     ({"devicePlugins": {"enabled": False}}, "devicePlugins"),
+    ({"dra": {"shareCapacity": ["kunlunxin.com/xpu:step=1Gi"]}}, "/dra/shareCapacity/0"),
 ])
 def test_schema_refuses_bad_values(values: Dict[str, Any], says: str) -> None:
     """values.schema.json: a wrong value fails the render with the path of the value."""

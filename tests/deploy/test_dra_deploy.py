@@ -57,7 +57,7 @@ def test_daemonset_rolls_with_surge_and_runs_the_driver() -> None:
     assert env == {"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"}
     writable = {m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly")}
     assert writable == {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/run/xpu-cdi",
-                        "/var/run/cdi"}  # the last for claim-scoped specs (vNPUs)
+                        "/var/run/cdi"}  # the last for claim-scoped specs (shares, vNPUs)
     assert spec["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]
     cfg = yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])
     assert cfg["kubernetes-allocation"] == "dra"

@@ -149,11 +149,11 @@ def identity(node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 @pytest.fixture(scope="module")
 def driver(request: pytest.FixtureRequest, node: Cluster, cards: Cards, identity: Identity) -> Iterator[DraDriver]:
-    """`xpu-cdi dra-driver` for the cards, registered with kubelet, its ResourceSlice published (a
-    module's ``DRA_DEVICES``: that many devices, partitions included); afterwards stopped and its
-    slices withdrawn."""
+    """`xpu-cdi dra-driver` for the cards (with the module's ``DRIVER_ARGS``), registered with
+    kubelet, its ResourceSlice published (a module's ``DRA_DEVICES``: that many devices, partitions
+    included); afterwards stopped and its slices withdrawn."""
     work = short_dir()
-    d = DraDriver(node, cards, work, identity)
+    d = DraDriver(node, cards, work, identity, *getattr(request.module, "DRIVER_ARGS", ()))
     d.expected = getattr(request.module, "DRA_DEVICES", cards.count)
     try:
         d.wait_served()

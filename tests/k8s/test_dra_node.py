@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -27,8 +26,8 @@ import pytest
 from support import fakehost
 from support import matrix
 from support.dpnode import short_dir
-from support.dranode import (DEPLOY, DRIVER, Identity, DraDriver, allocated, claim_pod, claim_template, manifests,
-                             pod_claim, unschedulable, with_claim)
+from support.dranode import (DEPLOY, DRIVER, Identity, DraDriver, allocated, claim_pod, claim_template, doctor,
+                             manifests, pod_claim, unschedulable, with_claim)
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import XPU, Cards, DevicePlugin
@@ -194,19 +193,6 @@ def test_device_plugin_refused_for_the_same_kind(cluster: Cluster, driver: DraDr
         assert dp.registrations() == 0 and cluster.allocatable(XPU) == 0, dp.text()
     finally:
         dp.stop()
-
-
-def doctor(cluster: Cluster, driver: DraDriver, cards: Cards, plugin_status: Path) -> Dict[str, List[Dict[str, str]]]:
-    """`xpu-cdi doctor --json` on the machine for the node: check name -> its results."""
-    r = subprocess.run([matrix.XPU_CDI, "doctor", "--json", "--profile", "kunlunxin", "--profiles-dir", "/nonexistent",
-                        *cards.host.cli_roots, "--spec-dir", str(cluster.cdi_dir), "--dra-run-dir", str(driver.run_dir),
-                        "--plugin-dir", str(cluster.plugin_dir), "--plugin-status-file", str(plugin_status)],
-                       capture_output=True, text=True, timeout=120)
-    assert r.stdout.strip().startswith("["), r.stdout + r.stderr
-    out: Dict[str, List[Dict[str, str]]] = {}
-    for c in json.loads(r.stdout):
-        out.setdefault(c["check"], []).append(c)
-    return out
 
 
 def test_doctor_on_the_dra_node(cluster: Cluster, driver: DraDriver, cards: Cards, tmp_path: Path) -> None:

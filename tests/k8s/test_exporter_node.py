@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 
 from support.dranode import CLASS, DRIVER, DraDriver
-from support.exporternode import ExporterProcess
+from support.exporternode import ExporterProcess, on_node
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import XPU, Cards, DevicePlugin, PodResources
@@ -32,12 +32,7 @@ Allocation = Dict[str, Tuple[float, str, str, str]]
 @pytest.fixture(scope="module")
 def exporter(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExporterProcess]:
     """The exporter on the machine, reading the node's specs and asking the node's kubelet every second."""
-    d = tmp_path_factory.mktemp("exporter")
-    p = ExporterProcess([*cards.host.cli_roots, "--profile", cards.profile, "--profiles-dir", "/nonexistent",
-                         "--spec-dir", str(node.cdi_dir), "--status-file", str(d / "exporter.json"),
-                         "--pod-resources-socket", str(node.pod_resources_socket), "--interval", "1"],
-                        d / "exporter.log")
-    node.on_stop(p.stop)
+    p = on_node(node, cards, tmp_path_factory.mktemp("exporter"))
     try:
         yield p
     finally:

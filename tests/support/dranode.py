@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-from support import kubeletkit
+from support import kubeletkit, matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import Cards
@@ -235,3 +236,17 @@ def unschedulable(cluster: Cluster, pod: str) -> Dict[str, Any]:
     conds = {c["type"]: c for c in cluster.pod(pod)["status"].get("conditions", [])}
     c = conds.get("PodScheduled", {})
     return c if c.get("reason") == "Unschedulable" else {}
+
+
+def doctor(cluster: Cluster, driver: DraDriver, cards: Cards,
+           plugin_status: Path) -> Dict[str, List[Dict[str, str]]]:
+    """`xpu-cdi doctor --json` on the machine for the node: check name -> its results."""
+    r = subprocess.run([matrix.XPU_CDI, "doctor", "--json", "--profile", "kunlunxin", "--profiles-dir", "/nonexistent",
+                        *cards.host.cli_roots, "--spec-dir", str(cluster.cdi_dir), "--dra-run-dir", str(driver.run_dir),
+                        "--plugin-dir", str(cluster.plugin_dir), "--plugin-status-file", str(plugin_status)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip().startswith("["), r.stdout + r.stderr
+    out: Dict[str, List[Dict[str, str]]] = {}
+    for c in json.loads(r.stdout):
+        out.setdefault(c["check"], []).append(c)
+    return out

@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List
 
 from click.testing import CliRunner
 
@@ -127,3 +127,14 @@ class ExporterProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def on_node(node: Any, cards: Any, work: Path, *extra: str) -> ExporterProcess:
+    """The exporter on the machine for a tests/k8s node's *cards*: its specs, kubelet's PodResources
+    asked every second, *extra* options; stopped with the node."""
+    p = ExporterProcess([*cards.host.cli_roots, "--profile", cards.profile, "--profiles-dir", "/nonexistent",
+                         "--spec-dir", str(node.cdi_dir), "--status-file", str(work / "exporter.json"),
+                         "--pod-resources-socket", str(node.pod_resources_socket), "--interval", "1", *extra],
+                        work / "exporter.log")
+    node.on_stop(p.stop)
+    return p

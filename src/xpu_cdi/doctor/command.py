@@ -12,7 +12,7 @@ import click
 from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, subcommand
 from ..errors import XpuCdiError
 from ..generate.options import roots_of
-from . import devices, dra, driverfiles, exporter, k8s, plugin, runtimes, specs, stale, topo, wiring
+from . import claims, devices, dra, driverfiles, exporter, k8s, plugin, runtimes, specs, stale, topo, wiring
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
 from .result import Result, exit_code, fail, line, summary
 
@@ -47,6 +47,9 @@ CHECKS: Tuple[Tuple[str, Check], ...] = (
     ("env-selection", plugin.check_env_selection),
     ("dra-driver", dra.check_dra),
     ("one-way", dra.check_one_way),
+    ("dra-claim-specs", claims.check_claim_specs),
+    ("whole-and-partitioned", claims.check_partitioned),
+    ("vnpu-held", claims.check_vnpus),
     ("exporter", exporter.check_exporter),
 )
 

@@ -9,8 +9,9 @@ Debian's and PyPI's grpcio/protobuf both run them):
   watcher directory;
 * ``dra/v1`` -- ``DRAPlugin`` (``NodePrepareResources``,
   ``NodeUnprepareResources``).  ``dra/v1beta1`` has the same messages on the
-  wire (it lacks ``Device.share_id``, which this driver never sets), so the
-  same handlers serve both service names;
+  wire but for ``Device.share_id`` (set for shares of a card, consumable
+  capacity; a v1beta1 kubelet skips the unknown field), so the same handlers
+  serve both service names;
 * ``dra-health/v1`` -- ``DRAResourceHealth.NodeWatchResources``, likewise
   served under ``v1alpha1`` too (kubelets 1.34-1.36 know only that one).
 

@@ -39,8 +39,9 @@ class Prepared:
 
     namespace: str
     name: str
-    # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}], and for a partition made for the
-    # claim "vnpu": {"card": .., "chip": .., "template": .., "id": ..}
+    # [{"requests": [...], "pool": ..., "device": ..., "cdi": [...]}]; a share of a card also with
+    # "shareID", "memory" and "total" (bytes), its claim-scoped CDI name last in "cdi"; a partition
+    # made for the claim with "vnpu": {"card": .., "chip": .., "template": .., "id": ..}
     devices: List[Dict[str, Any]]
     pending: bool = False  # written before the vendor's tool runs: a crash leaves the intent, undone at start
 
@@ -63,12 +64,13 @@ class Checkpoint:
     claims: Dict[str, Prepared] = field(default_factory=dict)
 
     def devices_in_use(self, exclude: str = "") -> Dict[Tuple[str, str], str]:
-        """``(pool, device)`` -> uid of the claim holding it, other than *exclude*."""
+        """``(pool, device)`` -> uid of the claim holding it whole, other than *exclude* (shares are not holds)."""
         out: Dict[Tuple[str, str], str] = {}
         for uid, claim in self.claims.items():
             if uid != exclude:
                 for d in claim.devices:
-                    out[(d["pool"], d["device"])] = uid
+                    if not d.get("shareID"):
+                        out[(d["pool"], d["device"])] = uid
         return out
 
     def vnpu_ids(self) -> Dict[int, str]:

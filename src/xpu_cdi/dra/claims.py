@@ -3,8 +3,9 @@
 Pure functions: the claim as JSON, this driver's name and pool, the cards
 the specs define now and who holds which card, in; the devices to answer
 with (CDI names of the static specs, ``kunlunxin.com/xpu=3``), or one line
-saying why not, out.  Never a per-claim spec file: after a reboot
-``/var/run/cdi`` is empty, and a claim must not point at a spec that is gone.
+saying why not, out.  A share of a card (consumable capacity, :mod:`.shares`)
+also carries its ``shareID`` and memory: the daemon adds the claim-scoped CDI
+device that tells the container its share.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Tuple
 
 from ..errors import ClaimError
+from . import shares
 from .slices import DeviceInfo
 
 
@@ -44,12 +46,14 @@ def prepare(claim: Mapping[str, Any], driver: str, pool: str, devices: Mapping[s
 
     Raises:
         ClaimError: a result on another pool, a card this node no longer
-            has, or a card another claim holds (admin access excepted).
+            has, or a card another claim holds whole (admin access excepted;
+            shares of one card are the scheduler's to count).
     """
     uid = (claim.get("metadata") or {}).get("uid", "")
-    merged: Dict[str, Dict[str, Any]] = {}
+    merged: Dict[Tuple[str, str], Dict[str, Any]] = {}
     for r in our_results(claim, driver):
         name, request = str(r.get("device", "")), str(r.get("request", "")).split("/")[0]
+        share = str(r.get("shareID") or "")
         if r.get("pool") != pool:
             raise ClaimError(f"device {name} was allocated from pool {r.get('pool')!r}, but this node's pool is "
                              f"{pool!r}: the claim belongs to another node")
@@ -57,10 +61,19 @@ def prepare(claim: Mapping[str, Any], driver: str, pool: str, devices: Mapping[s
         if card is None:
             raise ClaimError(f"device {name} is not on this node any more (no CDI spec defines it: run "
                              f"`xpu-cdi generate`); the claim must be allocated again")
+        if share and card.share is None:
+            raise ClaimError(f"device {name} was allocated as a share ({share}), but this driver no longer shares "
+                             f"it (--share-capacity): the claim must be allocated again")
         holder = in_use.get((pool, name))
         if holder and holder != uid and not r.get("adminAccess"):
             raise ClaimError(f"device {name} is prepared for claim {holder}, still in use: refusing to share it")
-        entry = merged.setdefault(name, {"requests": [], "pool": pool, "device": name, "cdi": [card.cdi]})
+        entry = merged.setdefault((name, share), {"requests": [], "pool": pool, "device": name, "cdi": [card.cdi]})
+        if share:
+            memory = shares.consumed(r)
+            if memory <= 0:
+                raise ClaimError(f"device {name} share {share} has no consumedCapacity.{shares.CAPACITY}: the API "
+                                 f"server does not serve consumable capacity (DRAConsumableCapacity off?)")
+            entry.update(shareID=share, memory=memory, total=shares.parse_quantity(card.memory))
         if request and request not in entry["requests"]:
             entry["requests"].append(request)
     return list(merged.values())

@@ -17,7 +17,7 @@ import click
 
 from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, daemon_log, subcommand
 from ..errors import ConfigError
-from . import config
+from . import config, shares
 
 
 def probe(settings: config.Settings) -> Tuple[bool, str]:
@@ -42,8 +42,8 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
                sysfs_root: str, node_name: Optional[str], kubeconfig: Optional[str], registry_dir: str,
                plugins_dir: str, run_dir: str, pod_uid: Optional[str], spec_dirs: Tuple[str, ...],
                proc_root: Optional[str], driver_names: Tuple[str, ...], node_config: str, health_interval: float,
-               no_health_service: bool, probe_only: bool, boot_id_file: str, vnpu_tool: str, log_level: str,
-               verbose: bool, log_format: str) -> None:
+               no_health_service: bool, probe_only: bool, boot_id_file: str, vnpu_tool: str,
+               share_capacity: Tuple[str, ...], log_level: str, verbose: bool, log_format: str) -> None:
     """The DRA driver (resource.k8s.io/v1): publish the cards our CDI specs
     define as ResourceSlices of this node, one driver per CDI kind, and
     prepare the claims kubelet hands it with the specs' CDI device names.
@@ -62,7 +62,8 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
         proc_root=os.path.abspath(proc_root) if proc_root else None, profiles=tuple(profiles),
         profiles_dir=tuple(profiles_dir), driver_names=config.parse_driver_names(driver_names),
         node_config=node_config, health_interval=health_interval, health_service=not no_health_service,
-        boot_id_file=boot_id_file, vnpu_tool=os.path.abspath(vnpu_tool) if vnpu_tool else "")
+        boot_id_file=boot_id_file, vnpu_tool=os.path.abspath(vnpu_tool) if vnpu_tool else "",
+        shares=shares.parse(share_capacity))
     config.check(settings)
     if probe_only:
         if not uid:  # without a pod uid the file is named after the pid: any running driver's will do
@@ -105,6 +106,12 @@ OPTIONS = (
                       "at once)."),
     click.option("--no-health-service", is_flag=True,
                  help="Do not offer kubelet the DRAResourceHealth stream (taints still mark unhealthy cards)."),
+    click.option("--share-capacity", "share_capacity", multiple=True,
+                 metavar="KIND:default=Q[,step=Q][,min=Q][,max=Q][,memory=Q]",
+                 help="Share each card of KIND between claims by its memory (DRA consumable capacity): default is "
+                      "what a claim asking for none takes, step/min/max the valid range, memory the card's where "
+                      "the profile does not know it. Repeatable, one per kind. Nothing enforces a share unless the "
+                      "vendor's runtime does (docs/sharing.md)."),
     click.option("--probe", "probe_only", is_flag=True,
                  help="Exit 0 if a running driver has registered and published every kind it serves, else 1."),
     click.option("--vnpu-tool", default="", metavar="PATH",

@@ -10,6 +10,7 @@ from typing import Dict, Optional, Sequence
 
 from ..errors import ConfigError
 from ..node.settings import HEALTH_INTERVAL, NodeSettings
+from .shares import Policy
 
 KUBELET_DIR = "/var/lib/kubelet"
 REGISTRY_DIR = f"{KUBELET_DIR}/plugins_registry"  # kubelet's plugin watcher
@@ -34,6 +35,7 @@ class Settings(NodeSettings):
     health_interval: float = HEALTH_INTERVAL
     health_service: bool = True
     boot_id_file: str = BOOT_ID_FILE
+    shares: Dict[str, Policy] = field(default_factory=dict)  # CDI kind -> its capacity sharing
     vnpu_tool: str = ""  # the vendor's partitioning tool; "" = the partition data's, in <driver root>/usr/local/bin
 
     def driver(self, kind: str) -> str:

@@ -21,6 +21,7 @@ the other pod of a rolling update still serves, stop, exit 0.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import threading
@@ -39,7 +40,7 @@ from ..generate.hostfs import host_path
 from ..node.loop import Loop
 from . import checkpoint as _cp
 from . import claims as _claims
-from . import claimspec, partitioned, vnpu
+from . import claimspec, partitioned, shares, vnpu
 from . import slices as _slices
 from .config import Settings
 from .kube import ApiError, Kube, claim_path
@@ -207,15 +208,44 @@ class KindDriver:
                     self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} names "
                              f"{', '.join(taken)}, which another claim holds: not taken back", WARNING)
                     continue
-                entries = [{"requests": [str(r.get("request", "")).split("/")[0]], "pool": self.pool,
-                            "device": r["device"],
-                            "cdi": [devices[r["device"]].cdi] if r["device"] in devices else []} for r in results]
+                entries = [self._taken_back(r, devices.get(r["device"])) for r in results]
+                try:
+                    self.write_claim_spec(uid, entries)
+                except (OSError, ValueError) as err:
+                    self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')}: its share's spec not "
+                             f"written ({err}): not taken back", WARNING)
+                    continue
                 cp.claims[uid] = _cp.Prepared(meta.get("namespace", ""), meta.get("name", ""), entries)
                 self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} in use: taken back "
                          f"from the API ({', '.join(e['device'] for e in entries)})")
                 changed = True
         if changed or not os.path.exists(self.cp_path):
             self._save(cp)
+
+    def _taken_back(self, result: Dict[str, Any], card: Optional[_slices.DeviceInfo]) -> Dict[str, Any]:
+        """The checkpoint entry of an allocation result taken back from the API (a share keeps its memory)."""
+        entry: Dict[str, Any] = {"requests": [str(result.get("request", "")).split("/")[0]], "pool": self.pool,
+                                 "device": result["device"], "cdi": [card.cdi] if card else []}
+        if result.get("shareID") and card is not None and card.share is not None:
+            entry.update(shareID=result["shareID"], memory=shares.consumed(result),
+                         total=shares.parse_quantity(card.memory))
+        return entry
+
+    def write_claim_spec(self, uid: str, devices: List[Dict[str, Any]]) -> None:
+        """The claim-scoped spec telling each share its memory; its CDI names appended to the shares' ``cdi``.
+
+        Raises:
+            OSError, ValueError: the spec could not be written (nothing is recorded then).
+        """
+        shared = [d for d in devices if d.get("shareID")]
+        if not shared:
+            return
+        card_name = {d.name: d.cdi.partition("=")[2] for d in self.devices.values()}
+        edits = [(f"{d['device']}-{d['shareID'][:8]}",
+                  {"env": shares.env(card_name.get(d["device"], d["device"]), d["memory"], d["total"])})
+                 for d in shared]
+        for d, name in zip(shared, claimspec.write(self.s.claim_spec_dir, self.name, uid, edits, {})):
+            d["cdi"] = [c for c in d["cdi"] if c.partition("=")[0] != claimspec.kind(self.name)] + [name]
 
     # -- the Driver protocol of server.Services --------------------------------------------------------------
 
@@ -239,9 +269,10 @@ class KindDriver:
                     if uid in cp.claims:  # half made by a call that failed to undo it: undone first
                         self._release(cp, uid)
                     devices = _claims.prepare(claim, self.name, self.pool, self.devices, cp.devices_in_use(uid))
+                    self.write_claim_spec(uid, devices)  # shares: told their memory in a spec of the claim's
                     if any(self.devices[d["device"]].template for d in devices):
                         self._make(cp, uid, namespace, name, devices)
-                except (ClaimError, OSError) as err:
+                except (ClaimError, OSError, ValueError) as err:
                     out[uid] = ([], f"{self.name}: {err}")
                     self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}", WARNING)
                     continue
@@ -410,6 +441,9 @@ class Daemon(Loop):
             version = _slices.read_driver_version(profile, self.s.proc, self.s.driver_root)
             infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version)
                      for c in ks.cards.values()]
+            policy = self.s.shares.get(kind)
+            if policy is not None:
+                infos = [self.shared(kind, info, policy) for info in infos]
             parts = partitions.builtin(ks.profile) if ks.profile else None
             chips = self.tool_of(kind, parts)[1] if parts is not None else {}
             self.described[kind] = partitioned.expand(_slices.by_name(infos), chips, parts)
@@ -432,6 +466,17 @@ class Daemon(Loop):
 
     def own_vnpus(self) -> Set[int]:
         return set().union(*(d.own_vnpus() for d in self.drivers.values()))
+
+    def shared(self, kind: str, info: _slices.DeviceInfo, policy: shares.Policy) -> _slices.DeviceInfo:
+        """*info* shared by capacity, or whole with one line saying why not."""
+        total = shares.card_memory(info.memory, policy)
+        why = policy.problem(total) if total else (
+            "its memory is unknown (the profile's model has none): give it with memory=")
+        if why:
+            self.say_once(f"share:{kind}:{why}", f"{kind}: cards not shared by capacity (first {info.name}): {why} "
+                                                 f"(--share-capacity)", WARNING)
+            return info
+        return dataclasses.replace(info, memory=shares.format_quantity(total), share=policy)
 
     def health_of(self, kind: str) -> Dict[str, str]:
         ks = self.kinds[kind]

@@ -123,8 +123,10 @@ class Services:
                 entry.error = error
                 continue
             for d in devices:
-                entry.devices.add(request_names=d["requests"], pool_name=d["pool"], device_name=d["device"],
-                                  cdi_device_ids=d["cdi"])
+                dev = entry.devices.add(request_names=d["requests"], pool_name=d["pool"], device_name=d["device"],
+                                        cdi_device_ids=d["cdi"])
+                if d.get("shareID"):  # kubelet matches it to the allocation's result (consumable capacity)
+                    dev.share_id = d["shareID"]
         return out
 
     def unprepare(self, request: Any, context: Any) -> Any:

@@ -17,7 +17,9 @@ attribute                                     type       from
 ``numaNode``, ``resource.kubernetes.io/numaNode``  int   its NUMA node (only a node the host has)
 ============================================  =========  ===========================
 
-and capacity ``memory`` where the profile knows it.  An unhealthy card keeps
+and capacity ``memory`` where the profile knows it (a card of a kind shared by
+capacity, :mod:`.shares`, also ``allowMultipleAllocations`` and the memory's
+``requestPolicy``).  An unhealthy card keeps
 its place with a ``NoSchedule`` taint ``<driver>/unhealthy``: pods running on
 it keep running, new claims get other cards.
 
@@ -42,6 +44,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from .. import cardmodel, topology
 from ..generate.discover import host_path
 from ..model import Profile
+from . import shares
 
 API_VERSION = "resource.k8s.io/v1"
 MAX_DEVICES = 128  # ResourceSliceMaxDevices
@@ -68,6 +71,7 @@ class DeviceInfo:
     switch: Optional[str] = None
     numa: Optional[int] = None
     memory: str = ""
+    share: Optional[shares.Policy] = None  # shared by capacity (--share-capacity): memory is then set
     # a partitionable chip: the counters it owns (set name, ((counter, quantity), ...)), all of which it consumes
     counters: Tuple[str, Tuple[Tuple[str, str], ...]] = ("", ())
     # a partition: the counter set it takes from and what it takes; its template and parent chip's device
@@ -167,7 +171,10 @@ def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "") -> Dict[str
         attrs["template"] = {"string": info.template}
         attrs["parentChip"] = {"string": info.parent}
     dev: Dict[str, Any] = {"name": info.name, "attributes": attrs}
-    if info.memory:
+    if info.share is not None:  # several claims, each its part of the memory
+        dev["allowMultipleAllocations"] = True
+        dev["capacity"] = {shares.CAPACITY: info.share.capacity(shares.parse_quantity(info.memory))}
+    elif info.memory:
         dev["capacity"] = {"memory": {"value": info.memory}}
     set_name, taken = info.consumes if info.consumes[0] else info.counters
     if set_name:

@@ -14,8 +14,8 @@ from ..errors import ConfigError
 
 def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
              sysfs_root: str, listen: str, interval: float, pod_resources_socket: str, spec_dirs: Tuple[str, ...],
-             proc_root: Optional[str], status_file: str, once: bool, log_level: str, verbose: bool,
-             log_format: str) -> None:
+             proc_root: Optional[str], status_file: str, dra_plugins_dir: str, boot_id_file: str, once: bool,
+             log_level: str, verbose: bool, log_format: str) -> None:
     """Per-card metrics for Prometheus: every card the CDI specs define, its
     health, memory, utilisation, temperature and power, and the pod holding it.
 
@@ -39,7 +39,8 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
                         spec_dirs=tuple(os.path.abspath(d) for d in spec_dirs), dev_root=os.path.abspath(dev_root),
                         driver_root=os.path.abspath(driver_root), sysfs_root=os.path.abspath(sysfs_root),
                         proc_root=os.path.abspath(proc_root) if proc_root else None, profiles=profiles,
-                        profiles_dir=profiles_dir, status_file=os.path.abspath(status_file))
+                        profiles_dir=profiles_dir, status_file=os.path.abspath(status_file),
+                        dra_plugins_dir=os.path.abspath(dra_plugins_dir), boot_id_file=boot_id_file)
     exp = Exporter(settings, log=daemon_log("xpu-cdi exporter", log_level, verbose, log_format))
     if once:  # one refresh, the scrape on stdout: what Prometheus would read now
         exp.step()
@@ -62,6 +63,11 @@ OPTIONS = (
     click.option("--proc-root", default=None, help="proc is read from <root>/proc (default: --sysfs-root)."),
     click.option("--status-file", default="/run/xpu-cdi/exporter.json", show_default=True,
                  help="Where the exporter writes its sources' state (read by doctor)."),
+    click.option("--dra-plugins-dir", default="/var/lib/kubelet/plugins", show_default=True,
+                 help="kubelet's plugins dir: the DRA drivers' checkpoints (<dir>/<driver>/checkpoint.json) name "
+                      "the shares and vNPUs claims hold."),
+    # the boot the DRA driver's checkpoint is keyed to; a test's stand-in for a reboot (not in --help)
+    click.option("--boot-id-file", default="/proc/sys/kernel/random/boot_id", hidden=True),
     click.option("--once", is_flag=True, help="Refresh once, print the scrape on stdout and exit."),
     *LOG_OPTIONS,
 )

@@ -7,7 +7,8 @@ Every ``interval`` seconds one refresh pass:
 2. judges every card by the device plugin's health rule;
 3. runs every reading source of every kind once, all at the same time, each
    bounded by its own timeout (one tool run per interval for all cards);
-4. asks kubelet's PodResources API who holds which card;
+4. asks kubelet's PodResources API who holds which card, and reads the DRA
+   driver's checkpoints for the claims' shares and vNPUs (:mod:`.claimdevices`);
 5. swaps in the new snapshot whole and writes the status file doctor reads.
 
 Scrapes are answered from the last snapshot by the HTTP server's threads,
@@ -36,7 +37,8 @@ from ..node.settings import NodeSettings
 from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
-from . import holders, metrics, sources
+from ..dra import checkpoint
+from . import claimdevices, holders, metrics, sources
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
 
@@ -53,6 +55,8 @@ class Settings(NodeSettings):
     interval: float = 10.0
     pod_resources_socket: str = DEFAULT_SOCKET
     status_file: str = DEFAULT_STATUS_FILE
+    dra_plugins_dir: str = "/var/lib/kubelet/plugins"  # the DRA drivers' checkpoints, <dir>/<driver>/
+    boot_id_file: str = checkpoint.BOOT_ID
 
 
 def parse_listen(listen: str) -> Tuple[str, int]:
@@ -152,11 +156,14 @@ class Exporter(Loop):
             for key, holder in holders.assign(cards, aliases, listing).items():
                 if key in by_key:
                     by_key[key].holder = holder
+        claimed = claimdevices.read(self.s.dra_plugins_dir, checkpoint.boot_id(self.s.boot_id_file))
+        if listing is not None:
+            claimed = claimdevices.with_holders(claimed, listing)
         results.append(pod_result)
         for r in results:
             self.say_changed(f"source:{r.source}", f"source {r.source}: " + ("up" if r.up else f"down: {r.why}"),
                              INFO if r.up else WARNING)
-        snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results)
+        snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results, claim_devices=claimed)
         self.collector.snapshot = snap
         self.refreshed = time.monotonic()
         self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)

@@ -16,10 +16,14 @@ from typing import Dict, Iterator, List, Optional
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .claimdevices import ClaimDevice
 from .podresources import Holder
 from .sources import Result
 
 CARD_LABELS = ["kind", "card", "uuid", "pci_bus_id", "model", "namespace", "pod", "container"]
+# a claim-scoped device (a share of a card, a vNPU): kind and card are its card's where known
+CLAIM_LABELS = ["driver", "device", "kind", "card", "share_id", "cdi_device", "claim_namespace", "claim",
+                "namespace", "pod", "container"]
 
 # reading -> (metric name, unit, help)
 READINGS = {
@@ -32,6 +36,8 @@ READINGS = {
 }
 HEALTHY = "xpu_cdi_card_healthy"
 ALLOCATED = "xpu_cdi_card_allocated"
+CLAIM_DEVICE = "xpu_cdi_claim_device"
+CLAIM_MEMORY = "xpu_cdi_claim_device_memory_bytes"
 SOURCE_UP = "xpu_cdi_exporter_source_up"
 SOURCE_DURATION = "xpu_cdi_exporter_source_duration_seconds"
 POD_RESOURCES = "pod-resources"  # the source name of kubelet's PodResources API
@@ -61,6 +67,14 @@ class Snapshot:
     cards: List[CardState] = field(default_factory=list)
     allocation_known: bool = False  # kubelet answered: allocated is 0 or 1, else absent
     sources: List[Result] = field(default_factory=list)
+    claim_devices: List[ClaimDevice] = field(default_factory=list)
+
+
+def claim_labels(d: ClaimDevice) -> List[str]:
+    kind, _, card = d.card.partition("=")
+    h = d.holder
+    return [d.driver, d.device, kind, card, d.share_id, d.cdi, d.claim_namespace, d.claim,
+            h.namespace if h else "", h.pod if h else "", h.container if h else ""]
 
 
 class SnapshotCollector(Collector):
@@ -86,6 +100,16 @@ class SnapshotCollector(Collector):
                 allocated.add_metric(labels, 1.0 if c.holder else 0.0)
             for reading, value in c.readings.items():
                 readings[reading].add_metric(labels, value)
+        claimed = GaugeMetricFamily(CLAIM_DEVICE, "1 per device a DRA claim prepared here beyond a whole card (a "
+                                                  "share of a card, a vNPU), with its claim and the container "
+                                                  "kubelet lists for it.", labels=CLAIM_LABELS)
+        claimed_memory = GaugeMetricFamily(CLAIM_MEMORY, "Memory of the card the claim's device was given (its "
+                                                         "share; not enforced unless the vendor does), in bytes.",
+                                           labels=CLAIM_LABELS, unit="bytes")
+        for d in snap.claim_devices:
+            claimed.add_metric(claim_labels(d), 1.0)
+            if d.memory is not None:
+                claimed_memory.add_metric(claim_labels(d), float(d.memory))
         up = GaugeMetricFamily(SOURCE_UP, "1 when the source answered in the last refresh (a vendor tool, a "
                                           "card's files, kubelet's PodResources API), else 0.", labels=["source"])
         took = GaugeMetricFamily(SOURCE_DURATION, "How long the source took in the last refresh, in seconds.",
@@ -96,5 +120,7 @@ class SnapshotCollector(Collector):
         yield healthy
         yield allocated
         yield from readings.values()
+        yield claimed
+        yield claimed_memory
         yield up
         yield took
