@@ -60,6 +60,7 @@ class Component:
     tags: Tuple[str, ...] = ()
     staging: bool = False           # k8s.io/kubernetes: replace the staging modules, stamp the version
     extra: Dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    short: str = ""                 # its directory in the cache (default: the name up to a dash)
 
     @property
     def dir(self) -> Path:
@@ -82,7 +83,7 @@ class Component:
         return max(found) if found else (1, 0)
 
     def bin_dir(self) -> Path:
-        short = self.name.split("-")[0]
+        short = self.short or self.name.split("-")[0]
         return BUILDS / f"{short}-{self.version()}" / "bin"
 
 
@@ -95,6 +96,11 @@ COMPONENTS: Dict[str, Component] = {c.name: c for c in [
     # the oldest release with DRA v1, whose kubelet the device-plugin tests also run against the
     # newer control plane (kubelet may be three minors older than the API server)
     Component("kubelet-compat", "k8s.io/kubernetes", (("k8s.io/kubernetes/cmd/kubelet", "kubelet"),), staging=True),
+    # the fleet's Services (tests/support/k8s/fleet.py), at the kubernetes component's pin
+    # (tests/test_k8s_builds.py holds them equal); a module of its own, so that adding it left the
+    # control plane's module, and so its build stamp, as they were
+    Component("kube-proxy", "k8s.io/kubernetes", (("k8s.io/kubernetes/cmd/kube-proxy", "kube-proxy"),),
+              staging=True, short="kube-proxy"),
     # static, as containerd's releases build them; no btrfs snapshotter (it needs cgo and libbtrfs)
     Component("containerd", "github.com/containerd/containerd/v2", tuple(
         (f"github.com/containerd/containerd/v2/cmd/{b}", b) for b in ("containerd", "containerd-shim-runc-v2", "ctr")),
