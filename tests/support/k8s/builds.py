@@ -111,6 +111,12 @@ COMPONENTS: Dict[str, Component] = {c.name: c for c in [
     # builds it (go-nvml needs it)
     Component("nvidia-cdi-hook", "github.com/NVIDIA/nvidia-container-toolkit", (
         ("github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook", "nvidia-cdi-hook"),)),
+    # the fleet's Prometheus (tests/fleet/test_fleet_prometheus.py): Debian's is built without
+    # Kubernetes service discovery; only that one of the discovery plugins is compiled in
+    Component("prometheus", "github.com/prometheus/prometheus", (
+        ("github.com/prometheus/prometheus/cmd/prometheus", "prometheus"),
+        ("github.com/prometheus/prometheus/cmd/promtool", "promtool")),
+        env=(("CGO_ENABLED", "0"),), tags=("remove_all_sd", "enable_kubernetes_sd")),
     # the chart's tests (tests/deploy/test_chart.py, tests/k8s/test_helm_node.py)
     Component("helm", "helm.sh/helm/v4", (("helm.sh/helm/v4/cmd/helm", "helm"),), env=(("CGO_ENABLED", "0"),)),
 ]}
