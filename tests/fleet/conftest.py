@@ -9,7 +9,6 @@ path), so under ``make test``'s ``-n 2 --dist loadgroup`` one worker starts the 
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -17,6 +16,7 @@ import pytest
 import yaml
 from support import imagebuild
 from support.k8s import nodekit
+from support.k8s.cluster import ClusterError
 from support.k8s.dsnode import same_path_ops, write_kustomization
 from support.k8s.fleet import FAKE_ROOT, FAKE_ROOTS, NODES, PRESENT, Fleet
 
@@ -67,41 +67,28 @@ def overlay(base: Path, name: str, resource: Path, tag: str, patches: Dict[str, 
 def image(fleet: Fleet) -> str:
     """The checkout's image (make image's build, cached), imported into every node's containerd."""
     img = imagebuild.image()
-    errors: List[BaseException] = []
-
-    def load(node: Any) -> None:
-        try:
-            node.import_image(img["archive"])
-        except BaseException as err:  # noqa: BLE001 - re-raised below
-            errors.append(err)
-
-    threads = [threading.Thread(target=load, args=(n,)) for n in fleet.nodes.values()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    fleet.on_each_node(lambda node: node.import_image(img["archive"]))
     return str(img["name"]).rsplit(":", 1)[1]
 
 
 def rolled_out(fleet: Fleet, name: str, count: int) -> None:
-    """Until DaemonSet *name* has a Ready pod on *count* nodes; else the pods' state and logs printed."""
+    """Until DaemonSet *name* has a Ready pod on *count* nodes; else a ClusterError with the pods'
+    events and logs (an xdist worker's output is not shown)."""
     def done() -> bool:
         st = fleet.get("daemonset", name, "-n", NS).get("status", {})
         return (st.get("desiredNumberScheduled"), st.get("numberReady")) == (count, count)
 
     try:
         fleet.wait(done, 180, f"DaemonSet {name} ready on {count} nodes", interval=1)
-    except Exception:
-        pods = fleet.get("pods", "-n", NS, "-l", f"app.kubernetes.io/name={name}")["items"]
-        for p in pods:
+    except ClusterError as err:
+        report = [str(err)]
+        for p in fleet.get("pods", "-n", NS, "-l", f"app.kubernetes.io/name={name}")["items"]:
             pod = p["metadata"]["name"]
-            print(fleet.control.describe_pod(pod, NS))
+            report.append(fleet.control.describe_pod(pod, NS)[-1500:])
             for c in p["spec"].get("initContainers", []) + p["spec"]["containers"]:
                 r = fleet.kubectl("logs", pod, "-n", NS, "-c", c["name"], check=False)
-                print(f"--- {pod} {c['name']}: {r.stdout[-2000:]}{r.stderr[-300:]}")
-        raise
+                report.append(f"--- {pod} {c['name']}: {r.stdout[-1000:]}{r.stderr[-300:]}")
+        raise ClusterError("\n".join(report)) from None
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from support import fakehost, matrix
 from support.k8s import nodekit
@@ -107,6 +107,7 @@ class Fleet:
     def __init__(self, base: Path, feature_gates: Optional[Dict[str, bool]] = None) -> None:
         self.base = base
         self.specs = {s.name: s for s in NODES}
+        self.hosts = {s.name: fake_host(s, base / s.name) for s in NODES}  # first: it may skip
         self.control = Cluster(kubelet=None, feature_gates=feature_gates, node_name=CONTROL_NAME,
                                node_ip=f"{SUBNET}.1", link=self._bridge)
         self.nodes: Dict[str, Cluster] = {
@@ -114,7 +115,6 @@ class Fleet:
                                         join=self.control, link=self._attach, cni=pod_network(s.pod_cidr),
                                         kube_proxy=POD_CIDR, overlays=("/etc", "/var/lib", "/var/log", "/usr/local"))
             for s in NODES}
-        self.hosts = {s.name: fake_host(s, base / s.name) for s in NODES}
         self.timings: Dict[str, float] = {}
 
     @property
@@ -157,27 +157,31 @@ class Fleet:
         try:
             self.control.start()
             self.timings["control plane"] = time.monotonic() - t0
-            errors: List[BaseException] = []
-
-            def start(node: Cluster) -> None:
-                try:
-                    node.start()
-                except BaseException as err:  # noqa: BLE001 - re-raised below, after the others
-                    errors.append(err)
-
-            threads = [threading.Thread(target=start, args=(n,)) for n in self.nodes.values()]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            if errors:
-                raise errors[0]
+            self.on_each_node(Cluster.start)
             self.timings["nodes"] = time.monotonic() - t0 - self.timings["control plane"]
         except BaseException:
             self.stop()
             raise
         self.timings["total"] = time.monotonic() - t0
         return self
+
+    def on_each_node(self, do: Callable[[Cluster], Any]) -> None:
+        """*do* for every node at once (a thread each); the first error raised once all are done."""
+        errors: List[BaseException] = []
+
+        def run(node: Cluster) -> None:
+            try:
+                do(node)
+            except BaseException as err:  # noqa: BLE001 - re-raised below, after the others
+                errors.append(err)
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in self.nodes.values()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
 
     def stop(self, keep_logs: Optional[Path] = None) -> None:
         """Every node, then the control plane (and its bridge); the fake hosts."""
