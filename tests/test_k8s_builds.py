@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 
@@ -86,3 +86,21 @@ def test_the_pin_command_prints_the_reason_on_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith("pin: go mod download go.etcd.io/etcd/server/v3@v3.99.0 failed: ")
     assert "This module version is not available" in lines[0], lines[0]
+
+
+def test_kube_proxy_is_built_from_the_kubernetes_pin() -> None:
+    """kube-proxy (the fleet's) is pinned at the kubernetes component's release, with the same
+    staging replaces, and its module's go.sum resolves every package it needs; its own bin dir."""
+    proxy, k8s = builds.COMPONENTS["kube-proxy"], builds.COMPONENTS["kubernetes"]
+    assert proxy.version() == k8s.version()
+
+    def replaces(c: builds.Component) -> List[str]:
+        return re.findall(r"^\s*(k8s\.io/\S+ => .*)$", (c.dir / "go.mod").read_text(), re.M)
+
+    assert len(replaces(k8s)) > 20 and replaces(proxy) == replaces(k8s)
+    assert proxy.bin_dir() != k8s.bin_dir() and proxy.bin_dir().parent.name == f"kube-proxy-{k8s.version()}"
+    go = builds.check_go(proxy)
+    r = subprocess.run([go, "list", "-deps", "k8s.io/kubernetes/cmd/kube-proxy"], cwd=proxy.dir,
+                       env=upstream.go_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "k8s.io/kubernetes/pkg/proxy/iptables" in r.stdout.split()

@@ -413,7 +413,7 @@ class TestRuntimeWiring:
         assert api_problems(wiring, "V1DaemonSet") == []
 
 
-@pytest.mark.parametrize("path", ["daemonset.yaml", "dra/daemonset.yaml", "exporter.yaml",
+@pytest.mark.parametrize("path", ["daemonset.yaml", "dra/daemonset.yaml", "exporter.yaml", "labels/daemonset.yaml",
                                   "runtime-wiring/daemonset.yaml"])
 def test_no_termination_log_in_the_hosts_dev(path: str) -> None:
     """A container with the host's /dev mounted (read-only) at /dev writes its termination message

@@ -14,8 +14,6 @@ replaces one, and ``KUBELETS`` in a module runs it on the older kubelet's node a
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
@@ -23,7 +21,6 @@ from typing import Dict, Iterator, List, Optional
 import pytest
 from support.dpnode import short_dir
 from support.dranode import DraDriver, Identity
-from support.k8s import builds
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import XPU, Cards, DevicePlugin
@@ -31,8 +28,6 @@ from support.k8s.nodekit import XPU, Cards, DevicePlugin
 HERE = Path(__file__).resolve().parent
 
 GROUP = "k8s-cluster"
-#: What the cluster runs beside the binaries it builds (Debian packages scripts/install-deps.sh installs).
-TOOLS = ("openssl", "nsenter", "unshare", "ip", "runc", "iptables", "gcc", "mount")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,28 +52,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
             item.add_marker(pytest.mark.xdist_group(GROUP))
 
 
-def unavailable(message: str) -> None:
-    """Skip saying *message*, or fail with it under CI=true (where nothing may skip)."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 def start(kubelet: str = "kubernetes", feature_gates: Optional[Dict[str, bool]] = None) -> Cluster:
-    if os.geteuid() != 0:
-        unavailable("the cluster tests need root (namespaces, cgroups, mounts)")
-    missing = [t for t in TOOLS if shutil.which(t) is None]
-    if missing:
-        pytest.fail(f"missing {', '.join(missing)}: run `make deps` (scripts/install-deps.sh)")
-    if not any(Path(d, "loopback").exists() for d in nodekit.CNI_BIN_DIRS):
-        pytest.fail("no CNI loopback plugin: run `make deps` (installs containernetworking-plugins)")
-    for c in ("kubernetes", "containerd", "etcd", kubelet):
-        builds.ensure_or_skip(c)
+    nodekit.check_machine(["kubernetes", "containerd", "etcd", kubelet])
     c = nodekit.xpu_cluster(kubelet, feature_gates).start()
-    record = os.environ.get("XPU_CDI_K8S_RECORD")  # tests/test_leaves_no_traces.py: which cluster ran
-    if record:
-        with open(record, "a") as f:
-            f.write(json.dumps({"base": str(c.base), "cgroup": c.cgroup_name}) + "\n")
+    c.record()  # tests/test_leaves_no_traces.py, support/leaks.py: which cluster ran
     return c
 
 

@@ -60,6 +60,7 @@ class Component:
     tags: Tuple[str, ...] = ()
     staging: bool = False           # k8s.io/kubernetes: replace the staging modules, stamp the version
     extra: Dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    short: str = ""                 # its directory in the cache (default: the name up to a dash)
 
     @property
     def dir(self) -> Path:
@@ -82,7 +83,7 @@ class Component:
         return max(found) if found else (1, 0)
 
     def bin_dir(self) -> Path:
-        short = self.name.split("-")[0]
+        short = self.short or self.name.split("-")[0]
         return BUILDS / f"{short}-{self.version()}" / "bin"
 
 
@@ -95,6 +96,11 @@ COMPONENTS: Dict[str, Component] = {c.name: c for c in [
     # the oldest release with DRA v1, whose kubelet the device-plugin tests also run against the
     # newer control plane (kubelet may be three minors older than the API server)
     Component("kubelet-compat", "k8s.io/kubernetes", (("k8s.io/kubernetes/cmd/kubelet", "kubelet"),), staging=True),
+    # the fleet's Services (tests/support/k8s/fleet.py), at the kubernetes component's pin
+    # (tests/test_k8s_builds.py holds them equal); a module of its own, so that adding it left the
+    # control plane's module, and so its build stamp, as they were
+    Component("kube-proxy", "k8s.io/kubernetes", (("k8s.io/kubernetes/cmd/kube-proxy", "kube-proxy"),),
+              staging=True, short="kube-proxy"),
     # static, as containerd's releases build them; no btrfs snapshotter (it needs cgo and libbtrfs)
     Component("containerd", "github.com/containerd/containerd/v2", tuple(
         (f"github.com/containerd/containerd/v2/cmd/{b}", b) for b in ("containerd", "containerd-shim-runc-v2", "ctr")),
@@ -105,6 +111,12 @@ COMPONENTS: Dict[str, Component] = {c.name: c for c in [
     # builds it (go-nvml needs it)
     Component("nvidia-cdi-hook", "github.com/NVIDIA/nvidia-container-toolkit", (
         ("github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook", "nvidia-cdi-hook"),)),
+    # the fleet's Prometheus (tests/fleet/test_fleet_prometheus.py): Debian's is built without
+    # Kubernetes service discovery; only that one of the discovery plugins is compiled in
+    Component("prometheus", "github.com/prometheus/prometheus", (
+        ("github.com/prometheus/prometheus/cmd/prometheus", "prometheus"),
+        ("github.com/prometheus/prometheus/cmd/promtool", "promtool")),
+        env=(("CGO_ENABLED", "0"),), tags=("remove_all_sd", "enable_kubernetes_sd")),
     # the chart's tests (tests/deploy/test_chart.py, tests/k8s/test_helm_node.py)
     Component("helm", "helm.sh/helm/v4", (("helm.sh/helm/v4/cmd/helm", "helm"),), env=(("CGO_ENABLED", "0"),)),
 ]}

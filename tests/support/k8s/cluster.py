@@ -1,5 +1,6 @@
 """A real one-node Kubernetes cluster for the suite: etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, kubelet and containerd 2.x, built from their upstream Go modules (builds.py).
+The same class makes each member of the fleet (fleet.py: a control plane, nodes that join it).
 
 **The node's namespaces.**  Every daemon runs in one private network and mount namespace, held
 open by a ``sleep`` (the *holder*) and entered with ``nsenter``:
@@ -90,15 +91,16 @@ KUBELET_TUNABLES = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel
 HOLDER = r"""
 set -e
 ip link set lo up
-ip addr add "$NODE_IP/32" dev lo
+# the one-node cluster's node address is on lo; a fleet's member gets its own link afterwards
+[ -z "$LO_ADDR" ] || ip addr add "$LO_ADDR/32" dev lo
 # -n: libmount would otherwise lock and write /run/mount/utab on the machine's /run first
 mount -n -t tmpfs -o mode=0755 tmpfs /run
-for d in /etc /var/lib /var/log; do
+for d in $OVERLAY_DIRS; do
   n=$(echo "$d" | tr / _)
   mkdir -p "$OVERLAYS/$n/upper" "$OVERLAYS/$n/work"
   mount -t overlay overlay -o "lowerdir=$d,upperdir=$OVERLAYS/$n/upper,workdir=$OVERLAYS/$n/work" "$d"
 done
-mount -t tmpfs -o mode=0700 tmpfs "$ETCD_DATA"
+[ -z "$ETCD_DATA" ] || mount -t tmpfs -o mode=0700 tmpfs "$ETCD_DATA"
 # kubelet's device-plugin directory is fixed at /var/lib/kubelet/device-plugins whatever its
 # --root-dir (pluginapi.DevicePluginPath): the node sees the one below its root dir there
 mkdir -p /var/lib/kubelet/device-plugins "$ROOT_DIR/device-plugins"
@@ -157,9 +159,14 @@ class Cluster:
     """The one-node cluster; :meth:`start` brings it up (node Ready, images imported), :meth:`stop`
     removes every process, mount, cgroup and file of it (also after a failed start).
 
+    The same class is each member of a fleet (fleet.py): a control plane without a node
+    (*kubelet* None), and nodes that *join* it (no control plane of their own; its PKI, its admin
+    kubeconfig), each in its own namespaces, given a network link by *link* once they are up, with
+    a pod network (*cni*, a CNI conflist) and kube-proxy (*kube_proxy*: the cluster's pod CIDR).
+
     Args:
         kubelet: ``"kubernetes"`` (the control plane's release) or ``"kubelet-compat"`` (the older
-            kubelet builds.py pins), for the node.
+            kubelet builds.py pins), for the node; None: no node (a fleet's control plane).
         feature_gates: given to every component; kubelet_feature_gates: to kubelet only (an older
             kubelet may not know a newer gate).
         env: extra environment of containerd (its shims and so the runtime binaries inherit it).
@@ -168,10 +175,15 @@ class Cluster:
             starts: to add what the node's admin would (``xpu-cdi runtime configure``).
     """
 
-    def __init__(self, kubelet: str = "kubernetes", feature_gates: Optional[Dict[str, bool]] = None,
+    def __init__(self, kubelet: Optional[str] = "kubernetes", feature_gates: Optional[Dict[str, bool]] = None,
                  kubelet_feature_gates: Optional[Dict[str, bool]] = None, env: Optional[Dict[str, str]] = None,
-                 configure_containerd: Optional[Callable[["Cluster"], None]] = None) -> None:
+                 configure_containerd: Optional[Callable[["Cluster"], None]] = None,
+                 node_name: str = NODE_NAME, node_ip: str = NODE_IP, join: Optional["Cluster"] = None,
+                 link: Optional[Callable[["Cluster"], None]] = None, cni: Optional[Dict[str, Any]] = None,
+                 kube_proxy: str = "", overlays: Sequence[str] = ("/etc", "/var/lib", "/var/log")) -> None:
         self.id = uuid.uuid4().hex[:8]
+        self.join, self.link, self.cni, self.kube_proxy = join, link, cni, kube_proxy
+        self.overlays = list(overlays)  # the node's directories whose writes land in the session's dir
         self.kubelet_component = kubelet
         self.feature_gates = dict(feature_gates or {})
         self.kubelet_feature_gates = {**self.feature_gates, **(kubelet_feature_gates or {})}
@@ -185,9 +197,12 @@ class Cluster:
         self.cdi_dir = self.base / "cdi"
         self.containerd_socket = self.base / "containerd" / "containerd.sock"
         self.containerd_config = self.base / "containerd" / "config.toml"
-        self.kubeconfig = self.base / "pki" / "admin.kubeconfig"
-        self.node_name = NODE_NAME
-        self.node_ip = NODE_IP
+        self.kubeconfig = join.kubeconfig if join else self.base / "pki" / "admin.kubeconfig"
+        self.node_name = node_name
+        self.node_ip = node_ip
+        #: where every component and kubectl reach the API server: loopback on the one node
+        self.api_server = join.api_server if join else \
+            f"https://{'127.0.0.1' if link is None else node_ip}:{API_PORT}"
         self.holder: Optional[subprocess.Popen] = None
         self.daemons: Dict[str, Daemon] = {}
         self.bins: Dict[str, Path] = {}
@@ -221,7 +236,14 @@ class Cluster:
         return self.bins["kubernetes"] / "kubectl"
 
     def kubelet_version(self) -> str:
-        return builds.COMPONENTS[self.kubelet_component].version()
+        return builds.COMPONENTS[self.kubelet_component or "kubernetes"].version()
+
+    def components(self) -> List[str]:
+        """The builds this member runs (kubectl is the kubernetes build's, on every member)."""
+        out = ["kubernetes"] if self.join else ["kubernetes", "etcd"]
+        if self.kubelet_component:
+            out += ["containerd", self.kubelet_component]
+        return list(dict.fromkeys(out + (["kube-proxy"] if self.kube_proxy else [])))
 
     def versions(self) -> Dict[str, str]:
         return {"kubernetes": builds.COMPONENTS["kubernetes"].version(), "kubelet": self.kubelet_version(),
@@ -419,7 +441,7 @@ class Cluster:
     def start(self) -> "Cluster":
         t0 = time.monotonic()
         try:
-            for c in ("kubernetes", "containerd", "etcd", self.kubelet_component):
+            for c in self.components():
                 self.bins[c] = builds.ensure(c)
             self.timings["builds"] = time.monotonic() - t0
             t1 = time.monotonic()
@@ -436,8 +458,23 @@ class Cluster:
         self._certificates()
         self._cgroups()
         self._namespaces()
-        self._control_plane()
+        if self.link is not None:
+            self.link(self)
+        if self.join is None:
+            self._control_plane()
+        if self.kubelet_component:
+            self._node()
+        if self.join is None:
+            # what every pod needs before it can be admitted: its namespace's service account and
+            # the root CA config map its token volume projects
+            self.wait(lambda: self.kubectl("get", "serviceaccount/default", "configmap/kube-root-ca.crt",
+                                           check=False).returncode == 0, 120, "the default service account")
+
+    def _node(self) -> None:
+        """containerd, kube-proxy (a fleet's), kubelet; until the node is Ready with no not-ready taint."""
         self._containerd()
+        if self.kube_proxy:
+            self._run("kube-proxy", self.kube_proxy_argv())
         self.daemons["kubelet"] = Daemon("kubelet", self.kubelet_argv(), self.log_dir / "kubelet.log")
         self.start_kubelet(wait_ready=False)
         try:
@@ -448,35 +485,44 @@ class Cluster:
             raise ClusterError(f"{err}\nkubelet's log ends:\n{self.daemons['kubelet'].tail()}") from None
         if node["metadata"]["name"] != self.node_name:
             raise ClusterError(f"unexpected node {node['metadata']['name']}")
-        # what every pod needs before it can be admitted: its namespace's service account, the
-        # root CA config map its token volume projects, no not-ready taint left on the node
-        self.wait(lambda: self.kubectl("get", "serviceaccount/default", "configmap/kube-root-ca.crt",
-                                       check=False).returncode == 0, 120, "the default service account")
         self.wait_node(lambda n: not any(t.get("key", "").startswith("node.kubernetes.io/")
                                          for t in n["spec"].get("taints", [])), 120, "the node untainted")
 
     def _certificates(self) -> None:
-        p = pki.PKI(self.base / "pki")
-        self.pki = p
-        self.api_pair = p.issue("apiserver", "kube-apiserver", server=True, client=False,
-                                dns=["kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                                     "kubernetes.default.svc.cluster.local", "localhost"],
-                                ips=["127.0.0.1", self.node_ip, "10.96.0.1"])
-        self.api_kubelet_client = p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
-                                          orgs=["system:masters"])
-        self.kubelet_serving = p.issue("kubelet-serving", self.node_name, server=True, client=False,
-                                       dns=[self.node_name], ips=[self.node_ip])
-        server = f"https://127.0.0.1:{API_PORT}"
-        self.kubeconfigs = {
-            "admin": p.kubeconfig(self.kubeconfig, server, "admin",
-                                  p.issue("admin", "xpu-cdi-test-admin", orgs=["system:masters"])),
-            "kubelet": p.kubeconfig(p.dir / "kubelet.kubeconfig", server, f"system:node:{self.node_name}",
-                                    p.issue("kubelet", f"system:node:{self.node_name}", orgs=["system:nodes"])),
-            "controller-manager": p.kubeconfig(p.dir / "kcm.kubeconfig", server, "system:kube-controller-manager",
-                                               p.issue("kcm", "system:kube-controller-manager")),
-            "scheduler": p.kubeconfig(p.dir / "scheduler.kubeconfig", server, "system:kube-scheduler",
-                                      p.issue("scheduler", "system:kube-scheduler")),
-        }
+        """The control plane's PKI (a node that joins one uses its CA), and this node's identities."""
+        server = self.api_server
+        self.kubeconfigs: Dict[str, Path] = {}
+        if self.join is not None:
+            p = self.pki = self.join.pki
+        else:
+            p = self.pki = pki.PKI(self.base / "pki")
+            self.api_pair = p.issue("apiserver", "kube-apiserver", server=True, client=False,
+                                    dns=["kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                                         "kubernetes.default.svc.cluster.local", "localhost"],
+                                    ips=["127.0.0.1", self.node_ip, "10.96.0.1"])
+            self.api_kubelet_client = p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                              orgs=["system:masters"])
+            self.kubeconfigs.update({
+                "admin": p.kubeconfig(self.kubeconfig, server, "admin",
+                                      p.issue("admin", "xpu-cdi-test-admin", orgs=["system:masters"])),
+                "controller-manager": p.kubeconfig(p.dir / "kcm.kubeconfig", server, "system:kube-controller-manager",
+                                                   p.issue("kcm", "system:kube-controller-manager")),
+                "scheduler": p.kubeconfig(p.dir / "scheduler.kubeconfig", server, "system:kube-scheduler",
+                                          p.issue("scheduler", "system:kube-scheduler")),
+            })
+        if not self.kubelet_component:
+            return
+        node = self.node_name
+        self.kubelet_serving = p.issue(f"kubelet-serving-{node}", node, server=True, client=False,
+                                       dns=[node], ips=[self.node_ip])
+        self.kubeconfigs["kubelet"] = p.kubeconfig(p.dir / f"kubelet-{node}.kubeconfig", server,
+                                                   f"system:node:{node}",
+                                                   p.issue(f"kubelet-{node}", f"system:node:{node}",
+                                                           orgs=["system:nodes"]))
+        if self.kube_proxy:  # system:kube-proxy is what RBAC's bootstrap binding to system:node-proxier names
+            self.kubeconfigs["kube-proxy"] = p.kubeconfig(p.dir / f"kube-proxy-{node}.kubeconfig", server,
+                                                          "system:kube-proxy",
+                                                          p.issue(f"kube-proxy-{node}", "system:kube-proxy"))
 
     def _cgroups(self) -> None:
         """The cluster's cgroup in every v1 hierarchy (kubelet's cgroupRoot must exist) and its daemons' one."""
@@ -494,11 +540,14 @@ class Cluster:
         for path, want in KUBELET_TUNABLES.items():
             if Path("/proc/sys", path).read_text().strip() != want:
                 (tunables / path.replace("/", ":")).write_text(want + "\n")
-        (self.base / "etcd").mkdir()
+        etcd = ""
+        if self.join is None:
+            (self.base / "etcd").mkdir()
+            etcd = str(self.base / "etcd")
         ready = self.base / "holder.ready"
-        env = dict(os.environ, NODE_IP=self.node_ip, OVERLAYS=str(self.base / "overlays"),
-                   ETCD_DATA=str(self.base / "etcd"), TUNABLES=str(tunables), READY=str(ready),
-                   ROOT_DIR=str(self.root_dir))
+        env = dict(os.environ, LO_ADDR="" if self.link else self.node_ip, OVERLAYS=str(self.base / "overlays"),
+                   OVERLAY_DIRS=" ".join(self.overlays),
+                   ETCD_DATA=etcd, TUNABLES=str(tunables), READY=str(ready), ROOT_DIR=str(self.root_dir))
         with open(self.log_dir / "holder.log", "wb") as out:
             self.holder = subprocess.Popen(
                 ["sh", "-c", 'echo $$ > "$1"; shift; exec "$@"', "join", str(self.daemon_cgroup / "cgroup.procs"),
@@ -526,7 +575,8 @@ class Cluster:
                            "--listen-metrics-urls", "http://127.0.0.1:2381", "--log-level", "warn"])
         self._run("kube-apiserver", [
             str(k8s / "kube-apiserver"), "--etcd-servers=http://127.0.0.1:2379",
-            "--bind-address=127.0.0.1", f"--advertise-address={self.node_ip}", f"--secure-port={API_PORT}",
+            # every address of the namespace: its loopback, and a fleet's bridge
+            "--bind-address=0.0.0.0", f"--advertise-address={self.node_ip}", f"--secure-port={API_PORT}",
             f"--cert-dir={self.base / 'apiserver'}",
             f"--tls-cert-file={self.api_pair.cert}", f"--tls-private-key-file={self.api_pair.key}",
             f"--client-ca-file={p.ca.cert}",
@@ -556,6 +606,11 @@ class Cluster:
             f"--authorization-kubeconfig={self.kubeconfigs['scheduler']}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false", "--v=1",
             *self._gates(self.feature_gates)])
+
+    def start_daemon(self, name: str, argv: Sequence[str], env: Optional[Dict[str, str]] = None) -> Daemon:
+        """*argv* run as one of the node's daemons (its namespaces, its cgroup: stopped with it
+        whatever the test does), logging to ``<logs>/<name>.log``."""
+        return self._run(name, argv, env)
 
     def _run(self, name: str, argv: Sequence[str], env: Optional[Dict[str, str]] = None) -> Daemon:
         d = Daemon(name, argv, self.log_dir / f"{name}.log", env)
@@ -595,7 +650,7 @@ class Cluster:
             runtime["restrict_oom_score_adj"] = True
         cni_conf = ctrd / "net.d"
         cni_conf.mkdir(exist_ok=True)
-        (cni_conf / "10-loopback.conflist").write_text(json.dumps({
+        (cni_conf / "10-xpu-cdi.conflist").write_text(json.dumps(self.cni or {
             "cniVersion": "1.0.0", "name": "xpu-cdi-loopback", "plugins": [{"type": "loopback"}]}))
         runtime["cni"]["conf_dir"] = str(cni_conf)
         runtime["cni"]["bin_dirs"] = CNI_BIN_DIRS
@@ -645,12 +700,31 @@ class Cluster:
         cfg = self.base / "kubelet-config.yaml"
         cfg.write_text(yaml.safe_dump(self.kubelet_config()))
         (self.base / "resolv.conf").write_text("")
+        assert self.kubelet_component
         return [str(self.bins[self.kubelet_component] / "kubelet"), f"--config={cfg}",
                 f"--kubeconfig={self.kubeconfigs['kubelet']}", f"--root-dir={self.root_dir}",
                 f"--cert-dir={self.base / 'kubelet-pki'}", f"--hostname-override={self.node_name}",
                 f"--node-ip={self.node_ip}", "--v=2"]
 
+    def kube_proxy_argv(self) -> List[str]:
+        """kube-proxy in iptables mode, in the node's namespace; the conntrack tunables (machine-wide
+        or per namespace by kernel) left as they are."""
+        return [str(self.bins["kube-proxy"] / "kube-proxy"), f"--kubeconfig={self.kubeconfigs['kube-proxy']}",
+                f"--hostname-override={self.node_name}", f"--cluster-cidr={self.kube_proxy}",
+                "--proxy-mode=iptables", "--conntrack-max-per-core=0",
+                "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
+                "--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256",
+                "--profiling=false", "--v=1"]
+
     # -- tear-down -------------------------------------------------------------------------------------
+
+    def record(self) -> None:
+        """Note this cluster's directory and cgroup where the run's leak check reads them
+        (``XPU_CDI_K8S_RECORD``, support/leaks.py): its own, not left behind by someone else."""
+        path = os.environ.get("XPU_CDI_K8S_RECORD")
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps({"base": str(self.base), "cgroup": self.cgroup_name}) + "\n")
 
     def on_stop(self, stop: Callable[[], None]) -> None:
         """Have :meth:`stop` call *stop* first (a process a test runs against the node, e.g. a device
@@ -667,7 +741,8 @@ class Cluster:
             except Exception:  # noqa: BLE001 - the cluster itself must still go
                 pass
         self.stop_first.clear()
-        for name in ("kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "containerd", "etcd"):
+        for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager", "kube-apiserver",
+                     "containerd", "etcd"):
             if name in self.daemons:
                 self.daemons[name].stop(timeout=15)
         kill_cgroup_tree(CGROUP / "pids" / self.cgroup_name)

@@ -35,12 +35,39 @@ def runtime_configure(cluster: Cluster) -> None:
         raise RuntimeError(f"xpu-cdi runtime configure: {r.stdout}{r.stderr}")
 
 
-def xpu_cluster(kubelet: str = "kubernetes", feature_gates: Optional[Dict[str, bool]] = None) -> Cluster:
-    """The cluster as our users' nodes run it (not started): containerd configured by
-    runtime_configure, the wrapper (the ``xpu`` handler) reading the node's spec dir."""
-    c = Cluster(kubelet=kubelet, feature_gates=feature_gates, configure_containerd=runtime_configure)
+def xpu_cluster(kubelet: str = "kubernetes", feature_gates: Optional[Dict[str, bool]] = None, **kw: Any) -> Cluster:
+    """The cluster (or a fleet's node: *kw* for Cluster) as our users' nodes run it (not started):
+    containerd configured by runtime_configure, the wrapper (the ``xpu`` handler) reading the node's
+    spec dir."""
+    c = Cluster(kubelet=kubelet, feature_gates=feature_gates, configure_containerd=runtime_configure, **kw)
     c.containerd_env["XPU_CDI_SPEC_DIRS"] = str(c.cdi_dir)
     return c
+
+
+#: What a cluster runs beside the binaries it builds (Debian packages scripts/install-deps.sh installs).
+TOOLS = ("openssl", "nsenter", "unshare", "ip", "runc", "iptables", "gcc", "mount")
+
+
+def check_machine(components: Sequence[str], cni_plugins: Sequence[str] = ("loopback",)) -> None:
+    """Before a cluster starts: root, the tools, the CNI plugins, the builds of *components* (a
+    calling test skips where Go is missing, or fails under CI=true, where nothing may skip)."""
+    import os
+    import shutil
+
+    import pytest
+
+    from support.k8s import builds
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the cluster tests need root (namespaces, cgroups, mounts)")
+        pytest.skip("the cluster tests need root (namespaces, cgroups, mounts)")
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    missing += [f"the CNI {p} plugin" for p in cni_plugins if not any(Path(d, p).exists() for d in CNI_BIN_DIRS)]
+    if missing:
+        pytest.fail(f"missing {', '.join(missing)}: run `make deps` (scripts/install-deps.sh)")
+    for c in dict.fromkeys(components):
+        builds.ensure_or_skip(c)
 
 
 # ------------------------------------------------------------------------------ cards

@@ -10,6 +10,7 @@ service-account key signs ES256 tokens).
 from __future__ import annotations
 
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Sequence
@@ -40,6 +41,7 @@ class PKI:
 
     def __init__(self, dir: Path) -> None:
         self.dir = dir
+        self.lock = threading.Lock()  # a fleet's nodes issue theirs at once; the CA's serial file is one
         dir.mkdir(parents=True, exist_ok=True)
         key = ec_key(dir / "ca.key")
         self.ca = Pair(dir / "ca.crt", key)
@@ -65,8 +67,9 @@ class PKI:
         extfile = self.dir / f"{name}.ext"
         extfile.write_text("\n".join(ext) + "\n")
         cert = self.dir / f"{name}.crt"
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(self.ca.cert), "-CAkey", str(self.ca.key),
-                 "-CAcreateserial", "-days", DAYS, "-extfile", str(extfile), "-out", str(cert))
+        with self.lock:
+            _openssl("x509", "-req", "-in", str(csr), "-CA", str(self.ca.cert), "-CAkey", str(self.ca.key),
+                     "-CAcreateserial", "-days", DAYS, "-extfile", str(extfile), "-out", str(cert))
         csr.unlink()
         extfile.unlink()
         return Pair(cert, key)
