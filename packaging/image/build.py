@@ -284,15 +284,19 @@ def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO) 
         base = f"localhost/xpu-cdi-base:{base_tar.stem.split('-', 1)[1]}"
         if not b("images", "--quiet", "--filter", f"reference={base}", capture=True):
             ctr = b("from", "--quiet", "scratch", capture=True)
-            b("add", ctr, str(base_tar), "/")
-            b("config", "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-              "--cmd", "bash", ctr)
-            b("commit", "--rm", "--quiet", ctr, base)
+            try:
+                b("add", ctr, str(base_tar), "/")
+                b("config", "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                  "--cmd", "bash", ctr)
+                b("commit", "--quiet", ctr, base)
+            finally:
+                b("rm", ctr)  # the working container, on failure too
         ctx = work / "context"
         shutil.rmtree(ctx, ignore_errors=True)
         make_context(ctx, repo)
         t1 = time.monotonic()
-        b("bud", "--isolation", "chroot", "--layers", "--pull-never", "--build-arg", f"BASE={base}",
+        # --force-rm: a failed step's working container goes too (buildah keeps it by default)
+        b("bud", "--isolation", "chroot", "--layers", "--force-rm", "--pull-never", "--build-arg", f"BASE={base}",
           "--build-arg", f"VERSION={version()}", "--build-arg", f"TARGETARCH={arch()}",
           "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx))
         times["bud"] = time.monotonic() - t1
