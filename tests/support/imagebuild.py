@@ -17,11 +17,12 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import json
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List, Set
 
 import pytest
 
@@ -71,20 +72,56 @@ def image() -> Dict[str, Any]:
 
 
 STALE_SECONDS = 3 * 3600
+#: a key's files: the archives, the build record, test_image.py's podman listing
+KEYED = re.compile(r"^(?:xpu-cdi-|framework-|podman-build-)([0-9a-f]{16})\b")
+
+
+def owners_file(key: str) -> Path:
+    """The checkouts (one path a line) whose sources are (or were) *key*."""
+    return DIR / f"owners-{key}"
+
+
+def owners(key: str) -> Set[str]:
+    try:
+        return {ln for ln in owners_file(key).read_text().splitlines() if ln}
+    except FileNotFoundError:
+        return set()
+
+
+def set_owners(key: str, paths: Set[str]) -> None:
+    """Written atomically; empty: owned by no checkout (its files go once stale)."""
+    tmp = owners_file(key).with_suffix(".tmp")
+    tmp.write_text("".join(f"{p}\n" for p in sorted(paths)))
+    tmp.rename(owners_file(key))
 
 
 def drop_stale(key: str) -> None:
-    """Remove the archives (and test_image.py's podman listings) of other inputs not used for
-    STALE_SECONDS: earlier states of this checkout, or another checkout's that has not run since
-    (one whose tests run now keeps its files fresh).  Called under the lock."""
+    """This checkout owns *key* and no other key; remove the files of every key that no checkout
+    owns any more (the checkouts that moved on, or are gone) and that none used for STALE_SECONDS.
+    Another checkout's images stay while it exists and has not moved on, however long it has not run;
+    files with no owners file (written before owners were kept) are left alone.  Called under the lock."""
+    me = str(REPO)
+    set_owners(key, owners(key) | {me})
     now = time.time()
+    files: Dict[str, List[Path]] = {}
     for f in DIR.iterdir():
-        if f.name.startswith(("xpu-cdi-", "framework-", "podman-build-")) and key not in f.name:
-            try:
-                if now - f.stat().st_mtime > STALE_SECONDS:
-                    f.unlink()
-            except FileNotFoundError:
-                pass
+        m = KEYED.match(f.name)
+        if m and m.group(1) != key:
+            files.setdefault(m.group(1), []).append(f)
+    for other, paths in files.items():
+        if not owners_file(other).is_file():
+            continue
+        left = {o for o in owners(other) - {me} if Path(o).is_dir()}
+        set_owners(other, left)
+        if left:
+            continue
+        try:
+            if all(now - p.stat().st_mtime > STALE_SECONDS for p in paths):
+                for p in paths:
+                    p.unlink()
+                owners_file(other).unlink()
+        except FileNotFoundError:
+            pass
 
 
 def derived(first: Dict[str, Any], archive: Path, name: str, change: Callable[[Path], None],
