@@ -13,7 +13,7 @@ import pytest
 from support import imagebuild
 
 KEYS = {"mine-old": "a" * 16, "theirs": "b" * 16, "now": "c" * 16, "gone": "d" * 16, "legacy": "e" * 16,
-        "fresh": "f" * 16}
+        "fresh": "f" * 16, "arm64": "0" * 16}
 
 
 @pytest.fixture
@@ -27,7 +27,8 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Dict[str, List[Pat
     d.mkdir()
     monkeypatch.setattr(imagebuild, "DIR", d)
     monkeypatch.setattr(imagebuild, "REPO", me)
-    owners = {"mine-old": [me], "theirs": [other], "now": [me], "gone": [tmp_path / "removed"], "fresh": [me]}
+    owners = {"mine-old": [me], "theirs": [other], "now": [me], "gone": [tmp_path / "removed"], "fresh": [me],
+              "arm64": [me]}
     files: Dict[str, List[Path]] = {}
     old = time.time() - imagebuild.STALE_SECONDS - 60
     for name, key in KEYS.items():
@@ -38,24 +39,26 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Dict[str, List[Pat
             if name != "fresh":
                 os.utime(f, (old, old))
         if name in owners:
-            imagebuild.set_owners(key, {str(p) for p in owners[name]})
+            imagebuild.set_owners(key, {f"{'arm64' if name == 'arm64' else 'amd64'} {p}" for p in owners[name]})
     return files
 
 
 def test_drop_stale_keeps_other_checkouts_images(cache: Dict[str, List[Path]]) -> None:
-    imagebuild.drop_stale(KEYS["now"])
+    imagebuild.drop_stale(KEYS["now"], "amd64")
     left = {name for name, files in cache.items() if all(f.exists() for f in files)}
     gone = {name for name, files in cache.items() if not any(f.exists() for f in files)}
     # this checkout's earlier sources and a removed checkout's go; another checkout's stays however
-    # old, as do files no owner record places and this checkout's earlier sources still in use
-    assert (left, gone) == ({"theirs", "now", "legacy", "fresh"}, {"mine-old", "gone"})
-    assert imagebuild.owners(KEYS["now"]) == {str(imagebuild.REPO)}
+    # old, as do files no owner record places, this checkout's earlier sources still in use, and its
+    # image of another architecture
+    assert (left, gone) == ({"theirs", "now", "legacy", "fresh", "arm64"}, {"mine-old", "gone"})
+    assert imagebuild.owners(KEYS["now"]) == {f"amd64 {imagebuild.REPO}"}
+    assert imagebuild.owners(KEYS["arm64"]) == {f"arm64 {imagebuild.REPO}"}
     assert imagebuild.owners(KEYS["fresh"]) == set()  # moved on from: goes once stale
     assert not imagebuild.owners_file(KEYS["mine-old"]).exists()
 
 
 def test_a_key_two_checkouts_share_stays_while_one_holds_it(cache: Dict[str, List[Path]], tmp_path: Path) -> None:
-    imagebuild.set_owners(KEYS["mine-old"], {str(imagebuild.REPO), str(tmp_path / "other")})
-    imagebuild.drop_stale(KEYS["now"])
+    imagebuild.set_owners(KEYS["mine-old"], {f"amd64 {imagebuild.REPO}", f"amd64 {tmp_path / 'other'}"})
+    imagebuild.drop_stale(KEYS["now"], "amd64")
     assert all(f.exists() for f in cache["mine-old"])
-    assert imagebuild.owners(KEYS["mine-old"]) == {str(tmp_path / "other")}
+    assert imagebuild.owners(KEYS["mine-old"]) == {f"amd64 {tmp_path / 'other'}"}
