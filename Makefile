@@ -73,10 +73,11 @@ rpm:
 	sh packaging/rpm/build.sh
 
 # the DaemonSet's image as an OCI archive (packaging/image/out/), no registry needed:
-# deploy/Containerfile built by buildah on a debootstrapped Debian 12 (packaging/image/build.py)
+# deploy/Containerfile built by buildah on a debootstrapped Debian 12 (packaging/image/build.py);
+# ARCH=arm64 on amd64: the arm64 image, its foreign steps run by qemu-user-static
 image:
-	@sh scripts/install-deps.sh buildah debootstrap
-	/usr/bin/python3 packaging/image/build.py
+	@sh scripts/install-deps.sh buildah debootstrap $(if $(filter-out $(shell dpkg --print-architecture),$(ARCH)),qemu-user-static)
+	/usr/bin/python3 packaging/image/build.py --arch $(ARCH)
 
 # the static hook and wrapper for arm64 hosts (Kunpeng), cross-built into build/arm64/bin
 CROSS_DEPS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libyajl-dev:arm64 libyaml-dev:arm64 qemu-user-static

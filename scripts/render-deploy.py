@@ -3,7 +3,9 @@
 
 The chart is the one source of the manifests: deploy/, deploy/dra/, deploy/runtime-wiring/, deploy/labels/ and
 deploy/monitoring/ (for ``kubectl apply -k`` without Helm) are ``helm template`` of it with the
-fixed values of :data:`TREES`, in kube-system.  Edit the chart, then run
+fixed values of :data:`TREES`, in kube-system.  The chart's schema takes the device plugin's
+``sharing.timeSlicing`` from schemas/sharing.schema.json (:data:`SCHEMA_PARTS`), the plugin's own
+check of its config file.  Edit the chart (or that schema), then run
 
     .venv/bin/python scripts/render-deploy.py [--helm PATH] [--check]
 
@@ -34,8 +36,9 @@ HEADER = ("# Rendered from deploy/chart/xpu-cdi by scripts/render-deploy.py: edi
 
 #: tree -> (values, [(template under templates/, file in the tree)])
 TREES: Dict[str, Tuple[dict, List[Tuple[str, str]]]] = {
-    "deploy": ({}, [("daemonset.yaml", "daemonset.yaml"), ("exporter.yaml", "exporter.yaml"),
-                    ("node-config.yaml", "node-config.yaml"), ("runtimeclass.yaml", "runtimeclass.yaml")]),
+    "deploy": ({}, [("daemonset.yaml", "daemonset.yaml"), ("device-plugin-config.yaml", "device-plugin-config.yaml"),
+                    ("exporter.yaml", "exporter.yaml"), ("node-config.yaml", "node-config.yaml"),
+                    ("runtimeclass.yaml", "runtimeclass.yaml")]),
     "deploy/dra": ({"devicePlugin": {"enabled": False}, "dra": {"enabled": True}},
                    [("dra/rbac.yaml", "rbac.yaml"), ("dra/deviceclasses.yaml", "deviceclasses.yaml"),
                     ("dra/daemonset.yaml", "daemonset.yaml")]),
@@ -49,6 +52,38 @@ TREES: Dict[str, Tuple[dict, List[Tuple[str, str]]]] = {
 }
 #: chart files copied as they are (for a Prometheus without the operator)
 COPIES = {"files/xpu-cdi.rules.yaml": "deploy/monitoring/xpu-cdi.rules.yaml"}
+#: values.schema.json's place <- (a schema of schemas/, the part of it), $refs inlined
+SCHEMA_PARTS = {("devicePlugin", "sharing", "timeSlicing"): ("sharing.schema.json", ("timeSlicing",))}
+VALUES_SCHEMA = CHART / "values.schema.json"
+
+
+def inline_refs(node: object, defs: Dict[str, object]) -> object:
+    """*node* with every ``{"$ref": "#/$defs/x"}`` replaced by ``defs[x]`` (helm reads one file)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            merged = dict(defs[ref.rsplit("/", 1)[1]])  # type: ignore[arg-type]
+            merged.update({k: v for k, v in node.items() if k != "$ref"})
+            return inline_refs(merged, defs)
+        return {k: inline_refs(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [inline_refs(v, defs) for v in node]
+    return node
+
+
+def values_schema() -> str:
+    """values.schema.json with the parts of :data:`SCHEMA_PARTS` as schemas/ has them now."""
+    schema = json.loads(VALUES_SCHEMA.read_text())
+    for place, (source, part) in SCHEMA_PARTS.items():
+        src = json.loads((REPO / "schemas" / source).read_text())
+        node = src
+        for key in part:
+            node = node["properties"][key]
+        target = schema
+        for key in place[:-1]:
+            target = target["properties"][key]
+        target["properties"][place[-1]] = inline_refs(node, src.get("$defs", {}))
+    return json.dumps(schema, indent=2) + "\n"
 
 
 def find_helm() -> str:
@@ -93,6 +128,7 @@ def render(helm: str) -> Dict[Path, str]:
             files[REPO / tree / name] = HEADER + got[t]
     for src, dest in COPIES.items():
         files[REPO / dest] = (CHART / src).read_text()
+    files[VALUES_SCHEMA] = values_schema()
     return files
 
 

@@ -12,7 +12,13 @@ isolation (no runtime, no daemon) and a private storage under the work
 directory, and writes an OCI archive that ``ctr images import`` and
 ``podman load`` take.
 
-    python3 packaging/image/build.py [--out FILE] [--work DIR] [--name REF]
+    python3 packaging/image/build.py [--arch ARCH] [--out FILE] [--work DIR] [--name REF]
+
+``--arch arm64`` on an amd64 machine (``make image ARCH=arm64``) builds the same recipe for
+arm64: debootstrap's second stage, the base's upgrade and the Containerfile's RUN steps are
+arm64 programs, run by Debian's qemu-user-static through binfmt_misc.  Where the system has no
+such handler, the build registers one in a binfmt_misc of its own user namespace (Linux 6.7
+and later), so nothing changes on the machine (:func:`foreign`; docs/operations.md).
 
 The build context is the checkout as git lists it (tracked and untracked,
 not ignored: what packaging/deb/build.sh packages) without the tests, the
@@ -72,6 +78,7 @@ def version() -> str:
 
 
 def arch() -> str:
+    """The build machine's architecture (Debian's name)."""
     return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
                           check=True).stdout.strip()
 
@@ -106,7 +113,8 @@ def run(cmd: Sequence[str], logf, **kw) -> None:  # type: ignore[no-untyped-def]
     r = subprocess.run(list(cmd), stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                        env=dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C"), **kw)
     if r.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} failed (exit {r.returncode}); the log is {logf.name}")
+        name = cmd[cmd.index("--emulate") + 3] if "--emulate" in cmd else cmd[0]  # foreign()'s: the command inside
+        raise RuntimeError(f"{name} failed (exit {r.returncode}); the log is {logf.name}")
 
 
 # ---------------------------------------------------------------- the build context
@@ -137,10 +145,10 @@ def make_context(dest: Path, repo: Path = REPO) -> None:
         shutil.copy2(repo / rel, target)
 
 
-def inputs_key(repo: Path = REPO) -> str:
+def inputs_key(repo: Path = REPO, target: str = "") -> str:
     """A hash of everything the image is built from: the context (names, modes, bytes), the
-    release, the slimming rules and this script (which is part of the context)."""
-    h = hashlib.sha256(f"{RELEASE}\n{SLIM_RULES}\n{arch()}\n".encode())
+    release, the slimming rules, the architecture and this script (which is part of the context)."""
+    h = hashlib.sha256(f"{RELEASE}\n{SLIM_RULES}\n{target or arch()}\n".encode())
     for rel in context_files(repo):
         p = repo / rel
         h.update(f"{rel}\0{p.stat().st_mode & 0o111:o}\0".encode())
@@ -151,8 +159,8 @@ def inputs_key(repo: Path = REPO) -> str:
 # ---------------------------------------------------------------- the base
 
 
-def base_key(mirror: str) -> str:
-    return hashlib.sha256(f"{RELEASE}\n{mirror}\n{SLIM_RULES}\n{SOURCES}\n{arch()}".encode()).hexdigest()[:12]
+def base_key(mirror: str, target: str) -> str:
+    return hashlib.sha256(f"{RELEASE}\n{mirror}\n{SLIM_RULES}\n{SOURCES}\n{target}".encode()).hexdigest()[:12]
 
 
 def slim(root: Path) -> None:
@@ -176,16 +184,25 @@ def slim(root: Path) -> None:
                 pass
 
 
-def make_base(work: Path, mirror: str, logf) -> Path:  # type: ignore[no-untyped-def]
-    """The base root as a tarball, ``<work>/base-<key>.tar`` (made when absent)."""
-    tar = work / f"base-{RELEASE}-{base_key(mirror)}.tar"
+def make_base(work: Path, mirror: str, logf, target: str = "") -> Path:  # type: ignore[no-untyped-def]
+    """The base root of architecture *target* as a tarball, ``<work>/base-<key>.tar`` (made when absent)."""
+    target = target or arch()
+    tar = work / f"base-{RELEASE}-{base_key(mirror, target)}.tar"
     if tar.is_file():
         return tar
     root = work / f"base-{RELEASE}.building"
     if root.exists():
         subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=True)
     t0 = time.monotonic()
-    run(["debootstrap", "--variant=minbase", RELEASE, str(root), mirror], logf)
+    if target == arch():
+        run(["debootstrap", "--variant=minbase", RELEASE, str(root), mirror], logf)
+    else:
+        # the first stage unpacks (no foreign code); the second configures, inside the root.
+        # container=lxc: debootstrap skips its mknod probe, which a user namespace refuses
+        # (the nodes it needs were made by the first stage)
+        run(["debootstrap", "--foreign", f"--arch={target}", "--variant=minbase", RELEASE, str(root), mirror], logf)
+        run(foreign(["env", "container=lxc", "chroot", str(root), "/debootstrap/debootstrap", "--second-stage"],
+                    target), logf)
     (root / "etc" / "dpkg" / "dpkg.cfg.d" / "xpu-cdi-slim").write_text(SLIM_RULES)
     slim(root)
     (root / "etc" / "apt" / "sources.list").unlink(missing_ok=True)
@@ -196,9 +213,10 @@ def make_base(work: Path, mirror: str, logf) -> Path:  # type: ignore[no-untyped
     policy.write_text(POLICY_RC_D)
     policy.chmod(0o755)
     shutil.copy2("/etc/resolv.conf", root / "etc" / "resolv.conf")
-    script = ('set -e; R=$1; mount -t proc proc "$R/proc"; chroot "$R" apt-get update -qq; '
+    # /proc bound, not mounted anew: a user namespace (foreign()) may bind it, not mount one
+    script = ('set -e; R=$1; mount --rbind /proc "$R/proc"; chroot "$R" apt-get update -qq; '
               'chroot "$R" apt-get -y -qq upgrade; chroot "$R" apt-get clean')
-    run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(root)], logf)
+    run(foreign(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(root)], target), logf)
     # what a container runtime provides, or a build must not leave behind
     policy.unlink()
     for rel in ("etc/resolv.conf", "etc/hostname"):
@@ -216,6 +234,99 @@ def make_base(work: Path, mirror: str, logf) -> Path:  # type: ignore[no-untyped
     subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=True)
     log(f"base {RELEASE} made in {time.monotonic() - t0:.0f} s")
     return tar
+
+
+# ---------------------------------------------------------------- another architecture's programs
+
+QEMU_NAMES = {"arm64": "aarch64", "amd64": "x86_64"}
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+
+
+def binfmt_rule(target: str) -> str:
+    """The binfmt_misc rule Debian's qemu-user-static ships for *target*, with F (the interpreter
+    opened at registration, so it runs inside a chroot that has no qemu)."""
+    conf = Path(f"/usr/lib/binfmt.d/qemu-{QEMU_NAMES[target]}.conf")
+    try:
+        line = next(ln for ln in conf.read_text().splitlines() if ln.startswith(":"))
+    except (OSError, StopIteration):
+        raise RuntimeError(f"{conf} is missing: install qemu-user-static (make image ARCH={target} does)") from None
+    fields = line.split(":")  # :name:type:offset:magic:mask:interpreter:flags
+    if "F" not in fields[7]:
+        fields[7] += "F"
+    return ":".join(fields)
+
+
+def system_runs(target: str) -> bool:
+    """The system's binfmt_misc runs *target*'s programs already (binfmt-support or systemd-binfmt
+    registered qemu with F)."""
+    try:
+        text = Path(f"/proc/sys/fs/binfmt_misc/qemu-{QEMU_NAMES[target]}").read_text()
+    except OSError:
+        return False
+    return text.startswith("enabled") and re.search(r"^flags: \S*F", text, re.M) is not None
+
+
+def foreign(cmd: Sequence[str], target: str) -> List[str]:
+    """*cmd* as run where *target*'s programs run: as it is on such a machine or where the system
+    registered qemu for them, else through :func:`emulate` (``build.py --emulate``)."""
+    if target == arch() or system_runs(target):
+        return list(cmd)
+    binfmt_rule(target)  # missing qemu: say so before anything starts
+    return [sys.executable, str(Path(__file__).resolve()), "--emulate", target, "--", *cmd]
+
+
+def emulate(target: str, cmd: Sequence[str]) -> int:
+    """Run *cmd* (as root) in a user namespace mapping every uid and gid to itself, with a mount
+    namespace and a binfmt_misc instance of its own where qemu runs *target*'s programs: the
+    kernel gives each user namespace that mounts binfmt_misc its own handlers (Linux 6.7), so
+    the system's are neither needed nor touched.  The parent writes the id maps (a process
+    cannot map ids beyond its own into its new namespace); the child waits for them."""
+    rule = binfmt_rule(target)
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_r)
+        os.close(go_w)
+        try:
+            os._exit(_in_user_namespace(target, rule, cmd, ready_w, go_r))
+        except BaseException as err:  # never back into the parent's code
+            os.write(2, f"image: {cmd[0]}: {err}\n".encode())
+            os._exit(125)
+    os.close(ready_w)
+    os.close(go_r)
+    try:
+        if os.read(ready_r, 1) == b"1":
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{pid}/{name}", "w") as f:
+                    f.write("0 0 4294967295\n")
+            os.write(go_w, b"1")
+    finally:
+        os.close(go_w)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _in_user_namespace(target: str, rule: str, cmd: Sequence[str], ready_w: int, go_r: int) -> int:
+    """:func:`emulate`'s child: unshare, wait for the id maps, mount and register, exec *cmd*."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare of a user namespace refused")
+    os.write(ready_w, b"1")
+    if os.read(go_r, 1) != b"1":
+        raise RuntimeError("the parent did not map the user namespace's ids")
+    for step in (["mount", "--make-rprivate", "/"],
+                 ["mount", "-t", "binfmt_misc", "binfmt_misc", "/proc/sys/fs/binfmt_misc"]):
+        if subprocess.run(step).returncode != 0:
+            raise RuntimeError(f"{' '.join(step)} failed in a user namespace: running {target} programs needs "
+                               f"Linux 6.7 or later, or qemu registered for the system (apt install binfmt-support, "
+                               f"then update-binfmts --enable qemu-{QEMU_NAMES[target]})")
+    with open("/proc/sys/fs/binfmt_misc/register", "w") as f:
+        f.write(rule)
+    os.execvp(cmd[0], list(cmd))
+    return 127  # not reached
 
 
 # ---------------------------------------------------------------- buildah
@@ -238,16 +349,20 @@ def storage_driver(work: Path) -> str:
 
 
 class Buildah:
-    def __init__(self, work: Path, logf) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, work: Path, logf, target: str = "") -> None:  # type: ignore[no-untyped-def]
         if shutil.which("buildah") is None:
             raise RuntimeError("buildah is missing: `make image` installs it (scripts/install-deps.sh buildah)")
-        self.work, self.logf = work, logf
-        self.driver = storage_driver(work)
+        self.work, self.logf, self.target = work, logf, target or arch()
+        # vfs for another architecture: its RUN steps may run in a user namespace (foreign())
+        self.driver = storage_driver(work) if self.target == arch() else "vfs"
         self.base_args = ["buildah", "--root", str(work / f"storage-{self.driver}"), "--runroot",
                           str(work / "runroot"), "--storage-driver", self.driver]
 
-    def __call__(self, *args: str, capture: bool = False) -> str:
+    def __call__(self, *args: str, capture: bool = False, runs_target: bool = False) -> str:
+        """buildah *args*; *runs_target*: it runs the target's programs (bud's RUN steps)."""
         cmd = [*self.base_args, *args]
+        if runs_target:
+            cmd = foreign(cmd, self.target)
         if not capture:
             run(cmd, self.logf)
             return ""
@@ -270,31 +385,37 @@ def prune(b: "Buildah", work: Path) -> None:
         b("rmi", "--prune")
 
 
-def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO) -> Dict[str, float]:
-    """Build the image into the OCI archive *out*; returns the timings (s)."""
+def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, target: str = "") -> Dict[str, float]:
+    """Build the image for architecture *target* (default: the machine's) into the OCI archive *out*;
+    returns the timings (s)."""
     name = name or default_name()
+    target = target or arch()
     work.mkdir(parents=True, exist_ok=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     times: Dict[str, float] = {}
     with open(work / "build.log", "wb") as logf:
         t0 = time.monotonic()
-        base_tar = make_base(work, host_mirror(), logf)
+        base_tar = make_base(work, host_mirror(), logf, target)
         times["base"] = time.monotonic() - t0
-        b = Buildah(work, logf)
+        b = Buildah(work, logf, target)
         base = f"localhost/xpu-cdi-base:{base_tar.stem.split('-', 1)[1]}"
         if not b("images", "--quiet", "--filter", f"reference={base}", capture=True):
             ctr = b("from", "--quiet", "scratch", capture=True)
-            b("add", ctr, str(base_tar), "/")
-            b("config", "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-              "--cmd", "bash", ctr)
-            b("commit", "--rm", "--quiet", ctr, base)
+            try:
+                b("add", ctr, str(base_tar), "/")
+                b("config", "--arch", target, "--cmd", "bash",
+                  "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", ctr)
+                b("commit", "--quiet", ctr, base)
+            finally:
+                b("rm", ctr)  # the working container, on failure too
         ctx = work / "context"
         shutil.rmtree(ctx, ignore_errors=True)
         make_context(ctx, repo)
         t1 = time.monotonic()
-        b("bud", "--isolation", "chroot", "--layers", "--pull-never", "--build-arg", f"BASE={base}",
-          "--build-arg", f"VERSION={version()}", "--build-arg", f"TARGETARCH={arch()}",
-          "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx))
+        # --force-rm: a failed step's working container goes too (buildah keeps it by default)
+        b("bud", "--isolation", "chroot", "--layers", "--force-rm", "--pull-never", "--arch", target,
+          "--build-arg", f"BASE={base}", "--build-arg", f"VERSION={version()}", "--build-arg", f"TARGETARCH={target}",
+          "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx), runs_target=True)
         times["bud"] = time.monotonic() - t1
         tmp = out.with_name(out.name + ".tmp")
         tmp.unlink(missing_ok=True)
@@ -307,15 +428,23 @@ def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO) 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--emulate"] and argv[2:3] == ["--"]:  # foreign()'s way back in
+        return emulate(argv[1], argv[3:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=REPO / "packaging" / "image" / "out" /
-                        f"xpu-cdi_{version()}_{arch()}.oci.tar")
-    parser.add_argument("--work", type=Path, default=REPO / "build" / "image",
-                        help="base tarball, buildah's storage (layers cached between builds), the log")
+    parser.add_argument("--arch", default=arch(), choices=sorted(QEMU_NAMES),
+                        help="the image's architecture (default: this machine's)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default packaging/image/out/xpu-cdi_<version>_<arch>.oci.tar")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="base tarball, buildah's storage (layers cached between builds), the log "
+                             "(default build/image, build/image-<arch> for another architecture)")
     parser.add_argument("--name", default=None, help=f"image reference in the archive (default {default_name()})")
     args = parser.parse_args(argv)
+    args.out = args.out or REPO / "packaging" / "image" / "out" / f"xpu-cdi_{version()}_{args.arch}.oci.tar"
+    args.work = args.work or REPO / "build" / ("image" if args.arch == arch() else f"image-{args.arch}")
     try:
-        times = build(args.out, args.work, args.name)
+        times = build(args.out, args.work, args.name, target=args.arch)
     except RuntimeError as err:
         print(f"image: {err}", file=sys.stderr)
         return 1

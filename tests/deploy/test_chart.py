@@ -17,6 +17,7 @@ from support import helmchart
 from test_deploy import api_problems, cli_accepts
 from test_dra_deploy import MODELS as DRA_MODELS
 from xpu_cdi import nodeconfig
+from xpu_cdi.deviceplugin import config as dpconfig
 from xpu_cdi._version import VERSION
 
 MODELS = dict(DRA_MODELS, Service="V1Service", RuntimeClass="V1RuntimeClass")
@@ -160,6 +161,56 @@ def test_share_capacity_reaches_the_driver() -> None:
     assert mounts["/var/lib/kubelet/plugins"].get("readOnly") is True
 
 
+def plugin_config(objs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The device plugin's settings from the chart's config file, as the plugin reads them."""
+    (cm,) = [o for o in by_kind(objs, "ConfigMap") if o["metadata"]["name"] == "xpu-cdi-device-plugin"]
+    return dpconfig.from_mapping(yaml.safe_load(cm["data"]["config.yaml"]), "the chart's config file")
+
+
+def plugin_pod(objs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    (ds,) = [o for o in by_kind(objs, "DaemonSet") if o["metadata"]["name"] == "xpu-cdi"]
+    return ds["spec"]["template"]
+
+
+def test_device_plugin_values_reach_its_config_file() -> None:
+    """devicePlugin.resourceNaming, .resourceNames and .sharing are the plugin's config file (the
+    ConfigMap it reads through --config, mounted where the flag says); the defaults are the plugin's
+    (an empty file); the pods' checksum annotation follows the file, so a change rolls them."""
+    defaults, shared = helmchart.objects({}), helmchart.objects(helmchart.COMBINATIONS["shared"])
+    assert plugin_config(defaults) == {}
+    got = plugin_config(shared)
+    assert got["resource_naming"] == "model"
+    assert got["resource_names"] == {"huawei.com/npu": "huawei.com/Ascend910"}
+    ts = got["sharing"]
+    assert [(r.name, r.replicas, r.rename, r.fail_requests_greater_than_one) for r in ts.resources] == [
+        ("kunlunxin.com/xpu", 4, None, True), ("huawei.com/Ascend310P", 2, "huawei.com/310p-shared", True)]
+    pod = plugin_pod(shared)
+    (dp,) = [c for c in pod["spec"]["containers"] if c["name"] == "device-plugin"]
+    config = dp["args"][dp["args"].index("--config") + 1]
+    (mount,) = [m for m in dp["volumeMounts"] if m["name"] == "device-plugin-config"]
+    (vol,) = [v for v in pod["spec"]["volumes"] if v["name"] == "device-plugin-config"]
+    assert config == f"{mount['mountPath']}/config.yaml" and vol["configMap"]["name"] == "xpu-cdi-device-plugin"
+    key = "xpu-cdi.io/device-plugin-config"
+    sums = {plugin_pod(objs)["metadata"]["annotations"][key] for objs in (defaults, shared, helmchart.objects(
+        {"devicePlugin": {"resourceNaming": "model"}}))}
+    assert len(sums) == 3
+    assert plugin_pod(helmchart.objects({"image": {"tag": "other"}}))["metadata"]["annotations"][key] == \
+        plugin_pod(defaults)["metadata"]["annotations"][key]
+
+
+def test_time_slicing_schema_is_the_plugins() -> None:
+    """values.schema.json checks devicePlugin.sharing.timeSlicing with schemas/sharing.schema.json's rules
+    (scripts/render-deploy.py copies them): what the plugin refuses, the chart refuses before install."""
+    import json
+
+    chart = json.loads((helmchart.CHART / "values.schema.json").read_text())
+    part = chart["properties"]["devicePlugin"]["properties"]["sharing"]["properties"]["timeSlicing"]
+    plugin = json.loads((helmchart.REPO / "schemas" / "sharing.schema.json").read_text())
+    assert part["properties"]["resources"]["items"]["properties"]["replicas"] == \
+        plugin["properties"]["timeSlicing"]["properties"]["resources"]["items"]["properties"]["replicas"]
+    assert "$ref" not in json.dumps(part)
+
+
 def test_prometheusrule_is_the_rules_file() -> None:
     objs = helmchart.objects(helmchart.COMBINATIONS["everything"])
     (rule,) = by_kind(objs, "PrometheusRule")
@@ -178,7 +229,15 @@ def test_prometheusrule_is_the_rules_file() -> None:
     ({"tolerations": [{"key": "x", "operator": "Maybe"}]}, "/tolerations/0/operator"),
     ({"resources": {"watch": {"request": {"cpu": "1"}}}}, "request"),
     ({"namespaceOverride": "Kube_System"}, "/namespaceOverride"),
-    ({"sharing": {"timeSlicing": {"replicas": 0}}}, "/sharing/timeSlicing/replicas"),
+    ({"devicePlugin": {"sharing": {"timeSlicing": {"resources": [{"name": "kunlunxin.com/xpu", "replicas": 1}]}}}},
+     "/devicePlugin/sharing/timeSlicing/resources/0/replicas"),
+    ({"devicePlugin": {"sharing": {"timeSlicing": {"replicas": 4}}}}, "/devicePlugin/sharing/timeSlicing"),
+    ({"devicePlugin": {"sharing": {"vnpu": {"templates": ["vir02"]}}}}, "additional properties 'vnpu'"),
+    ({"devicePlugin": {"resourceNaming": "vendor"}}, "/devicePlugin/resourceNaming"),
+    ({"devicePlugin": {"resourceNames": {"huawei.com/npu": "Ascend910"}}},
+     "/devicePlugin/resourceNames/huawei.com~1npu"),
+    ({"sharing": {"timeSlicing": {"resources": [{"name": "kunlunxin.com/xpu", "replicas": 4}]}}},
+     "additional properties 'sharing'"),
     ({"devicePlugins": {"enabled": False}}, "devicePlugins"),
     ({"dra": {"shareCapacity": ["kunlunxin.com/xpu:step=1Gi"]}}, "/dra/shareCapacity/0"),
 ])
@@ -197,9 +256,12 @@ def test_schema_refuses_bad_values(values: Dict[str, Any], says: str) -> None:
     ({"allocation": {"default": "dra"}}, "allocation.default is dra, but dra.enabled is false"),
     ({"devicePlugin": {"enabled": False}, "allocation": {"kinds": {"huawei.com/npu": "device-plugin"}},
       "dra": {"enabled": True}}, "allocation.kinds gives huawei.com/npu to device-plugin"),
-    ({"sharing": {"timeSlicing": {"replicas": 4}}}, "sharing (time-slicing replicas, vNPU) is a reserved shape"),
-    ({"resourceNames": {"huawei.com/npu": {"Ascend910B": "huawei.com/Ascend910B"}}},
-     "resourceNames (per-model resource names) is a reserved shape"),
+    ({"devicePlugin": {"sharing": {"timeSlicing": {"resources": [{"name": "kunlunxin.com/xpu", "replicas": 4},
+                                                                 {"name": "kunlunxin.com/xpu", "replicas": 2}]}}}},
+     "devicePlugin.sharing.timeSlicing.resources names kunlunxin.com/xpu twice"),
+    ({"devicePlugin": {"enabled": False, "resourceNaming": "model"}, "dra": {"enabled": True}},
+     "devicePlugin.sharing, .resourceNames and .resourceNaming are the device plugin's settings, but "
+     "devicePlugin.enabled is false"),
     ({"exporter": {"enabled": False}, "monitoring": {"serviceMonitor": {"enabled": True}}},
      "monitoring.serviceMonitor.enabled needs exporter.enabled"),
 ])

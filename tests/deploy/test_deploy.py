@@ -262,11 +262,11 @@ class TestKustomization:
 
     @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
     def test_kubectl_kustomize_renders(self) -> None:
-        """kubectl's built-in kustomize renders the DaemonSet and the RuntimeClass."""
+        """kubectl's built-in kustomize renders the DaemonSets, their ConfigMaps, the Service and the RuntimeClass."""
         out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         kinds = sorted(d["kind"] for d in yaml.safe_load_all(out.stdout) if d)
-        assert kinds == ["ConfigMap", "DaemonSet", "DaemonSet", "RuntimeClass", "Service"]
+        assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "DaemonSet", "RuntimeClass", "Service"]
 
 
 class TestContainerfile:

@@ -6,7 +6,11 @@ from helm.sh/helm/v4 at its pin) and the image `make image` builds, imported wit
   CRDs of the test's own: no operator runs here);
 - `helm install` gives Ready DaemonSets (device plugin, exporter) and a pod with exactly its two
   cards; `helm upgrade` to a second image rolls with no failed pod or container; `helm rollback`
-  brings the first image back; `helm uninstall` leaves what docs/helm.md lists and nothing else.
+  brings the first image back; `helm upgrade` with time-slicing (4 replicas) rolls the plugin's pod
+  and gives allocatable 32 for the 8 cards; `helm uninstall` leaves what docs/helm.md lists and
+  nothing else;
+- `helm install` with devicePlugin.resourceNaming=model on an Ascend 310P host gives the model's
+  resource (huawei.com/Ascend310P), as mind-cluster's plugin names it, and a pod with two of them.
 
 The host paths the session keeps private are moved by a post-renderer plugin of the test's own
 (tests/support/k8s/helmnode.py), exactly as deploy/'s overlay moves them in test_daemonset_node.
@@ -14,14 +18,17 @@ The host paths the session keeps private are moved by a post-renderer plugin of 
 
 from __future__ import annotations
 
+import json
 import re
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
 import yaml
 
-from support import helmchart, imagebuild
+from support import fakehost, helmchart, imagebuild, matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.dsnode import ACCEL_LABEL, CARDS, DS, EXPORTER, NS, XPU, two_cards
@@ -187,6 +194,44 @@ def test_rollback_brings_the_first_image_back(node: HelmNode) -> None:
     assert revs[-1]["description"] == "Rollback to 1"
 
 
+REPLICAS = 4
+
+
+def values_file(values: Dict[str, Any], where: Path) -> str:
+    path = where / "values.json"
+    path.write_text(json.dumps(values))
+    return str(path)
+
+
+def test_time_slicing_upgrade_rolls_the_plugin(node: HelmNode, pods: List[str]) -> None:
+    """`helm upgrade` with devicePlugin.sharing (4 replicas of each card): the new config file rolls the
+    plugin's pod (its checksum annotation changed), no pod fails on the way, kubelet's capacity and
+    allocatable become 32 for the 8 cards, and a pod with one replica sees one card."""
+    cluster = node.cluster
+    (old,) = node.pods()
+    values = {"devicePlugin": {"sharing": {"timeSlicing": {"resources": [{"name": XPU, "replicas": REPLICAS}]}}}}
+    with tempfile.TemporaryDirectory() as d, Watch(cluster) as w:
+        node.helm("upgrade", RELEASE, *node.chart_args(VERSION), "--values", values_file(values, Path(d)),
+                  "--namespace", NS, "--wait", "--timeout", "5m")
+        new = node.wait_rolled_out(VERSION)
+    assert w.bad == [], w.bad
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    key = "xpu-cdi.io/device-plugin-config"
+    assert new["metadata"]["annotations"][key] != old["metadata"]["annotations"][key]
+    cluster.wait_allocatable(XPU, CARDS * REPLICAS, timeout=60)
+    assert cluster.capacity(XPU) == CARDS * REPLICAS
+    name = nodekit.unique("helm-ts")
+    pods.append(name)
+    out = nodekit.run_card_pod(cluster, name, {XPU: 1})
+    podres = nodekit.PodResources(cluster)
+    try:
+        (replica,) = podres.devices(name, XPU)
+    finally:
+        podres.close()
+    assert re.fullmatch(r"[0-7]::[0-3]", replica), replica
+    matrix.check_cards(out, [int(replica.split("::")[0])])
+
+
 def test_uninstall_leaves_what_the_docs_list(node: HelmNode) -> None:
     """`helm uninstall`: no object of the release is left (nor its record); on the node, what
     docs/helm.md lists stays (as after `kubectl delete -k deploy/`), nothing else."""
@@ -194,7 +239,8 @@ def test_uninstall_leaves_what_the_docs_list(node: HelmNode) -> None:
     node.helm("uninstall", RELEASE, "--namespace", NS, "--wait", "--timeout", "5m")
     cluster.wait(lambda: not node.pods() and not node.pods("metrics"), 120, "the release's pods gone")
     for kind, name in (("daemonset", DS), ("daemonset", EXPORTER), ("service", EXPORTER),
-                       ("configmap", "xpu-cdi-node-config"), ("runtimeclass", "xpu")):
+                       ("configmap", "xpu-cdi-node-config"), ("configmap", "xpu-cdi-device-plugin"),
+                       ("runtimeclass", "xpu")):
         r = cluster.kubectl("get", kind, name, "-n", NS, check=False)
         assert r.returncode != 0 and "NotFound" in r.stderr, (kind, name, r.stdout)
     assert cluster.kubectl("get", "secrets", "-n", NS, "-l", f"owner=helm,name={RELEASE}",
@@ -203,3 +249,40 @@ def test_uninstall_leaves_what_the_docs_list(node: HelmNode) -> None:
     section = DOCS.read_text().split("## Uninstall: what stays", 1)[1].split("\n## ", 1)[0]
     assert [d for d in DOCUMENTED if d not in section] == []
 
+
+
+MODEL = "huawei.com/Ascend310P"  # mind-cluster's name for the 310P (profiles/ascend.yaml dra.models)
+
+
+@pytest.fixture
+def ascend_310p(node: HelmNode, cluster: Cluster, tmp_path: Path) -> Iterator[HelmNode]:
+    """After the first release's uninstall: an Ascend 310P host (4 NPUs, PCI 19e5:d500) on the node, the
+    chart installed with devicePlugin.resourceNaming=model (no exporter: its tool is Kunlunxin's here)."""
+    n = HelmNode(cluster, tmp_path / "helm", lambda at: fakehost.ascend(at, 4, pci_device="0xd500"))
+    cluster.kubectl("label", "node", cluster.node_name, f"{ACCEL_LABEL}=true", "--overwrite")
+    try:
+        n.helm("install", RELEASE, *n.chart_args(VERSION), "--set", "devicePlugin.resourceNaming=model",
+               "--set", "exporter.enabled=false", "--namespace", NS, "--wait", "--timeout", "5m")
+        n.wait_rolled_out(VERSION)
+        yield n
+    finally:
+        n.clean(NS)
+        cluster.wait_allocatable(MODEL, 0, timeout=60)
+
+
+def test_install_with_model_naming_gives_the_model_resource(ascend_310p: HelmNode, pods: List[str]) -> None:
+    """resourceNaming: model: kubelet's allocatable is huawei.com/Ascend310P 4, nothing under the kind's
+    huawei.com/npu, and a pod asking for two of them gets the two kubelet assigned."""
+    cluster = ascend_310p.cluster
+    cluster.wait_allocatable(MODEL, 4, timeout=60)
+    assert int(cluster.node()["status"]["allocatable"].get(nodekit.NPU, "0")) == 0
+    name = nodekit.unique("helm-310p")
+    pods.append(name)
+    out = nodekit.run_pod(cluster, nodekit.npu_pod(name, {MODEL: 2}))
+    podres = nodekit.PodResources(cluster)
+    try:
+        got = sorted(int(i) for i in podres.devices(name, MODEL))
+    finally:
+        podres.close()
+    present = [ln.split()[1] for ln in out.splitlines() if ln.startswith("present ")]
+    assert len(got) == 2 and present == [f"/dev/davinci{i}" for i in got] + ["/dev/davinci_manager"], out

@@ -30,6 +30,11 @@ COMBINATIONS: Dict[str, Dict[str, Any]] = {
                    "monitoring": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
                                   "prometheusRule": {"enabled": True}}},
     "minimal": {"exporter": {"enabled": False}, "runtimeClass": {"enabled": False}},
+    "shared": {"devicePlugin": {"resourceNaming": "model", "resourceNames": {"huawei.com/npu": "huawei.com/Ascend910"},
+                                "sharing": {"timeSlicing": {"failRequestsGreaterThanOne": True, "resources": [
+                                    {"name": "kunlunxin.com/xpu", "replicas": 4},
+                                    {"name": "huawei.com/Ascend310P", "replicas": 2,
+                                     "rename": "huawei.com/310p-shared"}]}}}},
     "elsewhere": {"namespaceOverride": "xpu-cdi-test", "image": {"repository": "registry.example:5000/ai/xpu-cdi",
                                                                  "tag": "0.1.0-custom"},
                   # maps merge with the defaults: null drops a default key

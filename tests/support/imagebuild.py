@@ -17,11 +17,12 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import json
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, List, Set
 
 import pytest
 
@@ -49,42 +50,83 @@ def _require() -> None:
             pytest.fail(f"{tool} missing: run `make deps` (scripts/install-deps.sh installs it)")
 
 
-def image() -> Dict[str, Any]:
-    """``{"archive": Path, "name": str, "key": str}`` of the image of this checkout."""
+def image(target: str = "") -> Dict[str, Any]:
+    """``{"archive": Path, "name": str, "key": str, "arch": str}`` of the image of this checkout, for
+    architecture *target* (default: the machine's; another one is built under qemu, see build.py)."""
     b = builder()
-    key = b.inputs_key(REPO)
+    target = target or b.arch()
+    key = b.inputs_key(REPO, target)
     archive = DIR / f"xpu-cdi-{key}.oci.tar"
     DIR.mkdir(parents=True, exist_ok=True)
-    with open(DIR / ".lock", "w") as lock:
+    # another architecture's (long, emulated) build holds a lock of its own, not the machine's image
+    with open(DIR / (".lock" if target == b.arch() else f".lock-{target}"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not archive.is_file():
             _require()
             t0 = time.monotonic()
-            times = b.build(archive, WORK, b.default_name(), REPO)
+            # another architecture in a work dir of its own (its base, its vfs storage)
+            times = b.build(archive, WORK if target == b.arch() else WORK / target, b.default_name(), REPO, target)
             (DIR / f"xpu-cdi-{key}.built").write_text(json.dumps(
                 {"seconds": round(time.monotonic() - t0, 1), **{k: round(v, 1) for k, v in times.items()},
                  "mib": round(archive.stat().st_size / (1 << 20), 1)}) + "\n")
             log(f"built {archive} in {time.monotonic() - t0:.0f} s")
         archive.touch()  # in use: drop_stale keeps it
-        drop_stale(key)
-    return {"archive": archive, "name": b.default_name(), "key": key}
+        drop_stale(key, target)
+    return {"archive": archive, "name": b.default_name(), "key": key, "arch": target}
 
 
 STALE_SECONDS = 3 * 3600
+#: a key's files: the archives, the build record, test_image.py's podman listing
+KEYED = re.compile(r"^(?:xpu-cdi-|framework-|podman-build-)([0-9a-f]{16})\b")
 
 
-def drop_stale(key: str) -> None:
-    """Remove the archives (and test_image.py's podman listings) of other inputs not used for
-    STALE_SECONDS: earlier states of this checkout, or another checkout's that has not run since
-    (one whose tests run now keeps its files fresh).  Called under the lock."""
+def owners_file(key: str) -> Path:
+    """The checkouts whose sources are (or were) *key*: ``<arch> <path>`` a line."""
+    return DIR / f"owners-{key}"
+
+
+def owners(key: str) -> Set[str]:
+    try:
+        return {ln for ln in owners_file(key).read_text().splitlines() if ln}
+    except FileNotFoundError:
+        return set()
+
+
+def set_owners(key: str, paths: Set[str]) -> None:
+    """Written atomically; empty: owned by no checkout (its files go once stale)."""
+    tmp = owners_file(key).with_suffix(".tmp")
+    tmp.write_text("".join(f"{p}\n" for p in sorted(paths)))
+    tmp.rename(owners_file(key))
+
+
+def drop_stale(key: str, target: str) -> None:
+    """This checkout's image for *target* is *key* and no other key; remove the files of every key that
+    no checkout owns any more (the checkouts that moved on, or are gone) and that none used for
+    STALE_SECONDS.  Another checkout's images stay while it exists and has not moved on, however long
+    it has not run; files with no owners file (written before owners were kept) are left alone.
+    Called under the lock."""
+    me = f"{target} {REPO}"
+    set_owners(key, owners(key) | {me})
     now = time.time()
+    files: Dict[str, List[Path]] = {}
     for f in DIR.iterdir():
-        if f.name.startswith(("xpu-cdi-", "framework-", "podman-build-")) and key not in f.name:
-            try:
-                if now - f.stat().st_mtime > STALE_SECONDS:
-                    f.unlink()
-            except FileNotFoundError:
-                pass
+        m = KEYED.match(f.name)
+        if m and m.group(1) != key:
+            files.setdefault(m.group(1), []).append(f)
+    for other, paths in files.items():
+        if not owners_file(other).is_file():
+            continue
+        left = {o for o in owners(other) - {me} if Path(o.split(" ", 1)[-1]).is_dir()}
+        set_owners(other, left)
+        if left:
+            continue
+        try:
+            if all(now - p.stat().st_mtime > STALE_SECONDS for p in paths):
+                for p in paths:
+                    p.unlink()
+                owners_file(other).unlink()
+        except FileNotFoundError:
+            pass
 
 
 def derived(first: Dict[str, Any], archive: Path, name: str, change: Callable[[Path], None],

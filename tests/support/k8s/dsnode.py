@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Set
+from typing import Any, Callable, Dict, List, Optional, Set
 
 import yaml
 
@@ -59,14 +59,18 @@ def unlabel(cluster: Cluster) -> None:
 class Node:
     """The session's node with deploy/ applied through the test's overlay."""
 
-    def __init__(self, cluster: Cluster, base: Path) -> None:
+    def __init__(self, cluster: Cluster, base: Path,
+                 make_host: Optional[Callable[[Path], fakehost.FakeHost]] = None) -> None:
+        """*make_host*: another fake host than the 8 Kunlunxin cards, made at the path it is given."""
         self.cluster, self.base = cluster, base
-        self.host = fakehost.kunlunxin(matrix.device_dir(base / "fake") / "host", CARDS)
+        where = matrix.device_dir(base / "fake") / "host"
+        self.host = make_host(where) if make_host else fakehost.kunlunxin(where, CARDS)
         for n in sorted(set(self.host.numa.values())):
             (self.host.root / "sys/devices/system/node" / f"node{n}").mkdir(parents=True, exist_ok=True)
-        # a real shared library in the driver's lib64, as the XRE's are (ldconfig ignores the fake text ones)
-        lib64 = self.host.path("/usr/local/xpu/lib64")
-        imagebuild.shared_library(lib64 / DRIVER_SO, DRIVER_SO, "xpu_fake_answer", 42)
+        if make_host is None:
+            # a real shared library in the driver's lib64, as the XRE's are (ldconfig ignores the fake text ones)
+            lib64 = self.host.path("/usr/local/xpu/lib64")
+            imagebuild.shared_library(lib64 / DRIVER_SO, DRIVER_SO, "xpu_fake_answer", 42)
         # the host's install dir: root's, 0755, as /usr/local/xpu-cdi would be (the checks run on it)
         self.install_dir = base / "usr-local-xpu-cdi"
         self.install_dir.mkdir(mode=0o755)

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import yaml
 
@@ -21,6 +21,7 @@ from support.k8s.dsnode import ACCEL_LABEL, Node
 
 PLUGIN = "xpu-cdi-test-node"
 IMAGE = "docker.io/library/xpu-cdi"  # what `ctr images import` of make image's archive holds
+SPECS = {"kunlunxin": "kunlunxin.com-xpu*", "ascend": "huawei.com-npu*"}  # a fake host's spec and index
 
 PLUGIN_YAML = {"apiVersion": "v1", "type": "postrenderer/v1", "name": PLUGIN, "version": "0.1.0",
                "runtime": "subprocess",
@@ -32,8 +33,9 @@ class HelmNode(Node):
     """The session's node (dsnode.Node: the fake 8-card host, the session's install dir) and a helm
     whose every install and upgrade goes through the post-renderer."""
 
-    def __init__(self, cluster: Cluster, base: Path) -> None:
-        super().__init__(cluster, base)
+    def __init__(self, cluster: Cluster, base: Path,
+                 make_host: Optional[Callable[[Path], fakehost.FakeHost]] = None) -> None:
+        super().__init__(cluster, base, make_host)
         self.home = base / "helm-home"
         plugin = self.home / "plugins" / PLUGIN
         plugin.mkdir(parents=True)
@@ -76,7 +78,7 @@ class HelmNode(Node):
         host and install dir removed: the node as before the test."""
         self.helm("uninstall", helmchart.RELEASE, "--namespace", namespace, "--wait", check=False)
         self.cluster.kubectl("label", "node", self.cluster.node_name, f"{ACCEL_LABEL}-", check=False)
-        for f in self.cluster.cdi_dir.glob("kunlunxin.com-xpu*"):
+        for f in self.cluster.cdi_dir.glob(SPECS[self.host.kind]):
             f.unlink()
         self.cluster.run_on_node(["rm", "-rf", "/etc/xpu-cdi", "/run/xpu-cdi"])
         fakehost.remove_tree(self.host.root)

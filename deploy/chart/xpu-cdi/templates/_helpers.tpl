@@ -35,7 +35,30 @@ restart-containerd: {{ $v.runtimeWiring.restartContainerd }}
 {{- end }}
 {{- end -}}
 
-{{/* Values the schema cannot check across fields, and the shapes reserved for later: one line each. */}}
+{{/*
+The device plugin's config file (src/xpu_cdi/deviceplugin/config.py: keys as the long flags) from
+devicePlugin's values: only what differs from the plugin's defaults, `{}` when nothing does.
+*/}}
+{{- define "xpu-cdi.devicePluginConfig" -}}
+{{- $dp := .Values.devicePlugin -}}
+{{- $cfg := dict -}}
+{{- if and $dp.resourceNaming (ne $dp.resourceNaming "kind") -}}
+{{- $_ := set $cfg "resource-naming" $dp.resourceNaming -}}
+{{- end -}}
+{{- if $dp.resourceNames -}}
+{{- $_ := set $cfg "resource-name" $dp.resourceNames -}}
+{{- end -}}
+{{- if $dp.sharing -}}
+{{- $_ := set $cfg "sharing" $dp.sharing -}}
+{{- end -}}
+{{- if $cfg -}}
+{{- toYaml $cfg -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
+
+{{/* Values the schema cannot check across fields: one line each. */}}
 {{- define "xpu-cdi.checks" -}}
 {{- $v := .Values -}}
 {{- if and $v.allocation.default $v.allocation.kinds -}}
@@ -55,11 +78,18 @@ restart-containerd: {{ $v.runtimeWiring.restartContainerd }}
 {{- if and (eq (toString $v.allocation.default) "device-plugin") (not $v.devicePlugin.enabled) -}}
 {{- fail "allocation.default is device-plugin, but devicePlugin.enabled is false: enable it" -}}
 {{- end -}}
-{{- if $v.sharing -}}
-{{- fail "sharing (time-slicing replicas, vNPU) is a reserved shape and not implemented yet: leave sharing empty" -}}
+{{- $dp := $v.devicePlugin -}}
+{{- if and (not $dp.enabled) (or $dp.sharing $dp.resourceNames (eq (toString $dp.resourceNaming) "model")) -}}
+{{- fail "devicePlugin.sharing, .resourceNames and .resourceNaming are the device plugin's settings, but devicePlugin.enabled is false: enable it or leave them out" -}}
 {{- end -}}
-{{- if $v.resourceNames -}}
-{{- fail "resourceNames (per-model resource names) is a reserved shape and not implemented yet: leave resourceNames empty" -}}
+{{- if $dp.sharing -}}
+{{- $seen := dict -}}
+{{- range $dp.sharing.timeSlicing.resources -}}
+{{- if hasKey $seen .name -}}
+{{- fail (printf "devicePlugin.sharing.timeSlicing.resources names %s twice: give each resource one entry" .name) -}}
+{{- end -}}
+{{- $_ := set $seen .name true -}}
+{{- end -}}
 {{- end -}}
 {{- if and $v.monitoring.serviceMonitor.enabled (not $v.exporter.enabled) -}}
 {{- fail "monitoring.serviceMonitor.enabled needs exporter.enabled: the ServiceMonitor scrapes the exporter's Service" -}}
