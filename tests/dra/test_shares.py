@@ -39,7 +39,7 @@ class TestPolicy:
             shares.parse_quantity(text)
 
     @pytest.mark.parametrize("value, text", [(32 * GI, "32Gi"), (1536 << 20, "1536Mi"), (1500, "1500"),
-                                             (96 * GI, "96Gi")])
+                                             (96 * GI, "96Gi"), (1 << 40, "1Ti"), (0, "0")])
     def test_formatted_as_the_api_server_writes_back(self, value: int, text: str) -> None:
         assert shares.format_quantity(value) == text
 

@@ -23,6 +23,7 @@ from fractions import Fraction
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..partitions import ChipModel, Partitions
+from .shares import format_quantity
 from .slices import DeviceInfo
 
 AICORE = "aicore"
@@ -38,14 +39,6 @@ class ToolChip:
     chip: int
     phy: int
     name: str
-
-
-def mib_quantity(mib: int) -> str:
-    """*mib* MiB as the API server writes the quantity back (``24576`` -> ``24Gi``), so a read-back compares equal."""
-    for suffix, size in (("Ti", 1 << 20), ("Gi", 1 << 10)):
-        if mib % size == 0:
-            return f"{mib // size}{suffix}"
-    return f"{mib}Mi"
 
 
 def takes(model: ChipModel) -> Tuple[Dict[str, int], Dict[str, Dict[str, int]]]:
@@ -67,7 +60,7 @@ def takes(model: ChipModel) -> Tuple[Dict[str, int], Dict[str, Dict[str, int]]]:
 
 
 def _value(counter: str, n: int) -> str:
-    return mib_quantity(n) if counter == MEMORY else str(n)
+    return format_quantity(n << 20) if counter == MEMORY else str(n)
 
 
 def label(text: str) -> str:
