@@ -207,3 +207,17 @@ def test_a_card_of_unknown_memory_is_published_whole(dra_node, kube) -> None:
         assert sum("not shared by capacity (first 0): its memory is unknown" in line for line in dra_node.logs) == 1
     finally:
         d.close()
+
+
+def test_two_shares_of_one_card_in_a_claim_told_their_sum(dra_node, kube) -> None:
+    """Two requests of one claim on card 1 (32Gi + 64Gi): one XPU_CDI_MEMORY_LIMIT_1, the sum, in both
+    share devices, so the container never gets the variable twice with two values."""
+    d = started(dra_node, kube, shares=shares.parse([POLICY]))
+    uid = str(uuid.uuid4())
+    kube.add_claim("ns", "two", uid, [share("1", request="a"), share("1", memory="64Gi", request="b")])
+    try:
+        got = Kubelet(grpc, dra_node.settings.registry_dir).prepare(("ns", "two", uid)).claims[uid]
+        assert got.error == "" and len(got.devices) == 2
+        assert env_of(dra_node, uid) == [f"XPU_CDI_MEMORY_LIMIT_1={96 * GI}", f"XPU_CDI_MEMORY_TOTAL_1={96 * GI}"] * 2
+    finally:
+        d.close()

@@ -232,7 +232,8 @@ class KindDriver:
         return entry
 
     def write_claim_spec(self, uid: str, devices: List[Dict[str, Any]]) -> None:
-        """The claim-scoped spec telling each share its memory; its CDI names appended to the shares' ``cdi``.
+        """The claim-scoped spec telling each share the memory the claim holds of its card; its CDI names
+        appended to the shares' ``cdi``.
 
         Raises:
             OSError, ValueError: the spec could not be written (nothing is recorded then).
@@ -241,8 +242,11 @@ class KindDriver:
         if not shared:
             return
         card_name = {d.name: d.cdi.partition("=")[2] for d in self.devices.values()}
+        held: Dict[str, int] = {}  # two shares of one card in a claim: one variable, their sum (docs/sharing.md)
+        for d in shared:
+            held[d["device"]] = held.get(d["device"], 0) + d["memory"]
         edits = [(f"{d['device']}-{d['shareID'][:8]}",
-                  {"env": shares.env(card_name.get(d["device"], d["device"]), d["memory"], d["total"])})
+                  {"env": shares.env(card_name.get(d["device"], d["device"]), held[d["device"]], d["total"])})
                  for d in shared]
         for d, name in zip(shared, claimspec.write(self.s.claim_spec_dir, self.name, uid, edits, {})):
             d["cdi"] = [c for c in d["cdi"] if c.partition("=")[0] != claimspec.kind(self.name)] + [name]
