@@ -87,7 +87,7 @@ def shared_info(name: str) -> slices.DeviceInfo:
 
 def test_slice_entry_of_a_shared_card() -> None:
     entry = slices.device_entry(shared_info("0"), DRIVER)
-    assert entry["allowMultipleAllocations"] is True
+    assert entry["allowMultipleAllocations"] is True and entry["attributes"]["type"] == {"string": "share"}
     assert entry["capacity"] == {"memory": shares.Policy(default=32 * GI, step=32 * GI).capacity(96 * GI)}
     # what the API server gives back compares equal: nothing to republish
     assert slices.content([shared_info("0")], DRIVER, {}) == slices.published_content(

@@ -65,6 +65,8 @@ class TestDescribe:
             assert attrs["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00" if i < 4 else "pci0000:80"}
             assert attrs["driverVersion"] == {"version": "5.0.21"}
             assert "uuid" not in attrs and "capacity" not in slices.device_entry(d, "kunlunxin.com")
+            entry = slices.entries([d], "kunlunxin.com", {})[0]  # no vNPUs: nothing of theirs on a card
+            assert entry["attributes"]["type"] == {"string": "chip"} and "template" not in entry["attributes"]
 
     def test_unknown_model_falls_back_to_the_profile_name(self, host_root: Path) -> None:
         fakehost.kunlunxin(host_root, cards=1)

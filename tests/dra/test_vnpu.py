@@ -123,10 +123,17 @@ def test_counters_and_partitions_published(npu: NpuNode) -> None:
         assert devs["2"]["consumesCounters"] == [{"counterSet": "chip-2", "counters": {
             "aicore": {"value": "8"}, "memory-parts": {"value": "8"}}}]
         assert devs["2"]["attributes"]["index"] == {"int": 2}
+        keys = {frozenset(dev["attributes"]) for dev in devs.values()}  # a selector never meets a missing key
+        assert len(keys) == 1 and {"type", "index", "uuid", "template", "parentChip"} <= next(iter(keys)), keys
+        assert {k: devs["2"]["attributes"][k] for k in ("type", "template", "parentChip")} == {
+            "type": {"string": "chip"}, "template": {"string": ""}, "parentChip": {"string": ""}}
         per = {}
         for n, dev in devs.items():
-            if "template" in dev["attributes"]:
-                assert dev["attributes"]["parentChip"] == {"string": n.split("-")[0]}
+            if dev["attributes"]["template"]["string"]:
+                chip = n.split("-")[0]
+                assert dev["attributes"]["parentChip"] == {"string": chip} and dev["attributes"]["type"] == {
+                    "string": "vnpu"}
+                assert dev["attributes"]["index"] == {"int": int(chip)} and dev["attributes"]["uuid"] == {"string": ""}
                 per.setdefault(dev["attributes"]["template"]["string"], []).append(n)
         assert {t: len(v) for t, v in per.items()} == {"vir01": 32, "vir02": 16, "vir02_1c": 16, "vir04": 8,
                                                       "vir04_3c": 8, "vir04_3c_ndvpp": 8, "vir04_4c_dvpp": 8}
@@ -247,6 +254,10 @@ def test_static_vnpu_chip_offered_neither_whole_nor_partitioned(host_root: Path,
         devs = published(kube)["devices"]
         assert "116" in devs and "1" not in devs and not [n for n in devs if n.startswith("1-")]
         assert "consumesCounters" not in devs["116"]
+        assert {k: devs["116"]["attributes"][k] for k in ("type", "index", "template", "parentChip")} == {
+            "type": {"string": "vnpu"}, "index": {"int": 1}, "template": {"string": ""},
+            "parentChip": {"string": "1"}}  # its chip's, as a partition says; the tool's template is not read
+        assert {frozenset(dev["attributes"]) for dev in devs.values()} == {frozenset(devs["0"]["attributes"])}
         assert {"0", "2", "3", "0-vir04-1"} <= set(devs)
         assert set(published(kube)["sets"]) == {"chip-0", "chip-2", "chip-3"}
         (devices, error), = prepare(d, ("ns", "whole", "uid-w")).values()

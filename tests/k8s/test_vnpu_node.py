@@ -9,7 +9,8 @@ exactly its own vNPU as /dev/davinci<id>; a third that would exceed the chip's A
 Pending with the scheduler's reason, and runs once one pod is gone; with every pod gone the tool
 holds no vNPU and no claim-scoped spec is left; a driver killed (SIGKILL) while the tool has made
 a vNPU and not yet returned leaves no orphan after its restart, and the pod runs; a chip with a
-static vNPU carved is not offered whole by the device plugin or the DRA driver.
+static vNPU carved is not offered whole by the device plugin or the DRA driver; a selector on
+`index` or `template` needs no `"key" in` guard (every device carries every key).
 """
 
 from __future__ import annotations
@@ -98,8 +99,7 @@ def npu_template(cluster: Cluster, cel: str) -> str:
 
 def vnpu_template(cluster: Cluster, template: str, chip: int) -> str:
     attrs = f'device.attributes["{DRIVER}"]'
-    return npu_template(cluster, f'"template" in {attrs} && {attrs}.template == "{template}" && '
-                                 f'{attrs}.parentChip == "{chip}"')
+    return npu_template(cluster, f'{attrs}.template == "{template}" && {attrs}.parentChip == "{chip}"')
 
 
 def vnpu_pod(cluster: Cluster, pods: List[str], prefix: str, template: str, wait: bool = True) -> str:
@@ -164,6 +164,22 @@ def test_partitions_published(node: Cluster, driver: DraDriver) -> None:
     assert devices["0-vir04-1"]["attributes"]["template"] == {"string": "vir04"}
     assert devices["0-vir04-1"]["consumesCounters"] == [{"counterSet": "chip-0", "counters": {
         "aicore": {"value": "4"}, "memory-parts": {"value": "4"}}}]
+
+
+def test_selectors_need_no_guard(node: Cluster, driver: DraDriver, pods: List[str]) -> None:
+    """Every device carries the same attribute keys: the real scheduler evaluates a selector on
+    `index` (which partitions carry as their chip's) and `type` against all 100 devices without
+    "no such key", and gives chip 2 whole; the template selectors of the other tests test no key either."""
+    attrs = f'device.attributes["{DRIVER}"]'
+    keys = {frozenset(d["attributes"]) for d in driver.devices().values()}
+    assert len(keys) == 1 and {"type", "index", "template", "parentChip"} <= next(iter(keys)), keys
+    name = nodekit.unique("index2")
+    pods.append(name)
+    out = nodekit.run_pod(node, with_claim(nodekit.pod(name, ["sh", "-c", SCRIPT]),
+                                           npu_template(node, f'{attrs}.index == 2 && {attrs}.type == "chip"')))
+    (result,) = pod_claim(node, name)["status"]["allocation"]["devices"]["results"]
+    assert result["device"] == "2" and "present /dev/davinci2\n" in out, (result, out)
+    nodekit.wait_gone(node, name)
 
 
 def test_vir02_and_vir04_share_a_chip(node: Cluster, driver: DraDriver, standin: StandIn,
@@ -239,7 +255,7 @@ def test_static_vnpu_chip_not_offered_whole(node: Cluster, cards: Cards, driver:
         node.wait(lambda: "148" in driver.devices() and "3" not in driver.devices(), 60, "chip 3 withdrawn")
         assert not [n for n in driver.devices() if n.startswith("3-")]
         attrs = f'device.attributes["{DRIVER}"]'
-        tmpl = npu_template(node, f'"index" in {attrs} && {attrs}.index == 3')
+        tmpl = npu_template(node, f'{attrs}.type == "chip" && {attrs}.index == 3')
         name = vnpu_pod(node, pods, "whole3", tmpl, wait=False)
         cond = node.wait(lambda: unschedulable(node, name), 60, "the scheduler's verdict")
         assert "cannot allocate all claims" in cond["message"], cond

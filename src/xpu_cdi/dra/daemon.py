@@ -32,7 +32,7 @@ from .. import nodeconfig, partitions
 from ..node import health as _health
 from ..node import inotify
 from ..node import inventory as _devices
-from ..node import servemode
+from ..node import carved, servemode
 from ..node import status as _status
 from ..errors import ClaimError, XpuCdiError
 from ..log import ERROR, INFO, WARNING, Log, to_stderr
@@ -449,6 +449,10 @@ class Daemon(Loop):
             if policy is not None:
                 infos = [self.shared(kind, info, policy) for info in infos]
             parts = partitions.builtin(ks.profile) if ks.profile else None
+            # a static vNPU says its chip's index and name, as a partition does (the chip's CDI name is its index)
+            static = carved.parents(ks, parts)
+            infos = [dataclasses.replace(i, index=static[c.id], parent=_slices.device_name(str(static[c.id])))
+                     if c.id in static else i for c, i in zip(ks.cards.values(), infos)]
             chips = self.tool_of(kind, parts)[1] if parts is not None else {}
             self.described[kind] = partitioned.expand(_slices.by_name(infos), chips, parts)
 

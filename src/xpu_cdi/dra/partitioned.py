@@ -73,7 +73,7 @@ def expand(devices: Mapping[str, DeviceInfo], tool: Mapping[int, ToolChip],
     the chip owning and consuming its counter set, followed by its template devices."""
     out: Dict[str, DeviceInfo] = {}
     for name, d in devices.items():
-        chip = tool.get(d.index) if d.index is not None else None
+        chip = tool.get(d.index) if d.index is not None and not d.parent else None  # a static vNPU is no chip
         model = parts.chip(chip.name) if parts is not None and chip is not None else None
         if chip is None or model is None or not model.templates:
             out[name] = d
@@ -88,7 +88,7 @@ def expand(devices: Mapping[str, DeviceInfo], tool: Mapping[int, ToolChip],
             for n in range(fit):
                 dev = f"{label(name)}-{label(tname)}-{n}"
                 out[dev] = dataclasses.replace(
-                    d, name=dev, cdi="", index=None, uuid="", memory="", template=tname, parent=name,
+                    d, name=dev, cdi="", uuid="", memory="", template=tname, parent=name,
                     consumes=(set_name, tuple((k, _value(k, v)) for k, v in sorted(take.items()))),
                     tool_ids=(chip.card, chip.chip, ids.start, ids.stop))
     return out

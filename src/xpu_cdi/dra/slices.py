@@ -164,12 +164,23 @@ def taint_key(driver: str) -> str:
     return f"{driver}/unhealthy"
 
 
-def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "") -> Dict[str, Any]:
-    """The ``spec.devices[]`` entry of one card."""
+def device_type(info: DeviceInfo) -> str:
+    """What the device is, as its ``type`` attribute says: ``vnpu`` (carved from a chip), ``share`` (a
+    card several claims share), ``chip`` (a whole card or chip)."""
+    if info.template or info.parent:
+        return "vnpu"
+    return "share" if info.share is not None else "chip"
+
+
+def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "", carved: bool = False) -> Dict[str, Any]:
+    """The ``spec.devices[]`` entry of one card; *carved*: its kind has vNPUs, so every device carries
+    ``template`` and ``parentChip`` (``""`` where none) and a selector on them never meets a missing key."""
     attrs = attributes(info)
-    if info.template:
+    attrs["type"] = {"string": device_type(info)}
+    if carved or info.template or info.parent:
         attrs["template"] = {"string": info.template}
         attrs["parentChip"] = {"string": info.parent}
+        attrs.setdefault("uuid", {"string": ""})  # a vNPU made on demand has none yet
     dev: Dict[str, Any] = {"name": info.name, "attributes": attrs}
     if info.share is not None:  # several claims, each its part of the memory
         dev["allowMultipleAllocations"] = True
@@ -184,6 +195,12 @@ def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "") -> Dict[str
     return dev
 
 
+def entries(devices: Sequence[DeviceInfo], driver: str, unhealthy: Mapping[str, str]) -> List[Dict[str, Any]]:
+    """The ``spec.devices[]`` entries of one driver's devices, each with the same attribute keys."""
+    carved = any(d.template or d.parent for d in devices)
+    return [device_entry(d, driver, unhealthy.get(d.name, ""), carved) for d in devices]
+
+
 def slice_name(node: str, driver: str, number: int) -> str:
     """``<node>-<driver>-<n>``: stable, so an update is a replace, never a delete and create."""
     return f"{node}-{driver}-{number}"
@@ -196,10 +213,10 @@ def build(driver: str, node: str, devices: Sequence[DeviceInfo], unhealthy: Mapp
     A node without cards publishes one slice with no devices: the pool then
     says "this node has none", and a claim is not left waiting for slices.
     """
-    entries = [device_entry(d, driver, unhealthy.get(d.name, "")) for d in devices]
-    limit = MAX_DEVICES_TAINTED if any("taints" in e or "consumesCounters" in e for e in entries) else MAX_DEVICES
-    chunks: List[Tuple[str, List[Any]]] = [("devices", entries[i:i + limit])
-                                           for i in range(0, len(entries), limit)] or [("devices", [])]
+    made = entries(devices, driver, unhealthy)
+    limit = MAX_DEVICES_TAINTED if any("taints" in e or "consumesCounters" in e for e in made) else MAX_DEVICES
+    chunks: List[Tuple[str, List[Any]]] = [("devices", made[i:i + limit])
+                                           for i in range(0, len(made), limit)] or [("devices", [])]
     sets = counter_sets(devices)
     chunks += [("sharedCounters", sets[i:i + MAX_COUNTER_SETS]) for i in range(0, len(sets), MAX_COUNTER_SETS)]
     out = []
@@ -231,7 +248,7 @@ def _normal(dev: Mapping[str, Any]) -> Dict[str, Any]:
 
 def content(devices: Sequence[DeviceInfo], driver: str, unhealthy: Mapping[str, str]) -> str:
     """What the pool says, generation aside: equal strings mean nothing to republish."""
-    return json.dumps({"devices": [_normal(device_entry(d, driver, unhealthy.get(d.name, ""))) for d in devices],
+    return json.dumps({"devices": [_normal(e) for e in entries(devices, driver, unhealthy)],
                        "sharedCounters": counter_sets(devices)}, sort_keys=True)
 
 
