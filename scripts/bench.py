@@ -35,6 +35,9 @@ differences below are fair:
 * daemons and CLI (scripts/bench_daemons.py, issue 30): each daemon's VmRSS
   after start with 8 cards and its idle CPU over 10 s on a fake host;
   `xpu-cdi generate` and `xpu-cdi list` whole-process medians, interleaved;
+* vNPU (scripts/bench_vnpu.py, issue 27): the DRA driver's prepare of an Ascend
+  vNPU claim on a fake 310P node, p50/p99 without the vendor tool's own time
+  (target p99 <= 30 ms), the tool's time reported apart;
 * Kubernetes (scripts/bench_k8s.py, last): pod created -> container running on
   the real one-node cluster of tests/k8s, 8 cards through the device plugin,
   8 through a DRA claim, none, interleaved; then the DRA driver's own figures
@@ -691,10 +694,10 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--only", action="append", default=[], metavar="GROUP",
                     help="measure only these groups (generate, hoststat, hook, hook-direct, inside, wrapper, "
-                         "deviceplugin, daemons, k8s); repeatable; default all")
+                         "deviceplugin, daemons, vnpu, k8s); repeatable; default all")
     args = ap.parse_args(argv)
     wanted = set(args.only) or {"generate", "hoststat", "hook", "hook-direct", "inside", "wrapper", "deviceplugin",
-                                "daemons", "k8s"}
+                                "daemons", "vnpu", "k8s"}
     machine = bench_machine.describe()
     containers = os.geteuid() == 0 and shutil.which("runc") is not None
     with tempfile.TemporaryDirectory(prefix="xpu-cdi-bench-") as tmp:
@@ -723,6 +726,11 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 ex_rows, ex_samples = bench_exporter.run(work)
                 dp_rows, dp_samples = dp_rows + ex_rows, dict(dp_samples, exporter=ex_samples)
             fp_rows, fp_samples = daemon_rows(work, wanted)
+            vnpu_rows, vnpu_samples = [], {}
+            if "vnpu" in wanted:
+                import bench_vnpu
+
+                vnpu_rows, vnpu_samples = bench_vnpu.run()
             k8s_rows, k8s_samples = [], {}
             if "k8s" in wanted:
                 import bench_k8s
@@ -733,12 +741,12 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 subprocess.run(["umount", str(mount)], check=False)
             fakehost.remove_tree(work)
     machine["load_after"] = bench_machine.load()
-    rows = report(samples) + dp_rows + fp_rows + k8s_rows
+    rows = report(samples) + dp_rows + fp_rows + vnpu_rows + k8s_rows
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine, "rounds": args.rounds, "seed": args.seed,
                                                 "peers": PEERS, "samples_s": samples, "deviceplugin": dp_samples,
-                                                "footprint": fp_samples,
+                                                "footprint": fp_samples, "vnpu_s": vnpu_samples,
                                                 "k8s_s": k8s_samples}, indent=1))
     (out / "performance.md").write_text(markdown(rows, machine, args.rounds))
     print(f"\nxpu-cdi bench on {machine['summary']}\n(load average {machine['load_before']} before, "
