@@ -27,6 +27,7 @@ from xpu_cdi import cli, watch
 from xpu_cdi.watch import refresh
 from xpu_cdi.generate import edits, options, profile, spec
 from xpu_cdi.model import CardRule, Profile
+from xpu_cdi.node import uevents
 
 pytestmark = pytest.mark.privileged  # fake hosts have mknod'ed nodes
 
@@ -344,7 +345,7 @@ class TestRealUevents:
 
         The fake host's cards are not real devices, so the watched glob is
         /dev/null, whose uevent we can cause without a driver."""
-        monitor = watch.open_source("kernel", Log())
+        monitor = uevents.open_source("kernel", Log())
         if monitor is None:
             pytest.skip("no uevent netlink socket here")
         trigger = Path("/sys/class/mem/null/uevent")

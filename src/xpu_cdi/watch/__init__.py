@@ -206,23 +206,3 @@ class Watcher:
             if self.due():
                 self.run_once()
 
-
-def open_source(kind: str, log: Log) -> Any:
-    """A started pyudev monitor: ``udev`` (after rules ran) when udevd runs, else ``kernel``.
-
-    Returns None (files only) for ``none`` or when netlink is not available
-    here (a pod without ``hostNetwork``, say), after logging why.
-    """
-    if kind == "none":
-        return None
-    if kind == "auto":
-        kind = "udev" if os.path.exists("/run/udev/control") else "kernel"
-    try:
-        import pyudev
-
-        monitor = pyudev.Monitor.from_netlink(pyudev.Context(), source=kind)
-        monitor.start()
-    except (OSError, ImportError, ValueError) as err:
-        log(f"cannot listen to {kind} uevents ({err}): watching files only", WARNING)
-        return None
-    return monitor
