@@ -155,11 +155,12 @@ class Loop:
         if self.ino is not None and self.ino in ready:
             self.ino.read()
         if self.monitor is not None and self.monitor in ready:
-            try:
-                while self.monitor.poll(timeout=0) is not None:
-                    pass
-            except OSError as err:  # ENOBUFS: events were lost; the pass that follows re-reads everything anyway
-                self.log(f"uevents lost ({err}): re-checking everything", WARNING)
+            while True:
+                device, lost = uevents.receive(self.monitor, 0)
+                if lost:  # the pass that follows re-reads everything anyway
+                    self.log(f"uevents lost ({lost}): re-checking everything", WARNING)
+                if device is None:
+                    break
 
     def publish_status(self, path: str, doc: Dict[str, Any], why: str) -> None:
         """*doc* as JSON at *path*, atomically, when it changed; a failure is said once (*why* it matters)."""

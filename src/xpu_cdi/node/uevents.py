@@ -4,7 +4,8 @@ plugin and the labeller wake on when a card or a driver module comes or goes."""
 from __future__ import annotations
 
 import os
-from typing import Any
+import socket
+from typing import Any, Optional, Tuple
 
 from ..log import WARNING, Log
 
@@ -32,3 +33,17 @@ def open_source(kind: str, log: Log) -> Any:
         return None
     return monitor
 
+
+def receive(monitor: Any, timeout: float) -> Tuple[Any, Optional[str]]:
+    """The next uevent within *timeout* seconds (None: none came), and why uevents were lost
+    (None: they were not; ``No buffer space available``: the socket overflowed).
+
+    A lost uevent leaves an error pending on the socket, and pyudev's poll fails on it
+    without reading it: it is taken here (``SO_ERROR``), else every later poll failed at once.
+    """
+    try:
+        return monitor.poll(timeout=timeout), None
+    except OSError as err:
+        with socket.fromfd(monitor.fileno(), socket.AF_NETLINK, socket.SOCK_RAW) as sock:
+            pending = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        return None, os.strerror(pending) if pending else str(err)
