@@ -440,7 +440,10 @@ class Cluster:
         self._containerd()
         self.daemons["kubelet"] = Daemon("kubelet", self.kubelet_argv(), self.log_dir / "kubelet.log")
         self.start_kubelet(wait_ready=False)
-        node = self.wait_node(self.node_ready, 180, "the node Ready")
+        try:
+            node = self.wait_node(self.node_ready, 180, "the node Ready")
+        except ClusterError as err:  # what kubelet said is gone with the session's directory: say it here
+            raise ClusterError(f"{err}\nkubelet's log ends:\n{self.daemons['kubelet'].tail()}") from None
         if node["metadata"]["name"] != self.node_name:
             raise ClusterError(f"unexpected node {node['metadata']['name']}")
         # what every pod needs before it can be admitted: its namespace's service account, the
