@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from support import fakehost
+from support import HANG, fakehost
 
 TARGETS = {"allocate_p99_ms": 5.0, "rss_mib": 60.0, "reregister_s": 1.0, "unhealthy_s": 2.0,
            "registrations_per_restart": 1.0}
@@ -76,13 +76,13 @@ def measure(stack: str, work: Path, calls: int = 300, restarts: int = 20, vanish
         for i in range(calls + 20):
             req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=[str(i % 8)])])
             t = time.perf_counter()
-            stub.Allocate(req, timeout=5)
+            stub.Allocate(req, timeout=HANG)
             if i >= 20:  # the first calls open the channel
                 out["allocate_s"].append(time.perf_counter() - t)
         before = kubelet.count()
         for _ in range(restarts):
             t0 = kubelet.restart()
-            reg = kubelet.wait_registered_with(kubelet.instance, timeout=10)
+            reg = kubelet.wait_registered_with(kubelet.instance, timeout=HANG)
             out["reregister_s"].append(reg.at - t0)
         time.sleep(1.0)  # a quiet second: a late second registration, or a storm, counts too
         out["registrations_per_restart"].append((kubelet.count() - before) / restarts)

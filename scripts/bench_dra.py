@@ -22,7 +22,7 @@ import statistics
 import time
 from typing import Dict, List, Tuple
 
-from support import dranode
+from support import HANG, dranode
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 
@@ -67,7 +67,7 @@ def measure(cluster: Cluster, driver: dranode.DraDriver, calls: int = 300, start
         try:
             for _ in range(calls):
                 t = time.perf_counter()
-                r = stub.NodePrepareResources(req, timeout=10)
+                r = stub.NodePrepareResources(req, timeout=HANG)
                 out["prepare_s"].append(time.perf_counter() - t)
                 assert not r.claims[meta["uid"]].error and len(r.claims[meta["uid"]].devices) == 2, r
         finally:

@@ -55,7 +55,9 @@ def _cpu_s(pid: int) -> Tuple[float, float]:
 
 
 def _get(port: int) -> bytes:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    from support import HANG  # a bound on a hang: a scrape is timed, not cut
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=HANG)
     try:
         conn.request("GET", "/metrics")
         return conn.getresponse().read()

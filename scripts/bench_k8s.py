@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import bench_dra
-from support import dranode
+from support import HANG, dranode
 from support.dpnode import short_dir
 from support.k8s import builds
 from support.k8s import nodekit
@@ -118,11 +118,11 @@ class CriStatus:
         pb = self.pb2
         label = {"io.kubernetes.pod.name": pod}
         flt = pb.ContainerFilter(label_selector=label)
-        for c in self.runtime.ListContainers(pb.ListContainersRequest(filter=flt), timeout=10).containers:
-            status = self.runtime.ContainerStatus(pb.ContainerStatusRequest(container_id=c.id), timeout=10).status
+        for c in self.runtime.ListContainers(pb.ListContainersRequest(filter=flt), timeout=HANG).containers:
+            status = self.runtime.ContainerStatus(pb.ContainerStatusRequest(container_id=c.id), timeout=HANG).status
             if status.started_at:
                 sandboxes = self.runtime.ListPodSandbox(pb.ListPodSandboxRequest(
-                    filter=pb.PodSandboxFilter(id=c.pod_sandbox_id)), timeout=10).items
+                    filter=pb.PodSandboxFilter(id=c.pod_sandbox_id)), timeout=HANG).items
                 return int(sandboxes[0].created_at), int(status.created_at), int(status.started_at)
         return None
 

@@ -27,6 +27,7 @@ from xpu_cdi import cli, watch
 from xpu_cdi.watch import refresh
 from xpu_cdi.generate import edits, options, profile, spec
 from xpu_cdi.model import CardRule, Profile
+from xpu_cdi.node import uevents
 
 pytestmark = pytest.mark.privileged  # fake hosts have mknod'ed nodes
 
@@ -338,16 +339,29 @@ class TestWatcher:
         assert w.runs == 1 and log and log[0].startswith("refresh failed (start): ")
 
 
+NULL_UEVENT = Path("/sys/class/mem/null/uevent")  # a uevent we can cause without a driver
+
+
+def overflowed(monitor: Any) -> Any:
+    """*monitor* (a started kernel one) after more uevents than its smallest buffer holds: lost
+    ones, the error pending on its socket; the buffer then made large, so that nothing more is lost."""
+    monitor.set_receive_buffer_size(1)  # the kernel's floor: a few uevents
+    for _ in range(64):
+        NULL_UEVENT.write_text("change")
+    monitor.set_receive_buffer_size(1 << 20)
+    return monitor
+
+
 class TestRealUevents:
     def test_kernel_uevent_triggers_refresh(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
         """A real kernel uevent, read by pyudev's kernel monitor, for a watched node starts one refresh.
 
         The fake host's cards are not real devices, so the watched glob is
         /dev/null, whose uevent we can cause without a driver."""
-        monitor = watch.open_source("kernel", Log())
+        monitor = uevents.open_source("kernel", Log())
         if monitor is None:
             pytest.skip("no uevent netlink socket here")
-        trigger = Path("/sys/class/mem/null/uevent")
+        trigger = NULL_UEVENT
         if not os.access(trigger, os.W_OK):
             pytest.skip("cannot cause a uevent: /sys/class/mem/null/uevent not writable")
         null = Profile(name="kunlunxin", vendor="kunlunxin.com", device_class="xpu", source="test",
@@ -365,6 +379,36 @@ class TestRealUevents:
         t.join(HANG)
         assert w.runs == 2, log
         assert log[-1].startswith(f"wrote {tmp_path}/kunlunxin.com-xpu.json: kunlunxin.com/xpu, 7 card(s)")
+
+    def test_lost_uevents_refresh_once(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
+        """Lost uevents (ENOBUFS) are one line and one refresh: the error pending on the socket is
+        taken, not met again by every poll (a loop spinning on it, a line each time)."""
+        log = Log()
+        w = watch.Watcher(target(xpu_host, tmp_path), [], log, debounce=0.1, poll_interval=HANG)
+        monitor = overflowed(uevents.open_source("kernel", log))
+        t = threading.Thread(target=w.loop, args=(monitor,), daemon=True)
+        t.start()
+        TestWatcher().wait_runs(w, 2, log)
+        w.stop.set()
+        t.join(HANG)
+        lost = [line for line in log if line.startswith("uevents lost")]
+        assert lost == ["uevents lost (No buffer space available): refreshing to be safe"], log
+        assert "checked (lost uevents): specs up to date" in log, log
+
+    def test_lost_uevents_said_once_by_the_node_loop(self) -> None:
+        """The node daemons' wait (device plugin, labeller) says lost uevents, once, and wakes."""
+        from xpu_cdi.node.loop import Loop
+        from xpu_cdi.node.settings import NodeSettings
+
+        log = Log()
+        loop = Loop(log, NodeSettings())
+        loop.open_events(HANG, "kernel")
+        overflowed(loop.monitor)
+        loop.wait(HANG)  # ready at once: the pending error
+        loop.wait(0)  # what the overflow left queued, read; nothing said again
+        loop.close_events()
+        assert [line for line in log if line.startswith("uevents lost")] == [
+            "uevents lost (No buffer space available): re-checking everything"], log
 
 
 class TestCommand:

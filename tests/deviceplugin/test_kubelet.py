@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Dict
 
 import grpc
 import pytest
@@ -501,27 +502,24 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
         pb2 = k.pb2
         npu = k.plugin(by_name["huawei.com/Ascend310P"])
         req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["1", "3"])])
-        got = npu.Allocate(req, timeout=5).container_responses[0]
+        got = npu.Allocate(req, timeout=kubeletkit.HANG).container_responses[0]
         assert [d.name for d in got.cdi_devices] == ["huawei.com/npu=1", "huawei.com/npu=3"]
         pref = pb2.PreferredAllocationRequest(container_requests=[pb2.ContainerPreferredAllocationRequest(
             available_deviceIDs=["0", "1", "2", "3"], allocation_size=2)])
-        chosen = list(npu.GetPreferredAllocation(pref, timeout=5).container_responses[0].deviceIDs)
+        chosen = list(npu.GetPreferredAllocation(pref, timeout=kubeletkit.HANG).container_responses[0].deviceIDs)
         assert len(chosen) == 2 and set(chosen) <= {"0", "1", "2", "3"}, chosen
         with pytest.raises(grpc.RpcError) as err:  # the P800s' resource has only cards 0 and 1
             req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["3"])])
-            k.plugin(by_name["kunlunxin.com/xpu"]).Allocate(req, timeout=5)
+            k.plugin(by_name["kunlunxin.com/xpu"]).Allocate(req, timeout=kubeletkit.HANG)
         assert "unknown device ID(s) '3'" in err.value.details()
 
-        def both_kinds() -> "dict | None":  # the status file is written at the end of the pass that registered them
-            try:
-                doc = json.loads(node.status.read_text())
-            except (OSError, ValueError):
-                return None
-            return doc if len(doc.get("kinds") or {}) == 2 else None
+        def both() -> Dict[str, Any]:
+            kinds = node.status_kinds()
+            return kinds if sorted(kinds) == ["huawei.com/Ascend310P", "kunlunxin.com/xpu"] else {}
 
-        status = k.wait_for(both_kinds, message="the status file with both resources")
-        assert sorted(status["kinds"]) == ["huawei.com/Ascend310P", "kunlunxin.com/xpu"], status
-        assert status["kinds"]["huawei.com/Ascend310P"]["kind"] == "huawei.com/npu"  # what doctor checks names by
+        # the pass that registered writes the status file after it: waited for, not the registration
+        kinds = k.wait_for(both, message=f"both resources in {node.status}")
+        assert kinds["huawei.com/Ascend310P"]["kind"] == "huawei.com/npu"  # what doctor checks names by
     finally:
         p.stop()
         k.stop()

@@ -4,8 +4,13 @@ machine's own network, sysctls or paths."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import select
+import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Dict
 
@@ -13,7 +18,8 @@ import pytest
 
 from support.k8s import builds
 from support.k8s import nodekit
-from support.k8s.cluster import KUBELET_TUNABLES, Cluster, host_paths_snapshot
+from support import HANG
+from support.k8s.cluster import CGROUP, KUBELET_TUNABLES, SUPPORT_PARENT, Cluster, host_paths_snapshot
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 
@@ -70,7 +76,13 @@ def test_feature_gates(cluster: Cluster) -> None:
 
 def test_machine_untouched(cluster: Cluster) -> None:
     """kubelet's iptables chains, its kernel tunables and the paths kubelet and containerd
-    hard-code stay in the node's namespaces."""
+    hard-code stay in the node's namespaces; every daemon listens in the node's network namespace
+    (their fixed ports, etcd's 2379 or the API server's 6443, cannot meet another cluster's)."""
+    assert cluster.holder is not None
+    node_net = os.readlink(f"/proc/{cluster.holder.pid}/ns/net")
+    assert node_net != os.readlink("/proc/self/ns/net")
+    for name, daemon in cluster.daemons.items():
+        assert daemon.proc is not None and os.readlink(f"/proc/{daemon.proc.pid}/ns/net") == node_net, name
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
     assert "KUBE-" not in rules, rules
     node_rules = cluster.run_on_node(["iptables", "-S"], mount=False).stdout
@@ -97,3 +109,46 @@ def test_image_import(cluster: Cluster, tmp_path: Path) -> None:
     """import_image puts an OCI archive where CRI (and so kubelet) finds it."""
     images = cluster.ctr("image", "ls", "-q").stdout.split()
     assert "localhost/xpu-cdi-busybox:latest" in images and "localhost/xpu-cdi-pause:3.10.2" in images, images
+
+
+#: A second cluster, started in a process of its own that then waits to be killed.
+OWNER = """
+import json, signal, subprocess
+from support.k8s.cluster import Cluster
+c = Cluster().start()
+sleeper = subprocess.Popen(["sleep", "2147483647"])  # a process a test runs against the node
+c.adopt(sleeper.pid)
+print(json.dumps({"base": str(c.base), "cgroup": c.cgroup_name, "reaper": c.reaper.pid,
+                  "pids": [c.holder.pid, sleeper.pid, *(d.proc.pid for d in c.daemons.values())]}), flush=True)
+signal.pause()
+"""
+
+
+def test_owner_killed_cluster_reaped(cluster: Cluster, tmp_path: Path) -> None:
+    """A second cluster beside the session's, whose owner is killed by SIGTERM (a CI cancel,
+    ``timeout``) before it could stop it: its reaper kills every process of it (daemons, pods,
+    an adopted process), removes its cgroups and its directory."""
+    env = dict(os.environ, PYTHONPATH=str(SUPPORT_PARENT))
+    with open(tmp_path / "owner.log", "wb") as err:
+        owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, stderr=err, env=env)
+    try:
+        assert owner.stdout is not None
+        # a bound on a hang only: the start waits for the builds' lock and the node Ready
+        ready, _w, _x = select.select([owner.stdout], [], [], 20 * HANG)
+        line = owner.stdout.readline() if ready else b""
+        assert line, (tmp_path / "owner.log").read_text(errors="replace")
+        got = json.loads(line)
+        reaper = os.pidfd_open(got["reaper"])
+        alive = {pid: os.pidfd_open(pid) for pid in got["pids"]}
+        assert Path(got["base"]).is_dir() and (CGROUP / "pids" / got["cgroup"]).is_dir()
+        owner.send_signal(signal.SIGTERM)
+        assert owner.wait(HANG) == -signal.SIGTERM
+        assert select.select([reaper], [], [], HANG)[0], "the reaper still running"
+        for pid, fd in alive.items():
+            assert select.select([fd], [], [], 0)[0], f"process {pid} of the cluster left running"
+        assert not [str(d) for d in CGROUP.glob(f"*/{got['cgroup']}")]
+        assert not Path(got["base"]).exists()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()

@@ -58,13 +58,15 @@ def test_dry_run_refuses_what_is_wrong(cluster: Cluster) -> None:
 
 @pytest.fixture
 def runtimeclass(cluster: Cluster) -> Iterator[str]:
-    """deploy/runtimeclass.yaml applied for real; the node labelled as its comment says."""
+    """deploy/runtimeclass.yaml applied for real; the node labelled as its comment says (both undone
+    after: the label would stay in the later modules' view of the node's xpu-cdi.io/ labels)."""
     cluster.kubectl("label", "node", cluster.node_name, f"{LABEL}=true", "--overwrite")
     cluster.kubectl("apply", "--server-side", "-f", str(DEPLOY / "runtimeclass.yaml"))
     try:
         yield "xpu"
     finally:  # cluster-scoped: the chart's tests install their own
         cluster.kubectl("delete", "runtimeclass", "xpu", "--ignore-not-found", "--wait=true", check=False)
+        cluster.kubectl("label", "node", cluster.node_name, f"{LABEL}-", check=False)
 
 
 def sandbox_handler(cluster: Cluster, pod: str) -> str:

@@ -141,13 +141,15 @@ def test_annotation_route(node: Cluster, strategy: str, podres: PodResources, po
 
 @pytest.fixture
 def runtime_class(node: Cluster) -> Iterator[str]:
-    """deploy/runtimeclass.yaml applied for real, the node labelled as the file says."""
+    """deploy/runtimeclass.yaml applied for real, the node labelled as the file says (both undone after:
+    the label would stay in the later modules' view of the node's xpu-cdi.io/ labels)."""
     node.kubectl("label", "node", node.node_name, f"{RUNTIME_LABEL}=true", "--overwrite")
     node.kubectl("apply", "--server-side", "-f", "-", input=(REPO / "deploy/runtimeclass.yaml").read_text())
     try:
         yield "xpu"
     finally:  # cluster-scoped: the chart's tests install their own
         node.kubectl("delete", "runtimeclass", "xpu", "--ignore-not-found", "--wait=true", check=False)
+        node.kubectl("label", "node", node.node_name, f"{RUNTIME_LABEL}-", check=False)
 
 
 @pytest.mark.parametrize("strategy", ["envvar"], indirect=True)

@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-
+from support import HANG
 from support.dranode import CLASS, DRIVER, DraDriver
 from support.exporternode import ExporterProcess, on_node
 from support.k8s import nodekit
@@ -40,7 +40,7 @@ def exporter(node: Cluster, cards: Cards, tmp_path_factory: pytest.TempPathFacto
 
 
 def allocation(exporter: ExporterProcess) -> Allocation:
-    with urllib.request.urlopen(exporter.url(), timeout=5) as r:
+    with urllib.request.urlopen(exporter.url(), timeout=HANG) as r:
         body = r.read().decode()
     out: Allocation = {}
     for fam in text_string_to_metric_families(body):

@@ -18,9 +18,9 @@ from typing import Dict, Iterator
 
 import pytest
 
-from support import fakehost, kubeletkit, matrix
+from support import HANG, fakehost, kubeletkit, matrix
 from support.dranode import Identity
-from support.k8s.cluster import Cluster
+from support.k8s.cluster import Cluster, ClusterError
 from support.k8s.dsnode import node_labels, unlabel
 
 pytestmark = [pytest.mark.privileged]
@@ -83,7 +83,20 @@ def labeller(cluster: Cluster, host: fakehost.FakeHost, identity: Identity,
 
 
 def wait_labels(cluster: Cluster, want: Dict[str, str], what: str) -> None:
-    cluster.wait(lambda: node_labels(cluster) == want, 30, what)
+    """Until the node's xpu-cdi.io/ labels are *want*; a timeout names the difference."""
+    seen: Dict[str, str] = {}
+
+    def arrived() -> bool:
+        seen.clear()
+        seen.update(node_labels(cluster))
+        return seen == want
+
+    try:
+        cluster.wait(arrived, HANG, what)
+    except ClusterError as err:
+        extra = {k: v for k, v in seen.items() if want.get(k) != v}
+        missing = {k: v for k, v in want.items() if seen.get(k) != v}
+        raise AssertionError(f"{err}: the node has {extra} beyond what is wanted, lacks {missing}") from None
 
 
 def test_labels_set_on_the_node(cluster: Cluster, host: fakehost.FakeHost,

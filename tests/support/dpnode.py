@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List
 
 from click.testing import CliRunner
 
@@ -25,6 +26,13 @@ class Node:
     def generate(self, *extra: str) -> None:
         res = CliRunner().invoke(main, ["generate", *self.host.cli_roots, "--spec-dir", str(self.spec_dir), *extra])
         assert res.exit_code == 0, res.output
+
+    def status_kinds(self) -> Dict[str, Any]:
+        """The kinds the plugin's status file names (kind -> its entry); {} before it is written."""
+        try:
+            return json.loads(self.status.read_text()).get("kinds") or {}
+        except (OSError, ValueError):
+            return {}
 
     def args(self, *extra: str) -> List[str]:
         return [*self.host.cli_roots, "--plugin-dir", str(self.plugin_dir), "--spec-dir", str(self.spec_dir),

@@ -135,6 +135,7 @@ class DraDriver:
         self.started = time.monotonic()
         self.proc = kubeletkit.PluginProcess("pypi", self.args(), self.log, command="dra-driver",
                                              prefix=self.cluster.on_node([], mount=False))
+        self.cluster.adopt(self.proc.proc.pid)
 
     def stop(self) -> None:
         if self.proc is not None:

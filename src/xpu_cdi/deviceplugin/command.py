@@ -14,6 +14,7 @@ import click
 from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
 from ..node.lean import without_openssl
 from ..node.status import probe as _probe
+from ..node.uevents import SOURCES as UEVENT_SOURCES
 from . import config, response
 
 # flag -> Settings field, for the flags whose value comes as given strings
@@ -103,7 +104,7 @@ OPTIONS = (
     click.option("--removal-grace", type=click.FloatRange(0, 86400), default=300.0, show_default=True,
                  help="Seconds a card no spec defines any more stays listed, Unhealthy, before it is dropped "
                       "(a driver reload removes the spec for a while; the cards must not leave kubelet)."),
-    click.option("--uevents", type=click.Choice(config.UEVENT_SOURCES), default="auto", show_default=True,
+    click.option("--uevents", type=click.Choice(UEVENT_SOURCES), default="auto", show_default=True,
                  help="uevent source for health checks; 'none': inotify and the poll only."),
     click.option("--probe", is_flag=True,
                  help="Exit 0 if a running plugin has registered every kind it serves, else 1 with the reason "

@@ -27,11 +27,11 @@ from ..nodeconfig import read_yaml
 from ..node.settings import HEALTH_INTERVAL, NodeSettings
 from . import naming, response
 from ..node.status import DEFAULT_STATUS_FILE
+from ..node.uevents import SOURCES as UEVENT_SOURCES
 from .sharing import Replicated, TimeSlicing, parse as parse_sharing
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # kubelet's DevicePluginPath
-UEVENT_SOURCES = ("auto", "udev", "kernel", "none")
 # an extended resource name: <domain>/<name>, name a qualified-name part (kubelet's rule)
 _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 

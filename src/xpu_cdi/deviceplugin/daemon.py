@@ -27,14 +27,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from ..node import servemode
 from ..errors import XpuCdiError
 from ..generate.discover import Roots
 from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
-from ..node import grpcserve, health, inotify
+from ..node import grpcserve, health
 from ..node import inventory as devices
 from . import naming, registration, stale
 from ..node import status as _status
@@ -62,7 +62,6 @@ class Daemon(Loop):
         self.vanished: Dict[str, Dict[str, Tuple[devices.SpecCard, float]]] = {}
         self.lock = threading.RLock()  # the main loop and Allocate threads both refresh the inventory
         self.reload_asked = False
-        self.monitor: Any = None
         self.stale_due = False
         self.pid_namespace = _status.pid_namespace()
 
@@ -218,25 +217,6 @@ class Daemon(Loop):
             node_dirs = devices.node_dirs(self.kinds)
         self.watch([self.s.plugin_dir, *self.s.spec_dirs, *node_dirs])
 
-    def open_sources(self) -> None:
-        self.ino = inotify.open_inotify()
-        if self.ino is None:
-            self.log(f"inotify unavailable: polling every {self.poll_interval(self.s.health_interval):g}s only",
-                     WARNING)
-        if self.s.uevents != "none":
-            from ..watch import open_source
-
-            self.monitor = open_source(self.s.uevents, self.log)
-
-    def wait_events(self, timeout: float) -> None:
-        """Sleep until an event or *timeout*; the events are read and dropped: the pass looks at what is there."""
-        if self.wait(timeout, [self.monitor] if self.monitor is not None else []):
-            try:
-                while self.monitor.poll(timeout=0) is not None:  # any uevent: health is re-checked below
-                    pass
-            except OSError as err:  # ENOBUFS: events were lost; the pass below re-checks everything
-                self.log(f"uevents lost ({err}): re-checking every card", WARNING)
-
     def reload(self) -> None:
         self.reload_asked = False
         self.log("SIGHUP: reloading the settings, profiles and specs")
@@ -276,7 +256,7 @@ class Daemon(Loop):
         """Until SIGTERM; exit status 0."""
         self.install_signals(on_hup=self.ask_reload)
         self.load_profiles()
-        self.open_sources()
+        self.open_events(self.s.health_interval, self.s.uevents)
         self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
                  f"strategies {','.join(self.s.strategies)}, profiles {', '.join(sorted(self.ours.values()))}")
         self.refresh(force=True)
@@ -287,7 +267,7 @@ class Daemon(Loop):
             timeout = self.poll_interval(self.s.health_interval)
             if due:
                 timeout = min(timeout, max(0.0, min(due) - time.monotonic()))
-            self.wait_events(timeout)
+            self.wait(timeout)
         self.close()
         return 0
 

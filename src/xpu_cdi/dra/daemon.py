@@ -30,7 +30,6 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 
 from .. import nodeconfig, partitions
 from ..node import health as _health
-from ..node import inotify
 from ..node import inventory as _devices
 from ..node import carved, servemode
 from ..node import status as _status
@@ -572,7 +571,7 @@ class Daemon(Loop):
         self.load_profiles()
         if self.kube is None:
             self.kube = Kube(self.s.kubeconfig)
-        self.ino = inotify.open_inotify()
+        self.open_events(self.s.health_interval)
         if self.kube.insecure:
             self.log(f"the API server's certificate is not verified (insecure-skip-tls-verify in "
                      f"{self.s.kubeconfig or 'the kubeconfig'})", WARNING)

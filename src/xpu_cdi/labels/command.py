@@ -8,6 +8,7 @@ from typing import Optional, Tuple
 import click
 
 from ..clikit import LOG_OPTIONS, daemon_log, echo_labels, subcommand
+from ..node import uevents
 from . import nfd
 
 
@@ -57,7 +58,7 @@ OPTIONS = (
                  help="Seconds the feature file stays valid for NFD (re-written before half of it is over)."),
     click.option("--removal-grace", type=click.FloatRange(0, 86400), default=300.0, show_default=True,
                  help="Seconds the labels of a kind whose cards all went stay (a driver reload)."),
-    click.option("--uevents", type=click.Choice(("auto", "udev", "kernel", "none")), default="auto",
+    click.option("--uevents", type=click.Choice(uevents.SOURCES), default="auto",
                  show_default=True, help="uevent source; 'none': inotify and the interval only."),
     click.option("--json", "as_json", is_flag=True, help="Print the labels as a JSON object."),
     *LOG_OPTIONS,

@@ -1,6 +1,6 @@
 """``xpu-cdi labels --daemon``: keep the labels current.
 
-The loop of the node daemons (:class:`xpu_cdi.nodedaemon.Loop`): it sleeps
+The loop of the node daemons (:class:`xpu_cdi.node.loop.Loop`): it sleeps
 on inotify (the card nodes' directories, the driver's version files'),
 uevents and a wake-up pipe, at most ``--interval`` seconds, and each pass
 discovers the host again and applies the labels where they changed: the
@@ -23,7 +23,6 @@ from ..errors import DiscoveryError, XpuCdiError
 from ..generate import profile as _profile
 from ..generate.options import plan, roots_of
 from ..log import WARNING, Log, to_stderr
-from ..node import inotify
 from ..node.loop import Loop
 from ..node.settings import NodeSettings
 from . import PREFIX, Roots, compute, nfd, ours
@@ -69,7 +68,6 @@ class Labeller(Loop):
         self.file_written = 0.0
         self.last: Dict[str, str] = {}  # the labels of the previous pass (a vanished kind's are kept from it)
         self.gone_since: Dict[str, float] = {}  # kind group -> when its cards were last seen
-        self.monitor: Any = None
 
     def discover(self) -> Dict[str, str]:
         """The labels of the host now; a failed profile is said once."""
@@ -169,23 +167,12 @@ class Labeller(Loop):
                 self.last = {k: v for k, v in self.target.current().items() if ours(k)}
             except XpuCdiError as err:
                 self.log(f"node {self.s.node}: labels not read at start: {err}", WARNING)
-        self.ino = inotify.open_inotify()
-        if self.s.uevents != "none":
-            from ..watch import open_source
-
-            self.monitor = open_source(self.s.uevents, self.log)
+        self.open_events(self.s.interval, self.s.uevents)
         self.log(f"starting: node {self.s.node or '-'}, feature file {self.s.nfd_file or '-'}, "
                  f"every {self.s.interval:g}s at most")
         while not self.stop.is_set():
             self.step()
-            ready = self.wait(self.s.interval, [self.monitor] if self.monitor is not None else [])
-            if ready:
-                try:
-                    while self.monitor.poll(timeout=0) is not None:
-                        pass
-                except OSError:
-                    pass
-        if self.ino is not None:
-            self.ino.close()
+            self.wait(self.s.interval)
+        self.close_events()
         self.log("stopped (the labels stay)")
         return 0

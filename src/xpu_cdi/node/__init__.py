@@ -1,8 +1,9 @@
-"""What the node daemons (device plugin, DRA driver, exporter) and doctor share.
+"""What the node daemons (device plugin, DRA driver, exporter, labeller) and doctor share.
 
 The cards the CDI specs on disk define (:mod:`.inventory`) and their health
-(:mod:`.health`); the daemons' loop (:mod:`.loop`: signals, inotify, the
-status file, one ``refresh()`` of the inventory) and status files
+(:mod:`.health`); the daemons' loop (:mod:`.loop`: signals, the wait on inotify
+and uevents (:mod:`.uevents`, which ``watch`` reads too), the status file, one
+``refresh()`` of the inventory) and status files
 (:mod:`.status`); one way per kind (:mod:`.servemode`); kubelet's gRPC APIs
 from field tables (:mod:`.protobuild`) and the unix-socket gRPC server
 (:mod:`.grpcserve`).  Below the daemons, above ``generate/`` and ``cdi/``:

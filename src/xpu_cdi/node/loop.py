@@ -1,6 +1,7 @@
-"""The node daemons' loop: it sleeps until a signal, an inotify event or its poll
-interval, and re-reads the CDI specs when a file changed (:meth:`Loop.refresh`, the one
-place the device plugin, the DRA driver and the exporter do; see docs/architecture.md)."""
+"""The node daemons' loop: it sleeps until a signal, an inotify event, a uevent or its poll
+interval (:meth:`Loop.wait`, the one wait of the device plugin, the DRA driver, the exporter
+and the labeller), and re-reads the CDI specs when a file changed (:meth:`Loop.refresh`;
+see docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .. import atomic
 from ..generate import profile as _profile
 from ..log import DEBUG, INFO, WARNING, Log
 from ..model import Profile
-from . import carved, inotify, inventory
+from . import carved, inotify, inventory, uevents
 from .settings import NodeSettings
 
 
@@ -24,7 +25,7 @@ BLIND_POLL = 1.0  # seconds: the poll where no inotify event can wake the loop
 
 
 class Loop:
-    """A wake-up pipe, SIGTERM/SIGINT (and SIGHUP where asked), the inotify wait,
+    """A wake-up pipe, SIGTERM/SIGINT (and SIGHUP where asked), the inotify and uevent wait,
     one-off log lines, the status file, and the cards the specs define (:meth:`refresh`)."""
 
     #: the end of the line said while no spec defines cards: what the daemon holds back
@@ -42,6 +43,7 @@ class Loop:
         self.stop = threading.Event()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.ino: Optional[inotify.Inotify] = None
+        self.monitor: Any = None  # the uevent monitor (pyudev), where the daemon listens to uevents
         self.started = time.time()
         self.status_text = ""
 
@@ -148,15 +150,22 @@ class Loop:
         the poll sees a spec, a node or a socket change (kubelet's restart included)."""
         return interval if self.ino is not None else min(interval, BLIND_POLL)
 
-    def wait(self, timeout: float, extra: Iterable[Any] = ()) -> List[Any]:
-        """Sleep until a wake-up, an inotify event or *timeout*; the pipe and the events are
-        drained (the pass looks at what is there); returns which of *extra* are ready."""
-        extra = list(extra)
-        fds: List[Any] = [self.wake_r, *([self.ino] if self.ino is not None else []), *extra]
+    def open_events(self, poll: float, source: str = "none") -> None:
+        """inotify, and the uevent monitor of *source* (:data:`.uevents.SOURCES`); without
+        inotify the daemon wakes every *poll* seconds only, which is said."""
+        self.ino = inotify.open_inotify()
+        if self.ino is None:
+            self.log(f"inotify unavailable: polling every {self.poll_interval(poll):g}s only", WARNING)
+        self.monitor = uevents.open_source(source, self.log)
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until a wake-up, an inotify event, a uevent or *timeout*; what came is read
+        and dropped: the pass that follows looks at what is there."""
+        fds: List[Any] = [self.wake_r, *(f for f in (self.ino, self.monitor) if f is not None)]
         try:
             ready, _w, _x = select.select(fds, [], [], max(0.0, timeout))
         except InterruptedError:
-            return []
+            return
         if self.wake_r in ready:
             try:
                 os.read(self.wake_r, 4096)
@@ -164,7 +173,13 @@ class Loop:
                 pass
         if self.ino is not None and self.ino in ready:
             self.ino.read()
-        return [f for f in extra if f in ready]
+        if self.monitor is not None and self.monitor in ready:
+            while True:
+                device, lost = uevents.receive(self.monitor, 0)
+                if lost:  # the pass that follows re-reads everything anyway
+                    self.log(f"uevents lost ({lost}): re-checking everything", WARNING)
+                if device is None:
+                    break
 
     def publish_status(self, path: str, doc: Dict[str, Any], why: str) -> None:
         """*doc* as JSON at *path*, atomically, when it changed; a failure is said once (*why* it matters)."""
@@ -179,11 +194,15 @@ class Loop:
             self.say_once("status:" + str(err), f"cannot write the status file {path}: {err.strerror} ({why})", WARNING)
 
     def close_loop(self, status_file: str) -> None:
-        """The status file removed, inotify closed: the daemon's servers are stopped by then."""
+        """The status file removed, the event sources closed: the daemon's servers are stopped by then."""
         try:
             os.unlink(status_file)
         except OSError:
             pass
+        self.close_events()
+
+    def close_events(self) -> None:
         if self.ino is not None:
             self.ino.close()
             self.ino = None
+        self.monitor = None  # pyudev closes its socket when the monitor is freed

@@ -28,6 +28,7 @@ from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, 
 from ..errors import XpuCdiError
 from ..log import ERROR, INFO, WARNING
 from ..model import Profile
+from ..node import uevents
 from . import refresh as _refresh  # not its function: xpu_cdi.watch.refresh stays the module
 from .refresh import Log, Target
 
@@ -190,12 +191,10 @@ class Watcher:
                 wait = min(wait, max(0.0, min(self.last + self.debounce, self.first + self.max_delay) - now))
             wait = min(wait, 1.0)  # see a stop request within a second
             if source is not None:
-                try:
-                    device = source.poll(timeout=wait)
-                except OSError as err:  # e.g. ENOBUFS: the socket overflowed, events were lost
-                    self.log(f"uevents lost ({err}): refreshing to be safe", WARNING)
+                device, lost = uevents.receive(source, wait)
+                if lost:
+                    self.log(f"uevents lost ({lost}): refreshing to be safe", WARNING)
                     self.trigger("lost uevents")
-                    device = None
                 if device is not None:
                     self.on_event(device)
             else:
@@ -205,24 +204,3 @@ class Watcher:
                 next_poll = self.clock() + self.poll_interval
             if self.due():
                 self.run_once()
-
-
-def open_source(kind: str, log: Log) -> Any:
-    """A started pyudev monitor: ``udev`` (after rules ran) when udevd runs, else ``kernel``.
-
-    Returns None (files only) for ``none`` or when netlink is not available
-    here (a pod without ``hostNetwork``, say), after logging why.
-    """
-    if kind == "none":
-        return None
-    if kind == "auto":
-        kind = "udev" if os.path.exists("/run/udev/control") else "kernel"
-    try:
-        import pyudev
-
-        monitor = pyudev.Monitor.from_netlink(pyudev.Context(), source=kind)
-        monitor.start()
-    except (OSError, ImportError, ValueError) as err:
-        log(f"cannot listen to {kind} uevents ({err}): watching files only", WARNING)
-        return None
-    return monitor

@@ -14,7 +14,8 @@ from .. import clikit
 from ..generate import options as _options
 from ..generate import profile as _profile
 from ..generate.discover import host_path
-from . import Watcher, expand, open_source, watch_files
+from ..node import uevents
+from . import Watcher, expand, watch_files
 from .refresh import Target, refresh
 
 
@@ -47,7 +48,7 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: watcher.stop.set())
     signal.signal(signal.SIGHUP, lambda *_: watcher.trigger("SIGHUP"))
-    mon = open_source(source, _stderr_log)
+    mon = uevents.open_source(source, _stderr_log)
     _stderr_log(f"watching {spec_dir} ({'no uevents' if mon is None else 'uevents'}, "
                 f"{len(files)} files every {poll_interval:g}s)")
     watcher.loop(mon)
@@ -59,7 +60,7 @@ OPTIONS = (
     click.option("--format", "fmt", type=click.Choice(["json", "yaml"]), default="json", show_default=True),
     click.option("--once", is_flag=True, help="One refresh, then exit (for the systemd unit and package scripts)."),
     click.option("--manifest", metavar="FILE", help="Record the files written here (the package removes them)."),
-    click.option("--source", type=click.Choice(["auto", "udev", "kernel", "none"]), default="auto",
+    click.option("--source", type=click.Choice(uevents.SOURCES), default="auto",
                  show_default=True, help="uevents after udev rules ran, raw kernel ones, or none (files only)."),
     click.option("--debounce", type=float, default=2.0, show_default=True, help="Quiet seconds before a refresh."),
     click.option("--poll-interval", type=float, default=5.0, show_default=True,

@@ -37,6 +37,13 @@ with the admin kubeconfig, :meth:`wait`, :meth:`wait_pod_phase`, :meth:`wait_nod
 of the pids hierarchy, so at the end every process of the cluster (daemons, shims, pods) is found
 there, stopped, and the cgroups removed.
 
+**Stopped whatever ends the tests.**  A *reaper* (:func:`reap`, its own session, outside the
+cluster's cgroups) holds the read end of a pipe from the process that started the cluster: when
+that process ends without :meth:`Cluster.stop` having said so (SIGTERM, SIGKILL, an xdist worker's
+``os._exit``), the pipe closes and the reaper kills the cgroups' processes, removes the cgroups and
+the session's directory.  What tests run against the node from the machine (a device plugin, a
+DRA driver) is put in the cluster's ``tests`` cgroup (:meth:`Cluster.adopt`) to go with it.
+
 **What the machine lacks** is said in kubelet's config file (:meth:`Cluster.kubelet_config`):
 cgroup v1 (``failCgroupV1: false``, the cgroupfs driver), no systemd, no swap, no network.
 
@@ -77,6 +84,7 @@ CNI_BIN_DIRS = ["/usr/lib/cni", "/opt/cni/bin"]  # Debian's containernetworking-
 BUSYBOX = "localhost/xpu-cdi-busybox:latest"
 PAUSE = "localhost/xpu-cdi-pause:3.10.2"
 CGROUP = Path("/sys/fs/cgroup")
+SUPPORT_PARENT = Path(__file__).resolve().parents[2]  # tests/: where ``support`` is imported from
 
 #: Where kubelet, containerd and CNI write when not told otherwise: the node's namespaces keep
 #: them away from the machine (checked by test_cluster.py and the no-traces test).
@@ -204,6 +212,7 @@ class Cluster:
         self.api_server = join.api_server if join else \
             f"https://{'127.0.0.1' if link is None else node_ip}:{API_PORT}"
         self.holder: Optional[subprocess.Popen] = None
+        self.reaper: Optional[subprocess.Popen] = None
         self.daemons: Dict[str, Daemon] = {}
         self.bins: Dict[str, Path] = {}
         self.timings: Dict[str, float] = {}
@@ -266,6 +275,13 @@ class Cluster:
     @property
     def daemon_cgroup(self) -> Path:
         return CGROUP / "pids" / self.cgroup_name / "daemons"
+
+    def adopt(self, pid: int) -> None:
+        """Put process *pid* (run against the node from the machine) in the cluster's ``tests``
+        cgroup: it is killed with the cluster, also when the test process dies before its stop."""
+        tests = CGROUP / "pids" / self.cgroup_name / "tests"
+        tests.mkdir(exist_ok=True)
+        (tests / "cgroup.procs").write_text(f"{pid}\n")
 
     def run_on_node(self, argv: Sequence[str], timeout: float = 60, input: Optional[str] = None,
                     mount: bool = True) -> subprocess.CompletedProcess:
@@ -440,6 +456,7 @@ class Cluster:
 
     def start(self) -> "Cluster":
         t0 = time.monotonic()
+        self.reaper = start_reaper(self.cgroup_name, self.base)
         try:
             for c in self.components():
                 self.bins[c] = builds.ensure(c)
@@ -758,6 +775,34 @@ class Cluster:
         if keep_logs is not None and self.log_dir.is_dir():
             shutil.copytree(self.log_dir, keep_logs, dirs_exist_ok=True)
         shutil.rmtree(self.base, ignore_errors=True)
+        if self.reaper is not None:
+            self.reaper.communicate(STOPPED)  # it exits at once: nothing left for it to do
+            self.reaper = None
+
+
+STOPPED = b"stopped"  # what Cluster.stop tells the reaper when it is done
+
+
+def start_reaper(cgroup_name: str, base: Path) -> subprocess.Popen:
+    """The cluster's reaper (:func:`reap`): its own session (a signal to the tests' process group
+    does not reach it), the write end of its stdin only here (close-on-exec: no child holds it)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(SUPPORT_PARENT),
+                                                                     os.environ.get("PYTHONPATH")))))
+    return subprocess.Popen([sys.executable, "-c", "import sys; from support.k8s.cluster import reap; "
+                                                   "reap(sys.argv[1], sys.argv[2])", cgroup_name, str(base)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, start_new_session=True)
+
+
+def reap(cgroup_name: str, base: str) -> None:
+    """The reaper's body: wait until the cluster's owner says it stopped the cluster, or ends
+    without saying it (the pipe closed); then kill every process of the cluster's cgroups
+    (daemons, shims, pods, adopted processes: the node's mounts go with its namespaces), remove
+    the cgroups and the session's directory."""
+    if sys.stdin.buffer.read() == STOPPED:
+        return
+    kill_cgroup_tree(CGROUP / "pids" / cgroup_name)
+    remove_cgroup_trees(cgroup_name)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def host_paths_snapshot() -> Dict[str, List[str]]:

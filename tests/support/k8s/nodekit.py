@@ -133,6 +133,7 @@ class DevicePlugin:
 
     def start(self) -> None:
         self.proc = kubeletkit.PluginProcess("pypi", self.args(), self.log)  # the log starts afresh
+        self.cluster.adopt(self.proc.proc.pid)
 
     def stop(self) -> None:
         if self.proc is not None:
