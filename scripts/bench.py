@@ -694,10 +694,10 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--only", action="append", default=[], metavar="GROUP",
                     help="measure only these groups (generate, hoststat, hook, hook-direct, inside, wrapper, "
-                         "deviceplugin, daemons, vnpu, k8s); repeatable; default all")
+                         "deviceplugin, daemons, vnpu, k8s, fleet); repeatable; default all")
     args = ap.parse_args(argv)
     wanted = set(args.only) or {"generate", "hoststat", "hook", "hook-direct", "inside", "wrapper", "deviceplugin",
-                                "daemons", "vnpu", "k8s"}
+                                "daemons", "vnpu", "k8s", "fleet"}
     machine = bench_machine.describe()
     containers = os.geteuid() == 0 and shutil.which("runc") is not None
     with tempfile.TemporaryDirectory(prefix="xpu-cdi-bench-") as tmp:
@@ -736,18 +736,24 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 import bench_k8s
 
                 k8s_rows, k8s_samples = bench_k8s.run(work, args.seed)
+            fleet_rows: Rows = []
+            fleet_samples: Dict[str, object] = {}
+            if "fleet" in wanted:
+                import bench_fleet
+
+                fleet_rows, fleet_samples = bench_fleet.run(work)
         finally:
             for mount in MOUNTS:
                 subprocess.run(["umount", str(mount)], check=False)
             fakehost.remove_tree(work)
     machine["load_after"] = bench_machine.load()
-    rows = report(samples) + dp_rows + fp_rows + vnpu_rows + k8s_rows
+    rows = report(samples) + dp_rows + fp_rows + vnpu_rows + k8s_rows + fleet_rows
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine, "rounds": args.rounds, "seed": args.seed,
                                                 "peers": PEERS, "samples_s": samples, "deviceplugin": dp_samples,
                                                 "footprint": fp_samples, "vnpu_s": vnpu_samples,
-                                                "k8s_s": k8s_samples}, indent=1))
+                                                "k8s_s": k8s_samples, "fleet": fleet_samples}, indent=1))
     (out / "performance.md").write_text(markdown(rows, machine, args.rounds))
     print(f"\nxpu-cdi bench on {machine['summary']}\n(load average {machine['load_before']} before, "
           f"{machine['load_after']} after)\n{table(rows)}")

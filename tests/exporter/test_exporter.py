@@ -269,3 +269,18 @@ def test_status_file(node: Node) -> None:
     doc = json.loads(node.status.read_text())
     assert doc["sources"]["kunlunxin/xpu-smi"] == {"up": True, "why": ""}
     assert doc["sources"]["ascend/npu-smi"]["up"] is False and doc["cards"] == 16
+
+
+def test_driver_version_per_kind_follows_an_upgrade(node: Node) -> None:
+    """xpu_cdi_driver_info names each kind's driver version (the profile's version file); after
+    the Ascend driver's version.info changes, the next pass names the new one, only it."""
+    exp = Exporter(settings(node))
+    exp.step()
+    s = scrape(exp)
+    assert labels_of(s, "xpu_cdi_driver_info", kind=NPU)["version"] == "24.1.0-rc2"
+    assert value(s, "xpu_cdi_driver_info", kind=NPU) == 1
+    assert labels_of(s, "xpu_cdi_driver_info", kind=XPU)["version"] != ""
+    node.host.path("/usr/local/Ascend/driver/version.info").write_text("Version=25.0.rc1\n")
+    exp.step()
+    s = scrape(exp)
+    assert labels_of(s, "xpu_cdi_driver_info", kind=NPU)["version"] == "25.0.0-rc1"

@@ -12,7 +12,8 @@ import click
 from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, subcommand
 from ..errors import XpuCdiError
 from ..generate.options import roots_of
-from . import claims, devices, dra, driverfiles, exporter, k8s, plugin, runtimes, specs, stale, topo, wiring
+from . import (claims, devices, dra, driverfiles, exporter, k8s, olddriver, plugin, runtimes, specs, stale, topo,
+               wiring)
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
 from .result import Result, exit_code, fail, line, summary
 
@@ -51,6 +52,7 @@ CHECKS: Tuple[Tuple[str, Check], ...] = (
     ("whole-and-partitioned", claims.check_partitioned),
     ("vnpu-held", claims.check_vnpus),
     ("exporter", exporter.check_exporter),
+    ("old-driver", olddriver.check_old_driver),
 )
 
 

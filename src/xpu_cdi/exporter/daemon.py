@@ -38,6 +38,7 @@ from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
 from ..dra import checkpoint
+from ..dra.slices import read_driver_version
 from . import claimdevices, holders, metrics, sources
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
@@ -163,7 +164,10 @@ class Exporter(Loop):
         for r in results:
             self.say_changed(f"source:{r.source}", f"source {r.source}: " + ("up" if r.up else f"down: {r.why}"),
                              INFO if r.up else WARNING)
-        snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results, claim_devices=claimed)
+        drivers = {kind: version for kind, ks in self.kinds.items()
+                   if (version := read_driver_version(self.profile_named(ks.profile), self.s.proc, self.s.driver_root))}
+        snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results, claim_devices=claimed,
+                                drivers=drivers)
         self.collector.snapshot = snap
         self.refreshed = time.monotonic()
         self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)

@@ -40,6 +40,7 @@ CLAIM_DEVICE = "xpu_cdi_claim_device"
 CLAIM_MEMORY = "xpu_cdi_claim_device_memory_bytes"
 SOURCE_UP = "xpu_cdi_exporter_source_up"
 SOURCE_DURATION = "xpu_cdi_exporter_source_duration_seconds"
+DRIVER_INFO = "xpu_cdi_driver_info"
 POD_RESOURCES = "pod-resources"  # the source name of kubelet's PodResources API
 
 
@@ -68,6 +69,7 @@ class Snapshot:
     allocation_known: bool = False  # kubelet answered: allocated is 0 or 1, else absent
     sources: List[Result] = field(default_factory=list)
     claim_devices: List[ClaimDevice] = field(default_factory=list)
+    drivers: Dict[str, str] = field(default_factory=dict)  # kind -> driver version (the profile's file)
 
 
 def claim_labels(d: ClaimDevice) -> List[str]:
@@ -117,8 +119,14 @@ class SnapshotCollector(Collector):
         for r in snap.sources:
             up.add_metric([r.source], 1.0 if r.up else 0.0)
             took.add_metric([r.source], round(r.duration, 6))
+        driver = GaugeMetricFamily(DRIVER_INFO, "1 per kind whose driver reports its version (the profile's "
+                                                "driver version file, as semver): a driver upgrade shows here.",
+                                   labels=["kind", "version"])
+        for kind, version in sorted(snap.drivers.items()):
+            driver.add_metric([kind, version], 1.0)
         yield healthy
         yield allocated
+        yield driver
         yield from readings.values()
         yield claimed
         yield claimed_memory

@@ -188,8 +188,11 @@ class Cluster:
                  configure_containerd: Optional[Callable[["Cluster"], None]] = None,
                  node_name: str = NODE_NAME, node_ip: str = NODE_IP, join: Optional["Cluster"] = None,
                  link: Optional[Callable[["Cluster"], None]] = None, cni: Optional[Dict[str, Any]] = None,
-                 kube_proxy: str = "", overlays: Sequence[str] = ("/etc", "/var/lib", "/var/log")) -> None:
+                 kube_proxy: str = "", overlays: Sequence[str] = ("/etc", "/var/lib", "/var/log"),
+                 audit: Optional[Dict[str, Any]] = None) -> None:
+        """*audit*: an audit Policy; the API server then logs what it selects to :attr:`audit_log` (JSON lines)."""
         self.id = uuid.uuid4().hex[:8]
+        self.audit = audit
         self.join, self.link, self.cni, self.kube_proxy = join, link, cni, kube_proxy
         self.overlays = list(overlays)  # the node's directories whose writes land in the session's dir
         self.kubelet_component = kubelet
@@ -203,6 +206,7 @@ class Cluster:
         self.root_dir = self.base / "kubelet"
         self.cgroup_name = f"xpu-cdi-k8s-{self.id}"
         self.cdi_dir = self.base / "cdi"
+        self.audit_log = self.base / "logs" / "audit.log"
         self.containerd_socket = self.base / "containerd" / "containerd.sock"
         self.containerd_config = self.base / "containerd" / "config.toml"
         self.kubeconfig = join.kubeconfig if join else self.base / "pki" / "admin.kubeconfig"
@@ -606,7 +610,7 @@ class Cluster:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={p.sa_pub}", f"--service-account-signing-key-file={p.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--profiling=false", "--v=1",
-            *self._gates(self.feature_gates)])
+            *self._audit_args(), *self._gates(self.feature_gates)])
         self.wait(lambda: self._alive("kube-apiserver") and
                   self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
                   120, "the API server ready", interval=0.3)
@@ -624,6 +628,14 @@ class Cluster:
             f"--authorization-kubeconfig={self.kubeconfigs['scheduler']}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false", "--v=1",
             *self._gates(self.feature_gates)])
+
+    def _audit_args(self) -> List[str]:
+        if self.audit is None:
+            return []
+        policy = self.base / "audit-policy.json"
+        policy.write_text(json.dumps(self.audit))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
+                "--audit-log-maxbackup=1"]
 
     def start_daemon(self, name: str, argv: Sequence[str], env: Optional[Dict[str, str]] = None) -> Daemon:
         """*argv* run as one of the node's daemons (its namespaces, its cgroup: stopped with it

@@ -104,12 +104,14 @@ def _run(argv: List[str], what: str) -> None:
 class Fleet:
     """The control plane and the nodes of :data:`NODES` (not started: :meth:`start`)."""
 
-    def __init__(self, base: Path, feature_gates: Optional[Dict[str, bool]] = None) -> None:
+    def __init__(self, base: Path, feature_gates: Optional[Dict[str, bool]] = None,
+                 audit: Optional[Dict[str, Any]] = None) -> None:
+        """*audit*: an audit Policy for the API server (:attr:`Cluster.audit_log`)."""
         self.base = base
         self.specs = {s.name: s for s in NODES}
         self.hosts = {s.name: fake_host(s, base / s.name) for s in NODES}  # first: it may skip
         self.control = Cluster(kubelet=None, feature_gates=feature_gates, node_name=CONTROL_NAME,
-                               node_ip=f"{SUBNET}.1", link=self._bridge)
+                               node_ip=f"{SUBNET}.1", link=self._bridge, audit=audit)
         self.nodes: Dict[str, Cluster] = {
             s.name: nodekit.xpu_cluster(feature_gates=feature_gates, node_name=s.name, node_ip=s.ip,
                                         join=self.control, link=self._attach, cni=pod_network(s.pod_cidr),

@@ -1,0 +1,169 @@
+"""The fleet's figures of `make bench` (scripts/bench.py calls :func:`run`; issue 28).
+
+On the fleet of tests/fleet (support/k8s/fleet.py: a control plane and three nodes, 8 P800, 4
+310P, 8 910B, on a pod network) with deploy/labels and deploy/ applied as the fleet tests apply
+them (support/k8s/fleetdeploy.py):
+
+- each daemon's API requests per idle minute: the API server's own audit log (Metadata level,
+  the kube-system service accounts only) over a minute in which nothing changes, counted per
+  service account and node (the node a pod's token is bound to, ``authentication.kubernetes.io/
+  node-name``); a request counts once, in the minute it was received (a watch opened before the
+  minute costs nothing in it).  Target <= 2 per minute per node: a watch, not polling.
+- pod start across nodes: pods of one card each (the node's kind) made one at a time, round
+  robin over the three nodes, each timed from the API server's ADDED event (a watch) to its
+  container started (the node containerd's CRI ``started_at``); p50 and p95 over all of them.
+
+Without root or the builds the rows are left out, saying why.  ``BENCH_FLEET_PODS`` sets the
+pods per node (default 10), ``BENCH_FLEET_IDLE`` the idle window in seconds (default 60).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+from bench_k8s import CriStatus, Watch, p95
+from support.k8s import builds, fleetdeploy, nodekit
+from support.k8s.fleet import NODES, Fleet
+
+Rows = List[Tuple[str, str, str]]
+TARGET_PER_MINUTE = 2.0
+OURS = "system:serviceaccount:kube-system:xpu-cdi"  # every service account deploy/ makes starts so
+NODE_NAME = "authentication.kubernetes.io/node-name"
+#: the audit policy: who our daemons are, what they asked, nothing of bodies
+AUDIT = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+         "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts:kube-system"]}, {"level": "None"}]}
+
+
+def requests_between(log: Path, start: datetime, end: datetime) -> Dict[Tuple[str, str], List[str]]:
+    """(service account, node) -> the ``verb resource`` of each request of ours received in [start, end)."""
+    out: Dict[Tuple[str, str], Dict[str, str]] = {}
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        user = event.get("user", {})
+        if not user.get("username", "").startswith(OURS):
+            continue
+        received = datetime.fromisoformat(event["requestReceivedTimestamp"])
+        if not start <= received < end:
+            continue
+        node = (user.get("extra", {}).get(NODE_NAME) or ["?"])[0]
+        resource = event.get("objectRef", {}).get("resource", "")
+        key = (user["username"].rsplit(":", 1)[1], node)
+        out.setdefault(key, {})[event["auditID"]] = f"{event['verb']} {resource}"
+    return {k: sorted(v.values()) for k, v in out.items()}
+
+
+def idle_minute(fleet: Fleet, seconds: float) -> Dict[Tuple[str, str], List[str]]:
+    """The requests of our daemons over *seconds* in which nothing changes (after 10 s to settle)."""
+    time.sleep(10)  # the rollout's last writes (a label, a status) land before the window opens
+    start = datetime.now(timezone.utc)
+    time.sleep(seconds)  # the measurement itself is a span of wall time
+    end = datetime.now(timezone.utc)
+    time.sleep(2)  # the audit backend's writes of the window's last requests
+    return requests_between(fleet.control.audit_log, start, end)
+
+
+def pod_starts(fleet: Fleet, per_node: int) -> Dict[str, List[float]]:
+    """Seconds from ADDED to the container started, by node: one pod at a time, round robin."""
+    watch = Watch(fleet.control)
+    cris = {name: CriStatus(node) for name, node in fleet.nodes.items()}
+    out: Dict[str, List[float]] = {s.name: [] for s in NODES}
+    try:
+        for i in range(per_node + 1):  # the first round warms each node (the image's snapshot, the spec)
+            for spec in NODES:
+                name = nodekit.unique("fleet-bench")
+                pod = nodekit.pod(name, ["sh", "-c", 'trap "exit 0" TERM; sleep 2147483647 & wait'], {spec.kind: 1})
+                pod["spec"].update(hostNetwork=False, nodeSelector={"kubernetes.io/hostname": spec.name})
+                fleet.apply(pod)
+                try:
+                    added = watch.added(name, timeout=120)
+                    started = fleet.wait(lambda: cris[spec.name].started_at(name), 180,
+                                         f"pod {name}'s container running", interval=0.05)
+                    if i:
+                        out[spec.name].append((started - added) / 1e9)
+                finally:
+                    nodekit.wait_gone(fleet.control, name)
+    finally:
+        watch.close()
+        for cri in cris.values():
+            cri.close()
+    return out
+
+
+def measure(work: Path, per_node: int, idle: float) -> Dict[str, Any]:
+    fleet = Fleet(work / "fleet", feature_gates=nodekit.FEATURE_GATES, audit=AUDIT)
+    overlays: List[Path] = []
+    try:
+        fleet.start()
+        tag = fleetdeploy.import_image(fleet)
+        (work / "fleet-overlays").mkdir()
+        overlays.append(work / "fleet-overlays" / "labels")
+        fleetdeploy.apply_labels(fleet, tag, work / "fleet-overlays")
+        overlays.append(work / "fleet-overlays" / "deploy")
+        fleetdeploy.apply_deploy(fleet, tag, work / "fleet-overlays")
+        requests = idle_minute(fleet, idle)
+        starts = pod_starts(fleet, per_node)
+        return {"cold_start_s": fleet.timings["total"], "idle_s": idle,
+                "idle_requests": {f"{sa}@{node}": v for (sa, node), v in sorted(requests.items())},
+                "pod_start_s": starts}
+    finally:
+        for d in reversed(overlays):
+            fleetdeploy.delete(fleet, d)
+        fleet.stop()
+
+
+def rows_of(s: Dict[str, Any]) -> Rows:
+    everything = [v for values in s["pod_start_s"].values() for v in values]
+    per_node = ", ".join(f"{n.rsplit('-', 1)[1].upper()} {statistics.median(v) * 1e3:.0f}"
+                         for n, v in s["pod_start_s"].items())
+    rows: Rows = [("Fleet: pod created -> container running, 1 card, 3 nodes",
+                   f"p50 {statistics.median(everything) * 1e3:.0f} ms / p95 {p95(everything) * 1e3:.0f} ms",
+                   f"{len(everything)} pods one at a time, round robin; medians by node (ms): {per_node}; "
+                   f"fleet cold start {s['cold_start_s']:.1f} s")]
+    minute = s["idle_s"] / 60
+    by_sa: Dict[str, Dict[str, int]] = {}
+    for key, reqs in s["idle_requests"].items():
+        sa, node = key.split("@")
+        by_sa.setdefault(sa, {})[node] = len(reqs)
+    for sa, counts in sorted(by_sa.items()):
+        worst = max(counts.get(n.name, 0) for n in NODES) / minute
+        verdict = "met" if worst <= TARGET_PER_MINUTE else "missed"
+        rows.append((f"Fleet idle: API requests per minute per node, {sa}", f"**{worst:.1f}**",
+                     f"worst node; by node {', '.join(f'{n}: {c}' for n, c in sorted(counts.items()))} in "
+                     f"{s['idle_s']:.0f} s (audit log); target <= {TARGET_PER_MINUTE:.0f}: **{verdict}**"))
+    if not by_sa:
+        rows.append(("Fleet idle: API requests per minute per node, every daemon", "**0**",
+                     f"no request of ours in {s['idle_s']:.0f} s (audit log); target <= "
+                     f"{TARGET_PER_MINUTE:.0f}: **met**"))
+    return rows
+
+
+def run(work: Path) -> Tuple[Rows, Dict[str, Any]]:
+    """The rows and samples of the fleet; ``([], {})``, saying why, where it cannot run."""
+    if os.geteuid() != 0:
+        print("bench: fleet skipped: needs root", file=sys.stderr)
+        return [], {}
+    try:
+        for c in ("kubernetes", "containerd", "etcd", "kube-proxy"):
+            builds.check_go(builds.COMPONENTS[c])
+    except builds.Unavailable as err:
+        print(f"bench: fleet skipped: {err}", file=sys.stderr)
+        return [], {}
+    s = measure(work, int(os.environ.get("BENCH_FLEET_PODS", "10")), float(os.environ.get("BENCH_FLEET_IDLE", "60")))
+    return rows_of(s), s
+
+
+if __name__ == "__main__":  # the fleet's rows alone: python scripts/bench_fleet.py
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="xpu-cdi-bench-fleet-") as tmp:
+        rows, samples = run(Path(tmp))
+    print(json.dumps(samples, indent=1))
+    for row in rows:
+        print(" | ".join(row))
