@@ -15,16 +15,19 @@ directory, and writes an OCI archive that ``ctr images import`` and
     python3 packaging/image/build.py [--arch ARCH] [--out FILE] [--work DIR] [--name REF]
 
 ``--arch arm64`` on an amd64 machine (``make image ARCH=arm64``) builds the same recipe for
-arm64: debootstrap's second stage, the base's upgrade and the Containerfile's RUN steps are
-arm64 programs, run by Debian's qemu-user-static through binfmt_misc.  Where the system has no
-such handler, the build registers one in a binfmt_misc of its own user namespace (Linux 6.7
-and later), so nothing changes on the machine (:func:`foreign`; docs/operations.md).
+arm64.  What is compiled is compiled here, natively, with Debian's cross toolchain (the .deb as
+``make deb ARCH=arm64``, the static binaries as ``make cross``), and given to buildah as the
+Containerfile's build stage (:func:`cross_built`), which it then skips.  Only what must run on
+arm64 runs under Debian's qemu-user-static through binfmt_misc: debootstrap's second stage, the
+base's upgrade and the final stage's install of the .deb.  Where the system has no such handler,
+the build registers one in a binfmt_misc of its own user namespace (Linux 6.7 and later), so
+nothing changes on the machine (:func:`foreign`; docs/operations.md).
 
-The build context is the checkout as git lists it (tracked and untracked,
-not ignored: what packaging/deb/build.sh packages) without the tests, the
-fuzzers and the other manifests (:data:`NOT_IN_CONTEXT`), so local
-environments and build output never enter the image and a test edit never
-makes a new one.  Standard library only.
+The build context is the checkout as git lists it (tracked and untracked, not ignored: what
+packaging/deb/build.sh packages) less what .containerignore names (the tests, the fuzzers, CI,
+the manifests, the docs the package does not ship), so local environments and build output never
+enter the image, and the image's key (:func:`inputs_key`) changes with what goes into the image
+only.  Standard library only.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "bookworm"
@@ -107,11 +110,11 @@ def host_mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
-def run(cmd: Sequence[str], logf, **kw) -> None:  # type: ignore[no-untyped-def]
+def run(cmd: Sequence[str], logf, env: Optional[Dict[str, str]] = None, **kw) -> None:  # type: ignore[no-untyped-def]
     logf.write(f"$ {' '.join(cmd)}\n".encode())
     logf.flush()
     r = subprocess.run(list(cmd), stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C"), **kw)
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C", **(env or {})), **kw)
     if r.returncode != 0:
         name = cmd[cmd.index("--emulate") + 3] if "--emulate" in cmd else cmd[0]  # foreign()'s: the command inside
         raise RuntimeError(f"{name} failed (exit {r.returncode}); the log is {logf.name}")
@@ -120,13 +123,42 @@ def run(cmd: Sequence[str], logf, **kw) -> None:  # type: ignore[no-untyped-def]
 # ---------------------------------------------------------------- the build context
 
 
-# what the image is not built from (so that editing a test or a manifest does not make a
-# new image): the test suite, the fuzzers, CI, and deploy/ but for the Containerfile
-NOT_IN_CONTEXT = re.compile(r"^(tests|fuzz|\.ci)/|^deploy/(?!Containerfile$)")
+# .containerignore's wildcards, escaped by re.escape, as regular expressions
+GLOB = {r"\*\*/": "(?:.*/)?", r"\*\*": ".*", r"\*": "[^/]*", r"\?": "[^/]"}
+
+
+def ignore_rules(repo: Path = REPO) -> List[Tuple[bool, "re.Pattern[str]"]]:
+    """The patterns of *repo*'s .containerignore (the one list of what is not in the build context,
+    which podman and buildah read too) as ``(negated, regex)``: relative to the context's root, ``*``
+    within a name, ``**`` across directories, a match on a directory covering all under it."""
+    rules = []
+    try:
+        lines = (repo / ".containerignore").read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = line.lstrip("!").strip("/")
+        rx = re.sub(r"\\\*\\\*/|\\\*\\\*|\\\*|\\\?", lambda m: GLOB[m.group(0)], re.escape(pattern))
+        rules.append((negated, re.compile(f"^{rx}(?:/.*)?$")))
+    return rules
+
+
+def ignored(rel: str, rules: Sequence[Tuple[bool, "re.Pattern[str]"]]) -> bool:
+    """The last rule matching *rel* decides, as in podman's and Docker's .containerignore."""
+    out = False
+    for negated, rx in rules:
+        if rx.match(rel):
+            out = not negated
+    return out
 
 
 def context_files(repo: Path = REPO) -> List[str]:
-    """The files of the build context, relative to *repo*, sorted."""
+    """The files of the build context, relative to *repo*, sorted: git's list (or the tree) less
+    what .containerignore names."""
     if (repo / ".git").exists():
         out = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                              capture_output=True, check=True).stdout
@@ -135,7 +167,8 @@ def context_files(repo: Path = REPO) -> List[str]:
         skip = re.compile(r"(^|/)(\.git|\.venv|build|dist|__pycache__|out|bin|[^/]*\.egg-info)(/|$)|\.(pyc|so|o)$")
         files = [str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()
                  and not skip.search(str(p.relative_to(repo)))]
-    return sorted(f for f in files if not NOT_IN_CONTEXT.search(f))
+    rules = ignore_rules(repo)
+    return sorted(f for f in files if not ignored(f, rules))
 
 
 def make_context(dest: Path, repo: Path = REPO) -> None:
@@ -154,6 +187,30 @@ def inputs_key(repo: Path = REPO, target: str = "") -> str:
         h.update(f"{rel}\0{p.stat().st_mode & 0o111:o}\0".encode())
         h.update(hashlib.sha256(p.read_bytes()).digest())
     return h.hexdigest()[:16]
+
+
+def cross_built(dest: Path, work: Path, target: str, logf, repo: Path = REPO) -> Path:  # type: ignore[no-untyped-def]
+    """What the Containerfile's build stage makes, for *target*, compiled here with Debian's cross
+    toolchain (``make deb ARCH=<target>`` and ``make cross``): the .deb and the stripped static
+    binaries at the stage's own paths under *dest*, given to buildah as the stage (``--build-context
+    build=<dest>``), so no compiler runs under emulation.  Built from a copy of the context."""
+    triplet = subprocess.run(["dpkg-architecture", f"-a{target}", "-qDEB_HOST_GNU_TYPE"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    src = work / "cross-src"
+    for d in (src, dest):
+        shutil.rmtree(d, ignore_errors=True)
+    make_context(src, repo)
+    debs = dest / "src" / "packaging" / "deb" / "out"
+    debs.mkdir(parents=True)
+    run(["sh", str(src / "packaging" / "deb" / "build.sh")], logf, env={"ARCH": target, "LINTIAN": "0"})
+    deb = f"xpu-cdi_{version()}_{target}.deb"
+    shutil.move(str(src / "packaging" / "deb" / "out" / target / deb), str(debs / deb))
+    host = dest / "out" / "host"
+    run([sys.executable, str(src / "src" / "xpu_cdi" / "_native" / "build_bin.py"), "--static", "--cross", triplet,
+         "--out", str(host)], logf)
+    run([f"{triplet}-strip", "--strip-unneeded", *sorted(str(p) for p in host.iterdir())], logf)
+    shutil.rmtree(src)
+    return dest
 
 
 # ---------------------------------------------------------------- the base
@@ -411,17 +468,24 @@ def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, 
         ctx = work / "context"
         shutil.rmtree(ctx, ignore_errors=True)
         make_context(ctx, repo)
+        stage: List[str] = []
+        if target != arch():
+            # the build stage's outputs made natively; buildah then skips the stage
+            t1 = time.monotonic()
+            stage = ["--build-context", f"build={cross_built(work / 'cross-out', work, target, logf, repo)}"]
+            times["cross"] = time.monotonic() - t1
         t1 = time.monotonic()
         # --force-rm: a failed step's working container goes too (buildah keeps it by default)
         b("bud", "--isolation", "chroot", "--layers", "--force-rm", "--pull-never", "--arch", target,
           "--build-arg", f"BASE={base}", "--build-arg", f"VERSION={version()}", "--build-arg", f"TARGETARCH={target}",
-          "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx), runs_target=True)
+          *stage, "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx), runs_target=True)
         times["bud"] = time.monotonic() - t1
         tmp = out.with_name(out.name + ".tmp")
         tmp.unlink(missing_ok=True)
         b("push", "--quiet", name, f"oci-archive:{tmp}:{name}")
         os.rename(tmp, out)
-        shutil.rmtree(ctx, ignore_errors=True)
+        for d in (ctx, work / "cross-out"):
+            shutil.rmtree(d, ignore_errors=True)
         prune(b, work)
         times["total"] = time.monotonic() - t0
     return times

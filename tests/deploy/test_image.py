@@ -161,14 +161,16 @@ def test_architecture_of_the_image_and_its_binaries(image: Dict[str, object], tm
 
 
 def test_arm64_image(tmp_path: Path) -> None:
-    """`make image ARCH=arm64` on this amd64 machine (its foreign steps under qemu-user, see
-    packaging/image/build.py): an arm64 image whose binaries are aarch64, and whose xpu-cdi runs
-    (under qemu, in the image's root) and says its version."""
+    """`make image ARCH=arm64` on this amd64 machine (the build stage's outputs cross-compiled, the
+    install under qemu-user, see packaging/image/build.py): an arm64 image whose binaries are aarch64,
+    which holds this checkout's code (the natively made .deb, not a cached older one), and whose
+    xpu-cdi runs (under qemu, in the image's root) and says its version."""
     b = imagebuild.builder()
     assert b.arch() == "amd64", "the test cross-builds from amd64"
     arm64 = imagebuild.image("arm64")
     root = check_architecture(arm64, tmp_path)
     try:
+        assert_checkouts_code(root)
         r = subprocess.run(b.foreign(["chroot", str(root), "/usr/bin/xpu-cdi", "--version"], "arm64"),
                            capture_output=True, text=True, timeout=600)
         assert (r.returncode, r.stdout.strip()) == (0, f"xpu-cdi, version {VERSION}"), r.stderr
@@ -272,11 +274,9 @@ def test_same_contents_as_the_containerfile_built_by_podman(store: runtimes.Podm
     assert len(a) > 5000
 
 
-def test_the_image_holds_this_checkouts_code(store: runtimes.Podman) -> None:
-    """Every Python file of the installed package is this checkout's, byte for byte, and no other is
-    there: a layer cache that kept an older .deb (as a RUN --mount of the build stage made buildah do)
-    fails here."""
-    root = mounted(store, NAME)
+def assert_checkouts_code(root: Path) -> None:
+    """Every Python file of the package installed in image root *root* is this checkout's, byte for byte,
+    and no other is there."""
     installed = root / "usr/lib/python3/dist-packages/xpu_cdi"
     src = imagebuild.REPO / "src" / "xpu_cdi"
     ours = {str(p.relative_to(src)): p.read_bytes() for p in src.rglob("*.py")}
@@ -285,3 +285,9 @@ def test_the_image_holds_this_checkouts_code(store: runtimes.Podman) -> None:
     theirs = {str(p.relative_to(installed)): p.read_bytes() for p in installed.rglob("*.py")}
     assert sorted(theirs) == sorted(ours)
     assert [k for k in ours if ours[k] != theirs[k]] == []
+
+
+def test_the_image_holds_this_checkouts_code(store: runtimes.Podman) -> None:
+    """A layer cache that kept an older .deb (as a RUN --mount of the build stage made buildah do)
+    fails here."""
+    assert_checkouts_code(mounted(store, NAME))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
 import pytest
 
@@ -24,11 +24,13 @@ exit 0
 """
 
 
-def run_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str) -> List[str]:
-    """build.build() with the stand-in failing at buildah *fail*: the calls it made (after the storage args)."""
-    b = imagebuild.builder()
+def run_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str, target: str = "",
+              error: str = "buildah failed", b: Any = None) -> List[str]:
+    """build.build() (of module *b*, default a fresh one) for *target* with the stand-in failing at buildah
+    *fail* (the build failing with *error*): the calls it made (after the storage args)."""
+    b = b or imagebuild.builder()
     bindir = tmp_path / "bin"
-    bindir.mkdir()
+    bindir.mkdir(parents=True)
     log = tmp_path / "calls"
     (bindir / "buildah").write_text(STUB.format(log=log, fail=fail))
     (bindir / "buildah").chmod(0o755)
@@ -39,8 +41,8 @@ def run_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str) -> Lis
     base.write_bytes(b"")
     monkeypatch.setattr(b, "make_base", lambda work, mirror, logf, target: base)
     monkeypatch.setattr(b, "make_context", lambda dest, repo: dest.mkdir(parents=True))
-    with pytest.raises(RuntimeError, match="buildah failed"):
-        b.build(tmp_path / "out.tar", tmp_path / "work")
+    with pytest.raises(RuntimeError, match=error):
+        b.build(tmp_path / "out.tar", tmp_path / "work", target=target)
     return [ln.split(" vfs ", 1)[1] for ln in log.read_text().splitlines()]
 
 
@@ -55,6 +57,49 @@ def test_failed_bud_removes_its_working_containers(tmp_path: Path, monkeypatch: 
     (bud,) = [c for c in calls if c.startswith("bud ")]
     assert "--force-rm" in bud.split()
     assert "rm working-ctr" in calls  # the base's, committed before bud ran
+
+
+def test_another_architecture_takes_the_build_stage_from_the_cross_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For arm64 the build stage's outputs come from the native cross build, given to bud as the stage
+    named build; when that cross build fails, bud never runs and the base's working container is gone."""
+    b = imagebuild.builder()
+    monkeypatch.setattr(b, "foreign", lambda cmd, target: list(cmd))  # the stand-in buildah is a script
+    made = tmp_path / "work" / "cross-out"
+    monkeypatch.setattr(b, "cross_built", lambda dest, work, target, logf, repo: dest)
+    calls = run_build(tmp_path, monkeypatch, "bud", target="arm64", b=b)
+    (bud,) = [c for c in calls if c.startswith("bud ")]
+    assert f"--build-context build={made} " in bud and "--arch arm64 " in bud, bud
+
+    def broken(dest: Path, work: Path, target: str, logf: object, repo: Path) -> Path:
+        raise RuntimeError("sh failed (exit 1); the log is build.log")
+
+    monkeypatch.setattr(b, "cross_built", broken)
+    calls = run_build(tmp_path / "broken", monkeypatch, "bud", target="arm64", error="sh failed", b=b)
+    assert "rm working-ctr" in calls and not [c for c in calls if c.startswith("bud")], calls
+
+
+def test_the_key_follows_what_goes_into_the_image(tmp_path: Path) -> None:
+    """inputs_key() hashes the build context as .containerignore leaves it: an edit of a test, of CI or
+    of a doc the package does not ship keeps the key (no new image); an edit of the sources, of a doc the
+    package ships or of the Containerfile makes a new one; so does another architecture."""
+    b = imagebuild.builder()
+    repo = tmp_path / "repo"
+    b.make_context(repo)  # no .git: the context's files are the tree's
+    for rel in ("tests/test_x.py", ".ci/run.sh", "docs/fleet.md", "deploy/daemonset.yaml"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("first\n")
+    key = b.inputs_key(repo, "amd64")
+    assert b.inputs_key(repo, "arm64") != key
+    for rel in ("tests/test_x.py", ".ci/run.sh", "docs/fleet.md", "deploy/daemonset.yaml"):
+        (repo / rel).write_text("second\n")
+        assert b.inputs_key(repo, "amd64") == key, rel
+    for rel in ("src/xpu_cdi/cli.py", "docs/operations.md", "deploy/Containerfile", "packaging/deb/debian/rules"):
+        before = (repo / rel).read_bytes()
+        (repo / rel).write_bytes(before + b"\n")
+        assert b.inputs_key(repo, "amd64") != key, rel
+        (repo / rel).write_bytes(before)
+    assert b.inputs_key(repo, "amd64") == key
 
 
 def test_foreign_runs_an_arm64_program_and_leaves_the_system_as_it_was(tmp_path: Path) -> None:

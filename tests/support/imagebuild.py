@@ -1,8 +1,9 @@
 """The DaemonSet's image for the tests that need it, built once per input into the test
 cache by ``make image``'s own code (packaging/image/build.py): the archive is
-``<cache>/image/xpu-cdi-<key>.oci.tar``, the key a hash of the build context (every file
-git lists), the Debian release and the slimming rules, so any change to the sources
-rebuilds it and an unchanged checkout never does.  The build runs under a file lock (two
+``<cache>/image/xpu-cdi-<key>.oci.tar``, the key a hash of the build context (the files git
+lists less what .containerignore names: no tests, no docs the package does not ship), the
+Debian release, the slimming rules and the architecture, so a change to what goes into the
+image rebuilds it and a test or docs edit never does.  The build runs under a file lock (two
 pytest workers or two checkouts wanting it at once build it once); buildah's storage
 under ``<cache>/image/work`` keeps the layers, so a source change only reruns the steps
 after ``COPY . /src``.
