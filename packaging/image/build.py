@@ -439,7 +439,10 @@ def prune(b: "Buildah", work: Path) -> None:
     mib = int(r.stdout.split()[0]) if r.returncode == 0 and r.stdout else 0
     if mib > STORAGE_MAX_MIB:
         log(f"buildah storage at {mib} MiB: removing the layers of earlier builds")
-        b("rmi", "--prune")
+        try:
+            b("rmi", "--prune")
+        except RuntimeError as err:  # the archive is written: layers another build still uses wait for the next prune
+            log(f"kept some layers: {err}")
 
 
 def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, target: str = "") -> Dict[str, float]:

@@ -118,3 +118,34 @@ def test_foreign_runs_an_arm64_program_and_leaves_the_system_as_it_was(tmp_path:
     if not b.system_runs("arm64"):
         r = subprocess.run(b.foreign(["/nonexistent"], "arm64"), capture_output=True, text=True, timeout=120)
         assert r.returncode == 125 and r.stderr.startswith("image: /nonexistent: "), r.stderr
+
+
+def test_a_refused_prune_does_not_fail_a_written_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layers prune after the push is housekeeping: buildah refusing it (a layer another build's
+    working container still uses, as a concurrent or killed build leaves) keeps the written archive."""
+    b = imagebuild.builder()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "calls"
+    (bindir / "buildah").write_text(f"""#!/bin/sh
+printf '%s\\n' "$*" >> "{log}"
+case " $* " in
+  *" images "*) exit 0 ;;
+  *" from "*) echo working-ctr; exit 0 ;;
+  *" rmi "*) echo "image is in use by a container" >&2; exit 125 ;;
+  *" push "*) for a; do case $a in oci-archive:*) p=${{a#oci-archive:}}; : > "${{p%%:*}}" ;; esac; done ;;
+esac
+exit 0
+""")
+    (bindir / "buildah").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("XPU_CDI_IMAGE_STORAGE_DRIVER", "vfs")
+    base = tmp_path / "work" / "base-bookworm-000000000000.tar"
+    base.parent.mkdir()
+    base.write_bytes(b"")
+    monkeypatch.setattr(b, "make_base", lambda work, mirror, logf, target: base)
+    monkeypatch.setattr(b, "make_context", lambda dest, repo: dest.mkdir(parents=True))
+    monkeypatch.setattr(b, "STORAGE_MAX_MIB", -1)  # the storage is always over: the prune runs
+    b.build(tmp_path / "out.tar", tmp_path / "work")
+    assert (tmp_path / "out.tar").is_file()
+    assert any(ln.endswith(" rmi --prune") for ln in log.read_text().splitlines())
