@@ -19,16 +19,15 @@ case " $* " in
   *" images "*) exit 0 ;;
   *" from "*) echo working-ctr; exit 0 ;;
   *" {fail} "*) echo "stand-in buildah: {fail} fails" >&2; exit 1 ;;
+  *" push "*) for a; do case $a in oci-archive:*) p=${{a#oci-archive:}}; : > "${{p%%:*}}" ;; esac; done ;;
 esac
 exit 0
 """
 
 
-def run_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str, target: str = "",
-              error: str = "buildah failed", b: Any = None) -> List[str]:
-    """build.build() (of module *b*, default a fresh one) for *target* with the stand-in failing at buildah
-    *fail* (the build failing with *error*): the calls it made (after the storage args)."""
-    b = b or imagebuild.builder()
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str, b: Any) -> Path:
+    """The stand-in buildah on PATH, failing at *fail*, and module *b*'s base and context faked:
+    the file its calls are recorded in."""
     bindir = tmp_path / "bin"
     bindir.mkdir(parents=True)
     log = tmp_path / "calls"
@@ -41,6 +40,15 @@ def run_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str, target
     base.write_bytes(b"")
     monkeypatch.setattr(b, "make_base", lambda work, mirror, logf, target: base)
     monkeypatch.setattr(b, "make_context", lambda dest, repo: dest.mkdir(parents=True))
+    return log
+
+
+def run_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str, target: str = "",
+              error: str = "buildah failed", b: Any = None) -> List[str]:
+    """build.build() (of module *b*, default a fresh one) for *target* with the stand-in failing at buildah
+    *fail* (the build failing with *error*): the calls it made (after the storage args)."""
+    b = b or imagebuild.builder()
+    log = stand_in(tmp_path, monkeypatch, fail, b)
     with pytest.raises(RuntimeError, match=error):
         b.build(tmp_path / "out.tar", tmp_path / "work", target=target)
     return [ln.split(" vfs ", 1)[1] for ln in log.read_text().splitlines()]
@@ -124,27 +132,7 @@ def test_a_refused_prune_does_not_fail_a_written_image(tmp_path: Path, monkeypat
     """The layers prune after the push is housekeeping: buildah refusing it (a layer another build's
     working container still uses, as a concurrent or killed build leaves) keeps the written archive."""
     b = imagebuild.builder()
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    log = tmp_path / "calls"
-    (bindir / "buildah").write_text(f"""#!/bin/sh
-printf '%s\\n' "$*" >> "{log}"
-case " $* " in
-  *" images "*) exit 0 ;;
-  *" from "*) echo working-ctr; exit 0 ;;
-  *" rmi "*) echo "image is in use by a container" >&2; exit 125 ;;
-  *" push "*) for a; do case $a in oci-archive:*) p=${{a#oci-archive:}}; : > "${{p%%:*}}" ;; esac; done ;;
-esac
-exit 0
-""")
-    (bindir / "buildah").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    monkeypatch.setenv("XPU_CDI_IMAGE_STORAGE_DRIVER", "vfs")
-    base = tmp_path / "work" / "base-bookworm-000000000000.tar"
-    base.parent.mkdir()
-    base.write_bytes(b"")
-    monkeypatch.setattr(b, "make_base", lambda work, mirror, logf, target: base)
-    monkeypatch.setattr(b, "make_context", lambda dest, repo: dest.mkdir(parents=True))
+    log = stand_in(tmp_path, monkeypatch, "rmi", b)
     monkeypatch.setattr(b, "STORAGE_MAX_MIB", -1)  # the storage is always over: the prune runs
     b.build(tmp_path / "out.tar", tmp_path / "work")
     assert (tmp_path / "out.tar").is_file()
