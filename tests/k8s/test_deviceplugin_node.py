@@ -362,14 +362,7 @@ def test_resource_per_model(node: Cluster, tmp_path: Path, pods: List[str]) -> N
         assert int(allocatable.get(nodekit.NPU, "0")) == 0, allocatable  # every card under its model's name
         name = nodekit.unique("npu310p")
         pods.append(name)
-        out = nodekit.run_pod(node, nodekit.npu_pod(name, {resource: 2}))
-        pr = PodResources(node)
-        try:
-            got = sorted(int(i) for i in pr.devices(name, resource))
-        finally:
-            pr.close()
-        present = [ln.split()[1] for ln in out.splitlines() if ln.startswith("present ")]
-        assert len(got) == 2 and present == [f"/dev/davinci{i}" for i in got] + ["/dev/davinci_manager"], out
+        nodekit.assert_npu_pod_sees_its_cards(node, name, resource, 2)
     finally:
         dp.stop()
         node.wait_allocatable(resource, 0, timeout=60)

@@ -278,11 +278,4 @@ def test_install_with_model_naming_gives_the_model_resource(ascend_310p: HelmNod
     assert int(cluster.node()["status"]["allocatable"].get(nodekit.NPU, "0")) == 0
     name = nodekit.unique("helm-310p")
     pods.append(name)
-    out = nodekit.run_pod(cluster, nodekit.npu_pod(name, {MODEL: 2}))
-    podres = nodekit.PodResources(cluster)
-    try:
-        got = sorted(int(i) for i in podres.devices(name, MODEL))
-    finally:
-        podres.close()
-    present = [ln.split()[1] for ln in out.splitlines() if ln.startswith("present ")]
-    assert len(got) == 2 and present == [f"/dev/davinci{i}" for i in got] + ["/dev/davinci_manager"], out
+    nodekit.assert_npu_pod_sees_its_cards(cluster, name, MODEL, 2)

@@ -240,6 +240,19 @@ def cards_seen(out: str) -> List[int]:
 # ------------------------------------------------------------------------------ PodResources
 
 
+def assert_npu_pod_sees_its_cards(cluster: Cluster, name: str, resource: str, count: int) -> None:
+    """Run *name* asking for *count* of *resource* (an NPU kind): kubelet assigned it *count* cards
+    (PodResources), and it sees exactly their /dev/davinciN and davinci_manager."""
+    out = run_pod(cluster, npu_pod(name, {resource: count}))
+    podres = PodResources(cluster)
+    try:
+        got = sorted(int(i) for i in podres.devices(name, resource))
+    finally:
+        podres.close()
+    present = [ln.split()[1] for ln in out.splitlines() if ln.startswith("present ")]
+    assert len(got) == count and present == [f"/dev/davinci{i}" for i in got] + ["/dev/davinci_manager"], out
+
+
 class PodResources:
     """kubelet's PodResourcesLister (v1) on its socket below the root dir."""
 
