@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Tuple
 
 import click
 
-from . import errors, log, nodeconfig
+from . import errors
 from .cdi import registry
+
+if TYPE_CHECKING:
+    from .log import Log
 
 # click uses 2 for usage errors; every other XpuCdiError not listed is 1.
 EXIT_CODES = {errors.ProfileError: 3, errors.SpecError: 5}
@@ -67,26 +70,41 @@ def subcommand(name: str, f: Any, options: Tuple[Any, ...]) -> click.Command:
     return click.command(name)(root_options(f))
 
 
-# where the commands that read specs (list, doctor, the daemons) look, and the node config they follow
+# where the commands that read specs (list, doctor, the daemons) look
 SPEC_DIRS_OPTION = click.option("--spec-dir", "spec_dirs", multiple=True, default=registry.DEFAULT_DIRS,
                                 show_default=True, help="CDI spec directory, lowest priority first (repeatable).")
-NODE_CONFIG_OPTION = click.option("--node-config", default=nodeconfig.DEFAULT_PATH, show_default=True,
+
+
+def __getattr__(name: str) -> Any:
+    """``NODE_CONFIG_OPTION`` and ``LOG_OPTIONS``, built on first use: only doctor and the daemons
+    take them, and ``list`` and ``generate`` then import neither the node config nor logging."""
+    if name == "NODE_CONFIG_OPTION":  # the node config the hook, the wrapper and the daemons follow
+        from . import nodeconfig
+
+        value: Any = click.option("--node-config", default=nodeconfig.DEFAULT_PATH, show_default=True,
                                   help="The node config (docs/operations.md): what the hook, the wrapper and "
                                        "the daemons follow on this node.")
+    elif name == "LOG_OPTIONS":  # the daemons' logging (device-plugin, dra-driver, exporter, watch, labels)
+        from . import log
 
-# the daemons' logging (device-plugin, dra-driver, exporter, watch; xpu_cdi.log, docs/operations.md)
-LOG_OPTIONS = (
-    click.option("--log-level", type=click.Choice(list(log.LEVELS)), default="info", show_default=True,
-                 help="Lines below this level are not written."),
-    click.option("-v", "--verbose", is_flag=True, help="The same as --log-level debug."),
-    click.option("--log-format", type=click.Choice(log.FORMATS), default="text", show_default=True,
-                 help="text: klog's shape (I1204 18:20:01.123456 PID LOGGER] MESSAGE); json: one object a "
-                      "line (ts, level, logger, msg)."),
-)
+        value = (
+            click.option("--log-level", type=click.Choice(list(log.LEVELS)), default="info", show_default=True,
+                         help="Lines below this level are not written."),
+            click.option("-v", "--verbose", is_flag=True, help="The same as --log-level debug."),
+            click.option("--log-format", type=click.Choice(log.FORMATS), default="text", show_default=True,
+                         help="text: klog's shape (I1204 18:20:01.123456 PID LOGGER] MESSAGE); json: one object "
+                              "a line (ts, level, logger, msg)."),
+        )
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # once: every command taking it shares the one object
+    return value
 
 
-def daemon_log(name: str, log_level: str, verbose: bool, log_format: str) -> log.Log:
+def daemon_log(name: str, log_level: str, verbose: bool, log_format: str) -> Log:
     """The stderr Log of the daemon *name* (``xpu-cdi device-plugin``) from LOG_OPTIONS' flags."""
+    from . import log
+
     return log.to_stderr(name, "debug" if verbose else log_level, log_format)
 
 
