@@ -55,6 +55,8 @@ def test_generate_imports_no_daemon_stack(tmp_path: Path, host: fakehost.FakeHos
     assert (spec_dir / "kunlunxin.com-xpu.json").exists(), "generate did not write its spec"
     assert "xpu_cdi.generate.spec" in mods  # the probe saw the command run
     assert loaded(mods, CLI_HEAVY) == []
+    # the built-in profiles come from profiles/builtin.json; the daemons' logging is not generate's
+    assert loaded(mods, {"yaml", "logging", "xpu_cdi.log"}) == []
 
 
 def test_list_imports_neither_yaml_nor_the_generate_pipeline(tmp_path: Path, host: fakehost.FakeHost) -> None:
@@ -63,6 +65,7 @@ def test_list_imports_neither_yaml_nor_the_generate_pipeline(tmp_path: Path, hos
     mods = cli_modules(tmp_path, "list", "--spec-dir", str(spec_dir))
     assert "xpu_cdi.cdi.registry" in mods
     assert loaded(mods, CLI_HEAVY | {"yaml", "xpu_cdi.generate", "xpu_cdi.model"}) == []
+    assert loaded(mods, {"logging", "xpu_cdi.log", "xpu_cdi.nodeconfig", "dataclasses"}) == []
 
 
 @pytest.mark.parametrize("daemon, theirs", [

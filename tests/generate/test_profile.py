@@ -30,6 +30,17 @@ class TestBuiltin:
             assert schema_files.errors(profile.SCHEMA, yaml.safe_load(text)) == [], name
             assert profile.parse(yaml.safe_load(text), name).name == name
 
+    def test_builtin_json_is_the_yaml_files(self) -> None:
+        """profiles/builtin.json (what the built-ins are read from) holds each YAML file's
+        document, byte for byte as scripts/render-profiles.py writes it (edit a YAML file, then run it)."""
+        import json
+
+        with open(profile.BUILTIN_JSON, encoding="utf-8") as f:
+            shipped = f.read()
+        assert shipped == profile.render_builtin_json(), "builtin.json is stale: run scripts/render-profiles.py"
+        assert json.loads(shipped) == {n: yaml.safe_load(t) for n, t in profile.builtin_texts().items()}
+        assert [p.name for p in profile.load_all([]).values()] == profile.builtin_names()
+
     def test_experimental_profiles_marked(self) -> None:
         """Profiles for the lower-priority vendors say they are experimental."""
         profs = profile.load_all([])

@@ -4,26 +4,30 @@ Built-in profiles ship in ``xpu_cdi/profiles/``; an admin may drop more in
 ``/etc/xpu-cdi/profiles.d/*.yaml``.  A file there with the same ``name`` as
 a built-in one replaces it, which is how unconfirmed vendor facts (PCI ids,
 paths) are corrected on a site without a new release.
+
+The built-in YAML files are the source; ``profiles/builtin.json`` holds their
+parsed documents (``scripts/render-profiles.py`` writes it, a test compares), so
+that a command reading only built-ins imports no YAML parser (PyYAML's import and
+the nine parses were a quarter of ``generate``'s instructions).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-import yaml
-
 from .. import profiles as _builtin_package
 from .. import schema_files
-from ..cdi import yamlload
 from ..errors import ProfileError
 from ..model import (DEFAULT_TOOL_UNITS, IDENTITY_FIELDS, READING_UNITS, CardModel, CardRule, Companion,
                      MetricFile, MetricSource, MountRule, NodeRule, Profile, Selection, Symlink)
 
 DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
 BUILTIN_DIR = os.path.dirname(os.path.abspath(_builtin_package.__file__))  # not importlib.resources: ~10 ms
+BUILTIN_JSON = os.path.join(BUILTIN_DIR, "builtin.json")  # the built-in YAML files' documents, by name
 SCHEMA = "profile.schema.json"
 
 
@@ -176,6 +180,8 @@ def load_file(path: str) -> Profile:
     Raises:
         ProfileError: unreadable file, bad YAML or schema violation.
     """
+    import yaml  # here: built-in profiles come from builtin.json
+
     try:
         with open(path, "rb") as f:
             data = _load_yaml(f.read())
@@ -189,6 +195,8 @@ def load_file(path: str) -> Profile:
 def _load_yaml(text: "str | bytes") -> Any:
     """safe_load with libyaml's C loader when PyYAML has it (several times
     faster), with nesting and alias expansion bounded."""
+    from ..cdi import yamlload
+
     return yamlload.load(text)
 
 
@@ -211,11 +219,19 @@ def builtin_names() -> List[str]:
     return sorted(n[:-5] for n in os.listdir(BUILTIN_DIR) if n.endswith(".yaml"))
 
 
+def render_builtin_json() -> str:
+    """What ``profiles/builtin.json`` must hold: each built-in YAML file's document by name."""
+    docs = {name: _load_yaml(_builtin_text(name)) for name in builtin_names()}
+    return json.dumps(docs, indent=1, ensure_ascii=False) + "\n"
+
+
 @functools.lru_cache(maxsize=None)
 def _builtin_profiles() -> Tuple[Profile, ...]:
     """The parsed built-in profiles, once a process: package data does not change under it, and
     generate asks twice (select, then the spec's hook index)."""
-    return tuple(parse(_load_yaml(_builtin_text(n)), f"<builtin>/{n}.yaml", trusted=True) for n in builtin_names())
+    with open(BUILTIN_JSON, "rb") as f:
+        docs = json.loads(f.read())
+    return tuple(parse(doc, f"<builtin>/{name}.yaml", trusted=True) for name, doc in docs.items())
 
 
 def load_all(profile_dirs: Iterable[str] = DEFAULT_PROFILE_DIRS) -> Dict[str, Profile]:
