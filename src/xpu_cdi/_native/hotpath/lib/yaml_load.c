@@ -249,7 +249,7 @@ static int container_tag_ok(struct loader *l, const yaml_char_t *tag, const char
     return 0;
 }
 
-static int on_scalar(struct loader *l, const yaml_event_t *e)
+static int on_scalar(struct loader *l, yaml_event_t *e)
 {
     const char *s = (const char *)e->data.scalar.value, *tag = (const char *)e->data.scalar.tag, *why = NULL;
     size_t len = e->data.scalar.length;
@@ -278,7 +278,12 @@ static int on_scalar(struct loader *l, const yaml_event_t *e)
         fail_at(l, e->start_mark, "%s", why);
         return 0;
     }
-    if (is_key) {
+    if (sc.kind == K_STR && s[len] == '\0') {
+        /* a string, key or value: the node keeps libyaml's buffer (NUL-terminated), which the
+         * event then does not free (a tree is never freed: common.h): a copy and a free less */
+        v = text_kept(&l->arena, FJ_STRING, s, len);
+        e->data.scalar.value = NULL;
+    } else if (is_key) {
         if ((v = key_node(&l->arena, &sc, s, len, &why)) == NULL) {
             fail_at(l, e->start_mark, "%s", why);
             return 0;
@@ -344,7 +349,7 @@ static int on_alias(struct loader *l, const yaml_event_t *e)
     return 0;
 }
 
-static int on_event(struct loader *l, const yaml_event_t *e)
+static int on_event(struct loader *l, yaml_event_t *e)
 {
     switch (e->type) {
     case YAML_DOCUMENT_START_EVENT:

@@ -19,6 +19,8 @@ struct scalar {
 int resolve_plain(const char *s, size_t len, struct scalar *out, const char **why);
 /* The tree node of a scalar (as_string: a CDI spec's string field). */
 fj *scalar_node(struct xf_arena *a, const struct scalar *sc, const char *s, size_t len, int as_string);
+/* A node of text[0:len], NUL-terminated and kept (not copied): it must outlive the tree. */
+fj *text_kept(struct xf_arena *a, enum fj_type type, const char *text, size_t len);
 /* A mapping key as a string node ("1", "true"); NULL with *why. */
 fj *key_node(struct xf_arena *a, const struct scalar *sc, const char *s, size_t len, const char **why);
 /* Whether key names a CDI spec field that keeps its number/boolean type. */
