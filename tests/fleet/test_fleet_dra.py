@@ -247,7 +247,8 @@ def test_switching_back_restores_the_plugin(fleet: Fleet, dra_nodes: Tuple[NodeS
                                             objects: List[Tuple[str, str]]) -> None:
     """The label removed from B and C: the driver's pods leave and withdraw their slices, the
     plugin's come back and their NPUs are allocatable again; a pod asking huawei.com/npu: 2 on C
-    gets two.  (The fixture switches back again at the module's end: a no-op after this.)"""
+    gets two, as kubelet's checkpoint records (what doctor's one-way reads).  (The fixture switches
+    back again at the module's end: a no-op after this.)"""
     took = fleetdeploy.serve_by(fleet, dra_nodes, fleetdeploy.DEVICE_PLUGIN)
     print(f"nodes B and C back on the device plugin in {took:.1f} s; load {open('/proc/loadavg').read().split()[:3]}")
     assert not ds_pods(fleet, DRA_DS) and not fleet.get("resourceslices")["items"]
@@ -262,3 +263,32 @@ def test_switching_back_restores_the_plugin(fleet: Fleet, dra_nodes: Tuple[NodeS
     objects.append(("pod", name))
     present = re.findall(r"^present /dev/davinci(\d+)$", output(fleet, name), re.M)
     assert len(present) == 2, present
+    # what doctor's one-way reads to find cards the plugin gave (kubelet's checkpoint, as 1.37 writes it)
+    uid = fleet.control.pod(name)["metadata"]["uid"]
+    kept = json.loads((fleet.nodes[C.name].plugin_dir / "kubelet_internal_checkpoint").read_text())
+    (entry,) = [e for e in kept["Data"]["PodDeviceEntries"] if e["PodUID"] == uid]
+    assert entry["ResourceName"] == nodekit.NPU, entry
+    assert sorted(i for ids in entry["DeviceIDs"].values() for i in ids) == sorted(present), entry
+
+
+def test_a_switch_without_draining_is_flagged_by_doctor(fleet: Fleet, dra_nodes: Tuple[NodeSpec, ...],
+                                                         objects: List[Tuple[str, str]]) -> None:
+    """What docs/dra.md warns of: node C switched to DRA while a pod holds two NPUs the plugin gave
+    it.  The pod runs on, the driver publishes all eight NPUs (those two among them, as free), and
+    doctor's one-way on C names the pod and its two cards; once the pod is gone, one-way is ok."""
+    fleetdeploy.serve_by(fleet, (C,), fleetdeploy.DEVICE_PLUGIN)
+    name = nodekit.unique("npu")
+    pod = nodekit.pod(name, ["sh", "-c", SCRIPT], {nodekit.NPU: 2})
+    pod["spec"].update(hostNetwork=False, nodeSelector={"kubernetes.io/hostname": C.name})
+    fleet.apply(pod)
+    objects.append(("pod", name))
+    present = sorted(re.findall(r"^present /dev/davinci(\d+)$", output(fleet, name), re.M))
+    uid = fleet.control.pod(name)["metadata"]["uid"]
+    fleetdeploy.serve_by(fleet, (C,), fleetdeploy.DRA)
+    assert fleet.control.pod(name)["status"]["phase"] == "Running"
+    (s,) = slices(fleet, C.name)
+    assert set(present) <= {d["name"] for d in s["spec"]["devices"]}, s["spec"]["devices"]
+    line = one_way(fleet, C)
+    assert line["status"] == "warn" and f"pod {uid}: {nodekit.NPU} {','.join(present)}" in line["found"], line
+    nodekit.wait_gone(fleet.control, name)
+    assert one_way(fleet, C)["status"] == "ok"
