@@ -240,6 +240,11 @@ def test_prometheusrule_is_the_rules_file() -> None:
      "additional properties 'sharing'"),
     ({"devicePlugins": {"enabled": False}}, "devicePlugins"),
     ({"dra": {"shareCapacity": ["kunlunxin.com/xpu:step=1Gi"]}}, "/dra/shareCapacity/0"),
+    # the device plugin keeps off the nodes labelled for DRA: the driver must select that label
+    ({"dra": {"nodeSelector": {"xpu-cdi.io/kubernetes-allocation": "yes"}}},
+     "/dra/nodeSelector/xpu-cdi.io~1kubernetes-allocation"),
+    ({"dra": {"nodeSelector": {"xpu-cdi.io/kubernetes-allocation": None, "pool": "training"}}},
+     "xpu-cdi.io/kubernetes-allocation"),
 ])
 def test_schema_refuses_bad_values(values: Dict[str, Any], says: str) -> None:
     """values.schema.json: a wrong value fails the render with the path of the value."""

@@ -209,6 +209,7 @@ class TestDaemonSet:
         probe = c["readinessProbe"]["exec"]["command"]
         assert probe[0] == c["command"][0] and "--probe" in probe
         assert cli_accepts(probe[1:]).params["status_file"] == params["status_file"]
+        assert c["readinessProbe"]["timeoutSeconds"] >= 5  # a Python start; kubelet's 1 s fails on a busy node
         assert pod(daemonset)["priorityClassName"] == "system-node-critical"
 
     def test_node_config_turns_env_selection_off(self, daemonset: Dict[str, Any]) -> None:

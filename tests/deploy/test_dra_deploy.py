@@ -53,6 +53,7 @@ def test_daemonset_rolls_with_surge_and_runs_the_driver() -> None:
     (c,) = [c for c in spec["containers"] if c["name"] == "dra-driver"]
     assert c["command"] == ["/usr/bin/xpu-cdi"]
     cli_accepts(c["args"])
+    assert c["readinessProbe"]["timeoutSeconds"] >= 5  # a Python start; kubelet's 1 s fails on a busy node
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_UID": "metadata.uid"}
     writable = {m["mountPath"] for m in c["volumeMounts"] if not m.get("readOnly")}

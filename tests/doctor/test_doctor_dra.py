@@ -63,3 +63,60 @@ def test_published_names_no_spec_defines_and_checkpoint_of_another_boot(node: No
     c = worst(results, "dra-checkpoint")
     assert c["status"] == "warn" and "from boot b0" in c["found"], c
     assert worst(results, "one-way")["status"] == "ok"
+
+
+def kubelet_checkpoint(plugin_dir: Path, *entries: Dict[str, Any]) -> None:
+    """kubelet's device-manager checkpoint (its layout in 1.37: cards per NUMA node) with *entries*."""
+    plugin_dir.mkdir(exist_ok=True)
+    (plugin_dir / "kubelet_internal_checkpoint").write_text(json.dumps(
+        {"Data": {"PodDeviceEntries": list(entries), "RegisteredDevices": {}}, "Checksum": 1}))
+
+
+def proc_with_pods(root: Path, *uids: str) -> Path:
+    """A /proc whose processes are containers of pods *uids* (kubelet's cgroup path: pod<uid>)."""
+    (root / "proc" / "self").mkdir(parents=True)
+    for pid, uid in enumerate(uids, start=100):
+        (root / "proc" / str(pid)).mkdir()
+        (root / "proc" / str(pid) / "cgroup").write_text(f"0::/kubepods/besteffort/pod{uid}/c0ffee\n")
+    return root
+
+
+RUNNING, GONE, OTHER = ("8f825e0c-591b-413d-b339-58b3eab4140c", "29b95000-3b32-41b2-a180-c0e53b418cfd",
+                        "6154a657-3e99-492c-9987-fc200d5725e5")
+
+
+def test_one_way_warns_of_plugin_cards_still_held_where_dra_serves(node: Node, tmp_path: Path) -> None:
+    """A node switched to DRA without draining: a running pod still has cards 0 and 1 from the device
+    plugin (kubelet's checkpoint), which the driver publishes as free.  A pod that has ended, or cards
+    of a vendor DRA does not serve, are not named."""
+    node.kunlunxin()
+    node.generate()
+    status_file(tmp_path / "run", tmp_path / "cp.json", os.getpid())
+    kubelet_checkpoint(tmp_path / "dp",
+                       {"PodUID": RUNNING, "ContainerName": "c", "ResourceName": "kunlunxin.com/xpu",
+                        "DeviceIDs": {"-1": ["1"], "0": ["0"]}, "AllocResp": ""},
+                       {"PodUID": GONE, "ContainerName": "c", "ResourceName": "kunlunxin.com/xpu",
+                        "DeviceIDs": {"-1": ["2"]}, "AllocResp": ""},
+                       {"PodUID": OTHER, "ContainerName": "c", "ResourceName": "huawei.com/npu",
+                        "DeviceIDs": {"-1": ["3"]}, "AllocResp": ""})
+    proc = proc_with_pods(tmp_path / "root", RUNNING, OTHER)
+    _code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"), "--plugin-dir", str(tmp_path / "dp"),
+                                 "--proc-root", str(proc))
+    r = worst(results, "one-way")
+    assert r["status"] == "warn", r
+    assert f"pod {RUNNING}: kunlunxin.com/xpu 0,1" in r["found"] and GONE not in r["found"] and \
+        OTHER not in r["found"], r
+    assert "delete those pods" in r["fix"], r
+
+
+def test_one_way_ok_once_the_plugins_pods_are_gone(node: Node, tmp_path: Path) -> None:
+    """kubelet keeps a deleted pod's entry until its next allocation: only running pods count."""
+    node.kunlunxin()
+    node.generate()
+    status_file(tmp_path / "run", tmp_path / "cp.json", os.getpid())
+    kubelet_checkpoint(tmp_path / "dp", {"PodUID": GONE, "ContainerName": "c", "ResourceName": "kunlunxin.com/xpu",
+                                         "DeviceIDs": {"-1": ["2"]}, "AllocResp": ""})
+    _code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"), "--plugin-dir", str(tmp_path / "dp"),
+                                 "--proc-root", str(proc_with_pods(tmp_path / "root", RUNNING)))
+    r = worst(results, "one-way")
+    assert r["status"] == "ok" and "kunlunxin.com/xpu by DRA" in r["found"], r

@@ -9,11 +9,12 @@ path), so under ``make test``'s ``-n 2 --dist loadgroup`` one worker starts the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Tuple
 
 import pytest
-from support.k8s import fleetdeploy, nodekit
-from support.k8s.fleet import Fleet
+from support import fakehost
+from support.k8s import fleetdeploy, fleetdrill, nodekit
+from support.k8s.fleet import NODES, Fleet, NodeSpec
 
 #: What the fleet runs: the builds (kube-proxy: the same k8s.io/kubernetes pin) and Debian's CNI plugins.
 COMPONENTS = ("kubernetes", "containerd", "etcd", "kube-proxy")
@@ -63,3 +64,34 @@ def deployed(fleet: Fleet, image: str, labelled: Path) -> Iterator[None]:
         yield None
     finally:
         fleetdeploy.delete(fleet, labelled / "deploy")
+
+
+#: The nodes the DRA tests give to DRA: B (4 x 310P) and C (8 x 910B); A's P800 stay with the plugin.
+DRA_NODES = NODES[1:]
+
+
+@pytest.fixture(scope="module")
+def dra_nodes(fleet: Fleet, image: str, deployed: None,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tuple[NodeSpec, ...]]:
+    """Nodes B and C switched from deploy/'s device plugin to deploy/dra's driver as an admin does
+    it (deploy/dra applied, the nodes labelled ``xpu-cdi.io/kubernetes-allocation=dra``): the plugin's
+    pods gone from them, the driver's Ready there, every card in the node's pool, no NPU allocatable
+    by the plugin.  Switched back at the module's end (the plugin serving again, the slices gone,
+    deploy/dra deleted): module-scoped, so a module that does not ask for it sees the plugin."""
+    d = fleetdeploy.apply_dra(fleet, image, tmp_path_factory.mktemp("fleet-dra"))
+    try:
+        took = fleetdeploy.serve_by(fleet, DRA_NODES, fleetdeploy.DRA)
+        print(f"nodes B and C switched to DRA in {took:.1f} s; load {open('/proc/loadavg').read().split()[:3]}")
+        yield DRA_NODES
+    finally:
+        try:
+            fleetdeploy.serve_by(fleet, DRA_NODES, fleetdeploy.DEVICE_PLUGIN)
+        finally:
+            fleetdeploy.delete(fleet, d)
+
+
+@pytest.fixture
+def old_driver(fleet: Fleet) -> Iterator[fakehost.FakeHost]:
+    """Node C's driver as it was, put back afterwards (the other fleet tests see the 24.1 one)."""
+    with fleetdrill.driver_kept(fleet.hosts[NODES[2].name]) as host:
+        yield host

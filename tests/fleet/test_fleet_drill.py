@@ -6,21 +6,18 @@ the running pod still has and why."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 import uuid
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 from support import fakehost, matrix
 from support.k8s import nodekit
 from support.k8s.fleet import FAKE_ROOTS, NODES, Fleet
+from support.k8s.fleetdrill import DRIVER, NEW, OLD, upgrade
 
 pytestmark = [pytest.mark.privileged]
 C = NODES[2]
-DRIVER = "/usr/local/Ascend/driver"
-OLD, NEW = "Version=24.1.rc2", "Version=25.0.rc1"
 VERSION_LABEL = "xpu-cdi.io/npu.driver-version"
 EXPORTER_PORT = 28470  # deploy/exporter.yaml's
 
@@ -30,35 +27,6 @@ def npu_pod(name: str) -> Dict[str, Any]:
     pod = nodekit.pod(name, ["sh", "-c", f"cat {DRIVER}/version.info; exec sleep 2147483647"], {nodekit.NPU: 1})
     pod["spec"].update(hostNetwork=False, nodeSelector={"kubernetes.io/hostname": C.name})
     return pod
-
-
-def upgrade(host: fakehost.FakeHost) -> None:
-    """As the vendor's run package does: the old driver dir removed, the new release's in its
-    place (here made aside and renamed in, so `watch` never sees half a driver); the release
-    adds the topology dir the profile mounts."""
-    driver = host.path(DRIVER)
-    new = driver.with_name("driver.new")
-    fakehost.write(new / "lib64/common/libc_sec.so", "fake 25.0\n", 0o755)
-    fakehost.write(new / "lib64/driver/libascend_hal.so", "fake hal 25.0\n", 0o755)
-    fakehost.write(new / "include/dsmi_common_interface.h", "/* fake 25.0 */\n")
-    fakehost.write(new / "topo/topo.json", "{}\n")
-    fakehost.write(new / "version.info", NEW + "\n")
-    old = driver.with_name("driver.old")
-    os.rename(driver, old)
-    os.rename(new, driver)
-    shutil.rmtree(old)
-
-
-@pytest.fixture
-def old_driver(fleet: Fleet, deployed: None) -> Iterator[fakehost.FakeHost]:
-    """Node C's driver as it was, put back afterwards (the other fleet tests see the 24.1 one)."""
-    host = fleet.hosts[C.name]
-    keep = host.path(DRIVER).with_name("driver.before-drill")
-    shutil.copytree(host.path(DRIVER), keep, symlinks=True)
-    yield host
-    back = host.path(DRIVER)
-    shutil.rmtree(back)
-    os.rename(keep, back)
 
 
 def exec_in(fleet: Fleet, pod: str, script: str) -> str:
@@ -91,7 +59,7 @@ def doctor_old_driver(fleet: Fleet) -> List[Dict[str, str]]:
     return [x for x in json.loads(r.stdout) if x["check"] == "old-driver"]
 
 
-def test_a_driver_upgrade_under_a_running_pod(fleet: Fleet, old_driver: fakehost.FakeHost) -> None:
+def test_a_driver_upgrade_under_a_running_pod(fleet: Fleet, deployed: None, old_driver: fakehost.FakeHost) -> None:
     node = fleet.nodes[C.name]
     spec_file = node.cdi_dir / "huawei.com-npu.json"
     assert f"{DRIVER}/topo" not in spec_file.read_text()

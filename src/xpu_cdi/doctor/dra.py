@@ -12,15 +12,19 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Set, Tuple
 
 from ..cdi import registry
+from ..generate.discover import host_path
 from ..node import status as _status
 from ..dra import checkpoint as _cp
 from .context import Context
+from .olddriver import running_pods
 from .result import Result, fail, ok, warn
 
 PATTERN = "dra-driver-*.json"
+#: kubelet's device manager's record of what device plugins gave each pod (in its --plugin-dir)
+KUBELET_CHECKPOINT = "kubelet_internal_checkpoint"
 
 
 def running(run_dir: str) -> Tuple[List[Dict[str, Any]], List[str]]:
@@ -130,7 +134,39 @@ def check_one_way(ctx: Context) -> List[Result]:
                                 f"scheduler can give one card to two pods",
                      "choose one per kind in the node config (kubernetes-allocation) and restart both daemons "
                      "with the same run dir (/run/xpu-cdi), where each refuses a kind the other serves")]
+    held = plugin_held(ctx, dra)
+    if held:
+        return [warn("one-way", f"{', '.join(sorted(dra))} served by DRA, but pods still run with cards the device "
+                                f"plugin gave them (kubelet's {KUBELET_CHECKPOINT}): {'; '.join(held)}: the DRA "
+                                f"driver publishes those cards as free, so a claim can get one of them too",
+                     "delete those pods (their controllers place them again); switch a node's way only with no "
+                     "card pods on it (docs/dra.md, \"Device plugin or DRA, per node\")")]
     if not dra and not plugin:
         return [ok("one-way", "neither the device plugin nor the DRA driver runs")]
     return [ok("one-way", "each kind served one way: " + ", ".join(
         [f"{k} by the device plugin" for k in sorted(plugin)] + [f"{k} by DRA" for k in sorted(dra)]))]
+
+
+def plugin_held(ctx: Context, dra: Set[str]) -> List[str]:
+    """``pod <uid>: <resource> <ids>`` for each running pod to which kubelet's checkpoint says a device
+    plugin gave cards of a vendor whose kinds DRA serves now (a node switched without draining);
+    nothing when there is no /proc to tell running pods by, or no checkpoint."""
+    proc = host_path(ctx.opts.proc_root, "/proc")
+    vendors = {kind.partition("/")[0] for kind in dra}
+    if not vendors or not os.path.isdir(os.path.join(proc, "self")):
+        return []
+    try:
+        with open(os.path.join(ctx.opts.plugin_dir, KUBELET_CHECKPOINT), "rb") as f:
+            entries = json.loads(f.read(1 << 24))["Data"]["PodDeviceEntries"] or []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []  # kubelet's file: absent where no plugin ever served, its checks are kubelet's
+    pods = running_pods(proc)
+    out = []
+    for e in entries:
+        if not isinstance(e, dict) or e.get("PodUID") not in pods or \
+                str(e.get("ResourceName", "")).partition("/")[0] not in vendors:
+            continue
+        ids = e.get("DeviceIDs") or {}
+        flat = [i for v in ids.values() for i in v] if isinstance(ids, dict) else list(ids)  # per NUMA node
+        out.append(f"pod {e['PodUID']}: {e['ResourceName']} {','.join(sorted(map(str, flat)))}")
+    return sorted(set(out))

@@ -40,6 +40,12 @@ def _holder(proc: str, pid: str) -> str:
     return f"pod {m.group(1).replace('_', '-')}" if m else f"process {pid}"
 
 
+def running_pods(proc: str) -> Set[str]:
+    """The UIDs of the pods that have a process now (kubelet's ``pod<uid>`` in its cgroup path)."""
+    found = (_POD.search(_read(os.path.join(proc, pid, "cgroup"))) for pid in os.listdir(proc) if pid.isdigit())
+    return {m.group(1).replace("_", "-") for m in found if m}
+
+
 def deleted_mounts(proc: str, targets: Set[str]) -> Dict[str, Set[str]]:
     """Holder -> the mount points among *targets* whose source is deleted, one mount namespace
     read once (its first process found)."""

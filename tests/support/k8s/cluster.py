@@ -189,8 +189,10 @@ class Cluster:
                  node_name: str = NODE_NAME, node_ip: str = NODE_IP, join: Optional["Cluster"] = None,
                  link: Optional[Callable[["Cluster"], None]] = None, cni: Optional[Dict[str, Any]] = None,
                  kube_proxy: str = "", overlays: Sequence[str] = ("/etc", "/var/lib", "/var/log"),
-                 audit: Optional[Dict[str, Any]] = None) -> None:
-        """*audit*: an audit Policy; the API server then logs what it selects to :attr:`audit_log` (JSON lines)."""
+                 audit: Optional[Dict[str, Any]] = None, kubelet_root: str = "") -> None:
+        """*audit*: an audit Policy; the API server then logs what it selects to :attr:`audit_log` (JSON lines).
+        *kubelet_root*: kubelet's ``--root-dir`` as the node sees it, where *link* binds :attr:`root_dir`
+        (a fleet node's ``/var/lib/kubelet``, as on a real node); default: :attr:`root_dir` itself."""
         self.id = uuid.uuid4().hex[:8]
         self.audit = audit
         self.join, self.link, self.cni, self.kube_proxy = join, link, cni, kube_proxy
@@ -204,6 +206,7 @@ class Cluster:
         self.base = Path(tempfile.mkdtemp(prefix=f"xk8s-{self.id}-"))
         self.log_dir = self.base / "logs"
         self.root_dir = self.base / "kubelet"
+        self.kubelet_root = kubelet_root or str(self.root_dir)
         self.cgroup_name = f"xpu-cdi-k8s-{self.id}"
         self.cdi_dir = self.base / "cdi"
         self.audit_log = self.base / "logs" / "audit.log"
@@ -732,7 +735,7 @@ class Cluster:
         (self.base / "resolv.conf").write_text("")
         assert self.kubelet_component
         return [str(self.bins[self.kubelet_component] / "kubelet"), f"--config={cfg}",
-                f"--kubeconfig={self.kubeconfigs['kubelet']}", f"--root-dir={self.root_dir}",
+                f"--kubeconfig={self.kubeconfigs['kubelet']}", f"--root-dir={self.kubelet_root}",
                 f"--cert-dir={self.base / 'kubelet-pki'}", f"--hostname-override={self.node_name}",
                 f"--node-ip={self.node_ip}", "--v=2"]
 

@@ -43,6 +43,10 @@ SUBNET = "10.251.8"
 POD_CIDR = "10.252.0.0/16"
 CONTROL_NAME = "xpu-fleet-control"
 PRESENT = "xpu-cdi.io/present"  # what deploy/'s DaemonSets select on, set by deploy/labels' labeller
+#: kubelet's root dir as every node's kubelet and pods see it (its own, bound there): kubelet dials a
+#: DRA driver's registration socket at the path it finds it, so the driver's socket names must fit
+#: unix sockets' 107 bytes at this path, as on a real node, not at the session's longer one.
+KUBELET_ROOT = "/var/lib/kubelet"
 #: Where every node sees its own fake host (its mount namespace's /run is a tmpfs of its own).
 FAKE_ROOT = "/run/xpu-cdi-fake-host"
 FAKE_ROOTS = ["--dev-root", FAKE_ROOT, "--driver-root", FAKE_ROOT, "--sysfs-root", FAKE_ROOT]
@@ -115,7 +119,8 @@ class Fleet:
         self.nodes: Dict[str, Cluster] = {
             s.name: nodekit.xpu_cluster(feature_gates=feature_gates, node_name=s.name, node_ip=s.ip,
                                         join=self.control, link=self._attach, cni=pod_network(s.pod_cidr),
-                                        kube_proxy=POD_CIDR, overlays=("/etc", "/var/lib", "/var/log", "/usr/local"))
+                                        kube_proxy=POD_CIDR, overlays=("/etc", "/var/lib", "/var/log", "/usr/local"),
+                                        kubelet_root=KUBELET_ROOT)
             for s in NODES}
         self.timings: Dict[str, float] = {}
 
@@ -146,7 +151,7 @@ class Fleet:
         _run(self.control.on_node(["ip", "route", "add", spec.pod_cidr, "via", spec.ip], mount=False),
              f"the route to {spec.name}'s pods")
         binds = ((self.hosts[spec.name].root, FAKE_ROOT), (node.cdi_dir, "/run/cdi"),
-                 (node.root_dir, "/var/lib/kubelet"))
+                 (node.root_dir, KUBELET_ROOT))
         script = "".join(f"mkdir -p {dst}; mount --bind {src} {dst}; " for src, dst in binds)
         _run(node.on_node(["sh", "-ec", script]), f"{spec.name}'s paths")
 

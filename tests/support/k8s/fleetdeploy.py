@@ -7,18 +7,24 @@ plugin's health checked every half second, no uevents."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import yaml
 
 from support import imagebuild
 from support.k8s.cluster import ClusterError
 from support.k8s.dsnode import same_path_ops, write_kustomization
-from support.k8s.fleet import FAKE_ROOT, FAKE_ROOTS, NODES, PRESENT, Fleet
+from support.k8s.fleet import FAKE_ROOT, FAKE_ROOTS, NODES, PRESENT, Fleet, NodeSpec
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 NS = "kube-system"
+PLUGIN_DS, DRA_DS = "xpu-cdi", "xpu-cdi-dra-driver"
+#: The admin's choice of way per node (docs/dra.md, "Device plugin or DRA, per node"): ``dra`` puts
+#: the node under deploy/dra's DaemonSet and takes it from deploy/'s device plugin; absent: the plugin.
+ALLOCATION = "xpu-cdi.io/kubernetes-allocation"
+DEVICE_PLUGIN, DRA = "device-plugin", "dra"
 
 
 def ds_ops(path: Path, name: str, extra: Dict[str, List[str]], moves: Dict[str, str]) -> List[Dict[str, Any]]:
@@ -35,24 +41,34 @@ def overlay(base: Path, name: str, resource: Path, tag: str, patches: Dict[str, 
     return d
 
 
+def ds_pods(fleet: Fleet, name: str) -> List[Dict[str, Any]]:
+    """The pods DaemonSet *name* owns (by owner, not by label: deploy/'s selector,
+    ``app.kubernetes.io/name=xpu-cdi``, matches deploy/dra's pods too)."""
+    return [p for p in fleet.get("pods", "-n", NS)["items"]
+            if any(o["kind"] == "DaemonSet" and o["name"] == name for o in p["metadata"].get("ownerReferences") or [])]
+
+
 def rolled_out(fleet: Fleet, name: str, count: int) -> None:
-    """Until DaemonSet *name* has a Ready pod on *count* nodes; else a ClusterError with the pods'
-    events and logs (an xdist worker's output is not shown)."""
+    """Until DaemonSet *name* has a Ready pod on *count* nodes and no other pod; else a ClusterError
+    with the pods' events and logs (an xdist worker's output is not shown)."""
     def done() -> bool:
         st = fleet.get("daemonset", name, "-n", NS).get("status", {})
-        return (st.get("desiredNumberScheduled"), st.get("numberReady")) == (count, count)
+        return (st.get("desiredNumberScheduled"), st.get("numberReady")) == (count, count) and \
+            len(ds_pods(fleet, name)) == count
 
     try:
         fleet.wait(done, 180, f"DaemonSet {name} ready on {count} nodes", interval=1)
+        return
     except ClusterError as err:
         report = [str(err)]
-        for p in fleet.get("pods", "-n", NS, "-l", f"app.kubernetes.io/name={name}")["items"]:
-            pod = p["metadata"]["name"]
-            report.append(fleet.control.describe_pod(pod, NS)[-1500:])
-            for c in p["spec"].get("initContainers", []) + p["spec"]["containers"]:
-                r = fleet.kubectl("logs", pod, "-n", NS, "-c", c["name"], check=False)
-                report.append(f"--- {pod} {c['name']}: {r.stdout[-1000:]}{r.stderr[-300:]}")
-        raise ClusterError("\n".join(report)) from None
+    # raised out of the except block: an error this one follows (a failed set-up, then its undoing) stays shown
+    for p in ds_pods(fleet, name):
+        pod = p["metadata"]["name"]
+        report.append(fleet.control.describe_pod(pod, NS)[-1500:])
+        for c in p["spec"].get("initContainers", []) + p["spec"]["containers"]:
+            r = fleet.kubectl("logs", pod, "-n", NS, "-c", c["name"], check=False)
+            report.append(f"--- {pod} {c['name']}: {r.stdout[-1000:]}{r.stderr[-300:]}")
+    raise ClusterError("\n".join(report))
 
 
 def import_image(fleet: Fleet) -> str:
@@ -93,6 +109,50 @@ def apply_deploy(fleet: Fleet, tag: str, base: Path) -> Path:
     for spec in NODES:
         fleet.nodes[spec.name].wait_allocatable(spec.kind, spec.cards, timeout=120)
     return d
+
+
+def apply_dra(fleet: Fleet, tag: str, base: Path) -> Path:
+    """deploy/dra applied (RBAC, admission policy, DeviceClasses, the DaemonSet: on the nodes
+    labelled for DRA, none yet); the overlay dir.  The driver on the pod network reaches the API
+    server through the ``kubernetes`` Service (kube-proxy), as on a real node."""
+    roots = FAKE_ROOTS
+    ops = ds_ops(DEPLOY / "dra" / "daemonset.yaml", DRA_DS, {
+        "generate": roots, "watch": roots + ["--source", "none", "--poll-interval", "1"],
+        "dra-driver": roots + ["--health-interval", "0.5"]}, {"host-lib-modules": f"{FAKE_ROOT}/lib/modules"})
+    d = overlay(base, "dra", DEPLOY / "dra", tag, {DRA_DS: ops})
+    fleet.kubectl("apply", "-k", str(d), timeout=180)
+    return d
+
+
+def slices(fleet: Fleet, node: str, driver: str = "huawei.com") -> List[Dict[str, Any]]:
+    """*node*'s ResourceSlices of *driver*."""
+    return fleet.get("resourceslices", "--field-selector", f"spec.nodeName={node},spec.driver={driver}")["items"]
+
+
+def serve_by(fleet: Fleet, nodes: Sequence[NodeSpec], way: str) -> float:
+    """*nodes*' cards served by *way* as an admin switches them: their :data:`ALLOCATION` label set
+    (``dra``) or removed (the device plugin); until the other way's DaemonSet pods have left them,
+    this way's are Ready there and serve every card (a pool of them in the node's ResourceSlice, or
+    the plugin's resource allocatable), and the other way offers none; the seconds it took."""
+    t0 = time.monotonic()
+    names = [s.name for s in nodes]
+    fleet.kubectl("label", "node", *names, f"{ALLOCATION}=dra" if way == DRA else f"{ALLOCATION}-", "--overwrite")
+    leaving = PLUGIN_DS if way == DRA else DRA_DS
+    fleet.wait(lambda: not [p for p in ds_pods(fleet, leaving) if p["spec"].get("nodeName") in names], 180,
+               f"{leaving}'s pods gone from {names}", interval=1)
+    on_dra = sum(fleet.labels(s.name).get(ALLOCATION) == DRA for s in NODES)
+    rolled_out(fleet, DRA_DS, on_dra)
+    rolled_out(fleet, PLUGIN_DS, len(NODES) - on_dra)
+    for spec in nodes:
+        node = fleet.nodes[spec.name]
+        if way == DRA:
+            fleet.wait(lambda: sum(len(s["spec"].get("devices") or []) for s in slices(fleet, spec.name)) == spec.cards,
+                       120, f"{spec.name}'s {spec.cards} cards published")
+            node.wait_allocatable(spec.kind, 0, timeout=120)
+        else:
+            node.wait_allocatable(spec.kind, spec.cards, timeout=120)
+            fleet.wait(lambda: not slices(fleet, spec.name), 120, f"{spec.name}'s slices withdrawn")
+    return time.monotonic() - t0
 
 
 def delete(fleet: Fleet, overlay_dir: Path) -> None:
