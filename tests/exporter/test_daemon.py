@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import HANG
+from support import HANG, importlog
 from support.exporternode import ExporterProcess, Node
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,3 +164,17 @@ def test_bad_listen_is_refused(node: Node) -> None:
 
     res = CliRunner().invoke(main, ["exporter", "--listen", "localhost", *node.args()])
     assert res.exit_code != 0 and "is not ADDR:PORT" in res.output
+
+
+def test_the_exporter_after_a_pass_imports_only_its_own(node: Node, tmp_path: Path, python: "tuple[str, dict]") -> None:
+    """Its whole run to a scraped pass (issue 30: each module is resident memory of every node)."""
+    exe, env = python
+    p = ExporterProcess(node.args("--interval", "1"), tmp_path / "exporter.log", python=exe,
+                        env=dict(env, **importlog.ENV))
+    try:
+        assert get(p.url())[0] == 200
+    finally:
+        assert p.stop() == 0
+    mods = importlog.imported(p.log.read_text()) - importlog.at_start(exe, env)
+    assert {"prometheus_client", "xpu_cdi.exporter.daemon", "xpu_cdi.exporter.sources"} <= mods
+    assert importlog.loaded(mods, importlog.NOT_IN_DAEMONS | {"urllib3", "fractions"}) == []
