@@ -2,7 +2,7 @@
 
 One :class:`~.server.KindPlugin` per CDI kind our specs define.  The loop
 sleeps in ``select`` on inotify (kubelet's directory, the spec directories,
-the directories of the cards' nodes), the uevent monitor (pyudev, where
+the directories of the cards' nodes), the uevent monitor (libudev's, where
 netlink is available) and a wake-up pipe (signals, Allocate seeing a new
 spec), at most ``health-interval`` seconds: the poll is the floor that
 catches what no event announced.  Each pass:
@@ -34,7 +34,7 @@ from ..errors import XpuCdiError
 from ..generate.discover import Roots
 from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
-from ..node import grpcserve, health
+from ..node import grpcserve, health, lean
 from ..node import inventory as devices
 from . import naming, registration, stale
 from ..node import status as _status
@@ -260,8 +260,12 @@ class Daemon(Loop):
         self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
                  f"strategies {','.join(self.s.strategies)}, profiles {', '.join(sorted(self.ours.values()))}")
         self.refresh(force=True)
+        started = False
         while not self.stop.is_set():
             self.step()
+            if not started:
+                started = True
+                lean.settle()
             due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
             due += self.expiries()
             timeout = self.poll_interval(self.s.health_interval)
