@@ -34,7 +34,7 @@ from ..errors import XpuCdiError
 from ..generate.discover import Roots
 from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
-from ..node import grpcserve, health, lean
+from ..node import grpcserve, health
 from ..node import inventory as devices
 from . import naming, registration, stale
 from ..node import status as _status
@@ -260,12 +260,9 @@ class Daemon(Loop):
         self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
                  f"strategies {','.join(self.s.strategies)}, profiles {', '.join(sorted(self.ours.values()))}")
         self.refresh(force=True)
-        started = False
         while not self.stop.is_set():
             self.step()
-            if not started:
-                started = True
-                lean.settle()
+            self.settle_once()
             due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
             due += self.expiries()
             timeout = self.poll_interval(self.s.health_interval)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 from .. import nodeconfig, partitions
 from ..node import health as _health
 from ..node import inventory as _devices
-from ..node import carved, lean, servemode
+from ..node import carved, servemode
 from ..node import status as _status
 from ..errors import ClaimError, XpuCdiError
 from ..log import ERROR, INFO, WARNING, Log, to_stderr
@@ -577,12 +577,9 @@ class Daemon(Loop):
                      f"{self.s.kubeconfig or 'the kubeconfig'})", WARNING)
         self.log(f"starting on node {self.s.node_name}: specs in {', '.join(self.s.spec_dirs)}, kubelet plugins in "
                  f"{self.s.plugins_dir}, registration in {self.s.registry_dir}, API server {self.kube.host}")
-        started = False
         while not self.stop.is_set():
             self.step()
-            if not started:
-                started = True
-                lean.settle()
+            self.settle_once()
             self.wait(self.poll_interval(self.s.health_interval))
         self.close()
         return 0

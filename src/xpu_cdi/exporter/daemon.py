@@ -41,7 +41,7 @@ from prometheus_client.exposition import choose_encoder
 from ..log import DEBUG, ERROR, INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node.settings import NodeSettings
-from ..node import health, lean
+from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
 from ..dra import checkpoint
@@ -316,7 +316,7 @@ class Exporter(Loop):
         self.bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self.install_signals()
         self.step()  # the first scrape already has the cards
-        lean.settle()
+        self.settle_once()
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True,
                          name="http").start()
         self.log(f"serving /metrics on [{host}]:{port}, refreshing when scraped, at most every {self.s.interval:g}s")
