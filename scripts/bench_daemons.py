@@ -10,7 +10,8 @@
 * the same of ``xpu-cdi dra-driver`` once it has published 8 cards to an
   HTTP stand-in of the API server (tests/support/fakeapi.py's tables);
 * their idle CPU over 10 s (no scrapes, no calls: what the daemon spends on
-  its own, its health polls, the exporter's refresh): the run time of a
+  its own, its health polls; the exporter runs its passes when scraped, so
+  idle it only rewrites its status file each interval): the run time of a
   cpuacct cgroup the daemon is moved into for the while, to the ns, threads
   that start and end meanwhile included;
 * whole-process wall time of ``xpu-cdi generate`` (8 cards) and ``xpu-cdi

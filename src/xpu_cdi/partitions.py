@@ -7,16 +7,20 @@ once, for whoever partitions a chip (the DRA driver, doctor, the tests' stand-in
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass, field
-from fractions import Fraction
-from importlib import resources
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 import yaml
 
+from . import profiles as _builtin_package
 from . import schema_files
 from .errors import ProfileError
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 SCHEMA = "partitions.schema.json"
 
@@ -90,6 +94,8 @@ class Partitions:
 
 
 def _template(t: Dict[str, Any]) -> Template:
+    from fractions import Fraction  # lazy: fractions and decimal, ~0.3 MiB of every node daemon, for Ascend only
+
     mem = t.get("memory") or {}
     return Template(t["name"], t["aicore"], t.get("aicpu"),
                     Fraction(mem["share"]) if "share" in mem else None, mem.get("mib"),
@@ -128,10 +134,16 @@ def parse(data: Any, where: str, trusted: bool = False) -> Partitions:
     return Partitions(data["profile"], data["tool"], tuple(chips))
 
 
+# not importlib.resources: it brings tempfile, shutil, random and zipfile, ~0.8 MiB of every node daemon
+BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(_builtin_package.__file__)), "partitions")
+
+
+@functools.lru_cache(maxsize=None)  # shipped files: the daemons ask at every spec change
 def builtin(profile: str) -> Optional[Partitions]:
     """The shipped templates of *profile*, or None when it has none."""
-    path = resources.files("xpu_cdi.profiles").joinpath("partitions", f"{profile}.yaml")
-    if not path.is_file():
+    try:
+        with open(os.path.join(BUILTIN_DIR, f"{profile}.yaml"), encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
         return None
-    return parse(yaml.safe_load(path.read_text(encoding="utf-8")), f"<builtin>/partitions/{profile}.yaml",
-                 trusted=True)
+    return parse(yaml.safe_load(text), f"<builtin>/partitions/{profile}.yaml", trusted=True)

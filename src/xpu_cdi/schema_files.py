@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
+import os
 from typing import Any, Dict
+
+
+# not pathlib: it brings urllib.parse and ipaddress, ~0.8 MiB of a node daemon that never reads a schema
+SOURCE_TREE_SCHEMAS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                   "schemas")
 
 
 @functools.lru_cache(maxsize=None)
@@ -16,7 +21,8 @@ def load(name: str) -> Dict[str, Any]:
     try:
         text = resources.files("xpu_cdi.schemas").joinpath(name).read_text(encoding="utf-8")
     except ModuleNotFoundError:  # run from a source tree (PYTHONPATH=src): schemas/ sits beside src/
-        text = (Path(__file__).resolve().parents[2] / "schemas" / name).read_text(encoding="utf-8")
+        with open(os.path.join(SOURCE_TREE_SCHEMAS, name), encoding="utf-8") as f:
+            text = f.read()
     data: Dict[str, Any] = json.loads(text)
     return data
 

@@ -1,8 +1,10 @@
 """The exporter as its own process over HTTP: one tool run per interval whatever the scrape rate,
-a scrape answered at once while a tool hangs, /healthz, SIGTERM; on PyPI's and Debian's libraries."""
+none while nobody scrapes, a scrape answered at once while a tool hangs, /healthz, SIGTERM; on
+PyPI's and Debian's libraries."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from support import HANG
+from support import HANG, importlog
 from support.exporternode import ExporterProcess, Node
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,16 +80,45 @@ def test_one_tool_run_per_interval_however_often_it_is_scraped(node: Node, tmp_p
     assert not node.status.exists()  # removed on SIGTERM
 
 
+def test_no_tool_runs_while_nobody_scrapes(node: Node, tmp_path: Path) -> None:
+    """Idle, the exporter only rewrites its status file each interval (doctor's sign of life);
+    the next scrape runs a pass (that scrapes within the interval reuse it: the test above)."""
+    p = ExporterProcess(node.args("--interval", "1"), tmp_path / "exporter.log")
+    try:
+        get(p.url())  # started: the first pass ran before the server answered
+        runs = node.runs("xpu-smi")
+        first = json.loads(node.status.read_text())
+        deadline = time.monotonic() + HANG
+        while True:  # two heartbeats: the loop turned twice with nobody scraping
+            doc = json.loads(node.status.read_text())
+            if doc["updated"] >= first["updated"] + 2:
+                break
+            assert time.monotonic() < deadline and p.proc.poll() is None, p.log.read_text()
+            time.sleep(0.1)
+        assert node.runs("xpu-smi") == runs and doc["refreshed"] == first["refreshed"]
+        assert get(p.url())[0] == 200  # older than the interval: this scrape asks for a pass
+        while json.loads(node.status.read_text())["refreshed"] == first["refreshed"]:
+            assert time.monotonic() < deadline and p.proc.poll() is None, p.log.read_text()
+            time.sleep(0.05)
+        assert node.runs("xpu-smi") == runs + 1
+        assert get(p.url("/healthz"))[::2] == (200, b"ok\n")
+    finally:
+        assert p.stop() == 0
+
+
 def test_a_scrape_is_answered_while_a_tool_hangs(node: Node, tmp_path: Path) -> None:
-    """The refresh is stuck in xpu-smi for its whole 5 s timeout; scrapes meanwhile answer at once
-    from the last snapshot, and after the timeout the source reads as down."""
+    """The pass a scrape asked for is stuck in xpu-smi for its whole 5 s timeout; scrapes meanwhile
+    answer at once from the last snapshot, and after the timeout the source reads as down."""
     p = ExporterProcess(node.args("--interval", "1"), tmp_path / "exporter.log")
     try:
         node.set_tool("xpu-smi", mode="hang", data="xpu-smi-m.txt")
         hanging, end = node.tool("xpu-smi").with_name("xpu-smi.pid"), time.monotonic() + HANG
-        while not hanging.exists():  # the next pass has started and hangs in the tool
+        while not hanging.exists():  # a scrape's pass has started and hangs in the tool
             assert time.monotonic() < end and p.proc.poll() is None, "no pass ran the hanging tool"
-            time.sleep(0.05)
+            t = time.monotonic()
+            assert get(p.url())[0] == 200
+            assert time.monotonic() - t < HANG / 2
+            time.sleep(0.2)
         slowest = 0.0
         for _ in range(10):
             t = time.monotonic()
@@ -133,3 +164,17 @@ def test_bad_listen_is_refused(node: Node) -> None:
 
     res = CliRunner().invoke(main, ["exporter", "--listen", "localhost", *node.args()])
     assert res.exit_code != 0 and "is not ADDR:PORT" in res.output
+
+
+def test_the_exporter_after_a_pass_imports_only_its_own(node: Node, tmp_path: Path, python: "tuple[str, dict]") -> None:
+    """Its whole run to a scraped pass (issue 30: each module is resident memory of every node)."""
+    exe, env = python
+    p = ExporterProcess(node.args("--interval", "1"), tmp_path / "exporter.log", python=exe,
+                        env=dict(env, **importlog.ENV))
+    try:
+        assert get(p.url())[0] == 200
+    finally:
+        assert p.stop() == 0
+    mods = importlog.imported(p.log.read_text()) - importlog.at_start(exe, env)
+    assert {"prometheus_client", "xpu_cdi.exporter.daemon", "xpu_cdi.exporter.sources"} <= mods
+    assert importlog.loaded(mods, importlog.NOT_IN_DAEMONS | {"urllib3", "fractions"}) == []

@@ -47,7 +47,7 @@ def test_absent_stale_and_dead(tmp_path: Path) -> None:
     doc.update(pid_namespace="pid:[1]", updated=time.time() - 3600)  # another namespace: the age decides
     status.write_text(json.dumps(doc))
     (r,) = run_check(status)
-    assert r["status"] == "warn" and "has not refreshed for" in r["found"]
+    assert r["status"] == "warn" and "has not updated its status for" in r["found"]
     status.write_text("{not json")
     (r,) = run_check(status)
     assert r["status"] == "warn" and "unreadable" in r["found"]

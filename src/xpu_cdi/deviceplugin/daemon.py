@@ -2,7 +2,7 @@
 
 One :class:`~.server.KindPlugin` per CDI kind our specs define.  The loop
 sleeps in ``select`` on inotify (kubelet's directory, the spec directories,
-the directories of the cards' nodes), the uevent monitor (pyudev, where
+the directories of the cards' nodes), the uevent monitor (libudev's, where
 netlink is available) and a wake-up pipe (signals, Allocate seeing a new
 spec), at most ``health-interval`` seconds: the poll is the floor that
 catches what no event announced.  Each pass:
@@ -262,6 +262,7 @@ class Daemon(Loop):
         self.refresh(force=True)
         while not self.stop.is_set():
             self.step()
+            self.settle_once()
             due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
             due += self.expiries()
             timeout = self.poll_interval(self.s.health_interval)

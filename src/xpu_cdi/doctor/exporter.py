@@ -1,10 +1,10 @@
 """``exporter``, ``exporter-source``: whether ``xpu-cdi exporter`` runs here and each of its sources answers.
 
-Read from the status file the exporter rewrites after every refresh (no
-Prometheus library, no gRPC needed).  Its pid means something only in its
-own pid namespace (the exporter may run in a pod): from another one the
-file's age says whether it still refreshes; from the same one the pid is
-checked and ``/healthz`` asked too.
+Read from the status file the exporter rewrites after every pass and, between
+passes (it runs them when scraped), every interval (no Prometheus library, no
+gRPC needed).  Its pid means something only in its own pid namespace (the
+exporter may run in a pod): from another one the file's age says whether its
+loop still turns; from the same one the pid is checked and ``/healthz`` asked too.
 """
 
 from __future__ import annotations
@@ -72,11 +72,12 @@ def check_exporter(ctx: Context) -> List[Result]:
         return [warn("exporter", f"status file {path} was left by pid {pid}, which is not running",
                      "start `xpu-cdi exporter` again (or remove the stale file)")]
     if age > 3 * interval + 60:
-        return [warn("exporter", f"the exporter has not refreshed for {age:.0f}s (interval {interval:g}s; status "
-                                 f"file {path})", "read its log; a refresh waits at most for its slowest tool's "
-                                                  "timeout")]
+        return [warn("exporter", f"the exporter has not updated its status for {age:.0f}s (interval {interval:g}s; "
+                                 f"status file {path})", "read its log; a pass waits at most for its slowest tool's "
+                                                         "timeout")]
+    last = time.time() - float(doc.get("refreshed") or doc.get("updated") or 0)
     out = [ok("exporter", f"xpu-cdi exporter runs (listens on {doc.get('listen')}, {doc.get('cards')} card(s), "
-                          f"refreshed {max(age, 0):.0f}s ago)")]
+                          f"last pass {max(last, 0):.0f}s ago)")]
     if same_ns:
         problem = _healthz(str(doc.get("listen") or ""))
         if problem:

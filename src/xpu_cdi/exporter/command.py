@@ -20,8 +20,9 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
     health, memory, utilisation, temperature and power, and the pod holding it.
 
     Readings come from the sources each profile's `metrics:` section names
-    (the vendor's tool, run once per --interval for all cards, or per-card
-    files); the holders from kubelet's PodResources API. Serves /metrics
+    (the vendor's tool, run once for all cards, or per-card files); the
+    holders from kubelet's PodResources API. A scrape of a snapshot older
+    than --interval runs a pass; unscraped, the exporter runs no tool. Serves /metrics
     (Prometheus text, or OpenMetrics when the scraper asks) and /healthz.
     SIGTERM exits 0.
     """
@@ -56,7 +57,8 @@ OPTIONS = (
                       "exporters' allocated 9100-9999 range and clear of dcgm-exporter, node-exporter and "
                       "npu-exporter."),
     click.option("--interval", type=click.FloatRange(1, 3600), default=10.0, show_default=True,
-                 help="Seconds between refreshes: one run of each vendor tool for all cards, kubelet asked once."),
+                 help="The longest a snapshot serves scrapes: a scrape of an older one runs a pass (each vendor tool "
+                      "once for all cards, kubelet asked once)."),
     click.option("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock", show_default=True,
                  help="kubelet's PodResources API socket (<kubelet root>/pod-resources/kubelet.sock)."),
     SPEC_DIRS_OPTION,

@@ -1,19 +1,26 @@
-"""``xpu-cdi exporter``: the refresh loop and the HTTP server.
+"""``xpu-cdi exporter``: the refresh passes and the HTTP server.
 
-Every ``interval`` seconds one refresh pass:
+A scrape drives the refresh, as Prometheus exporters do, through a cache: when
+the last snapshot is older than ``interval`` the scrape asks the loop for a pass
+and waits for it a short while (:data:`SCRAPE_WAIT`, at most half the scrape
+timeout Prometheus sends); a slower pass serves the next scrape instead.  So an
+exporter nobody scrapes runs no tool (issue 30: the periodic pass was most of
+its idle CPU), and however often it is scraped, each tool runs at most once per
+interval.  One pass:
 
 1. re-reads the CDI specs when a file changed (:meth:`xpu_cdi.node.loop.Loop.refresh`,
    the device plugin's and the DRA driver's too);
 2. judges every card by the device plugin's health rule;
 3. runs every reading source of every kind once, all at the same time, each
-   bounded by its own timeout (one tool run per interval for all cards);
+   bounded by its own timeout (one tool run per pass for all cards);
 4. asks kubelet's PodResources API who holds which card, and reads the DRA
    driver's checkpoints for the claims' shares and vNPUs (:mod:`.claimdevices`);
 5. swaps in the new snapshot whole and writes the status file doctor reads.
 
-Scrapes are answered from the last snapshot by the HTTP server's threads,
-so a scrape costs formatting only, and a hung tool delays nothing but its
-own source (which then reads as down).
+Scrapes are answered from the last snapshot by the HTTP server's threads; a
+scrape never waits for a pass it did not start, so a hung tool delays nothing
+but its own source (which then reads as down).  Between passes the loop only
+rewrites the status file each interval (doctor tells a live exporter by it).
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
 DEFAULT_PORT = 28470
 DEFAULT_STATUS_FILE = "/run/xpu-cdi/exporter.json"
+#: seconds a scrape waits for the pass it asked for (its tools and kubelet)
+SCRAPE_WAIT = 2.0
 
 
 LOGGER = "xpu-cdi exporter"
@@ -90,6 +99,11 @@ class Exporter(Loop):
         ProcessCollector(registry=self.registry)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="source")
         self.refreshed = 0.0  # monotonic time of the last finished pass
+        self.passes = 0  # finished passes
+        self.in_pass = 0.0  # monotonic start of the pass in flight, 0 when none
+        self.wanted = False  # a scrape asked for a pass
+        self.cond = threading.Condition()
+        self.status_doc: Dict[str, Any] = {}
         self.sources_roots = sources.Roots(settings.driver_root, settings.sysfs_root, settings.proc)
         self.bound = ""  # the address the server listens on, once it does
         self.pid_namespace = pid_namespace()
@@ -120,6 +134,18 @@ class Exporter(Loop):
 
     def step(self) -> metrics.Snapshot:
         """One pass (see the module doc); the new snapshot is also what scrapes see from now on."""
+        with self.cond:
+            self.in_pass = self.in_pass or time.monotonic()
+        try:
+            snap = self._pass()
+        finally:
+            with self.cond:
+                self.in_pass = 0.0
+                self.passes += 1
+                self.cond.notify_all()
+        return snap
+
+    def _pass(self) -> metrics.Snapshot:
         self.refresh()
         jobs = []
         for kind, ks in sorted(self.kinds.items()):
@@ -175,16 +201,48 @@ class Exporter(Loop):
         return snap
 
     def write_status(self, snap: metrics.Snapshot) -> None:
-        doc = {"pid": os.getpid(), "pid_namespace": self.pid_namespace, "listen": self.bound or self.s.listen,
-               "interval": self.s.interval, "updated": time.time(), "cards": len(snap.cards),
-               "sources": {r.source: {"up": r.up, "why": r.why} for r in snap.sources}}
-        self.publish_status(self.s.status_file, doc, "doctor reads it")
+        now = time.time()
+        self.status_doc = {"pid": os.getpid(), "pid_namespace": self.pid_namespace,
+                           "listen": self.bound or self.s.listen, "interval": self.s.interval, "updated": now,
+                           "refreshed": now, "cards": len(snap.cards),
+                           "sources": {r.source: {"up": r.up, "why": r.why} for r in snap.sources}}
+        self.publish_status(self.s.status_file, self.status_doc, "doctor reads it")
+
+    def heartbeat(self) -> None:
+        """The status file rewritten without a pass: ``updated`` tells doctor the loop turns."""
+        if self.status_doc:
+            self.publish_status(self.s.status_file, dict(self.status_doc, updated=time.time()), "doctor reads it")
 
     # -- serving -------------------------------------------------------------------------------------------
 
-    def fresh(self) -> bool:
-        """The last pass is recent: at most three intervals (and a tool timeout) old."""
-        return self.refreshed > 0 and time.monotonic() - self.refreshed < 3 * self.s.interval + 60
+    def alive(self) -> bool:
+        """A pass has finished, and none has been running for three intervals (and a tool timeout)."""
+        started = self.in_pass
+        return self.passes > 0 and not (started and time.monotonic() - started > 3 * self.s.interval + 60)
+
+    def catch_up(self, scrape_timeout: str = "") -> None:
+        """Before a scrape: when the snapshot is older than the interval, ask the loop for a pass and wait
+        for it up to :data:`SCRAPE_WAIT` (and half of *scrape_timeout*, Prometheus's
+        ``X-Prometheus-Scrape-Timeout-Seconds``).  A pass already running is not waited for."""
+        try:
+            budget = min(SCRAPE_WAIT, float(scrape_timeout) / 2)
+        except ValueError:
+            budget = SCRAPE_WAIT
+        with self.cond:
+            if self.in_pass or time.monotonic() - self.refreshed < self.s.interval:
+                return
+            done = self.passes
+            self.wanted = True
+            self.wake()
+            self.cond.wait_for(lambda: self.passes > done, max(budget, 0.0))
+
+    def take_wanted(self) -> bool:
+        """The loop's side of :meth:`catch_up`: True (and the pass counted as started) when one was asked."""
+        with self.cond:
+            wanted, self.wanted = self.wanted, False
+            if wanted:
+                self.in_pass = time.monotonic()
+            return wanted
 
     def render(self, accept: str, accept_encoding: str) -> Tuple[bytes, Dict[str, str]]:
         encoder, content_type = choose_encoder(accept)
@@ -205,12 +263,13 @@ class Exporter(Loop):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
+                    exporter.catch_up(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds", ""))
                     body, headers = exporter.render(self.headers.get("Accept", ""),
                                                     self.headers.get("Accept-Encoding", ""))
                     self.reply(200, body, headers)
                 elif path == "/healthz":
-                    ok = exporter.fresh()
-                    self.reply(200 if ok else 503, b"ok\n" if ok else b"no refresh for three intervals\n")
+                    ok = exporter.alive()
+                    self.reply(200 if ok else 503, b"ok\n" if ok else b"a pass has run for three intervals\n")
                 elif path == "/":
                     self.reply(200, b"xpu-cdi exporter: metrics at /metrics, liveness at /healthz\n")
                 else:
@@ -257,16 +316,22 @@ class Exporter(Loop):
         self.bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self.install_signals()
         self.step()  # the first scrape already has the cards
+        self.settle_once()
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True,
                          name="http").start()
-        self.log(f"serving /metrics on [{host}]:{port}, refreshing every {self.s.interval:g}s")
-        next_pass = time.monotonic() + self.s.interval
+        self.log(f"serving /metrics on [{host}]:{port}, refreshing when scraped, at most every {self.s.interval:g}s")
+        beat = time.monotonic() + self.s.interval
         while not self.stop.is_set():
-            self.wait(next_pass - time.monotonic())
-            if self.stop.is_set() or time.monotonic() < next_pass:
+            self.wait(beat - time.monotonic())
+            if self.stop.is_set():
+                break
+            if self.take_wanted():
+                self.step()
+            elif time.monotonic() >= beat:
+                self.heartbeat()
+            else:
                 continue
-            self.step()
-            next_pass = max(next_pass + self.s.interval, time.monotonic() + 0.1 * self.s.interval)
+            beat = time.monotonic() + self.s.interval
         srv.shutdown()
         srv.server_close()
         self.pool.shutdown(wait=False)

@@ -17,7 +17,7 @@ from .. import atomic
 from ..generate import profile as _profile
 from ..log import DEBUG, INFO, WARNING, Log
 from ..model import Profile
-from . import carved, inotify, inventory, uevents
+from . import carved, inotify, inventory, lean, uevents
 from .settings import NodeSettings
 
 
@@ -43,9 +43,10 @@ class Loop:
         self.stop = threading.Event()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.ino: Optional[inotify.Inotify] = None
-        self.monitor: Any = None  # the uevent monitor (pyudev), where the daemon listens to uevents
+        self.monitor: Any = None  # the uevent monitor (libudev's), where the daemon listens to uevents
         self.started = time.time()
         self.status_text = ""
+        self.settled = False
 
     def wake(self) -> None:
         try:
@@ -181,6 +182,12 @@ class Loop:
                 if device is None:
                     break
 
+    def settle_once(self) -> None:
+        """After the daemon's first pass (its start done): :func:`.lean.settle`, once."""
+        if not self.settled:
+            self.settled = True
+            lean.settle()
+
     def publish_status(self, path: str, doc: Dict[str, Any], why: str) -> None:
         """*doc* as JSON at *path*, atomically, when it changed; a failure is said once (*why* it matters)."""
         text = json.dumps(doc, indent=1, sort_keys=True)
@@ -205,4 +212,4 @@ class Loop:
         if self.ino is not None:
             self.ino.close()
             self.ino = None
-        self.monitor = None  # pyudev closes its socket when the monitor is freed
+        self.monitor = None  # its socket closes when the monitor is freed
