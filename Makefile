@@ -20,7 +20,7 @@ deps:
 	@sh scripts/install-deps.sh libclang-rt-$$(clang -dumpversion | cut -d. -f1)-dev
 	@# the device plugin's, the exporter's and the DRA driver's tests also run them on Debian's own libraries (what the .deb runs on)
 	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-prometheus-client python3-click python3-yaml python3-jsonschema \
-	  libudev1 python3-cffi-backend python3-tomlkit python3-kubernetes
+	  python3-pyudev python3-cffi-backend python3-tomlkit python3-kubernetes
 	@sh scripts/install-runtime-matrix-deps.sh
 	@# the arm64 hook and wrapper (make cross; tests/c/test_cross_arm64.py runs them under qemu-user):
 	@# Debian's cross compiler and the arm64 -dev packages (dpkg gets the arm64 architecture once)

@@ -13,5 +13,5 @@ exec sh "$here/../scripts/install-deps.sh" \
   build-essential pkg-config libyajl-dev libyaml-dev \
   python3-all-dev python3-setuptools python3-wheel python3-build python3-installer \
   python3-cffi python3-cffi-backend python3-pycparser \
-  python3-click python3-yaml python3-jsonschema python3-tomlkit \
+  python3-click python3-yaml python3-jsonschema python3-pyudev python3-tomlkit \
   lintian rpm rpmlint

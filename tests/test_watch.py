@@ -1,9 +1,9 @@
 """``xpu-cdi watch`` and its refresh step (:mod:`xpu_cdi.watch.refresh`): event
 matching, the refresh, debouncing, and the loop fed by a fake monitor (the
-seam: anything with ``node.uevents.Monitor.poll``) and by real kernel uevents.
+seam: anything with pyudev's ``Monitor.poll``) and by real kernel uevents.
 
 This machine has no udevd and no loadable modules, so "real" here means
-kernel uevents read through libudev's ``kernel`` source, caused by writing
+kernel uevents read through pyudev's ``kernel`` source, caused by writing
 to a sysfs ``uevent`` file; module (re)loads and PCI binds go through the
 fake monitor.
 """
@@ -37,14 +37,14 @@ NO_ADMIN = ("/nonexistent",)
 
 @dataclass
 class Event:
-    """A uevent as node.uevents.Monitor gives it: an action and a property map."""
+    """A uevent as pyudev's Device shows it: an action and a property map."""
 
     action: str
     properties: Dict[str, str] = field(default_factory=dict)
 
 
 class FakeMonitor:
-    """Stands in for ``node.uevents.Monitor``: ``poll(timeout)`` returns queued events."""
+    """Stands in for ``pyudev.Monitor``: ``poll(timeout)`` returns queued events."""
 
     def __init__(self) -> None:
         self.q: "queue.Queue[Event]" = queue.Queue()
@@ -354,7 +354,7 @@ def overflowed(monitor: Any) -> Any:
 
 class TestRealUevents:
     def test_kernel_uevent_triggers_refresh(self, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
-        """A real kernel uevent, read by libudev's kernel monitor, for a watched node starts one refresh.
+        """A real kernel uevent, read by pyudev's kernel monitor, for a watched node starts one refresh.
 
         The fake host's cards are not real devices, so the watched glob is
         /dev/null, whose uevent we can cause without a driver."""

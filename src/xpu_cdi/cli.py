@@ -1,6 +1,6 @@
 """The ``xpu-cdi`` command line: the table of its commands, each loaded on first use
 from the ``command.py`` of its subsystem (``generate`` after a driver update then pays
-for neither tomlkit, libudev nor the doctor).  Errors become one line and an exit code
+for neither tomlkit, pyudev nor the doctor).  Errors become one line and an exit code
 in one place, :data:`clikit.EXIT_CODES`.
 """
 

@@ -23,8 +23,6 @@ def test_the_device_plugin_serving_8_cards_imports_only_its_own(node: Node, stac
     finally:
         assert p.terminate() == 0
     mods = importlog.imported(p.text()) - importlog.at_start(*kubeletkit.stack_python(stack))
-    assert {"grpc", "xpu_cdi.node.uevents", "xpu_cdi.deviceplugin.daemon", "xpu_cdi.generate.check"} <= mods
-    assert "cannot listen to kernel uevents" not in p.text()  # its whole path ran, libudev's monitor too
+    assert {"grpc", "pyudev", "xpu_cdi.deviceplugin.daemon", "xpu_cdi.generate.check"} <= mods  # its own path ran
     # (ssl and _hashlib: tried, and refused by node/lean.py; test_import_set checks the maps)
-    assert importlog.loaded(mods, importlog.NOT_IN_DAEMONS | {"prometheus_client", "urllib3", "fractions", "pyudev",
-                                                              "tempfile"}) == []
+    assert importlog.loaded(mods, importlog.NOT_IN_DAEMONS | {"prometheus_client", "urllib3", "fractions"}) == []

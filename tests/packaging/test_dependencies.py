@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 # PyPI name -> (Debian package, RPM package)
 PACKAGES = {"click": ("python3-click", "python3-click"), "pyyaml": ("python3-yaml", "python3-pyyaml"),
             "jsonschema": ("python3-jsonschema", "python3-jsonschema"),
-            "cffi": ("python3-cffi-backend", "python3-cffi"),
+            "pyudev": ("python3-pyudev", "python3-pyudev"), "cffi": ("python3-cffi-backend", "python3-cffi"),
             "tomlkit": ("python3-tomlkit", "python3-tomlkit"), "grpcio": ("python3-grpcio", "python3-grpcio"),
             "protobuf": ("python3-protobuf", "python3-protobuf"),
             "prometheus-client": ("python3-prometheus-client", "python3-prometheus_client"),

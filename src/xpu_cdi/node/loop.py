@@ -43,7 +43,7 @@ class Loop:
         self.stop = threading.Event()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.ino: Optional[inotify.Inotify] = None
-        self.monitor: Any = None  # the uevent monitor (libudev's), where the daemon listens to uevents
+        self.monitor: Any = None  # the uevent monitor (pyudev), where the daemon listens to uevents
         self.started = time.time()
         self.status_text = ""
         self.settled = False
@@ -212,4 +212,4 @@ class Loop:
         if self.ino is not None:
             self.ino.close()
             self.ino = None
-        self.monitor = None  # its socket closes when the monitor is freed
+        self.monitor = None  # pyudev closes its socket when the monitor is freed

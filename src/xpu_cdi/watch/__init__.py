@@ -3,7 +3,7 @@
 Three things make a spec stale: cards appearing or disappearing, the driver
 module being (re)loaded (device majors are dynamic, so node numbers move),
 and a driver update (new version file, new ``modules.dep``).  The first two
-are kernel uevents, read through libudev's monitor (node/uevents.py); the last is a file change,
+are kernel uevents, read through pyudev's monitor; the last is a file change,
 found by polling a few ``stat`` results (no inotify in the standard library,
 and the files often do not exist yet when the watch starts).
 
@@ -117,7 +117,7 @@ class Watcher:
     """The watch loop's state: pending triggers, file signatures, counters.
 
     A class because it carries state across events; ``source`` is anything
-    with ``node.uevents.Monitor.poll(timeout)`` (None: files only).
+    with pyudev's ``Monitor.poll(timeout)`` (None: files only).
     """
 
     def __init__(self, target: Target, files: Sequence[str], log: Log, modules: Sequence[str] = (),
@@ -143,7 +143,7 @@ class Watcher:
             self.reasons.append(reason)
 
     def on_event(self, device: Any) -> None:
-        """Handle one uevent (or anything with ``.action`` and ``.properties``)."""
+        """Handle one pyudev device (or anything with ``.action`` and ``.properties``)."""
         reason = classify(getattr(device, "action", None), device.properties, self.matchers)
         if reason:
             self.trigger(reason)
