@@ -62,26 +62,31 @@ def test_without_go_the_skip_names_the_package(tmp_path: Path, monkeypatch: pyte
 
 
 INNER = """
+import pytest
 from support import upstream
 
 def test_needs_a_reference():
     upstream.unavailable("simulated")
+
+def test_needs_a_tool():
+    pytest.skip("some-tool is not installed")
 """
 
 
 @pytest.mark.parametrize("ci", ["", "true"])
 def test_a_missing_reference_fails_under_ci(tmp_path: Path, ci: str) -> None:
-    """The report hook: the same skip is a skip outside CI and a failure under CI=true."""
+    """support/cisafe.py: the same skips are skips outside CI and failures under CI=true."""
     (tmp_path / "test_inner.py").write_text(INNER)
     env = dict(os.environ, CI=ci, PYTHONPATH=str(REPO / "tests"))
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
-                        "-p", "support.upstream", "--rootdir", str(tmp_path), "-c", "/dev/null",
+                        "-p", "support.upstream", "-p", "support.cisafe", "--rootdir", str(tmp_path), "-c", "/dev/null",
                         str(tmp_path / "test_inner.py")], env=env, cwd=tmp_path, capture_output=True, text=True)
     if ci:
-        assert r.returncode == 1 and "1 failed" in r.stdout, r.stdout
+        assert r.returncode == 1 and "2 failed" in r.stdout, r.stdout
         assert "CI=true, so this fails instead of skipping: upstream reference unavailable: simulated" in r.stdout
+        assert "CI=true, so this fails instead of skipping: some-tool is not installed" in r.stdout
     else:
-        assert r.returncode == 0 and "1 skipped" in r.stdout, r.stdout
+        assert r.returncode == 0 and "2 skipped" in r.stdout, r.stdout
         assert "upstream reference unavailable: simulated" in r.stdout
 
 
