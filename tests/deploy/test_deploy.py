@@ -120,10 +120,11 @@ class TestDaemonSet:
         assert daemonset["spec"]["selector"]["matchLabels"].items() <= labels.items()
 
     def test_rbac_free(self, daemonset: Dict[str, Any]) -> None:
-        """No service account, no token: the pod never talks to the API server."""
+        """No token: the pod never talks to the API server (its own account, bound to no role:
+        test_each_daemonset_runs_as_its_own_account)."""
         spec = pod(daemonset)
         assert spec["automountServiceAccountToken"] is False
-        assert "serviceAccountName" not in spec and "serviceAccount" not in spec
+        assert spec["serviceAccountName"] == "xpu-cdi"
 
     def test_scheduling(self, daemonset: Dict[str, Any]) -> None:
         """A node selector and tolerations for the accelerator taints."""
@@ -263,11 +264,13 @@ class TestKustomization:
 
     @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
     def test_kubectl_kustomize_renders(self) -> None:
-        """kubectl's built-in kustomize renders the DaemonSets, their ConfigMaps, the Service and the RuntimeClass."""
+        """kubectl's built-in kustomize renders the DaemonSets, their ConfigMaps and service accounts,
+        the Service and the RuntimeClass."""
         out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         kinds = sorted(d["kind"] for d in yaml.safe_load_all(out.stdout) if d)
-        assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "DaemonSet", "RuntimeClass", "Service"]
+        assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "DaemonSet", "RuntimeClass", "Service",
+                         "ServiceAccount", "ServiceAccount"]
 
 
 class TestContainerfile:
@@ -414,8 +417,35 @@ class TestRuntimeWiring:
         assert api_problems(wiring, "V1DaemonSet") == []
 
 
-@pytest.mark.parametrize("path", ["daemonset.yaml", "dra/daemonset.yaml", "exporter.yaml", "labels/daemonset.yaml",
-                                  "runtime-wiring/daemonset.yaml"])
+DAEMONSETS = ["daemonset.yaml", "dra/daemonset.yaml", "exporter.yaml", "labels/daemonset.yaml",
+              "runtime-wiring/daemonset.yaml"]
+
+
+@pytest.mark.parametrize("path", DAEMONSETS)
+def test_each_daemonset_runs_as_its_own_account(path: str) -> None:
+    """Not the namespace's `default` (an audit log could not tell the daemons apart, and every pod
+    of that account would share its rights): an account of the DaemonSet's own, made in its tree;
+    a pod without a token is bound to no role, one with a token only by its own tree's binding."""
+    tree = DEPLOY / Path(path).parent
+    objs = [d for f in sorted(tree.glob("*.yaml")) if f.name != "kustomization.yaml"
+            for d in yaml.safe_load_all(f.read_text()) if d]
+    (ds,) = [d for d in docs(path) if d["kind"] == "DaemonSet"]
+    spec = pod(ds)
+    account = spec.get("serviceAccountName", "default")
+    assert account == ds["metadata"]["name"], account
+    (sa,) = [o for o in objs if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == account]
+    assert sa["metadata"]["namespace"] == ds["metadata"]["namespace"]
+    every = [d for f in sorted(DEPLOY.rglob("*.yaml")) if "chart" not in f.parts
+             for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict)]
+    bound = [b["metadata"]["name"] for b in every if b.get("kind") in ("RoleBinding", "ClusterRoleBinding")
+             and any(s.get("kind") == "ServiceAccount" and s.get("name") == account for s in b.get("subjects", []))]
+    if spec.get("automountServiceAccountToken", True) is False:
+        assert sa.get("automountServiceAccountToken") is False and bound == [], bound
+    else:
+        assert bound == [account], bound
+
+
+@pytest.mark.parametrize("path", DAEMONSETS)
 def test_no_termination_log_in_the_hosts_dev(path: str) -> None:
     """A container with the host's /dev mounted (read-only) at /dev writes its termination message
     elsewhere: runc cannot create kubelet's default /dev/termination-log mount point in a read-only /dev

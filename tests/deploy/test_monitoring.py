@@ -238,6 +238,49 @@ def test_each_alert_fires_on_its_case_only(promtool: str, tmp_path: Path) -> Non
     assert promtool_run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path).returncode != 0
 
 
+def test_a_lost_card_fires_on_its_node_and_kind(promtool: str, tmp_path: Path) -> None:
+    """promtool's rule unit tests for XpuCdiCardLost: node n1's card 3 of four XPUs goes at minute
+    10 (its series end, as when `watch` rewrites it out of the spec), node n1's only NPU at minute
+    20 (no series of that kind left, the exporter still answering); node n2's four XPUs stay, and
+    its exporter's scrape fails from minute 30 (every series gone: XpuCdiExporterSourceDown's and
+    `up`'s case, not a lost card)."""
+    def healthy(node: str, kind: str, card: int, values: str) -> Dict[str, str]:
+        return {"series": f'xpu_cdi_card_healthy{{instance="{node}:{PORT}",node="{node}",kind="{kind}",'
+                          f'card="{card}"}}', "values": values}
+
+    xpu, npu = "kunlunxin.com/xpu", "huawei.com/npu"
+    series = [healthy("n1", xpu, c, "1x80" if c < 3 else "1x10 stale") for c in range(4)]
+    series += [healthy("n1", npu, 0, "1x20 stale")]
+    series += [healthy("n2", xpu, c, "1x30 stale") for c in range(4)]
+    series += [{"series": f'xpu_cdi_exporter_source_up{{instance="n1:{PORT}",node="n1",source="podresources"}}',
+                "values": "1x80"},
+               {"series": f'xpu_cdi_exporter_source_up{{instance="n2:{PORT}",node="n2",source="podresources"}}',
+                "values": "1x30 stale"}]
+    rule = next(r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]
+                if r["alert"] == "XpuCdiCardLost")
+
+    def lost(kind: str, count: int) -> Dict[str, Any]:
+        labels = {"alertname": "XpuCdiCardLost", "node": "n1", "kind": kind, "severity": "critical"}
+        return {"exp_labels": labels, "exp_annotations": {
+            "summary": f"n1 has {count} {kind} cards, fewer than in the last hour",
+            "description": _render(rule["annotations"]["description"], labels)}}
+
+    def at(minutes: int, alerts: List[Dict[str, Any]]) -> Dict[str, Any]:
+        return {"eval_time": f"{minutes}m", "alertname": "XpuCdiCardLost", "exp_alerts": alerts}
+
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "alert_rule_test": [at(9, []), at(13, []),  # `for: 5m`
+                            at(17, [lost(xpu, 3)]),
+                            at(27, [lost(xpu, 3), lost(npu, 0)]),
+                            at(45, [lost(xpu, 3), lost(npu, 0)])],  # n2 silent: no alert of it
+    }]}
+    shutil.copy(RULES, tmp_path / "rules.yaml")
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    res = promtool_run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def _render(template: str, labels: Dict[str, str]) -> str:
     """The descriptions' only template constructs: {{ with $labels.pod }}...{{ . }}...{{ end }}, $labels.x."""
     def with_block(m: "re.Match[str]") -> str:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import signal
 import sys
 import time
 import urllib.parse
@@ -26,7 +28,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 from support import fakehost
-from support.k8s import builds, nodekit
+from support.k8s import builds, fleetdeploy, nodekit
 from support.k8s.cluster import Daemon
 from support.k8s.fleet import NODES, Fleet
 
@@ -35,7 +37,8 @@ MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 A, B, C = NODES
 JOB = "xpu-cdi-exporter"
 SCRAPE = 1.0  # seconds: scrape and evaluation interval
-FOR = 10  # seconds: XpuCdiCardUnhealthy's for: in the test's copy of the rules
+FOR = 10  # seconds: XpuCdiCardUnhealthy's and XpuCdiCardLost's for: in the test's copy of the rules
+LOST = "XpuCdiCardLost"
 EXPORTER_INTERVAL = 1.0  # the exporters' --interval (conftest.py's overlay)
 
 
@@ -49,8 +52,8 @@ def config(fleet: Fleet, d: Path) -> Path:
         sd["tls_config"] = {"ca_file": str(pki.ca.cert), "cert_file": str(pki.dir / "admin.crt"),
                             "key_file": str(pki.dir / "admin.key")}
     rules = yaml.safe_load((MONITORING / "xpu-cdi.rules.yaml").read_text())
-    (unhealthy,) = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "XpuCdiCardUnhealthy"]
-    unhealthy["for"] = f"{FOR}s"
+    for rule in (r for g in rules["groups"] for r in g["rules"] if r["alert"] in ("XpuCdiCardUnhealthy", LOST)):
+        rule["for"] = f"{FOR}s"
     (d / "rules.yaml").write_text(yaml.safe_dump(rules))
     cfg = d / "prometheus.yml"
     cfg.write_text(yaml.safe_dump({"global": {"scrape_interval": f"{SCRAPE:g}s", "evaluation_interval": f"{SCRAPE:g}s"},
@@ -115,7 +118,7 @@ def test_the_rules_load(fleet: Fleet, prometheus: Prometheus) -> None:
     rules = fleet.wait(evaluated, 60, "the rules evaluated", interval=1)
     want = {r["alert"] for g in yaml.safe_load((MONITORING / "xpu-cdi.rules.yaml").read_text())["groups"]
             for r in g["rules"]}
-    assert set(rules) == want and len(want) == 6, sorted(rules)
+    assert set(rules) == want and len(want) == 7, sorted(rules)
     assert all(r["health"] == "ok" for r in rules.values()), rules
 
 
@@ -156,9 +159,9 @@ def test_allocated_series_name_the_pod_on_its_node(fleet: Fleet, prometheus: Pro
         nodekit.wait_gone(fleet.control, name)
 
 
-def firing(prometheus: Prometheus) -> List[Dict[str, Any]]:
+def firing(prometheus: Prometheus, alert: str = "XpuCdiCardUnhealthy") -> List[Dict[str, Any]]:
     return [a for a in prometheus.get("/api/v1/alerts")["alerts"]
-            if a["labels"]["alertname"] == "XpuCdiCardUnhealthy" and a["state"] == "firing"]
+            if a["labels"]["alertname"] == alert and a["state"] == "firing"]
 
 
 def active_at(alert: Dict[str, Any]) -> float:
@@ -175,7 +178,7 @@ def test_an_unhealthy_card_fires_its_alert_with_its_node_and_card(fleet: Fleet, 
     intervals and an exporter pass of the change, fires for: later, with node A and card 5; the
     state back to RUNNING, the alert goes.  (Not a card of node B: an Ascend NPU has no driver
     state file, and a node that vanishes or is renumbered is rewritten out of the spec by `watch`
-    within a second, so its healthy series goes rather than staying at 0: docs/fleet.md.)"""
+    on the uevent, so its healthy series goes rather than staying at 0: the next test.)"""
     state = fleet.hosts[A.name].path("/proc/xpu/dev5/state")
     fleet.wait(lambda: prometheus.query(f'xpu_cdi_card_healthy{{node="{A.name}", card="5"}} == 1'), 60,
                "A's card 5 scraped healthy", interval=1)
@@ -194,3 +197,36 @@ def test_an_unhealthy_card_fires_its_alert_with_its_node_and_card(fleet: Fleet, 
     finally:
         fakehost.write(state, "RUNNING\n")
     fleet.wait(lambda: not firing(prometheus), 60, "the alert resolved", interval=0.5)
+
+
+def test_a_lost_npu_fires_its_alert_with_its_node_and_kind(fleet: Fleet, prometheus: Prometheus) -> None:
+    """NPU 3 of node B disappears (its /dev/davinci3 gone, as when the chip falls off the bus):
+    `watch` rewrites it out of the spec, so its series go rather than turn 0 and
+    XpuCdiCardUnhealthy cannot fire; XpuCdiCardLost does, for node B and huawei.com/npu with 3
+    cards, and no other node.  The node back: the alert resolves, B offers its four NPUs again.
+    (A host's kernel tells `watch` with a remove uevent; a node's network namespace gets no
+    uevents, so the test sends `watch` the SIGHUP that makes it refresh the same way.)"""
+    host = fleet.hosts[B.name]
+    node, away = host.path("/dev/davinci3"), host.root / "davinci3.away"
+    watch = fleetdeploy.daemon_pids(fleet, "xpu-cdi")[B.name]["watch"]
+    count = f'count by (node, kind) (xpu_cdi_card_healthy{{node="{B.name}"}})'
+    fleet.wait(lambda: [s["value"][1] for s in prometheus.query(count)] == [str(B.cards)], 60,
+               "B's four NPUs scraped", interval=1)
+    assert firing(prometheus, LOST) == []
+    t0 = time.time()
+    os.rename(node, away)
+    try:
+        os.kill(watch, signal.SIGHUP)
+        alerts = fleet.wait(lambda: firing(prometheus, LOST), FOR + 60, f"{LOST} firing", interval=0.5)
+        print(f"NPU gone -> {LOST} pending {active_at(alerts[0]) - t0:.1f} s, firing seen {time.time() - t0:.1f} s "
+              f"(for: {FOR} s, watch's debounce 2 s)")
+        assert [(a["labels"]["node"], a["labels"]["kind"], a["labels"]["severity"]) for a in alerts] == \
+            [(B.name, nodekit.NPU, "critical")], alerts
+        assert alerts[0]["annotations"]["summary"] == \
+            f"{B.name} has 3 {nodekit.NPU} cards, fewer than in the last hour", alerts
+        assert prometheus.query(f'xpu_cdi_card_healthy{{node="{B.name}", card="3"}}') == []  # gone, not 0
+    finally:
+        os.rename(away, node)
+        os.kill(watch, signal.SIGHUP)
+    fleet.wait(lambda: not firing(prometheus, LOST), 60, f"{LOST} resolved", interval=0.5)
+    fleet.nodes[B.name].wait_allocatable(nodekit.NPU, B.cards, timeout=60)

@@ -97,8 +97,10 @@ class DraNode:
         file from outside an overlay's dir: the overlay holds a copy of the file.  The fake host's
         xpu-smi prints the documented ``xpu-smi -m`` output (tests/data/exporter)."""
         c = self.cluster
-        shutil.copyfile(DEPLOY / "exporter.yaml", self.exporter_overlay / "exporter.yaml")
-        write_kustomization(self.exporter_overlay, ["exporter.yaml"], VERSION, {EXPORTER: exporter_ops(c, self.host)})
+        for f in ("serviceaccounts.yaml", "exporter.yaml"):  # the exporter runs as its own account
+            shutil.copyfile(DEPLOY / f, self.exporter_overlay / f)
+        write_kustomization(self.exporter_overlay, ["serviceaccounts.yaml", "exporter.yaml"], VERSION,
+                            {EXPORTER: exporter_ops(c, self.host)})
         c.kubectl("apply", "-k", str(self.exporter_overlay), timeout=180)
 
     def pods(self, component: str) -> List[Dict[str, Any]]:

@@ -157,3 +157,17 @@ def serve_by(fleet: Fleet, nodes: Sequence[NodeSpec], way: str) -> float:
 
 def delete(fleet: Fleet, overlay_dir: Path) -> None:
     fleet.kubectl("delete", "-k", str(overlay_dir), "--ignore-not-found", "--wait=true", timeout=300, check=False)
+
+
+def daemon_pids(fleet: Fleet, ds: str) -> Dict[str, Dict[str, int]]:
+    """node -> container -> its process (the container's init: deploy/'s run the daemon itself),
+    for DaemonSet *ds*'s running containers, from each node's containerd (``ctr task ls``)."""
+    out: Dict[str, Dict[str, int]] = {}
+    for p in fleet.get("pods", "-n", NS, "-l", f"app.kubernetes.io/name={ds}")["items"]:
+        node = p["spec"]["nodeName"]
+        r = fleet.nodes[node].ctr("task", "ls")
+        tasks = {cols[0]: int(cols[1]) for cols in (ln.split() for ln in r.stdout.splitlines()[1:]) if len(cols) >= 2}
+        for cs in p["status"].get("containerStatuses", []):
+            if cs.get("containerID"):
+                out.setdefault(node, {})[cs["name"]] = tasks[cs["containerID"].split("://", 1)[1]]
+    return out

@@ -8,7 +8,7 @@ import re
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 from support import fakehost
 from support import kubeletkit
 from support import matrix
@@ -268,15 +268,19 @@ class PodResources:
 
     def devices(self, pod_name: str, resource: str, namespace: str = "default") -> List[str]:
         """The device IDs of *resource* kubelet assigned to *pod_name* (all its containers)."""
+        return self.held().get((namespace, pod_name), {}).get(resource, [])
+
+    def held(self) -> Dict[Tuple[str, str], Dict[str, List[str]]]:
+        """(namespace, pod) -> resource -> the device IDs kubelet assigned to it, from one List (one
+        moment of kubelet's view); pods holding no device left out."""
         resp = self.stub.List(self.pb2.ListPodResourcesRequest(), timeout=10)
-        out: List[str] = []
+        out: Dict[Tuple[str, str], Dict[str, List[str]]] = {}
         for p in resp.pod_resources:
-            if p.name == pod_name and p.namespace == namespace:
-                for c in p.containers:
-                    for d in c.devices:
-                        if d.resource_name == resource:
-                            out += list(d.device_ids)
-        return sorted(out, key=lambda i: (len(i), i))
+            for c in p.containers:
+                for d in c.devices:
+                    ids = out.setdefault((p.namespace, p.name), {}).setdefault(d.resource_name, [])
+                    ids += list(d.device_ids)
+        return {k: {r: sorted(ids, key=lambda i: (len(i), i)) for r, ids in v.items()} for k, v in out.items()}
 
     def allocatable(self, resource: str) -> List[str]:
         resp = self.stub.GetAllocatableResources(self.pb2.AllocatableResourcesRequest(), timeout=10)

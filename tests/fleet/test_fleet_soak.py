@@ -1,0 +1,264 @@
+"""The churn soak (issue 28, item 7; docs/fleet.md, "The churn soak") on the fleet with deploy/ as a
+user applies it: 500 pods made and deleted in waves across the three nodes, on the pod network.
+
+Each wave hands every card of every node to new pods: per node, pods asking 1-4 cards of its kind
+(nodeSelector on its model label, the field's pools) until its cards are spoken for, and pods
+asking none up to the wave's size, wherever the scheduler puts them.  A wave is made while the
+previous one is being deleted, so its pods get the cards the previous wave's pods give back.
+Checked while the waves run, not only at the end:
+
+- in every one of kubelet's PodResources ``List`` answers (one moment of kubelet's view), sampled
+  after each wave is made and once it runs, no card is held by two pods;
+- each running pod holds what it asked (PodResources) and its container has exactly those cards'
+  device nodes, injected through CDI (what it printed at its start); a pod asking none sees none;
+- at the end no pod holds a card and every node offers all its cards again;
+- the daemons' processes (device plugin and ``watch``, exporter, labeller; found on each node
+  through its containerd) keep their RSS and open fds within :data:`RSS_SLACK` / :data:`FDS_SLACK`
+  of what they had after the warm-up wave, and never restart;
+- then, idle (no churn) for :data:`IDLE` seconds: no plugin registers with kubelet again (the
+  plugin's log, kubelet's log), no node label is written (the labels and their managedFields
+  entries), no ResourceSlice is (its resourceVersion).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+from support import HANG
+from support.k8s import fleetdeploy, nodekit
+from support.k8s.fleet import NODES, Fleet, NodeSpec
+
+pytestmark = [pytest.mark.privileged]
+WAVES = 25
+PER_WAVE = 20  # 25 waves of 20: 500 pods
+MOST = 4  # a pod asks 1..MOST cards
+SEED = 28
+IDLE = 30.0  # seconds without churn
+RSS_SLACK = 2 << 20  # bytes a daemon's RSS may grow from the warm-up wave to the end (measured: <= 0.4 MiB)
+FDS_SLACK = 1  # open fds it may gain (measured: none)
+NS_DS = "kube-system"
+#: DaemonSet -> its containers that are long-running daemons
+DAEMONS = {"xpu-cdi": ("device-plugin", "watch"), "xpu-cdi-exporter": ("exporter",),
+           "xpu-cdi-labeller": ("labeller",)}
+READY = "soak-ready"
+#: what a pod prints: the card nodes CDI put in its /dev, then stays until deleted (TERM ends it)
+SCRIPT = ('for n in /dev/xpu[0-9]* /dev/davinci[0-9]*; do [ -e "$n" ] && echo "card ${n#/dev/}"; done; '
+          f'echo {READY}; trap "exit 0" TERM; sleep 2147483647 & wait')
+KUBELET_REGISTERED = "Got registration request from device plugin"
+
+
+@dataclass(frozen=True)
+class Want:
+    name: str
+    node: Optional[NodeSpec]  # None: asks no card
+    cards: int
+
+
+def plan(rng: random.Random) -> List[List[Want]]:
+    """:data:`WAVES` waves of :data:`PER_WAVE` pods: every node's cards split into asks of
+    1..:data:`MOST`, the rest asking none (at least two per wave)."""
+    waves: List[List[Want]] = []
+    for w in range(WAVES):
+        while True:
+            asks = []
+            for spec in NODES:
+                left = spec.cards
+                while left:
+                    n = rng.randint(1, min(MOST, left))
+                    asks.append((spec, n))
+                    left -= n
+            if len(asks) <= PER_WAVE - 2:
+                break
+        asks += [(None, 0)] * (PER_WAVE - len(asks))
+        waves.append([Want(f"w{w:02d}-{i:02d}", spec, n) for i, (spec, n) in enumerate(asks)])
+    return waves
+
+
+def model_label(spec: NodeSpec) -> str:
+    return f"xpu-cdi.io/{'xpu' if spec.kind == nodekit.XPU else 'npu'}.model"
+
+
+def pod_object(want: Want, ns: str, wave: int) -> Dict[str, Any]:
+    p = nodekit.pod(want.name, ["sh", "-c", SCRIPT], {want.node.kind: want.cards} if want.node else None)
+    p["metadata"].update(namespace=ns, labels={"soak-wave": str(wave)})
+    p["spec"]["hostNetwork"] = False
+    if want.node:
+        p["spec"]["nodeSelector"] = {model_label(want.node): want.node.model}
+    return p
+
+
+def views(fleet: Fleet, node: str, ns: str) -> Dict[str, List[str]]:
+    """pod -> the card nodes it printed, for the pods of *ns* on *node* that have printed them all
+    (their container logs, in CRI's format, in kubelet's podLogsDir)."""
+    out: Dict[str, List[str]] = {}
+    for log in (fleet.nodes[node].base / "pod-logs").glob(f"{ns}_*/c/*.log"):
+        pod = log.parent.parent.name.split("_")[1]
+        try:
+            texts = [ln.split(" ", 3)[3] for ln in log.read_text().splitlines() if ln.count(" ") >= 3]
+        except FileNotFoundError:  # kubelet removed a deleted pod's
+            continue
+        if READY in texts:
+            out[pod] = sorted(t.split()[1] for t in texts if t.startswith("card "))
+    return out
+
+
+def no_card_twice(node: str, held: Dict[Tuple[str, str], Dict[str, List[str]]]) -> None:
+    """No card in two pods of one PodResources answer."""
+    owners: Dict[Tuple[str, str], List[str]] = {}
+    for (ns, pod), resources in held.items():
+        for resource, ids in resources.items():
+            for i in ids:
+                owners.setdefault((resource, i), []).append(f"{ns}/{pod}")
+    twice = {k: v for k, v in owners.items() if len(v) > 1}
+    assert not twice, f"{node}: cards held by two pods at once: {twice}"
+
+
+class Daemons:
+    """The processes of deploy/'s daemons on the fleet: (node, container) -> pid."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.pids: Dict[Tuple[str, str], int] = {}
+        self.restarts: Dict[Tuple[str, str], int] = {}
+        for ds, containers in DAEMONS.items():
+            for p in fleet.get("pods", "-n", NS_DS, "-l", f"app.kubernetes.io/name={ds}")["items"]:
+                for cs in p["status"]["containerStatuses"]:
+                    if cs["name"] in containers:
+                        self.restarts[(p["spec"]["nodeName"], cs["name"])] = cs["restartCount"]
+            for node, pids in fleetdeploy.daemon_pids(fleet, ds).items():
+                self.pids.update({(node, c): pid for c, pid in pids.items() if c in containers})
+        assert len(self.pids) == len(NODES) * sum(map(len, DAEMONS.values())), self.pids
+
+    def usage(self) -> Dict[Tuple[str, str], Tuple[int, int]]:
+        """(node, container) -> (RSS bytes, open fds), the least of five readings over a second (a
+        pass in flight holds a connection or a buffer for a moment)."""
+        out: Dict[Tuple[str, str], Tuple[int, int]] = {}
+        for _ in range(5):
+            for key, pid in self.pids.items():
+                status = open(f"/proc/{pid}/status").read()
+                rss = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmRSS:"))) * 1024
+                fds = len(os.listdir(f"/proc/{pid}/fd"))
+                old = out.get(key, (rss, fds))
+                out[key] = (min(rss, old[0]), min(fds, old[1]))
+            time.sleep(0.2)  # readings spread over a second: a measurement, not a wait
+        return out
+
+    def same_processes(self) -> None:
+        again = Daemons(self.fleet)
+        assert (again.pids, again.restarts) == (self.pids, self.restarts), "a daemon restarted during the soak"
+
+
+def idle_state(fleet: Fleet) -> Dict[str, Any]:
+    """What must not change while nothing happens: registrations (the plugin's log, kubelet's),
+    node labels and who last wrote them, ResourceSlices' resourceVersions."""
+    state: Dict[str, Any] = {}
+    for p in fleet.get("pods", "-n", NS_DS, "-l", "app.kubernetes.io/name=xpu-cdi")["items"]:
+        node = p["spec"]["nodeName"]
+        log = fleet.kubectl("logs", p["metadata"]["name"], "-n", NS_DS, "-c", "device-plugin").stdout
+        state[f"{node} plugin registrations"] = log.count(": registered ")
+        state[f"{node} kubelet registrations"] = fleet.nodes[node].kubelet_log().count(KUBELET_REGISTERED)
+    for n in fleet.get("nodes", "--show-managed-fields")["items"]:
+        meta = n["metadata"]
+        fields = meta.get("managedFields", [])
+        writers = sorted((m["manager"], m.get("operation", ""), m.get("time", "")) for m in fields
+                         if '"f:xpu-cdi.io/' in json.dumps(m.get("fieldsV1", {})))
+        assert writers, f"no writer of {meta['name']}'s xpu-cdi.io labels in its managedFields"
+        state[f"{meta['name']} labels"] = (meta.get("labels", {}), writers)
+    state["resourceslices"] = {s["metadata"]["name"]: s["metadata"]["resourceVersion"]
+                               for s in fleet.get("resourceslices")["items"]}
+    return state
+
+
+def fmt(usage: Dict[Tuple[str, str], Tuple[int, int]]) -> Dict[str, str]:
+    return {f"{n.rsplit('-', 1)[1].upper()} {c}": f"{rss / 2**20:.1f} MiB {fds} fds" for (n, c), (rss, fds) in
+            sorted(usage.items())}
+
+
+def test_churn_soak(fleet: Fleet, deployed: None) -> None:
+    waves = plan(random.Random(SEED))
+    assert sum(map(len, waves)) == 500
+    ns = nodekit.unique("soak")
+    fleet.kubectl("create", "namespace", ns)
+    fleet.wait(lambda: fleet.kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0,
+               HANG, "the namespace's service account")
+    podres = {name: nodekit.PodResources(node) for name, node in fleet.nodes.items()}
+    daemons = Daemons(fleet)
+    before = daemons.usage()
+    load = [os.getloadavg()[0]]
+    samples = 0
+    t0 = time.monotonic()
+    try:
+        for w, wave in enumerate(waves):
+            fleet.apply(*[pod_object(want, ns, w) for want in wave])
+            if w:
+                fleet.kubectl("delete", "pods", "-n", ns, "-l", f"soak-wave={w - 1}", "--wait=false")
+            for name, pr in podres.items():  # the previous wave going, this one coming
+                no_card_twice(name, pr.held())
+                samples += 1
+
+            def running() -> Optional[Dict[str, Dict[str, Any]]]:
+                pods = {p["metadata"]["name"]: p for p in fleet.get("pods", "-n", ns, "-l", f"soak-wave={w}")["items"]}
+                ended = [n for n, p in pods.items() if p["status"].get("phase") in ("Failed", "Succeeded")]
+                assert not ended, f"wave {w}: pods ended: {ended}"
+                return pods if len(pods) == len(wave) and all(p["status"].get("phase") == "Running"
+                                                              for p in pods.values()) else None
+
+            pods = fleet.wait(running, 3 * HANG, f"wave {w}'s {len(wave)} pods running", interval=0.5)
+            on = {want.name: pods[want.name]["spec"]["nodeName"] for want in wave}
+            seen = fleet.wait(lambda: (lambda v: v if all(want.name in v for want in wave) else None)(
+                {k: c for node in set(on.values()) for k, c in views(fleet, node, ns).items()}),
+                HANG, f"wave {w}'s pods' cards printed", interval=0.5)
+            for name, pr in podres.items():
+                held = pr.held()
+                samples += 1
+                no_card_twice(name, held)
+                for want in wave:
+                    if on[want.name] != name:
+                        continue
+                    got = held.get((ns, want.name), {})
+                    if want.node is None:
+                        assert got == {} and seen[want.name] == [], (want, got, seen[want.name])
+                        continue
+                    assert name == want.node.name, (want, name)
+                    ids = got.get(want.node.kind, [])
+                    prefix = "xpu" if want.node.kind == nodekit.XPU else "davinci"
+                    assert len(ids) == want.cards and seen[want.name] == sorted(f"{prefix}{i}" for i in ids), \
+                        (want, got, seen[want.name])
+            if w == 0:
+                warm = daemons.usage()
+            load.append(os.getloadavg()[0])
+        fleet.kubectl("delete", "pods", "-n", ns, "-l", f"soak-wave={len(waves) - 1}", "--wait=false")
+        fleet.wait(lambda: not fleet.get("pods", "-n", ns)["items"], 3 * HANG, "every soak pod gone", interval=0.5)
+        for spec in NODES:  # every card free again
+            fleet.wait(lambda: not [k for k, v in podres[spec.name].held().items() if spec.kind in v], HANG,
+                       f"no card of {spec.name} held")
+            assert fleet.nodes[spec.name].allocatable(spec.kind) == spec.cards
+        took = time.monotonic() - t0
+        end = daemons.usage()
+        daemons.same_processes()
+    finally:
+        for pr in podres.values():
+            pr.close()
+        fleet.kubectl("delete", "namespace", ns, "--wait=true", timeout=300, check=False)
+    print(f"churn soak: {sum(map(len, waves))} pods in {len(waves)} waves in {took:.0f} s, "
+          f"{samples} PodResources samples, load {min(load):.1f}-{max(load):.1f}")
+    print(f"daemons before: {fmt(before)}\nafter warm-up: {fmt(warm)}\nend: {fmt(end)}")
+    grown = {k: (end[k][0] - warm[k][0], end[k][1] - warm[k][1]) for k in end}
+    assert all(rss <= RSS_SLACK and fds <= FDS_SLACK for rss, fds in grown.values()), fmt(grown)
+
+    idle = idle_state(fleet)
+    assert all(v >= 1 for k, v in idle.items() if k.endswith("registrations")), idle  # the patterns are real
+    time.sleep(IDLE)  # the idle window is a span of wall time: what must not happen in it
+    assert idle_state(fleet) == idle
+    daemons.same_processes()
+    print(f"idle {IDLE:.0f} s: registrations (plugin's log / kubelet's) "
+          f"{ {k.split()[0]: v for k, v in idle.items() if k.endswith('plugin registrations')} } / "
+          f"{ {k.split()[0]: v for k, v in idle.items() if k.endswith('kubelet registrations')} }, "
+          f"label writers {sum(len(v[1]) for k, v in idle.items() if k.endswith(' labels'))}, "
+          f"{len(idle['resourceslices'])} ResourceSlices: unchanged")
