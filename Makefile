@@ -80,8 +80,9 @@ image:
 	@sh scripts/install-deps.sh buildah debootstrap $(if $(filter-out $(shell dpkg --print-architecture),$(ARCH)),$(CROSS_DEPS))
 	/usr/bin/python3 packaging/image/build.py --arch $(ARCH)
 
-# the static hook and wrapper for arm64 hosts (Kunpeng), cross-built into build/arm64/bin
-CROSS_DEPS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libyajl-dev:arm64 libyaml-dev:arm64 qemu-user-static
+# the static hook and wrapper for arm64 hosts (Kunpeng), cross-built into build/arm64/bin;
+# dpkg-dev: dpkg-architecture names the cross triplet (a minimal Debian 13 lacks it)
+CROSS_DEPS := gcc-aarch64-linux-gnu libc6-dev-arm64-cross libyajl-dev:arm64 libyaml-dev:arm64 qemu-user-static dpkg-dev
 cross:
 	@sh scripts/install-deps.sh $(CROSS_DEPS)
 	$(PYTHON) src/xpu_cdi/_native/build_bin.py --static --cross aarch64-linux-gnu --out build/arm64/bin

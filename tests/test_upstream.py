@@ -70,6 +70,10 @@ def test_needs_a_reference():
 
 def test_needs_a_tool():
     pytest.skip("some-tool is not installed")
+
+def test_needs_another_release():
+    from support import cisafe
+    cisafe.not_here("simulated release")
 """
 
 
@@ -85,8 +89,9 @@ def test_a_missing_reference_fails_under_ci(tmp_path: Path, ci: str) -> None:
         assert r.returncode == 1 and "2 failed" in r.stdout, r.stdout
         assert "CI=true, so this fails instead of skipping: upstream reference unavailable: simulated" in r.stdout
         assert "CI=true, so this fails instead of skipping: some-tool is not installed" in r.stdout
+        assert "1 skipped" in r.stdout and "simulated release" in r.stdout, r.stdout  # cisafe.not_here
     else:
-        assert r.returncode == 0 and "2 skipped" in r.stdout, r.stdout
+        assert r.returncode == 0 and "3 skipped" in r.stdout, r.stdout
         assert "upstream reference unavailable: simulated" in r.stdout
 
 

@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -478,8 +479,12 @@ def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, 
             stage = ["--build-context", f"build={cross_built(work / 'cross-out', work, target, logf, repo)}"]
             times["cross"] = time.monotonic() - t1
         t1 = time.monotonic()
-        # --force-rm: a failed step's working container goes too (buildah keeps it by default)
-        b("bud", "--isolation", "chroot", "--layers", "--force-rm", "--pull-never", "--arch", target,
+        # --force-rm: a failed step's working container goes too (buildah keeps it by default);
+        # --ulimit: the steps keep our open-files limit (newer buildah raises it to 1048576,
+        # which a root without CAP_SYS_RESOURCE, as on some CI machines, may not)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        b("bud", "--isolation", "chroot", "--layers", "--force-rm", "--ulimit", f"nofile={soft}:{hard}",
+          "--pull-never", "--arch", target,
           "--build-arg", f"BASE={base}", "--build-arg", f"VERSION={version()}", "--build-arg", f"TARGETARCH={target}",
           *stage, "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx), runs_target=True)
         times["bud"] = time.monotonic() - t1

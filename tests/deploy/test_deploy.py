@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, List
@@ -20,6 +19,7 @@ import click
 import pytest
 import yaml
 
+from support.k8s import builds
 from xpu_cdi import cli
 from xpu_cdi._version import VERSION
 
@@ -262,11 +262,12 @@ class TestKustomization:
         (image,) = k["images"]
         assert image["name"] == "xpu-cdi" and image["newTag"] == VERSION
 
-    @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) not installed")
     def test_kubectl_kustomize_renders(self) -> None:
-        """kubectl's built-in kustomize renders the DaemonSets, their ConfigMaps and service accounts,
+        """kubectl's built-in kustomize (the suite's kubectl, of the cluster's pinned release, not
+        whatever the machine has) renders the DaemonSets, their ConfigMaps and service accounts,
         the Service and the RuntimeClass."""
-        out = subprocess.run(["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
+        kubectl = builds.ensure_or_skip("kubernetes") / "kubectl"
+        out = subprocess.run([str(kubectl), "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         kinds = sorted(d["kind"] for d in yaml.safe_load_all(out.stdout) if d)
         assert kinds == ["ConfigMap", "ConfigMap", "DaemonSet", "DaemonSet", "RuntimeClass", "Service",

@@ -5,6 +5,7 @@ removes a failed step's); and how it runs another architecture's programs (forei
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 from pathlib import Path
 from typing import Any, List
@@ -65,6 +66,14 @@ def test_failed_bud_removes_its_working_containers(tmp_path: Path, monkeypatch: 
     (bud,) = [c for c in calls if c.startswith("bud ")]
     assert "--force-rm" in bud.split()
     assert "rm working-ctr" in calls  # the base's, committed before bud ran
+
+
+def test_bud_keeps_the_open_files_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debian 13's buildah raises RLIMIT_NOFILE to 1048576 unless told, which fails without
+    CAP_SYS_RESOURCE: the build passes the limit it has."""
+    (bud,) = [c for c in run_build(tmp_path, monkeypatch, "bud") if c.startswith("bud ")]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert f"--ulimit nofile={soft}:{hard}" in bud
 
 
 def test_another_architecture_takes_the_build_stage_from_the_cross_build(

@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
+from . import cisafe
 from .devdirs import allows_device_nodes
 from .runtimes import CACHE
 
@@ -245,14 +246,14 @@ def other_tree() -> Path:
     """The cached tree of the other release, or a skip saying why there is none."""
     release = other_release()
     if release is None:
-        pytest.skip(f"host release {host_release() or 'unknown'!r} is not Debian 12 or 13: "
-                    "no other release line to build a tree of")
+        cisafe.not_here(f"host release {host_release() or 'unknown'!r} is not Debian 12 or 13: "
+                        "no other release line to build a tree of")
     if os.geteuid() != 0:
         pytest.skip("building and entering a release tree needs root (debootstrap, mount namespaces)")
     root = ensure_tree(release)
     reason = _host_binaries_fail(release, root)
     if reason:
-        pytest.skip(reason)
+        cisafe.not_here(reason)
     return root
 
 
