@@ -43,6 +43,14 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def commit() -> str:
+    """The checkout's commit, and whether files differ from it: what a run tested."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                           capture_output=True, text=True)
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
@@ -69,22 +77,25 @@ def main() -> int:
     try:
         for n in range(1, args.runs + 1):
             out = args.log.with_name(f"{args.log.stem}-run{n}.out")
-            t0, before = time.monotonic(), load()
+            t0, before, started = time.monotonic(), load(), time.strftime("%H:%M:%S")
             with out.open("w") as f:
                 pytest = subprocess.Popen([sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:randomly", "-n", "2",
-                                           "--dist", "loadgroup", "--durations=15", f"--basetemp={basetemp}"],
+                                           "--dist", "loadgroup", "--durations=5", f"--basetemp={basetemp}"],
                                           cwd=REPO, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
                 rc = pytest.wait()
             seconds = time.monotonic() - t0
             left = leaks.after(basetemp)
             summary = out.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-            log.write(f"run {n}/{args.runs}: rc={rc} {seconds:.0f}s load {before} -> {load()} "
-                      f"leftovers={'yes' if left else 'none'} | {summary[0]}\n")
+            log.write(f"run {n}/{args.runs} at {started} ({commit()}): rc={rc} {seconds:.0f}s "
+                      f"load {before} -> {load()} leftovers={'yes' if left else 'none'} | {summary[0]}\n")
             if left:
                 log.write(left + "\n")
             if rc != 0 or left:
                 log.write(f"stopped at run {n}: output in {out}\n")
                 return 1
+            text = out.read_text(errors="replace")
+            if "slowest" in text:  # the slowest tests, to see where a run's time goes
+                log.write("".join(f"    {ln}\n" for ln in text.split("slowest", 1)[1].splitlines()[1:6]))
             out.unlink()
         return 0
     finally:
