@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 ARCH ?= $(shell dpkg --print-architecture)
 
-.PHONY: all deps install lint test demo bench fuzz fuzz-native check-schemas clean deb rpm image cross
+.PHONY: all deps install lint test stress-loop demo bench fuzz fuzz-native check-schemas clean deb rpm image cross
 FUZZ_SECONDS ?= 60
 
 all: install
@@ -64,6 +64,13 @@ lint: install
 test: install lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --ignore=tests/packaging/test_packages.py $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q tests/packaging/test_packages.py
+
+# the timing-sensitive modules RUNS times in a row beside stress-ng on every core, stopping at the
+# first failure or leftover; one line per run in stress-loop.log (docs/testing.md#under-load)
+RUNS ?= 20
+stress-loop: install
+	@sh scripts/install-deps.sh stress-ng
+	$(BIN)/python scripts/stress-loop.py --runs $(RUNS)
 
 # ARCH=arm64: the arm64 package, cross-built into packaging/deb/out/arm64/
 deb:

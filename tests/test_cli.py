@@ -13,7 +13,7 @@ from typing import List
 import pytest
 from click.testing import CliRunner
 
-from support import fakehost
+from support import HANG, fakehost
 from xpu_cdi import cli, clikit, errors
 from xpu_cdi.generate import options
 
@@ -167,13 +167,13 @@ class TestHookCommand:
         p = subprocess.Popen([self.XPU_CDI, "hook", "prestart"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + HANG  # bounds a hang: the exec takes CPU
             while os.path.basename(os.readlink(f"/proc/{p.pid}/exe")) != "xpu-cdi-hook":
                 assert time.monotonic() < deadline, os.readlink(f"/proc/{p.pid}/exe")
                 time.sleep(0.02)
             assert os.readlink(f"/proc/{p.pid}/exe") == options.default_hook_path()
         finally:
-            _out, err = p.communicate(b"", timeout=30)
+            _out, err = p.communicate(b"", timeout=HANG)
         assert p.returncode == 1 and err.startswith(b"xpu-cdi-hook: no OCI state on stdin")
 
     def test_default_hook_path_is_the_installed_binary(self) -> None:

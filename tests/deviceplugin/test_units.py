@@ -6,6 +6,7 @@ These need neither the upstream protos nor a second process.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -108,6 +109,45 @@ class TestInventory:
         loop.ino = inotify.open_inotify()
         assert loop.ino is not None and loop.poll_interval(HEALTH_INTERVAL) == HEALTH_INTERVAL == 10.0
         loop.close_loop("/nonexistent/status.json")
+
+    def test_sigterm_to_another_thread_wakes_the_loop(self, node: Node) -> None:
+        """SIGTERM delivered to a thread other than the main one (a daemon's gRPC threads take any
+        signal) ends the loop's wait at once, not at its 30 s poll."""
+        import signal
+        import threading
+        import time
+
+        from xpu_cdi.node.loop import Loop
+        from xpu_cdi.node.settings import NodeSettings
+
+        loop = Loop(lambda m, level=log.INFO: None, NodeSettings(spec_dirs=(str(node.spec_dir),)))
+        old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        old_fd = signal.set_wakeup_fd(-1)
+        go = threading.Event()
+
+        def sender() -> None:  # this thread does not block SIGTERM: the kernel hands the signal to it
+            go.wait()
+            time.sleep(0.2)  # the main thread is in its wait by then (a slower start only delays the wait's end)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        t = threading.Thread(target=sender)
+        t.start()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            loop.install_signals(on_hup=lambda: None)
+            go.set()
+            t0 = time.monotonic()
+            loop.wait(30.0)
+            took = time.monotonic() - t0
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # the handler runs here
+            assert loop.stop.is_set() and took < 15.0, took
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            t.join()
+            signal.set_wakeup_fd(old_fd)
+            for s, h in old.items():
+                signal.signal(s, h)
+            loop.close_loop("/nonexistent/status.json")
 
     def test_foreign_kinds_ignored(self, node: Node) -> None:
         """A spec of a kind no profile of ours has is not advertised."""

@@ -186,7 +186,7 @@ def test_device_plugin_refused_for_the_same_kind(cluster: Cluster, driver: DraDr
     dp = DevicePlugin(cluster, cards, driver.run_dir)
     try:
         assert dp.proc is not None
-        dp.proc.wait_log("not served", timeout=30)
+        dp.proc.wait_log("not served")
         lines = [ln for ln in dp.text().splitlines() if "not served" in ln]
         assert len(lines) == 1 and f"{XPU}: not served: the dra on this node serves it already" in lines[0], lines
         time.sleep(1)  # a plugin that went on would have registered by now (kubelet's status: 1 s)

@@ -140,7 +140,7 @@ def test_device_plugin_withholds_a_carved_chip(node: Cluster, cards: Cards, stan
     try:
         node.wait_allocatable(NPU, 4, timeout=60)
         assert dp.proc is not None
-        dp.proc.wait_log(f"{NPU}=3: not offered whole: vNPU(s) 148 carved from it", timeout=30)
+        dp.proc.wait_log(f"{NPU}=3: not offered whole: vNPU(s) 148 carved from it")
         name = nodekit.unique("five")
         pods.append(name)
         node.apply(nodekit.pod(name, ["sleep", "1"], limits={NPU: 5}))

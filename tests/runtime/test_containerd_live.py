@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support import HANG
 from support.runtimes import Containerd
 
 from xpu_cdi.cli import main
@@ -21,8 +22,10 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "runtime-configs"
 
 
 def cri_config_line(c: Containerd) -> str:
-    """The 'Start cri plugin with config {...}' log line (waits for it briefly)."""
-    for _ in range(100):
+    """The 'Start cri plugin with config {...}' log line, once containerd has written it (the CRI
+    plugin may start after the socket serves; HANG bounds a hang)."""
+    deadline = time.monotonic() + HANG
+    while time.monotonic() < deadline:
         for line in c.log_path.read_text(errors="replace").splitlines():
             if "Start cri plugin with config" in line:
                 return line

@@ -169,3 +169,20 @@ def report(procs: Dict[int, bytes], groups: List[Path], mounts: List[str]) -> Op
     lines += [f"  mount {t}" for t in mounts]
     lines.append("  (ended and removed now; find the test that made them)")
     return "\n".join(lines)
+
+
+def after(basetemp: Path) -> Optional[str]:
+    """What a finished run whose pytest base temp dir was *basetemp* still leaves on the machine (its
+    daemons, cgroups, mounts), ended and removed now; None when nothing.  The suite's own check,
+    made again from outside once pytest has exited (scripts/stress-loop.py): a teardown that
+    outlives the session, or a run that was killed, shows here."""
+    run_dir = basetemp / "xpu-cdi-run"
+    if not run_dir.is_dir():
+        return f"no run at {basetemp} (pytest's --basetemp)"
+    run = Run(run_dir, basetemp)
+    procs, groups = run.leaks(set(), set())
+    mounts = run.mounts()
+    message = report(procs, groups, mounts)
+    if message is not None:
+        remove(procs, groups, mounts)
+    return message

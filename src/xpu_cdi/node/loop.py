@@ -61,6 +61,9 @@ class Loop:
 
         signal.signal(signal.SIGTERM, term)
         signal.signal(signal.SIGINT, term)
+        # a signal the kernel hands to a gRPC thread runs its handler only once the main thread
+        # leaves select: the byte the C handler writes here wakes it at once, not at the poll
+        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         if on_hup is not None:
             def hup(*_: Any) -> None:
                 on_hup()
