@@ -190,6 +190,12 @@ def inputs_key(repo: Path = REPO, target: str = "") -> str:
     return h.hexdigest()[:16]
 
 
+def kept_ulimits() -> List[str]:
+    """``--ulimit`` options that keep this process's nofile and nproc limits for the build's steps."""
+    return [opt for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC))
+            for opt in ("--ulimit", "%s=%d:%d" % ((name,) + resource.getrlimit(which)))]
+
+
 def cross_built(dest: Path, work: Path, target: str, logf, repo: Path = REPO) -> Path:  # type: ignore[no-untyped-def]
     """What the Containerfile's build stage makes, for *target*, compiled here with Debian's cross
     toolchain (``make deb ARCH=<target>`` and ``make cross``): the .deb and the stripped static
@@ -480,11 +486,9 @@ def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, 
             times["cross"] = time.monotonic() - t1
         t1 = time.monotonic()
         # --force-rm: a failed step's working container goes too (buildah keeps it by default);
-        # --ulimit: the steps keep our open-files limit (newer buildah raises it to 1048576,
-        # which a root without CAP_SYS_RESOURCE, as on some CI machines, may not)
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        b("bud", "--isolation", "chroot", "--layers", "--force-rm", "--ulimit", f"nofile={soft}:{hard}",
-          "--pull-never", "--arch", target,
+        # --ulimit: the steps keep our open-files and process limits (newer buildah raises both
+        # to 1048576, which a root without CAP_SYS_RESOURCE, as on some CI machines, may not)
+        b("bud", "--isolation", "chroot", "--layers", "--force-rm", *kept_ulimits(), "--pull-never", "--arch", target,
           "--build-arg", f"BASE={base}", "--build-arg", f"VERSION={version()}", "--build-arg", f"TARGETARCH={target}",
           *stage, "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx), runs_target=True)
         times["bud"] = time.monotonic() - t1

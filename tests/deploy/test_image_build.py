@@ -69,11 +69,12 @@ def test_failed_bud_removes_its_working_containers(tmp_path: Path, monkeypatch: 
 
 
 def test_bud_keeps_the_open_files_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Debian 13's buildah raises RLIMIT_NOFILE to 1048576 unless told, which fails without
-    CAP_SYS_RESOURCE: the build passes the limit it has."""
+    """Debian 13's buildah raises RLIMIT_NOFILE and RLIMIT_NPROC to 1048576 unless told, which
+    fails without CAP_SYS_RESOURCE: the build passes the limits it has."""
     (bud,) = [c for c in run_build(tmp_path, monkeypatch, "bud") if c.startswith("bud ")]
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert f"--ulimit nofile={soft}:{hard}" in bud
+    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        soft, hard = resource.getrlimit(which)
+        assert f"--ulimit {name}={soft}:{hard}" in bud
 
 
 def test_another_architecture_takes_the_build_stage_from_the_cross_build(
