@@ -190,10 +190,16 @@ def inputs_key(repo: Path = REPO, target: str = "") -> str:
     return h.hexdigest()[:16]
 
 
+NPROC_CAP = 32768
+
+
 def kept_ulimits() -> List[str]:
-    """``--ulimit`` options that keep this process's nofile and nproc limits for the build's steps."""
-    return [opt for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC))
-            for opt in ("--ulimit", "%s=%d:%d" % ((name,) + resource.getrlimit(which)))]
+    """``--ulimit`` options no build step needs to raise: our own nofile limit, and an nproc limit
+    of at most 32768 (buildah 1.28's chroot lowers it to that first; root's processes are not
+    counted against it, so a lower value costs nothing)."""
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[0], NPROC_CAP)
+    return ["--ulimit", "nofile=%d:%d" % nofile, "--ulimit", f"nproc={nproc}:{nproc}"]
 
 
 def cross_built(dest: Path, work: Path, target: str, logf, repo: Path = REPO) -> Path:  # type: ignore[no-untyped-def]
