@@ -72,8 +72,10 @@ def listing(root: Path) -> Dict[str, Tuple]:
 
 # what differs between two builds of the same inputs: logs, caches, backups dpkg and
 # debconf keep of their previous state, and bytecode py3compile writes at install time
+# /etc/hostname, hosts, resolv.conf: the builder's placeholders for what it mounts during RUN
+# (empty; their mode differs between buildah and podman releases: 0755 vs 0644 on Debian 13)
 VOLATILE = re.compile(r"^/var/log/|^/var/cache/(debconf|ldconfig)/|^/var/lib/dpkg/[^/]*-old$|"
-                      r"\.pyc$|/__pycache__$")
+                      r"\.pyc$|/__pycache__$|^/etc/(hostname|hosts|resolv\.conf)$")
 
 
 def packages(root: Path) -> Dict[str, Dict[str, str]]:
