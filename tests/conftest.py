@@ -16,7 +16,7 @@ from support import fakehost
 from support import leaks
 
 # the fixtures of the helper package (tests/support, importable through pyproject's pythonpath)
-pytest_plugins = ["support.runtimes", "support.hookkit", "support.matrix", "support.upstream", "support.cisafe"]
+pytest_plugins = ["support.cisafe", "support.runtimes", "support.hookkit", "support.matrix", "support.upstream"]
 
 REPO = Path(__file__).resolve().parent.parent
 IS_ROOT = os.geteuid() == 0
