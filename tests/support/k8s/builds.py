@@ -223,14 +223,12 @@ def ensure(name: str) -> Path:
 
 def ensure_or_skip(name: str) -> Path:
     """:func:`ensure`, but where Go is missing or too old the calling test skips saying what to
-    install -- fails under CI=true, where nothing may skip."""
+    install -- a failure under CI=true, where nothing may skip (support/cisafe.py)."""
     import pytest
 
     try:
         check_go(COMPONENTS[name])
     except Unavailable as err:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(err))
         pytest.skip(str(err))
     return ensure(name)
 

@@ -58,9 +58,7 @@ def check_machine(components: Sequence[str], cni_plugins: Sequence[str] = ("loop
 
     from support.k8s import builds
 
-    if os.geteuid() != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the cluster tests need root (namespaces, cgroups, mounts)")
+    if os.geteuid() != 0:  # a failure under CI=true (support/cisafe.py)
         pytest.skip("the cluster tests need root (namespaces, cgroups, mounts)")
     missing = [t for t in TOOLS if shutil.which(t) is None]
     missing += [f"the CNI {p} plugin" for p in cni_plugins if not any(Path(d, p).exists() for d in CNI_BIN_DIRS)]
