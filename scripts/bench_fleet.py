@@ -4,6 +4,12 @@ On the fleet of tests/fleet (support/k8s/fleet.py: a control plane and three nod
 310P, 8 910B, on a pod network) with deploy/labels and deploy/ applied as the fleet tests apply
 them (support/k8s/fleetdeploy.py):
 
+- pod start across nodes: pods of one card each (the node's kind) made one at a time, round
+  robin over the three nodes, each timed from the API server's ADDED event (a watch) to its
+  container started (the node containerd's CRI ``started_at``); p50 and p95 over all of them.
+- then node C switched to deploy/dra's driver as an admin does it (the node label
+  ``xpu-cdi.io/kubernetes-allocation=dra``, as the fleet's DRA tests do), so that the idle
+  minute counts the DRA driver too, beside the device plugin of A and B;
 - each daemon's API requests per idle minute: the API server's own audit log (Metadata level,
   the kube-system service accounts only) over a minute in which nothing changes, counted per
   service account and node (the node a pod's token is bound to, ``authentication.kubernetes.io/
@@ -11,10 +17,7 @@ them (support/k8s/fleetdeploy.py):
   minute costs nothing in it).  Every DaemonSet of deploy/ runs as its own account
   (``xpu-cdi*``; one that does not stops the bench), so the row sums every daemon on a node, a
   silent one (no token: the device plugin's, the exporter's) as 0.  Target <= 2 per minute per
-  node: a watch, not polling.
-- pod start across nodes: pods of one card each (the node's kind) made one at a time, round
-  robin over the three nodes, each timed from the API server's ADDED event (a watch) to its
-  container started (the node containerd's CRI ``started_at``); p50 and p95 over all of them.
+  node: a watch, not polling; the DRA driver's own count gets a row of its own.
 
 Without root or the builds the rows are left out, saying why.  ``BENCH_FLEET_PODS`` sets the
 pods per node (default 10), ``BENCH_FLEET_IDLE`` the idle window in seconds (default 60).
@@ -34,9 +37,11 @@ from typing import Any, Dict, List, Tuple
 from bench_k8s import CriStatus, Watch, p95
 from support.k8s import builds, fleetdeploy, nodekit
 from support.k8s.fleet import NODES, Fleet
+from support.k8s.fleetdeploy import DRA_DS
 
 Rows = List[Tuple[str, str, str]]
 TARGET_PER_MINUTE = 2.0
+DRA_NODE = NODES[2]  # C, 8 x 910B: served by the DRA driver during the idle minute
 OURS = "system:serviceaccount:kube-system:xpu-cdi"  # every DaemonSet of deploy/ runs as its own, named so
 NODE_NAME = "authentication.kubernetes.io/node-name"
 #: the audit policy: who our daemons are, what they asked, nothing of bodies
@@ -122,10 +127,12 @@ def measure(work: Path, per_node: int, idle: float) -> Dict[str, Any]:
         fleetdeploy.apply_labels(fleet, tag, work / "fleet-overlays")
         overlays.append(work / "fleet-overlays" / "deploy")
         fleetdeploy.apply_deploy(fleet, tag, work / "fleet-overlays")
+        starts = pod_starts(fleet, per_node)
+        overlays.append(fleetdeploy.apply_dra(fleet, tag, work / "fleet-overlays"))
+        fleetdeploy.serve_by(fleet, (DRA_NODE,), fleetdeploy.DRA)
         accounts = daemon_accounts(fleet)
         requests = idle_minute(fleet, idle)
-        starts = pod_starts(fleet, per_node)
-        return {"cold_start_s": fleet.timings["total"], "idle_s": idle, "accounts": accounts,
+        return {"cold_start_s": fleet.timings["total"], "idle_s": idle, "accounts": accounts, "dra_node": DRA_NODE.name,
                 "idle_requests": {f"{sa}@{node}": v for (sa, node), v in sorted(requests.items())},
                 "pod_start_s": starts}
     finally:
@@ -153,8 +160,16 @@ def rows_of(s: Dict[str, Any]) -> Rows:
     each = "; ".join(f"{sa}: {', '.join(f'{n}: {c}' for n, c in sorted(counts.items())) or 'none'}"
                      for sa, counts in sorted(by_sa.items()))
     rows.append((f"Fleet idle: API requests per minute per node, every daemon ({len(by_sa)} DaemonSets)",
-                 f"**{worst:.1f}**", f"worst node, all daemons summed; in {s['idle_s']:.0f} s (audit log) by "
-                 f"account and node: {each}; target <= {TARGET_PER_MINUTE:.0f}: **{verdict}**"))
+                 f"**{worst:.1f}**", f"worst node, all daemons summed (node {s['dra_node']} on DRA); in "
+                 f"{s['idle_s']:.0f} s (audit log) by account and node: {each}; target <= "
+                 f"{TARGET_PER_MINUTE:.0f}: **{verdict}**"))
+    dra = s["accounts"][DRA_DS]
+    asked = s["idle_requests"].get(f"{dra}@{s['dra_node']}", [])
+    rate = len(asked) / minute
+    rows.append((f"Fleet idle: DRA driver's API requests per minute, its node ({s['dra_node']}, one pool)",
+                 f"**{rate:.1f}**", f"in {s['idle_s']:.0f} s: {', '.join(asked) or 'none'} (its slices' watch, "
+                 f"renewed every 5 min); target <= {TARGET_PER_MINUTE:.0f}: "
+                 f"**{'met' if rate <= TARGET_PER_MINUTE else 'missed'}**"))
     return rows
 
 
