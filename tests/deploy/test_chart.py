@@ -102,8 +102,9 @@ def test_what_each_combination_renders() -> None:
 
 
 def test_allocation_reaches_the_node_config() -> None:
-    """allocation.kinds is the node config's per-kind mapping on every DaemonSet's nodes; the DRA
-    DaemonSet's nodes give every kind to DRA when allocation names no way; default: unset."""
+    """allocation.kinds is the node config's per-kind mapping on every DaemonSet's nodes; when
+    allocation names no way, neither DaemonSet's node config names one (the node label alone
+    chooses: a node that started on DRA can switch back) and both write the same file."""
     per_kind = helmchart.objects(helmchart.COMBINATIONS["per-kind"])
     want = {"kunlunxin.com/xpu": "dra", "huawei.com/npu": "device-plugin"}
     for cm in ("xpu-cdi-node-config", "xpu-cdi-dra-node-config"):
@@ -112,7 +113,9 @@ def test_allocation_reaches_the_node_config() -> None:
         assert {k: nodeconfig.way_for(cfg, k) for k in want} == want
     both = helmchart.objects({"dra": {"enabled": True}})
     assert nodeconfig.way_for(node_config(both, "xpu-cdi-node-config"), "kunlunxin.com/xpu") is None
-    assert nodeconfig.way_for(node_config(both, "xpu-cdi-dra-node-config"), "kunlunxin.com/xpu") == "dra"
+    assert nodeconfig.way_for(node_config(both, "xpu-cdi-dra-node-config"), "kunlunxin.com/xpu") is None
+    texts = {o["metadata"]["name"]: o["data"]["config.yaml"] for o in by_kind(both, "ConfigMap")}
+    assert texts["xpu-cdi-node-config"] == texts["xpu-cdi-dra-node-config"]
     wired = node_config(helmchart.objects({"runtimeWiring": {"enabled": True}}), "xpu-cdi-node-config")
     assert (wired.configure_containerd, wired.restart_containerd) == (True, True)
 

@@ -214,8 +214,8 @@ class TestDaemonSet:
         assert pod(daemonset)["priorityClassName"] == "system-node-critical"
 
     def test_node_config_turns_env_selection_off(self, daemonset: Dict[str, Any]) -> None:
-        """The ConfigMap is a valid node config saying false; the init container installs it only where
-        the host has none, atomically (temp + mv)."""
+        """The ConfigMap is a valid node config saying false; the init container installs it
+        atomically (temp + mv; test_node_config_script runs it)."""
         from xpu_cdi import nodeconfig
 
         (cm,) = docs("node-config.yaml")
@@ -224,7 +224,7 @@ class TestDaemonSet:
         (cm_mount,) = [m for m in c["volumeMounts"] if "configMap" in volumes[m["name"]]]
         assert volumes[cm_mount["name"]]["configMap"]["name"] == cm["metadata"]["name"]
         script = " ".join(c["args"])
-        assert script.startswith("test -e /etc/xpu-cdi/config.yaml ||") and "mv " in script
+        assert "$d/.config.yaml.new" in script and "mv " in script
         assert f"{cm_mount['mountPath']}/config.yaml" in script
         import tempfile
 
@@ -232,6 +232,37 @@ class TestDaemonSet:
             f.write(cm["data"]["config.yaml"])
             f.flush()
             assert nodeconfig.read(f.name).accept_env_selection_when_unprivileged is False
+
+    @pytest.mark.parametrize("path", ["daemonset.yaml", "dra/daemonset.yaml"])
+    def test_node_config_script(self, tmp_path: Path, path: str) -> None:
+        """Each DaemonSet's node-config script, run by sh on a stand-in /etc/xpu-cdi: it writes the
+        ConfigMap's file where there is none, rewrites one whose first line is ours (this release's
+        mark, or the DRA DaemonSet's earlier file that gave every kind to DRA: such a node could not
+        switch back to the plugin), and leaves an admin's file (no mark) alone."""
+        (ds,) = [d for d in docs(path) if d["kind"] == "DaemonSet"]
+        (cm,) = [d for d in docs(path.replace("daemonset.yaml", "node-config.yaml") if path == "daemonset.yaml"
+                              else path) if d["kind"] == "ConfigMap"]
+        etc, given = tmp_path / "etc", tmp_path / "node-config"
+        etc.mkdir()
+        given.mkdir()
+        (given / "config.yaml").write_text(cm["data"]["config.yaml"])
+        script = " ".join(container(ds, "node-config")["args"])
+        assert script.startswith("d=/etc/xpu-cdi;"), script
+        script = script.replace("d=/etc/xpu-cdi;", f"d={etc};").replace("/node-config/", f"{given}/")
+        target = etc / "config.yaml"
+        earlier_dra = ("# written to /etc/xpu-cdi/config.yaml by the DRA DaemonSet where the host has none\n"
+                       "accept-env-selection-when-unprivileged: false\nkubernetes-allocation: dra\n")
+        admins = "# mine\nkubernetes-allocation: dra\n"
+        for before, after in ((None, cm["data"]["config.yaml"]), (earlier_dra, cm["data"]["config.yaml"]),
+                              (cm["data"]["config.yaml"] + "configure-containerd: true\n", cm["data"]["config.yaml"]),
+                              (admins, admins), ("", "")):
+            if before is not None:
+                target.write_text(before)
+            subprocess.run(["sh", "-c", script], check=True, capture_output=True)
+            assert target.read_text() == after, before
+            assert sorted(p.name for p in etc.iterdir()) == ["config.yaml"]
+            target.unlink()
+        assert "kubernetes-allocation" not in cm["data"]["config.yaml"]
 
     def test_image_is_this_version(self, daemonset: Dict[str, Any]) -> None:
         """The image tag is the package version."""

@@ -78,16 +78,9 @@ def dra_nodes(fleet: Fleet, image: str, deployed: None,
     pods gone from them, the driver's Ready there, every card in the node's pool, no NPU allocatable
     by the plugin.  Switched back at the module's end (the plugin serving again, the slices gone,
     deploy/dra deleted): module-scoped, so a module that does not ask for it sees the plugin."""
-    d = fleetdeploy.apply_dra(fleet, image, tmp_path_factory.mktemp("fleet-dra"))
-    try:
-        took = fleetdeploy.serve_by(fleet, DRA_NODES, fleetdeploy.DRA)
+    with fleetdeploy.on_dra(fleet, image, tmp_path_factory.mktemp("fleet-dra"), DRA_NODES) as took:
         print(f"nodes B and C switched to DRA in {took:.1f} s; load {open('/proc/loadavg').read().split()[:3]}")
         yield DRA_NODES
-    finally:
-        try:
-            fleetdeploy.serve_by(fleet, DRA_NODES, fleetdeploy.DEVICE_PLUGIN)
-        finally:
-            fleetdeploy.delete(fleet, d)
 
 
 @pytest.fixture

@@ -243,6 +243,44 @@ def test_a_driver_upgrade_republishes_the_slice(fleet: Fleet, dra_nodes: Tuple[N
     assert pod["status"]["phase"] == "Running" and pod["status"]["containerStatuses"][0]["restartCount"] == 0
 
 
+NODE_CONFIG = "/etc/xpu-cdi/config.yaml"
+#: What deploy/dra's DaemonSet of earlier releases wrote on a node without a node config: its
+#: ``kubernetes-allocation: dra`` made the device plugin refuse the node after a switch back.
+EARLIER_DRA = ("# written to /etc/xpu-cdi/config.yaml by the DRA DaemonSet where the host has none\n"
+               "accept-env-selection-when-unprivileged: false\nkubernetes-allocation: dra\n")
+
+
+def node_config(fleet: Fleet, spec: NodeSpec) -> str:
+    """*spec*'s /etc/xpu-cdi/config.yaml, as its daemons see it."""
+    r = fleet.nodes[spec.name].run_on_node(["cat", NODE_CONFIG])
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_a_dra_first_node_switches_both_ways(fleet: Fleet, dra_nodes: Tuple[NodeSpec, ...]) -> None:
+    """Node B as a DRA-first install leaves it: no node config until deploy/dra's driver pod wrote
+    one.  By the label alone it switches to the plugin (its four NPUs allocatable) and back to DRA
+    (its pool published), the node config the DaemonSets' own each time, naming no way.  Then as an
+    earlier release's DRA-first install left it (``kubernetes-allocation: dra`` in the node config):
+    the plugin's pod rewrites the file and serves the node."""
+    ours = fleet.get("configmap", "xpu-cdi-dra-node-config", "-n", fleetdeploy.NS)["data"]["config.yaml"]
+    assert ours == fleet.get("configmap", "xpu-cdi-node-config", "-n", fleetdeploy.NS)["data"]["config.yaml"]
+    assert "kubernetes-allocation" not in ours
+    fleet.nodes[B.name].remove_node_file(NODE_CONFIG)
+    (pod,) = [p["metadata"]["name"] for p in ds_pods(fleet, DRA_DS) if p["spec"]["nodeName"] == B.name]
+    fleet.kubectl("delete", "pod", "-n", fleetdeploy.NS, pod, "--wait=true", timeout=180)
+    fleetdeploy.serve_by(fleet, (B,), fleetdeploy.DRA)  # the new pod Ready, B's pool published again
+    assert node_config(fleet, B) == ours
+    took = [fleetdeploy.serve_by(fleet, (B,), way) for way in (fleetdeploy.DEVICE_PLUGIN, fleetdeploy.DRA)]
+    assert node_config(fleet, B) == ours
+    fleet.nodes[B.name].write_node_file(NODE_CONFIG, EARLIER_DRA)
+    took.append(fleetdeploy.serve_by(fleet, (B,), fleetdeploy.DEVICE_PLUGIN))
+    assert node_config(fleet, B) == ours
+    took.append(fleetdeploy.serve_by(fleet, (B,), fleetdeploy.DRA))
+    print(f"B: to the plugin, to DRA, to the plugin (earlier file), to DRA in {', '.join(f'{t:.1f}' for t in took)} s; "
+          f"load {open('/proc/loadavg').read().split()[:3]}")
+
+
 def test_switching_back_restores_the_plugin(fleet: Fleet, dra_nodes: Tuple[NodeSpec, ...],
                                             objects: List[Tuple[str, str]]) -> None:
     """The label removed from B and C: the driver's pods leave and withdraw their slices, the

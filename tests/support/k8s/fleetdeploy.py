@@ -6,10 +6,11 @@ plugin's health checked every half second, no uevents."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Iterator, List, Sequence
 
 import yaml
 
@@ -155,6 +156,20 @@ def serve_by(fleet: Fleet, nodes: Sequence[NodeSpec], way: str) -> float:
     return time.monotonic() - t0
 
 
+@contextlib.contextmanager
+def on_dra(fleet: Fleet, tag: str, base: Path, nodes: Sequence[NodeSpec]) -> Iterator[float]:
+    """deploy/dra applied (its overlay in *base*) and *nodes* switched to it (:func:`serve_by`);
+    the seconds the switch took.  Afterwards switched back to the device plugin, deploy/dra deleted."""
+    d = apply_dra(fleet, tag, base)
+    try:
+        yield serve_by(fleet, nodes, DRA)
+    finally:
+        try:
+            serve_by(fleet, nodes, DEVICE_PLUGIN)
+        finally:
+            delete(fleet, d)
+
+
 def delete(fleet: Fleet, overlay_dir: Path) -> None:
     fleet.kubectl("delete", "-k", str(overlay_dir), "--ignore-not-found", "--wait=true", timeout=300, check=False)
 
@@ -163,7 +178,7 @@ def daemon_pids(fleet: Fleet, ds: str) -> Dict[str, Dict[str, int]]:
     """node -> container -> its process (the container's init: deploy/'s run the daemon itself),
     for DaemonSet *ds*'s running containers, from each node's containerd (``ctr task ls``)."""
     out: Dict[str, Dict[str, int]] = {}
-    for p in fleet.get("pods", "-n", NS, "-l", f"app.kubernetes.io/name={ds}")["items"]:
+    for p in ds_pods(fleet, ds):
         node = p["spec"]["nodeName"]
         r = fleet.nodes[node].ctr("task", "ls")
         tasks = {cols[0]: int(cols[1]) for cols in (ln.split() for ln in r.stdout.splitlines()[1:]) if len(cols) >= 2}

@@ -14,25 +14,47 @@
 {{- end -}}
 
 {{/*
-The node config (/etc/xpu-cdi/config.yaml, src/xpu_cdi/nodeconfig.py) a DaemonSet writes on a
-host that has none.  Called with (dict "ctx" $ "way" "dra"): the way for every kind when
-allocation names none (the DRA DaemonSet's nodes give every kind to DRA).
+The node config (/etc/xpu-cdi/config.yaml, src/xpu_cdi/nodeconfig.py) the DaemonSets write.  The
+same for the device plugin's and the DRA driver's: which of them serves a node is the node label
+xpu-cdi.io/kubernetes-allocation alone (their selectors), so the file names a way only where the
+admin set allocation.  Its first line marks it as ours (xpu-cdi.nodeConfigInit).
 */}}
 {{- define "xpu-cdi.nodeConfig" -}}
-{{- $v := .ctx.Values -}}
+{{- $v := .Values -}}
+{{ include "xpu-cdi.nodeConfigMark" . }}
 accept-env-selection-when-unprivileged: false
 {{- if $v.allocation.kinds }}
 kubernetes-allocation:
 {{- range $kind, $way := $v.allocation.kinds }}
   {{ $kind }}: {{ $way }}
 {{- end }}
-{{- else if (default .way $v.allocation.default) }}
-kubernetes-allocation: {{ default .way $v.allocation.default }}
+{{- else if $v.allocation.default }}
+kubernetes-allocation: {{ $v.allocation.default }}
 {{- end }}
 {{- if $v.runtimeWiring.enabled }}
 configure-containerd: true
 restart-containerd: {{ $v.runtimeWiring.restartContainerd }}
 {{- end }}
+{{- end -}}
+
+{{- define "xpu-cdi.nodeConfigMark" -}}
+# written by the xpu-cdi DaemonSets, rewritten when they start: delete this line to keep your edits
+{{- end -}}
+
+{{/*
+The node-config init container's script: installs /node-config/config.yaml (temp + mv) where the
+host has no node config, or one whose first line is our mark: this release's, or the one the DRA
+DaemonSet of earlier releases wrote, whose `kubernetes-allocation: dra` made the device plugin refuse the
+node after a switch back.  A file an admin wrote (no mark) is left alone.
+*/}}
+{{- define "xpu-cdi.nodeConfigInit" -}}
+- >-
+  d=/etc/xpu-cdi; f=$d/config.yaml;
+  if test -e $f && ! head -n 1 $f | grep -qxF
+  -e '{{ include "xpu-cdi.nodeConfigMark" . }}'
+  -e '# written to /etc/xpu-cdi/config.yaml by the DRA DaemonSet where the host has none';
+  then echo "$f: the admin's own, left alone"; exit 0; fi;
+  cp /node-config/config.yaml $d/.config.yaml.new && mv $d/.config.yaml.new $f
 {{- end -}}
 
 {{/*
