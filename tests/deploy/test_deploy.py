@@ -405,6 +405,27 @@ class TestRuntimeWiring:
         assert (cfg.configure_containerd, cfg.restart_containerd, cfg.accept_env_selection_when_unprivileged,
                 cfg.unknown) == (True, True, False, ())
 
+    @pytest.mark.parametrize("trees", [["deploy"], ["deploy", "deploy/dra"]])
+    def test_component_turns_it_on_for_every_node_config(self, trees: List[str], tmp_path: Path) -> None:
+        """kubectl's own kustomize, as a user's kustomization uses the component: with deploy/dra too, the
+        DRA driver's node config gets the wiring as well (both DaemonSets rewrite the node's file when they
+        start: a node switched between them must not lose it); without deploy/dra, no error."""
+        import shutil
+
+        kubectl = builds.ensure_or_skip("kubernetes") / "kubectl"
+        shutil.copytree(DEPLOY, tmp_path / "deploy")
+        (tmp_path / "user").mkdir()
+        (tmp_path / "user" / "kustomization.yaml").write_text(yaml.safe_dump(
+            {"resources": [f"../{t}" for t in trees], "components": ["../deploy/runtime-wiring"]}))
+        out = subprocess.run([str(kubectl), "kustomize", str(tmp_path / "user")], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        configs = {d["metadata"]["name"]: d["data"]["config.yaml"] for d in yaml.safe_load_all(out.stdout)
+                   if d and d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("node-config")}
+        assert sorted(configs) == sorted({"deploy": "xpu-cdi-node-config",
+                                          "deploy/dra": "xpu-cdi-dra-node-config"}[t] for t in trees)
+        assert all("configure-containerd: true" in text for text in configs.values()), configs
+
     def test_its_pod_alone_has_hostpid(self, wiring: Dict[str, Any]) -> None:
         """hostPID (to signal containerd) only in the wiring's pod, whose long-running container is an idle
         sleep as nobody; the work is one init container's, no capabilities, no token; on the host's
