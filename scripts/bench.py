@@ -684,8 +684,9 @@ def markdown(rows: Rows, machine: Dict[str, str], rounds: int) -> str:
     """The README's Performance section body."""
     lines = [f"Figures from one `make bench` run ({rounds} interleaved rounds) on {machine['summary']}; "
              f"1-minute load average {machine['load_before']} before, {machine['load_after']} after.",
-             "Overheads are differences of medians measured in the same rounds; rerun `make bench` to",
-             "compare (it also writes `bench-out/bench.png`).", "", "| what | figure | note |", "|---|---|---|"]
+             "Overheads are differences of medians measured in the same rounds (the hook's own times inside",
+             "`runc run` and the CLI's start: of the fastest runs, the least hit by load); rerun `make bench`",
+             "to compare (it also writes `bench-out/bench.png`).", "", "| what | figure | note |", "|---|---|---|"]
     lines += [f"| {name.strip()} | {value} | {note} |" for name, value, note in rows]
     return "\n".join(lines) + "\n"
 
