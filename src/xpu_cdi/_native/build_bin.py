@@ -57,7 +57,8 @@ HEADERS_ONLY = ["yaml-0.1"]
 # packages ship (libyajl-dev names its archive libyajl_s.a) and glibc's libc.a;
 # libyaml is linked in too (a static binary cannot dlopen it)
 STATIC_LDFLAGS = ["-static-pie", "-Wl,-z,relro,-z,now", "-Wl,--gc-sections"]
-STATIC_CFLAGS = ["-DXPU_CDI_LINKED_YAML"]
+# and the hook's own allocator (hook/alloc.c: a bump arena, small blocks reused by size class)
+STATIC_CFLAGS = ["-DXPU_CDI_LINKED_YAML", "-DXPU_CDI_ARENA_MALLOC"]
 STATIC_LIBRARIES = ["-l:libyajl_s.a", "-l:libyaml.a"]
 # The hook is linked so by default too, where the static archives are installed: it runs on
 # every container start, and a static binary starts without the loader's work (a third of the

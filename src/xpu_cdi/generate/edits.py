@@ -3,8 +3,7 @@ spelled exactly as the reference CDI library spells them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, NamedTuple, Sequence
 
 from ..model import Card, DeviceNode, HostView
 
@@ -15,8 +14,7 @@ MOUNT_OPTIONS = ["ro", "nosuid", "nodev", "bind"]
 HOOK_ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]  # hooks inherit no environment
 
 
-@dataclass(frozen=True)
-class EditOptions:
+class EditOptions(NamedTuple):
     """Knobs of ``xpu-cdi generate`` that change the edits."""
 
     hook_path: str

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 import stat as _stat
-from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, NamedTuple, Sequence
 
 from .. import hoststat
 from ..errors import DiscoveryError
@@ -15,8 +14,7 @@ from ..model import NodeInfo, Profile
 _TYPE_NAMES = {"-": "a regular file", "d": "a directory", "l": "a symlink", "?": "not a device node"}
 
 
-@dataclass(frozen=True)
-class Roots:
+class Roots(NamedTuple):
     """Where the host's /dev, driver files and /sys are (``/`` on a real host)."""
 
     dev: str = "/"

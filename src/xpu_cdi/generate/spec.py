@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from types import MappingProxyType
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .. import atomic
 from ..cdi import names, version
@@ -19,8 +19,7 @@ STRATEGIES = ("index", "pci")
 INDEX_FORMAT = 1
 
 
-@dataclass(frozen=True)
-class SpecOptions:
+class SpecOptions(NamedTuple):
     """Options of ``xpu-cdi generate`` that shape the spec."""
 
     edit: _edits.EditOptions
@@ -28,7 +27,7 @@ class SpecOptions:
     all_device: bool = True
     vendor: Optional[str] = None
     device_class: Optional[str] = None
-    annotations: Dict[str, Dict[str, str]] = field(default_factory=dict)  # device name -> annotations
+    annotations: Mapping[str, Mapping[str, str]] = MappingProxyType({})  # device name -> annotations
 
 
 def kind_of(view: HostView, opts: SpecOptions) -> str:

@@ -9,7 +9,6 @@ cards sit under different switches pay for every crossing (seed report 4).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 from dataclasses import dataclass
@@ -275,7 +274,7 @@ def spec_options(view: HostView, opts: Any, sysfs_root: str) -> Any:
     from ..generate import spec as _spec  # the spec builder is only needed here
 
     names = {c.index: _spec.card_names(c, opts.name_strategies) for c in view.cards}
-    return dataclasses.replace(opts, annotations=device_annotations(cards(view, sysfs_root), names))
+    return opts._replace(annotations=device_annotations(cards(view, sysfs_root), names))
 
 
 def like_spec(spec: Dict[str, Any], view: HostView, opts: Any, sysfs_root: str) -> Any:
