@@ -19,7 +19,6 @@ import base64
 import contextlib
 import json
 import os
-import tempfile
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import quote, urlencode
 
@@ -255,6 +254,9 @@ def _read_token(path: str) -> str:
 
 
 def _private_file(data: bytes, cleanup: List[str]) -> str:
+    import tempfile  # here: only a kubeconfig with inline certificates needs it (tempfile, shutil,
+    # random, bz2 and lzma are ~0.5 MiB of the driver; issue 30)
+
     fd, path = tempfile.mkstemp(prefix="xpu-cdi-kube-")  # mode 0600
     cleanup.append(path)
     with os.fdopen(fd, "wb") as f:
