@@ -79,8 +79,8 @@ def test_a_daemon_imports_only_its_own_stack(tmp_path: Path, daemon: str, theirs
     assert set(loaded(mods, theirs)) == theirs
     assert loaded(mods, (DAEMON_STACKS - theirs - {"asyncio", "ssl", "urllib3"}) | {"jsonschema"}) == []
     # protobuild writes its descriptors itself (descriptor_pb2 is ~0.75 MiB); the partition templates
-    # come from JSON (PyYAML ~1.1 MiB), which only the DRA driver's kubeconfig reader needs
-    assert loaded(mods, {"google.protobuf.descriptor_pb2"} | ({"yaml"} if daemon != "dra" else set())) == []
+    # come from JSON (PyYAML ~1.1 MiB), which only the DRA driver's reader of a kubeconfig file imports
+    assert loaded(mods, {"google.protobuf.descriptor_pb2", "yaml"}) == []
     if daemon != "exporter":  # (its http.server and prometheus_client take shutil and tempfile)
         # archives and temporary files: the DRA driver's kubeconfig with inline certificates only;
         # fractions: Ascend's templates only

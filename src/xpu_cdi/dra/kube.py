@@ -22,9 +22,6 @@ import os
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import quote, urlencode
 
-import yaml
-
-from ..cdi import yamlload
 from ..errors import ApiError, ConfigError
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -199,6 +196,10 @@ def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     if os.pathsep in path:
         return None  # a merged list
+    import yaml  # here: in a pod (the service account above) no YAML is read, ~1.1 MiB (issue 30)
+
+    from ..cdi import yamlload
+
     try:
         with open(path, "rb") as f:
             doc = yamlload.load(f.read())
