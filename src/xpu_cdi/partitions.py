@@ -3,17 +3,19 @@
 Data, validated by ``schemas/partitions.schema.json``; the facts and their sources are in
 docs/vendors.md ("Ascend vNPU templates").  What a template takes of its chip is read here,
 once, for whoever partitions a chip (the DRA driver, doctor, the tests' stand-in ``npu-smi``).
+The YAML files are the source; ``profiles/partitions/builtin.json`` holds their documents
+(``scripts/render-profiles.py`` writes it, a test compares), so that no node daemon imports a
+YAML parser for them (PyYAML is ~1.1 MiB of a daemon's memory; issue 30).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
-
-import yaml
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import profiles as _builtin_package
 from . import schema_files
@@ -138,12 +140,28 @@ def parse(data: Any, where: str, trusted: bool = False) -> Partitions:
 BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(_builtin_package.__file__)), "partitions")
 
 
+BUILTIN_JSON = os.path.join(BUILTIN_DIR, "builtin.json")  # the YAML files' documents, by profile
+
+
+def builtin_names() -> List[str]:
+    """The profiles with shipped templates (a YAML file each)."""
+    return sorted(n[:-5] for n in os.listdir(BUILTIN_DIR) if n.endswith(".yaml"))
+
+
+def render_builtin_json() -> str:
+    """What ``profiles/partitions/builtin.json`` must hold: each YAML file's document by profile."""
+    import yaml  # the source files: read when rendering, never by a daemon
+
+    docs = {}
+    for name in builtin_names():
+        with open(os.path.join(BUILTIN_DIR, f"{name}.yaml"), encoding="utf-8") as f:
+            docs[name] = yaml.safe_load(f.read())
+    return json.dumps(docs, indent=1, ensure_ascii=False) + "\n"
+
+
 @functools.lru_cache(maxsize=None)  # shipped files: the daemons ask at every spec change
 def builtin(profile: str) -> Optional[Partitions]:
     """The shipped templates of *profile*, or None when it has none."""
-    try:
-        with open(os.path.join(BUILTIN_DIR, f"{profile}.yaml"), encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        return None
-    return parse(yaml.safe_load(text), f"<builtin>/partitions/{profile}.yaml", trusted=True)
+    with open(BUILTIN_JSON, "rb") as f:
+        doc = json.loads(f.read()).get(profile)
+    return None if doc is None else parse(doc, f"<builtin>/partitions/{profile}.yaml", trusted=True)

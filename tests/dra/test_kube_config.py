@@ -135,3 +135,24 @@ def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert k._headers()["Authorization"] == "Bearer sa-1"
     (tmp_path / "token").write_text("sa-2")
     assert k._headers()["Authorization"] == "Bearer sa-2"
+
+
+def test_in_cluster_reads_no_yaml(tmp_path: Path) -> None:
+    """In a pod the driver reads no kubeconfig file, so PyYAML (~1.1 MiB) stays out of it (issue 30);
+    a kubeconfig file still imports it where it is read."""
+    (tmp_path / "token").write_text("sa-1")
+    probe = ("import json, os, sys\n"
+             "from xpu_cdi.dra import kube\n"
+             "kube.SERVICE_ACCOUNT = sys.argv[1]\n"
+             "k = kube.Kube(sys.argv[2] or None)\n"
+             "print(json.dumps([k.host, 'yaml' in sys.modules]))\n")
+    env = dict(os.environ, KUBERNETES_SERVICE_HOST="10.0.0.1", KUBERNETES_SERVICE_PORT="443")
+    r = subprocess.run([sys.executable, "-c", probe, str(tmp_path), ""], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["https://10.0.0.1:443", False]
+    config = kubeconfig(tmp_path / "config", "http://127.0.0.1:1", {"token": "t"})
+    r = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(config)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["http://127.0.0.1:1", True]

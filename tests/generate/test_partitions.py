@@ -83,6 +83,18 @@ def test_shipped_file_is_valid() -> None:
     assert partitions.parse(shipped(), "ascend.yaml") == partitions.builtin("ascend")
 
 
+def test_builtin_json_is_the_yaml_files() -> None:
+    """profiles/partitions/builtin.json (what builtin() reads, no YAML parser in the daemons) holds
+    each YAML file's document, as scripts/render-profiles.py writes it (edit the YAML, then run it)."""
+    import json
+
+    with open(partitions.BUILTIN_JSON, encoding="utf-8") as f:
+        text = f.read()
+    assert text == partitions.render_builtin_json(), "partitions/builtin.json is stale: run scripts/render-profiles.py"
+    assert json.loads(text) == {"ascend": shipped()}
+    assert partitions.builtin_names() == ["ascend"] and partitions.builtin("kunlunxin") is None
+
+
 def test_template_larger_than_its_chip_is_refused() -> None:
     data = shipped()
     bad = copy.deepcopy(data)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Tuple
 
-from google.protobuf import descriptor_pb2
 
 from ..node import protobuild
 from ..node.protobuild import BOOL, INT32, INT64, MANY, MAP, ONE, STRING
@@ -65,11 +64,6 @@ SERVICES: Dict[str, List[Tuple[str, str, str, bool]]] = {
                      ("Allocate", "AllocateRequest", "AllocateResponse", False),
                      ("PreStartContainer", "PreStartContainerRequest", "PreStartContainerResponse", False)],
 }
-
-
-def file_descriptor() -> descriptor_pb2.FileDescriptorProto:
-    """The ``FileDescriptorProto`` of the API, from :data:`MESSAGES` and :data:`SERVICES`."""
-    return protobuild.file_descriptor(PACKAGE, MESSAGES, SERVICES)
 
 
 _CLASSES = protobuild.build(PACKAGE, MESSAGES, SERVICES)

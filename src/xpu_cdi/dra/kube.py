@@ -19,13 +19,9 @@ import base64
 import contextlib
 import json
 import os
-import tempfile
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import quote, urlencode
 
-import yaml
-
-from ..cdi import yamlload
 from ..errors import ApiError, ConfigError
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -200,6 +196,10 @@ def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     if os.pathsep in path:
         return None  # a merged list
+    import yaml  # here: in a pod (the service account above) no YAML is read, ~1.1 MiB (issue 30)
+
+    from ..cdi import yamlload
+
     try:
         with open(path, "rb") as f:
             doc = yamlload.load(f.read())
@@ -255,6 +255,9 @@ def _read_token(path: str) -> str:
 
 
 def _private_file(data: bytes, cleanup: List[str]) -> str:
+    import tempfile  # here: only a kubeconfig with inline certificates needs it (tempfile, shutil,
+    # random, bz2 and lzma are ~0.5 MiB of the driver; issue 30)
+
     fd, path = tempfile.mkstemp(prefix="xpu-cdi-kube-")  # mode 0600
     cleanup.append(path)
     with os.fdopen(fd, "wb") as f:

@@ -19,7 +19,6 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..partitions import ChipModel, Partitions
@@ -51,7 +50,7 @@ def takes(model: ChipModel) -> Tuple[Dict[str, int], Dict[str, Dict[str, int]]]:
         total[MEMORY] = model.memory_mib
         for name, v in mib.items():
             per[name][MEMORY] = int(v or 0)
-    elif shares and all(isinstance(s, Fraction) for s in shares):
+    elif shares and all(s is not None for s in shares):  # Fractions: no fractions import here
         parts = math.lcm(*(s.denominator for s in shares if s is not None))
         total[MEMORY_PARTS] = parts
         for name, t in model.templates.items():

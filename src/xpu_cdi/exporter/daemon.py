@@ -28,6 +28,7 @@ from __future__ import annotations
 import gzip
 import os
 import socket
+import socketserver
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -289,6 +290,13 @@ class Exporter(Loop):
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+            def server_bind(self) -> None:
+                # not HTTPServer's, whose socket.getfqdn() asks the resolver for a name only CGI and
+                # WSGI read: a DNS wait at start on a node whose resolver is slow, and the idna
+                # codec with unicodedata's tables, ~1.1 MiB of the exporter (issue 30)
+                socketserver.TCPServer.server_bind(self)
+                self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
 
         class DualStack(Server):
             address_family = socket.AF_INET6

@@ -8,6 +8,11 @@ strings.  asyncio takes an ImportError of ``ssl`` as "no TLS here", hashlib
 one of ``_hashlib`` as "use the built-in sha256" (the same digests).  Not
 the exporter (prometheus_client imports ssl unconditionally) nor the DRA
 driver (its API client speaks TLS).
+
+pyudev finds libudev with ``ctypes.util``, which imports ``shutil``, which
+imports ``bz2`` and ``lzma`` for archives no daemon makes: their modules,
+libbz2 and liblzma are ~0.3 MiB of every daemon.  shutil takes an
+ImportError of their accelerators as "no such archive format here".
 """
 
 from __future__ import annotations
@@ -16,26 +21,34 @@ import contextlib
 import ctypes
 import gc
 import sys
-from typing import Iterator
+from typing import Iterator, Sequence
 
 OPENSSL_MODULES = ("ssl", "_ssl", "_hashlib")
+ARCHIVE_MODULES = ("_bz2", "_lzma")
 
 
 @contextlib.contextmanager
-def without_openssl() -> Iterator[None]:
-    """Imports inside see none of :data:`OPENSSL_MODULES` (those not loaded yet: a test process
-    may have them); afterwards importing them works again for whoever asks."""
-    blocked = [m for m in OPENSSL_MODULES if m not in sys.modules]
+def without(modules: Sequence[str]) -> Iterator[None]:
+    """Imports inside see none of *modules* (those not loaded yet: a test process may have them);
+    afterwards importing them works again for whoever asks."""
+    blocked = [m for m in modules if m not in sys.modules]
     for m in blocked:
         sys.modules[m] = None  # type: ignore[assignment]  # `import m` raises ImportError
     try:
-        import hashlib  # noqa: F401 - first loaded here, it keeps its built-in hashes for good
-
         yield
     finally:
         for m in blocked:
             if m in sys.modules and sys.modules[m] is None:
                 del sys.modules[m]
+
+
+@contextlib.contextmanager
+def without_openssl() -> Iterator[None]:
+    """Imports inside see none of :data:`OPENSSL_MODULES`."""
+    with without(OPENSSL_MODULES):
+        import hashlib  # noqa: F401 - first loaded here, it keeps its built-in hashes for good
+
+        yield
 
 
 def settle() -> None:
