@@ -424,7 +424,7 @@ STORAGE_MAX_MIB = int(os.environ.get("XPU_CDI_IMAGE_STORAGE_MAX_MIB", "4096"))
 
 def prune(b: "Buildah", work: Path) -> None:
     """Drop the layers of earlier builds once buildah's storage passes STORAGE_MAX_MIB (each source state
-    adds its own; the next build then reruns the build stage's apt step once)."""
+    adds its own).  What the last build's images stand on stays: its build stage is tagged for that."""
     r = subprocess.run(["du", "-sm", str(work / f"storage-{b.driver}")], capture_output=True, text=True)
     mib = int(r.stdout.split()[0]) if r.returncode == 0 and r.stdout else 0
     if mib > STORAGE_MAX_MIB:
@@ -475,12 +475,16 @@ def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, 
         # --force-rm: a failed step's working container goes too (buildah keeps it by default);
         # --ulimit: the steps keep our open-files and process limits (newer buildah raises both
         # to 1048576, which a root without CAP_SYS_RESOURCE, as on some CI machines, may not)
-        b("bud", "--isolation", "chroot", "--layers", "--force-rm", *kept_ulimits(), "--pull-never", "--arch", target,
-          "--build-arg", f"BASE={base}", "--build-arg", f"BUILD_BASE={builder}", "--build-arg", f"VERSION={version()}",
-          # what newer buildah sets itself; 1.28 (Debian 12) resolves FROM --platform only with them given
-          "--build-arg", f"TARGETARCH={target}", "--build-arg", f"TARGETPLATFORM=linux/{target}",
-          "--build-arg", f"BUILDPLATFORM=linux/{arch()}",
-          "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx), runs_target=True)
+        bud = ["bud", "--isolation", "chroot", "--layers", "--force-rm", *kept_ulimits(), "--pull-never",
+               "--arch", target, "--build-arg", f"BASE={base}", "--build-arg", f"BUILD_BASE={builder}",
+               "--build-arg", f"VERSION={version()}",
+               # what newer buildah sets itself; 1.28 (Debian 12) resolves FROM --platform only with them given
+               "--build-arg", f"TARGETARCH={target}", "--build-arg", f"TARGETPLATFORM=linux/{target}",
+               "--build-arg", f"BUILDPLATFORM=linux/{arch()}", "-f", str(ctx / "deploy" / "Containerfile")]
+        # the build stage first, tagged: its layers (the toolchain's install above all) then belong to
+        # an image, so prune() keeps them and the next source change reruns only what follows COPY . /src
+        b(*bud, "--target", "build", "-t", f"localhost/xpu-cdi-build:{target}", str(ctx))
+        b(*bud, "-t", name, str(ctx), runs_target=True)
         times["bud"] = time.monotonic() - t1
         tmp = out.with_name(out.name + ".tmp")
         tmp.unlink(missing_ok=True)

@@ -119,6 +119,18 @@ def test_another_architecture_is_cross_compiled_on_this_machines_base(
     assert args["TARGETPLATFORM"] == args["BUILDPLATFORM"] == f"linux/{native}", args
 
 
+def test_the_build_stage_is_tagged_so_its_layers_outlive_a_prune(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """bud runs the build stage alone first and tags it (prune() drops untagged images only, and the
+    toolchain's layers are the slow ones to make again), then the whole file with the same arguments."""
+    b = imagebuild.builder()
+    monkeypatch.setattr(b, "foreign", lambda cmd, target: list(cmd))  # the stand-in buildah is a script
+    calls = run_build(tmp_path, monkeypatch, "push", target="arm64", b=b)
+    stage, whole = [c.split() for c in calls if c.startswith("bud ")]
+    assert stage[-5:-1] == ["--target", "build", "-t", "localhost/xpu-cdi-build:arm64"], stage
+    assert whole[-3:-1] == ["-t", b.default_name()] and stage[:-5] == whole[:-3], (stage, whole)
+
+
 def test_the_key_follows_what_goes_into_the_image(tmp_path: Path) -> None:
     """inputs_key() hashes the build context as .containerignore leaves it: an edit of a test, of CI or
     of a doc the package does not ship keeps the key (no new image); an edit of the sources, of a doc the
