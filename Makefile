@@ -81,10 +81,11 @@ rpm:
 
 # the DaemonSet's image as an OCI archive (packaging/image/out/), no registry needed:
 # deploy/Containerfile built by buildah on a debootstrapped Debian 12 (packaging/image/build.py);
-# ARCH=arm64 on amd64: the arm64 image, its .deb and static binaries cross-built here (as make deb
-# ARCH=arm64 and make cross do), what must run on arm64 run by qemu-user-static
+# ARCH=arm64 on amd64: the arm64 image, its .deb and static binaries cross-built in the build stage
+# on an amd64 Debian 12 root (whatever release this machine runs), what must run on arm64 run by
+# qemu-user-static
 image:
-	@sh scripts/install-deps.sh buildah debootstrap $(if $(filter-out $(shell dpkg --print-architecture),$(ARCH)),$(CROSS_DEPS))
+	@sh scripts/install-deps.sh buildah debootstrap $(if $(filter-out $(shell dpkg --print-architecture),$(ARCH)),qemu-user-static)
 	/usr/bin/python3 packaging/image/build.py --arch $(ARCH)
 
 # the static hook and wrapper for arm64 hosts (Kunpeng), cross-built into build/arm64/bin;

@@ -31,8 +31,8 @@ STAGE="$OUT/build/xpu-cdi-$VERSION"
 CROSS="" BUILD=source,binary
 if [ "$ARCH" != "$NATIVE" ]; then
     TRIPLET=$(dpkg-architecture -a"$ARCH" -qDEB_HOST_GNU_TYPE 2>/dev/null)
-    [ "${BUILD_DEPS:-1}" = 0 ] || sh "$REPO/scripts/install-deps.sh" "crossbuild-essential-$ARCH" \
-        "libpython3-dev:$ARCH" "libyajl-dev:$ARCH" "libyaml-dev:$ARCH"
+    # shellcheck disable=SC2046 # the list is words
+    [ "${BUILD_DEPS:-1}" = 0 ] || sh "$REPO/scripts/install-deps.sh" $(sh "$HERE/cross-build-deps.sh" "$ARCH")
     export CC="$TRIPLET-gcc" DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}"
     CROSS="--host-arch $ARCH -d" BUILD=any
 fi

@@ -15,13 +15,14 @@ directory, and writes an OCI archive that ``ctr images import`` and
     python3 packaging/image/build.py [--arch ARCH] [--out FILE] [--work DIR] [--name REF]
 
 ``--arch arm64`` on an amd64 machine (``make image ARCH=arm64``) builds the same recipe for
-arm64.  What is compiled is compiled here, natively, with Debian's cross toolchain (the .deb as
-``make deb ARCH=arm64``, the static binaries as ``make cross``), and given to buildah as the
-Containerfile's build stage (:func:`cross_built`), which it then skips.  Only what must run on
-arm64 runs under Debian's qemu-user-static through binfmt_misc: debootstrap's second stage, the
-base's upgrade and the final stage's install of the .deb.  Where the system has no such handler,
-the build registers one in a binfmt_misc of its own user namespace (Linux 6.7 and later), so
-nothing changes on the machine (:func:`foreign`; docs/operations.md).
+arm64.  The Containerfile's build stage runs on a base of the same release for the machine's own
+architecture (``BUILD_BASE``, ``FROM --platform=$BUILDPLATFORM``) and cross-compiles there with
+that release's cross toolchain, so the .deb and the static binaries are built against the image's
+libc and Python whatever release the build host runs, and no compiler runs under emulation.  Only
+what must run on arm64 runs under Debian's qemu-user-static through binfmt_misc: debootstrap's
+second stage, the base's upgrade and the final stage's install of the .deb.  Where the system has
+no such handler, the build registers one in a binfmt_misc of its own user namespace (Linux 6.7 and
+later), so nothing changes on the machine (:func:`foreign`; docs/operations.md).
 
 The build context is the checkout as git lists it (tracked and untracked, not ignored: what
 packaging/deb/build.sh packages) less what .containerignore names (the tests, the fuzzers, CI,
@@ -200,30 +201,6 @@ def kept_ulimits() -> List[str]:
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
     nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[0], NPROC_CAP)
     return ["--ulimit", "nofile=%d:%d" % nofile, "--ulimit", f"nproc={nproc}:{nproc}"]
-
-
-def cross_built(dest: Path, work: Path, target: str, logf, repo: Path = REPO) -> Path:  # type: ignore[no-untyped-def]
-    """What the Containerfile's build stage makes, for *target*, compiled here with Debian's cross
-    toolchain (``make deb ARCH=<target>`` and ``make cross``): the .deb and the stripped static
-    binaries at the stage's own paths under *dest*, given to buildah as the stage (``--build-context
-    build=<dest>``), so no compiler runs under emulation.  Built from a copy of the context."""
-    triplet = subprocess.run(["dpkg-architecture", f"-a{target}", "-qDEB_HOST_GNU_TYPE"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-    src = work / "cross-src"
-    for d in (src, dest):
-        shutil.rmtree(d, ignore_errors=True)
-    make_context(src, repo)
-    debs = dest / "src" / "packaging" / "deb" / "out"
-    debs.mkdir(parents=True)
-    run(["sh", str(src / "packaging" / "deb" / "build.sh")], logf, env={"ARCH": target, "LINTIAN": "0"})
-    deb = f"xpu-cdi_{version()}_{target}.deb"
-    shutil.move(str(src / "packaging" / "deb" / "out" / target / deb), str(debs / deb))
-    host = dest / "out" / "host"
-    run([sys.executable, str(src / "src" / "xpu_cdi" / "_native" / "build_bin.py"), "--static", "--cross", triplet,
-         "--out", str(host)], logf)
-    run([f"{triplet}-strip", "--strip-unneeded", *sorted(str(p) for p in host.iterdir())], logf)
-    shutil.rmtree(src)
-    return dest
 
 
 # ---------------------------------------------------------------- the base
@@ -447,7 +424,7 @@ STORAGE_MAX_MIB = int(os.environ.get("XPU_CDI_IMAGE_STORAGE_MAX_MIB", "4096"))
 
 def prune(b: "Buildah", work: Path) -> None:
     """Drop the layers of earlier builds once buildah's storage passes STORAGE_MAX_MIB (each source state
-    adds its own; the next build then reruns the build stage's apt step once)."""
+    adds its own).  What the last build's images stand on stays: its build stage is tagged for that."""
     r = subprocess.run(["du", "-sm", str(work / f"storage-{b.driver}")], capture_output=True, text=True)
     mib = int(r.stdout.split()[0]) if r.returncode == 0 and r.stdout else 0
     if mib > STORAGE_MAX_MIB:
@@ -456,6 +433,22 @@ def prune(b: "Buildah", work: Path) -> None:
             b("rmi", "--prune")
         except RuntimeError as err:  # the archive is written: layers another build still uses wait for the next prune
             log(f"kept some layers: {err}")
+
+
+def base_image(b: "Buildah", tar: Path, target: str) -> str:
+    """The base root *tar* of architecture *target* as an image in buildah's storage (committed when
+    absent): its reference."""
+    ref = f"localhost/xpu-cdi-base:{tar.stem.split('-', 1)[1]}"
+    if not b("images", "--quiet", "--filter", f"reference={ref}", capture=True):
+        ctr = b("from", "--quiet", "scratch", capture=True)
+        try:
+            b("add", ctr, str(tar), "/")
+            b("config", "--arch", target, "--cmd", "bash",
+              "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", ctr)
+            b("commit", "--quiet", ctr, ref)
+        finally:
+            b("rm", ctr)  # the working container, on failure too
+    return ref
 
 
 def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, target: str = "") -> Dict[str, float]:
@@ -469,41 +462,35 @@ def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, 
     with open(work / "build.log", "wb") as logf:
         t0 = time.monotonic()
         base_tar = make_base(work, host_mirror(), logf, target)
+        # the build stage's base: the same release for this machine (it cross-compiles for another)
+        builder_tar = base_tar if target == arch() else make_base(work, host_mirror(), logf, arch())
         times["base"] = time.monotonic() - t0
         b = Buildah(work, logf, target)
-        base = f"localhost/xpu-cdi-base:{base_tar.stem.split('-', 1)[1]}"
-        if not b("images", "--quiet", "--filter", f"reference={base}", capture=True):
-            ctr = b("from", "--quiet", "scratch", capture=True)
-            try:
-                b("add", ctr, str(base_tar), "/")
-                b("config", "--arch", target, "--cmd", "bash",
-                  "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", ctr)
-                b("commit", "--quiet", ctr, base)
-            finally:
-                b("rm", ctr)  # the working container, on failure too
+        base = base_image(b, base_tar, target)
+        builder = base_image(b, builder_tar, arch())
         ctx = work / "context"
         shutil.rmtree(ctx, ignore_errors=True)
         make_context(ctx, repo)
-        stage: List[str] = []
-        if target != arch():
-            # the build stage's outputs made natively; buildah then skips the stage
-            t1 = time.monotonic()
-            stage = ["--build-context", f"build={cross_built(work / 'cross-out', work, target, logf, repo)}"]
-            times["cross"] = time.monotonic() - t1
         t1 = time.monotonic()
         # --force-rm: a failed step's working container goes too (buildah keeps it by default);
         # --ulimit: the steps keep our open-files and process limits (newer buildah raises both
         # to 1048576, which a root without CAP_SYS_RESOURCE, as on some CI machines, may not)
-        b("bud", "--isolation", "chroot", "--layers", "--force-rm", *kept_ulimits(), "--pull-never", "--arch", target,
-          "--build-arg", f"BASE={base}", "--build-arg", f"VERSION={version()}", "--build-arg", f"TARGETARCH={target}",
-          *stage, "-f", str(ctx / "deploy" / "Containerfile"), "-t", name, str(ctx), runs_target=True)
+        bud = ["bud", "--isolation", "chroot", "--layers", "--force-rm", *kept_ulimits(), "--pull-never",
+               "--arch", target, "--build-arg", f"BASE={base}", "--build-arg", f"BUILD_BASE={builder}",
+               "--build-arg", f"VERSION={version()}",
+               # what newer buildah sets itself; 1.28 (Debian 12) resolves FROM --platform only with them given
+               "--build-arg", f"TARGETARCH={target}", "--build-arg", f"TARGETPLATFORM=linux/{target}",
+               "--build-arg", f"BUILDPLATFORM=linux/{arch()}", "-f", str(ctx / "deploy" / "Containerfile")]
+        # the build stage first, tagged: its layers (the toolchain's install above all) then belong to
+        # an image, so prune() keeps them and the next source change reruns only what follows COPY . /src
+        b(*bud, "--target", "build", "-t", f"localhost/xpu-cdi-build:{target}", str(ctx))
+        b(*bud, "-t", name, str(ctx), runs_target=True)
         times["bud"] = time.monotonic() - t1
         tmp = out.with_name(out.name + ".tmp")
         tmp.unlink(missing_ok=True)
         b("push", "--quiet", name, f"oci-archive:{tmp}:{name}")
         os.rename(tmp, out)
-        for d in (ctx, work / "cross-out"):
-            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(ctx, ignore_errors=True)
         prune(b, work)
         times["total"] = time.monotonic() - t0
     return times

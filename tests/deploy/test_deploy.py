@@ -310,14 +310,15 @@ class TestContainerfile:
 
     def test_installs_the_deb_this_build_makes(self) -> None:
         """The build stage makes the .deb with packaging/deb/build.sh and the static binaries with
-        build_bin.py --static; the image installs the .deb the build names for this version and keeps
-        the static copies where install-binaries takes them from."""
+        build_bin.py --static, for the target's architecture (a cross build where it is not the build
+        machine's); the image installs the .deb the build names for this version and keeps the static
+        copies where install-binaries takes them from."""
         from xpu_cdi.host import install
 
         assert re.search(rf"^ARG VERSION={re.escape(VERSION)}$", self.text, re.M)
-        assert "sh packaging/deb/build.sh" in self.text
-        assert "build_bin.py --static --out /out/host" in self.text
-        assert "COPY --from=build /src/packaging/deb/out/xpu-cdi_${VERSION}_${TARGETARCH}.deb /tmp/" in self.text
+        assert "ARCH=$TARGETARCH LINTIAN=0 BUILD_DEPS=0 sh packaging/deb/build.sh" in self.text
+        assert 'build_bin.py --static --cross "$triplet" --out /out/host' in self.text
+        assert "COPY --from=build /out/xpu-cdi_${VERSION}_${TARGETARCH}.deb /tmp/" in self.text
         assert "apt-get install -y --no-install-recommends /tmp/xpu-cdi_${VERSION}_${TARGETARCH}.deb" in self.text
         assert f"COPY --from=build /out/host/ {install.IMAGE_DIR}/" in self.text
 

@@ -8,7 +8,7 @@ import os
 import resource
 import subprocess
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -78,24 +78,57 @@ def test_bud_keeps_the_open_files_limit(tmp_path: Path, monkeypatch: pytest.Monk
     assert f"--ulimit nproc={nproc}:{nproc}" in bud
 
 
-def test_another_architecture_takes_the_build_stage_from_the_cross_build(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """For arm64 the build stage's outputs come from the native cross build, given to bud as the stage
-    named build; when that cross build fails, bud never runs and the base's working container is gone."""
+def build_args(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> Tuple[List[str], Dict[str, str]]:
+    """build.build() for *target* with the stand-in buildah failing at bud, each base tarball named
+    after its architecture: the architectures make_base() was asked for, and bud's ``--build-arg``s."""
     b = imagebuild.builder()
     monkeypatch.setattr(b, "foreign", lambda cmd, target: list(cmd))  # the stand-in buildah is a script
-    made = tmp_path / "work" / "cross-out"
-    monkeypatch.setattr(b, "cross_built", lambda dest, work, target, logf, repo: dest)
-    calls = run_build(tmp_path, monkeypatch, "bud", target="arm64", b=b)
-    (bud,) = [c for c in calls if c.startswith("bud ")]
-    assert f"--build-context build={made} " in bud and "--arch arm64 " in bud, bud
+    log = stand_in(tmp_path, monkeypatch, "bud", b)
+    made: List[str] = []
 
-    def broken(dest: Path, work: Path, target: str, logf: object, repo: Path) -> Path:
-        raise RuntimeError("sh failed (exit 1); the log is build.log")
+    def make_base(work: Path, mirror: str, logf: object, arch: str) -> Path:
+        made.append(arch)
+        tar = work / f"base-bookworm-{arch}.tar"
+        tar.write_bytes(b"")
+        return tar
 
-    monkeypatch.setattr(b, "cross_built", broken)
-    calls = run_build(tmp_path / "broken", monkeypatch, "bud", target="arm64", error="sh failed", b=b)
-    assert "rm working-ctr" in calls and not [c for c in calls if c.startswith("bud")], calls
+    monkeypatch.setattr(b, "make_base", make_base)
+    with pytest.raises(RuntimeError, match="buildah failed"):
+        b.build(tmp_path / "out.tar", tmp_path / "work", target=target)
+    (bud,) = [ln.split(" vfs ", 1)[1].split() for ln in log.read_text().splitlines() if " bud " in ln]
+    assert bud[bud.index("--arch") + 1] == target, bud
+    assert "--build-context" not in bud, bud
+    args = dict(bud[i + 1].split("=", 1) for i, a in enumerate(bud) if a == "--build-arg")
+    return made, args
+
+
+def test_another_architecture_is_cross_compiled_on_this_machines_base(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For arm64 the Containerfile's build stage runs on a base of the same release for this machine's
+    architecture (its compilers are that release's, whatever the host runs) and cross-compiles there;
+    the image's own stage is on the arm64 base.  Natively both stages take the one base."""
+    native = imagebuild.builder().arch()
+    made, args = build_args(tmp_path / "arm64", monkeypatch, "arm64")
+    assert sorted(made) == sorted(["arm64", native]), made
+    assert (args["BASE"], args["BUILD_BASE"]) == ("localhost/xpu-cdi-base:bookworm-arm64",
+                                                 f"localhost/xpu-cdi-base:bookworm-{native}"), args
+    assert (args["TARGETARCH"], args["TARGETPLATFORM"], args["BUILDPLATFORM"]) == (
+        "arm64", "linux/arm64", f"linux/{native}"), args
+    made, args = build_args(tmp_path / "native", monkeypatch, native)
+    assert made == [native] and args["BASE"] == args["BUILD_BASE"], (made, args)
+    assert args["TARGETPLATFORM"] == args["BUILDPLATFORM"] == f"linux/{native}", args
+
+
+def test_the_build_stage_is_tagged_so_its_layers_outlive_a_prune(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """bud runs the build stage alone first and tags it (prune() drops untagged images only, and the
+    toolchain's layers are the slow ones to make again), then the whole file with the same arguments."""
+    b = imagebuild.builder()
+    monkeypatch.setattr(b, "foreign", lambda cmd, target: list(cmd))  # the stand-in buildah is a script
+    calls = run_build(tmp_path, monkeypatch, "push", target="arm64", b=b)
+    stage, whole = [c.split() for c in calls if c.startswith("bud ")]
+    assert stage[-5:-1] == ["--target", "build", "-t", "localhost/xpu-cdi-build:arm64"], stage
+    assert whole[-3:-1] == ["-t", b.default_name()] and stage[:-5] == whole[:-3], (stage, whole)
 
 
 def test_the_key_follows_what_goes_into_the_image(tmp_path: Path) -> None:

@@ -40,6 +40,8 @@ from xpu_cdi.runtime import containerd as containerd_config  # noqa: E402
 grpc = pytest.importorskip("grpc", reason="grpcio (the test extra) is not installed")
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 FIRST_CDI = (1, 7, 0)
+#: what each container prints last (its CRI log is complete once it holds the line)
+END = "xpu-cdi-test: end"
 
 
 def place_with_cdi_containerd(request: pytest.FixtureRequest, base: Path) -> Tuple[matrix.Place, tuple]:
@@ -120,7 +122,9 @@ class Pods:
 
     def run(self, handler: str = "xpu", share_pid: bool = False, **kw) -> str:  # type: ignore[no-untyped-def]
         pod, config = self.cri.run_pod(handler, share_pid=share_pid, cgroup_parent=f"/{self.ctrd.cgroup_parent}")
-        return self.cri.run_container(pod, config, matrix.IMAGE, ["sh", "-c", matrix.SCRIPT], **kw)
+        # the line printed last: the CRI log is read once it holds it
+        return self.cri.run_container(pod, config, matrix.IMAGE, ["sh", "-c", f"{matrix.SCRIPT}; echo {END}"], END,
+                                      **kw)
 
 
 ROWS = {"containerd-1.7": (1, 7), "containerd-2": (2, 0)}

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from support import fakehost
+from support import HANG, fakehost
 from support import matrix
 from support.dpnode import short_dir
 from support.dranode import (DEPLOY, DRIVER, Identity, DraDriver, allocated, claim_pod, claim_template, doctor,
@@ -189,7 +189,11 @@ def test_device_plugin_refused_for_the_same_kind(cluster: Cluster, driver: DraDr
         dp.proc.wait_log("not served")
         lines = [ln for ln in dp.text().splitlines() if "not served" in ln]
         assert len(lines) == 1 and f"{XPU}: not served: the dra on this node serves it already" in lines[0], lines
-        time.sleep(1)  # a plugin that went on would have registered by now (kubelet's status: 1 s)
+        # the pass that refused ends by writing the status file: a plugin that went on is in it, and
+        # was registered in that pass (reconcile runs before the write)
+        status = cluster.wait(lambda: json.loads(dp.status.read_text()) if dp.status.exists() else None, HANG,
+                              "the plugin's status file")
+        assert status["kinds"] == {}, status
         assert dp.registrations() == 0 and cluster.allocatable(XPU) == 0, dp.text()
     finally:
         dp.stop()
@@ -435,7 +439,6 @@ def test_rolling_update_two_drivers(cluster: Cluster, driver: DraDriver, cards: 
         old_text = driver.text()
         driver.stop()
         assert "slices withdrawn" not in driver.text()[len(old_text):], driver.text()
-        time.sleep(1)
         assert [s["metadata"]["uid"] for s in driver.slices()] == [before["metadata"]["uid"]]
         out = run(cluster, pods, "new", two(cluster, templates))
         fresh = allocated(cluster, pods[1])
@@ -446,6 +449,9 @@ def test_rolling_update_two_drivers(cluster: Cluster, driver: DraDriver, cards: 
         nodekit.wait_gone(cluster, pods.pop(0))
         cluster.wait(lambda: f"claim default/{old_claim} unprepared" in new.text(), 30,
                      "the old pod's claim unprepared by the new driver")
+        # still the same slice after the new driver served a claim and unprepared the old one: nothing
+        # the old driver's stop set off (no fixed wait: these later events bound it)
+        assert [s["metadata"]["uid"] for s in driver.slices()] == [before["metadata"]["uid"]]
     finally:
         nodekit.wait_gone(cluster, *pods)
         pods.clear()

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from . import kubeproto
+from . import HANG, kubeproto
 
 
 class CRI:
@@ -51,9 +51,10 @@ class CRI:
         return pod, config
 
     def run_container(self, pod: str, pod_config, image: str, command: Sequence[str],  # type: ignore[no-untyped-def]
-                      env: Optional[Dict[str, str]] = None, annotations: Optional[Dict[str, str]] = None,
+                      last: str, env: Optional[Dict[str, str]] = None, annotations: Optional[Dict[str, str]] = None,
                       cdi_devices: Sequence[str] = (), timeout: float = 60) -> str:
-        """Create, start and wait for one container; its output (the CRI log's messages)."""
+        """Create, start and wait for one container; its output (the CRI log's messages) once the
+        line *last*, the command's final output, is in it (see :func:`read_cri_log`)."""
         pb = self.pb2
         name = f"c-{uuid.uuid4().hex[:8]}"
         ns = pod_config.linux.security_context.namespace_options
@@ -78,7 +79,7 @@ class CRI:
                 time.sleep(0.1)
             else:
                 raise AssertionError(f"container {name} still running after {timeout} s")
-            return read_cri_log(self.log_dir / f"{name}.log")
+            return read_cri_log(self.log_dir / f"{name}.log", last)
         finally:
             self.runtime.RemoveContainer(pb.RemoveContainerRequest(container_id=cid), timeout=60)
 
@@ -93,15 +94,29 @@ class CRI:
         self.channel.close()
 
 
-def read_cri_log(path: Path) -> str:
+def cri_messages(path: Path) -> str:
     """The messages of a CRI log file (``<time> <stream> <P|F> <message>`` per line), joined;
-    P marks a partial line continued by the next entry."""
+    P marks a partial line continued by the next entry.  Empty while the file is not there."""
     out: List[str] = []
-    deadline = time.monotonic() + 60  # the shim may still be flushing right after the exit
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for line in path.read_text(errors="replace").splitlines():
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    for line in text.splitlines():
         m = re.match(r"\S+ (?:stdout|stderr) ([PF]) ?(.*)$", line)
         if m:
             out.append(m.group(2) + ("" if m.group(1) == "P" else "\n"))
     return "".join(out)
+
+
+def read_cri_log(path: Path, last: str) -> str:
+    """:func:`cri_messages` of *path* once the full line *last* is among them: the runtime reports the
+    exit while its shim may still be copying the output into the log (or not have made the file yet)."""
+    deadline = time.monotonic() + HANG
+    while True:
+        text = cri_messages(path)
+        if last in text.splitlines():
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path}: no line {last!r} after {HANG:.0f} s; the log so far:\n{text}")
+        time.sleep(0.1)
