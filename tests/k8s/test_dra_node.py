@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
