@@ -183,14 +183,19 @@ def holder(cluster: Cluster, dra: DraNode) -> Iterator[Dict[str, Any]]:
 
 
 def test_dra_daemonset_ready_registered(cluster: Cluster, dra: DraNode) -> None:
-    """Ready (its probe: registered and published); the node config deploy/dra installed gives the
-    kind to DRA; kubelet's plugin watcher has the registration socket named after the pod's uid (hashed
-    where the path would be too long: the session's root dir is), the driver's dir its DRA socket;
+    """Ready (its probe: registered and published); the node config deploy/dra installed is the
+    DaemonSets' own, the node's label what gives the kind to DRA; kubelet's plugin watcher has the
+    registration socket named after the pod's uid (hashed where the path would be too long: the
+    session's root dir is), the driver's dir its DRA socket;
     kubelet took the registration (the status file the probe reads)."""
     (p,) = dra.pods("dra-driver")
     uid = p["metadata"]["uid"]
     cfg = cluster.run_on_node(["cat", "/etc/xpu-cdi/config.yaml"]).stdout
-    assert yaml.safe_load(cfg)["kubernetes-allocation"] == "dra", cfg
+    # the DaemonSets' own node config (its first line says so), with no way of its own: the node's label
+    # alone gives the kind to DRA (a node switched back to the plugin must not be refused by this file)
+    assert cfg.startswith("# written by the xpu-cdi DaemonSets"), cfg
+    assert "kubernetes-allocation" not in yaml.safe_load(cfg), cfg
+    assert cluster.node()["metadata"]["labels"][ALLOCATION_LABEL] == "dra"
     assert dra.sockets() == sorted([registration_socket(str(cluster.plugins_registry_dir), DRIVER, uid),
                                     dra_socket(str(cluster.plugins_dir / DRIVER), uid)]), dra.sockets()
     status = yaml.safe_load(cluster.run_on_node(["cat", f"/run/xpu-cdi/dra-driver-{uid}.json"]).stdout)
