@@ -11,7 +11,6 @@ YAML parser for them (PyYAML is ~1.1 MiB of a daemon's memory; issue 30).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -136,32 +135,24 @@ def parse(data: Any, where: str, trusted: bool = False) -> Partitions:
     return Partitions(data["profile"], data["tool"], tuple(chips))
 
 
-# not importlib.resources: it brings tempfile, shutil, random and zipfile, ~0.8 MiB of every node daemon
-BUILTIN_DIR = os.path.join(os.path.dirname(os.path.abspath(_builtin_package.__file__)), "partitions")
-
-
+BUILTIN_DIR = os.path.join(_builtin_package.DIR, "partitions")
 BUILTIN_JSON = os.path.join(BUILTIN_DIR, "builtin.json")  # the YAML files' documents, by profile
 
 
 def builtin_names() -> List[str]:
     """The profiles with shipped templates (a YAML file each)."""
-    return sorted(n[:-5] for n in os.listdir(BUILTIN_DIR) if n.endswith(".yaml"))
+    return _builtin_package.yaml_names(BUILTIN_DIR)
 
 
 def render_builtin_json() -> str:
     """What ``profiles/partitions/builtin.json`` must hold: each YAML file's document by profile."""
     import yaml  # the source files: read when rendering, never by a daemon
 
-    docs = {}
-    for name in builtin_names():
-        with open(os.path.join(BUILTIN_DIR, f"{name}.yaml"), encoding="utf-8") as f:
-            docs[name] = yaml.safe_load(f.read())
-    return json.dumps(docs, indent=1, ensure_ascii=False) + "\n"
+    return _builtin_package.render_json(BUILTIN_DIR, yaml.safe_load)
 
 
 @functools.lru_cache(maxsize=None)  # shipped files: the daemons ask at every spec change
 def builtin(profile: str) -> Optional[Partitions]:
     """The shipped templates of *profile*, or None when it has none."""
-    with open(BUILTIN_JSON, "rb") as f:
-        doc = json.loads(f.read()).get(profile)
+    doc = _builtin_package.documents(BUILTIN_DIR).get(profile)
     return None if doc is None else parse(doc, f"<builtin>/partitions/{profile}.yaml", trusted=True)

@@ -95,6 +95,17 @@ def test_builtin_json_is_the_yaml_files() -> None:
     assert partitions.builtin_names() == ["ascend"] and partitions.builtin("kunlunxin") is None
 
 
+def test_builtin_json_is_read_once_for_every_profile() -> None:
+    """The daemons ask builtin() for each profile at every spec change: the file is parsed once."""
+    from xpu_cdi import profiles
+
+    partitions.builtin.cache_clear()
+    profiles.documents.cache_clear()
+    for name in ("ascend", "kunlunxin", "cambricon", "ascend"):
+        partitions.builtin(name)
+    assert profiles.documents.cache_info().misses == 1
+
+
 def test_template_larger_than_its_chip_is_refused() -> None:
     data = shipped()
     bad = copy.deepcopy(data)

@@ -14,7 +14,6 @@ the nine parses were a quarter of ``generate``'s instructions).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -26,7 +25,7 @@ from ..model import (DEFAULT_TOOL_UNITS, IDENTITY_FIELDS, READING_UNITS, CardMod
                      MetricFile, MetricSource, MountRule, NodeRule, Profile, Selection, Symlink)
 
 DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
-BUILTIN_DIR = os.path.dirname(os.path.abspath(_builtin_package.__file__))  # not importlib.resources: ~10 ms
+BUILTIN_DIR = _builtin_package.DIR
 BUILTIN_JSON = os.path.join(BUILTIN_DIR, "builtin.json")  # the built-in YAML files' documents, by name
 SCHEMA = "profile.schema.json"
 
@@ -216,21 +215,19 @@ def _one_line(err: Exception) -> str:
 
 def builtin_names() -> List[str]:
     """Names of the profiles shipped in the package."""
-    return sorted(n[:-5] for n in os.listdir(BUILTIN_DIR) if n.endswith(".yaml"))
+    return _builtin_package.yaml_names(BUILTIN_DIR)
 
 
 def render_builtin_json() -> str:
     """What ``profiles/builtin.json`` must hold: each built-in YAML file's document by name."""
-    docs = {name: _load_yaml(_builtin_text(name)) for name in builtin_names()}
-    return json.dumps(docs, indent=1, ensure_ascii=False) + "\n"
+    return _builtin_package.render_json(BUILTIN_DIR, _load_yaml)
 
 
 @functools.lru_cache(maxsize=None)
 def _builtin_profiles() -> Tuple[Profile, ...]:
     """The parsed built-in profiles, once a process: package data does not change under it, and
     generate asks twice (select, then the spec's hook index)."""
-    with open(BUILTIN_JSON, "rb") as f:
-        docs = json.loads(f.read())
+    docs = _builtin_package.documents(BUILTIN_DIR)
     return tuple(parse(doc, f"<builtin>/{name}.yaml", trusted=True) for name, doc in docs.items())
 
 
