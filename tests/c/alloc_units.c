@@ -1,5 +1,6 @@
 /* hook/alloc.c, the static hook's allocator, on its own (tests/c/test_hook_alloc.py): blocks
- * aligned and apart, a freed small block reused by its size class, realloc keeping the
+ * aligned and apart, a freed small block reused by its size class, a freed large one's room
+ * serving later blocks, realloc keeping the
  * contents (in place for the last block, by copy otherwise), calloc zeroing a reused block,
  * memalign's alignment, overflowing sizes refused, and memory bounded by what is live.
  * TAP output, as tests/c/lib_units.c. */
@@ -85,6 +86,22 @@ int main(void)
     ok(malloc(huge) == NULL && errno == ENOMEM, "a size near SIZE_MAX is ENOMEM");
     ok(calloc(half, 4) == NULL, "calloc refuses a product that overflows");
     ok(realloc(malloc(8), huge) == NULL, "realloc refuses a size near SIZE_MAX");
+
+    unsigned char *big = malloc(20000);
+    memset(big, 1, 20000);
+    uintptr_t lo = (uintptr_t)big, hi = lo + 20000;   /* kept as numbers: big is freed */
+    free(big);
+    uintptr_t s1 = (uintptr_t)malloc(3000);   /* a class no earlier case freed a block of */
+    uintptr_t s2 = (uintptr_t)malloc(5000);   /* above the classes */
+    ok(s1 >= lo && s1 + 3000 <= hi && s2 >= lo && s2 + 5000 <= hi, "a freed large block's room serves the next blocks");
+    ok(s2 >= s1 + 3000 || s1 >= s2 + 5000, "blocks cut from a freed block do not overlap");
+    long grown = rss_kib();
+    for (int i = 0; i < 1000; i++) {   /* a parser's buffers, asked and freed again and again */
+        unsigned char *volatile buf = malloc(100000);   /* volatile: the pair is not elided */
+        memset(buf, 1, 100000);
+        free(buf);
+    }
+    ok(rss_kib() - grown < 1024, "a freed large block's room is asked again, not new memory");
 
     long before = rss_kib();
     for (int i = 0; i < 1000000; i++) {   /* libyaml's pattern: a token, an event, freed */

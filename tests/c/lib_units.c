@@ -10,6 +10,7 @@
 #include "lib/cgroup_locate.h"
 #include "lib/common.h"
 #include "lib/json.h"
+#include "lib/yaml.h"
 #include "lib/yaml_scalar.h"
 
 #include <stdio.h>
@@ -167,6 +168,67 @@ static void test_yaml_scalars(void)
     }
 }
 
+/* Every word of go-yaml v2's resolve table, typed by the loader's lookup
+ * (yaml_scalar.c keeps them by length), and look-alikes that stay strings. */
+static void test_yaml_words(void)
+{
+    static const struct {
+        const char *words;  /* space-separated */
+        const char *want;   /* the node as JSON text, or NULL: refused */
+    } WORDS[] = {
+        {"~ null Null NULL", "null"},
+        {"y Y yes Yes YES true True TRUE on On ON", "true"},
+        {"n N no No NO false False FALSE off Off OFF", "false"},
+        {"<< .inf .Inf .INF +.inf +.Inf +.INF -.inf -.Inf -.INF .nan .NaN .NAN", NULL},
+        {"nULL yES tRUE oN fALSE ofF nO n0 .iNF +.nan name type nodev nosuid oo", "string"},
+    };
+
+    for (size_t i = 0; i < sizeof(WORDS) / sizeof(WORDS[0]); i++) {
+        char list[128], *save = NULL;
+        snprintf(list, sizeof(list), "%s", WORDS[i].words);
+        for (char *w = strtok_r(list, " ", &save); w != NULL; w = strtok_r(NULL, " ", &save)) {
+            const char *why = NULL, *text;
+            struct scalar sc;
+            struct xf_arena a = {NULL, 0, 4096};
+            char what[64];
+            int ok = resolve_plain(w, strlen(w), &sc, &why);
+            snprintf(what, sizeof(what), "YAML word '%s'", w);
+            if (WORDS[i].want == NULL) {
+                report(!ok, what, "taken, should be refused");
+                continue;
+            }
+            text = ok ? node_text(scalar_node(&a, &sc, w, strlen(w), 0)) : why;
+            report(ok && (strcmp(WORDS[i].want, "string") == 0 ? sc.kind == K_STR : strcmp(text, WORDS[i].want) == 0),
+                   what, text);
+        }
+    }
+}
+
+/* U+0000 in a YAML string: only a double-quoted scalar's escape can make one
+ * (libyaml's reader refuses the byte), and the node says so in every style it can reach. */
+static void test_yaml_nul(void)
+{
+    static const struct {
+        const char *doc;
+        int has_nul;
+    } DOCS[] = {
+        {"a: \"x\\0y\"\n", 1}, {"a: \"x\\x00\"\n", 1}, {"a: \"\\u0000\"\n", 1}, {"\"k\\0\": v\n", 1},
+        {"a: x\\0y\n", 0}, {"a: 'x\\0y'\n", 0}, {"a: |\n  x\\0y\n", 0}, {"a: \"x\\\\0y\"\n", 0},
+    };
+
+    for (size_t i = 0; i < sizeof(DOCS) / sizeof(DOCS[0]); i++) {
+        char err[200], what[80];
+        const fj *doc = fy_parse(DOCS[i].doc, strlen(DOCS[i].doc), FY_CDI_SPEC, err, sizeof(err));
+        const fj *v = doc != NULL && doc->type == FJ_OBJECT && doc->n == 1 ? DOCS[i].doc[0] == '"' ? doc->keys[0]
+                                                                                                    : doc->items[0]
+                                                                          : NULL;
+        snprintf(what, sizeof(what), "YAML NUL: %.*s", (int)strcspn(DOCS[i].doc, "\n"), DOCS[i].doc);
+        report(v != NULL && v->type == FJ_STRING && v->has_nul == DOCS[i].has_nul &&
+                   (fj_str(v) == NULL) == DOCS[i].has_nul,
+               what, doc == NULL ? err : "has_nul wrong");
+    }
+}
+
 /* ---- cdi.k8s.io/ annotations: the shared vectors ------------------------ */
 
 static void test_annotation_vectors(const char *path)
@@ -213,6 +275,8 @@ int main(int argc, char **argv)
     test_reason_named();
     test_cgroup_locate();
     test_yaml_scalars();
+    test_yaml_words();
+    test_yaml_nul();
     test_annotation_vectors(argv[1]);
     printf("1..%d\n", cases);
     return failed ? 1 : 0;

@@ -3,8 +3,9 @@
  * a YAML spec's start.  The hook does one job and exits, so blocks are cut from a bump
  * arena (its first 256 KiB in .bss: no system call for a usual start), a freed block of
  * up to 4 KiB goes on the list of its 16-byte size class for the next of that class
- * (memory stays bounded by what is live at once), larger ones are left (parser buffers
- * that grow by doubling), and nothing is given back to the kernel before the exit.
+ * (memory stays bounded by what is live at once), the room of a larger one (a parser's
+ * buffers) serves later blocks from its front, and nothing is given back to the kernel
+ * before the exit.
  * Single-threaded, as the hook is.  The dynamic build (.deb, .rpm) keeps the libc's, and
  * so do the sanitizer builds (ASan brings its own). */
 #if defined(XPU_CDI_ARENA_MALLOC) && !defined(__SANITIZE_ADDRESS__)
@@ -26,6 +27,13 @@
 static _Alignas(ALIGN) unsigned char first[FIRST];
 static unsigned char *next = first, *end = first + FIRST;
 static void *freed[REUSED / ALIGN + 1];   /* per capacity class: a list linked through the blocks */
+/* Freed larger blocks (a parser's buffers, once it is done), later blocks cut from their
+ * front: the pages written there are reused instead of new ones touched, a page fault each. */
+#define SPARES 8
+static struct {
+    unsigned char *p, *end;
+} spare[SPARES];
+static int nspare;
 
 static size_t capacity_of(size_t n)
 {
@@ -41,6 +49,15 @@ static size_t *head_of(void *p)
 static void *cut(size_t cap)
 {
     size_t need = cap + HEAD;
+    for (int i = 0; i < nspare; i++)
+        if ((size_t)(spare[i].end - spare[i].p) >= need) {
+            unsigned char *b = spare[i].p;
+            spare[i].p += need;
+            if ((size_t)(spare[i].end - spare[i].p) < ALIGN + HEAD)   /* no block fits in what is left */
+                spare[i] = spare[--nspare];
+            *(size_t *)b = cap;
+            return b + HEAD;
+        }
     if ((size_t)(end - next) < need) {
         size_t len = need > CHUNK ? (need + 4095) & ~(size_t)4095 : CHUNK;
         unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -87,6 +104,9 @@ static void release(void *p)
     if (cap <= REUSED) {
         *(void **)p = freed[cap / ALIGN];
         freed[cap / ALIGN] = p;
+    } else if (nspare < SPARES) {
+        spare[nspare].p = (unsigned char *)head_of(p);
+        spare[nspare++].end = (unsigned char *)p + cap;
     }
 }
 
@@ -174,8 +194,18 @@ void *pvalloc(size_t size)
     return memalign(4096, (size + 4095) & ~(size_t)4095);
 }
 
+/* The usual call (libyaml's tokens, scalars and events): a reused block of a small class,
+ * taken here without allocate's checks.  A size near SIZE_MAX wraps to class 0 and takes the
+ * checked way, as size 0 does. */
 void *malloc(size_t size)
 {
+    size_t k = (size + ALIGN - 1) / ALIGN;
+    void *p;
+
+    if (k - 1 < REUSED / ALIGN && (p = freed[k]) != NULL) {
+        freed[k] = *(void **)p;
+        return p;
+    }
     return allocate(size);
 }
 

@@ -7,13 +7,30 @@
 #define XF_TREE_BUILD_H
 #include "lib/json.h"
 
+#include <string.h>
+
 struct xf_arena {
     char *p;      /* free space of the current chunk */
     size_t left;  /* bytes of it */
     size_t next;  /* size of the next chunk (set it before the first use) */
 };
 
-void *xf_arena_get(struct xf_arena *a, size_t n);                   /* n zeroed bytes, 8-aligned */
+void *xf_arena_grow(struct xf_arena *a, size_t n);  /* xf_arena_get from a new chunk */
+
+/* n zeroed bytes, 8-aligned (inline: a tree takes one per node) */
+static inline void *xf_arena_get(struct xf_arena *a, size_t n)
+{
+    void *r;
+
+    n = (n + 7) & ~(size_t)7;  /* keeps every node and pointer array aligned */
+    if (n > a->left)
+        return xf_arena_grow(a, n);
+    r = a->p;
+    a->p += n;
+    a->left -= n;
+    return memset(r, 0, n);
+}
+
 char *xf_arena_text(struct xf_arena *a, const char *s, size_t n);   /* s[0:n], NUL-terminated */
 
 /* Objects up to this many members are checked for a repeated key as each

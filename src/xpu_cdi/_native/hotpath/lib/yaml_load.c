@@ -95,7 +95,6 @@ struct loader {
     struct xf_arena arena;  /* every node, member array and text of the tree */
     fj **stack;             /* members of the open containers */
     size_t nstack, capstack;
-    struct yframe frames[FJ_MAX_DEPTH];
     int depth;
     struct anchor *anchors;
     size_t nanchors, capanchors;
@@ -103,6 +102,7 @@ struct loader {
     int documents;
     char *err;
     size_t errlen;
+    struct yframe frames[FJ_MAX_DEPTH];  /* last: fy_parse leaves them unset until used */
 };
 
 static fj *fail_at(struct loader *l, yaml_mark_t mark, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -148,20 +148,20 @@ static void push(struct loader *l, fj *v)
     l->stack[l->nstack++] = v;
 }
 
-static fj *duplicate(struct loader *l, const fj *key, yaml_mark_t at)
+static fj *duplicate(struct loader *l, const fj *key, const yaml_mark_t *at)
 {
     char msg[200];
 
     fj_dup_message(key, msg, sizeof(msg));
-    return fail_at(l, at, "%s", msg);
+    return fail_at(l, *at, "%s", msg);
 }
 
 /* The expanded size of a subtree, saturating. */
-static int grow_size(struct loader *l, unsigned long long *total, unsigned long long add, yaml_mark_t at)
+static int grow_size(struct loader *l, unsigned long long *total, unsigned long long add, const yaml_mark_t *at)
 {
     *total = *total + add < *total ? ULLONG_MAX : *total + add;
     if (*total > FY_MAX_NODES) {
-        fail_at(l, at, "aliases expand the document to more than %d nodes", FY_MAX_NODES);
+        fail_at(l, *at, "aliases expand the document to more than %d nodes", FY_MAX_NODES);
         return 0;
     }
     return 1;
@@ -199,12 +199,12 @@ static const char *value_context(const struct loader *l)
  * around it, or make it the root.  An alias may put a deep anchor deep
  * down: the depth limit holds for the tree as aliases expand it too, as
  * every walk over it recurses. */
-static int place(struct loader *l, fj *v, unsigned long long size, int height, yaml_mark_t at)
+static int place(struct loader *l, fj *v, unsigned long long size, int height, const yaml_mark_t *at)
 {
     struct yframe *f;
 
     if (l->depth + height > FJ_MAX_DEPTH) {
-        fail_at(l, at, "aliases nest the document deeper than %d levels", FJ_MAX_DEPTH);
+        fail_at(l, *at, "aliases nest the document deeper than %d levels", FJ_MAX_DEPTH);
         return 0;
     }
     if (l->depth == 0) {
@@ -218,7 +218,7 @@ static int place(struct loader *l, fj *v, unsigned long long size, int height, y
         f->height = height + 1;
     if (f->node->type == FJ_OBJECT && !f->key_pending) {  /* v is a key */
         if (v->type != FJ_STRING) {
-            fail_at(l, at, "a mapping or sequence (or an alias) as a mapping key");
+            fail_at(l, *at, "a mapping or sequence (or an alias) as a mapping key");
             return 0;
         }
         if ((l->nstack - f->base) / 2 < XF_LINEAR_KEYS && xf_key_among(l->stack, f->base, l->nstack, v)) {
@@ -273,16 +273,17 @@ static int on_scalar(struct loader *l, yaml_event_t *e)
             fail_at(l, e->start_mark, "a value that is not what its tag %.60s says", tag);
             return 0;
         }
-    } else if (tag == NULL && e->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+    } else if (tag == NULL && e->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && fy_may_be_typed(s, len) &&
                !resolve_plain(s, len, &sc, &why)) {
         fail_at(l, e->start_mark, "%s", why);
         return 0;
     }
-    if (sc.kind == K_STR && s[len] == '\0') {
-        /* a string, key or value: the node keeps libyaml's buffer (NUL-terminated), which the
-         * event then does not free (a tree is never freed: common.h): a copy and a free less */
-        v = text_kept(&l->arena, FJ_STRING, s, len);
-        e->data.scalar.value = NULL;
+    if (sc.kind == K_STR) {
+        /* a string, key or value: its text copied beside the tree's other text, and libyaml's
+         * buffer freed with the event for the next scalar's (keeping the buffer saved the copy
+         * but spread the strings over pages of their own: 3 page faults more for 8 cards) */
+        v = text_kept(&l->arena, FJ_STRING, xf_arena_text(&l->arena, s, len), len,
+                      e->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE);
     } else if (is_key) {
         if ((v = key_node(&l->arena, &sc, s, len, &why)) == NULL) {
             fail_at(l, e->start_mark, "%s", why);
@@ -291,7 +292,7 @@ static int on_scalar(struct loader *l, yaml_event_t *e)
     } else {
         v = scalar_node(&l->arena, &sc, s, len, (l->flags & FY_CDI_SPEC) && !typed_field(value_context(l)));
     }
-    return place(l, v, 1, 0, e->start_mark) && remember(l, copy_name(l, e->data.scalar.anchor), v, 1, 0);
+    return place(l, v, 1, 0, &e->start_mark) && remember(l, copy_name(l, e->data.scalar.anchor), v, 1, 0);
 }
 
 static int on_start(struct loader *l, const yaml_event_t *e, enum fj_type type)
@@ -332,10 +333,10 @@ static int on_end(struct loader *l, const yaml_event_t *e)
     xf_take_members(&l->arena, f.node, l->stack, f.base, l->nstack);
     l->nstack = f.base;
     if (f.node->n > XF_LINEAR_KEYS && (twice = xf_repeated_key(f.node)) != NULL) {
-        duplicate(l, twice, f.start);
+        duplicate(l, twice, &f.start);
         return 0;
     }
-    return place(l, f.node, f.size, f.height, e->start_mark) && remember(l, f.anchor, f.node, f.size, f.height);
+    return place(l, f.node, f.size, f.height, &e->start_mark) && remember(l, f.anchor, f.node, f.size, f.height);
 }
 
 static int on_alias(struct loader *l, const yaml_event_t *e)
@@ -344,7 +345,7 @@ static int on_alias(struct loader *l, const yaml_event_t *e)
 
     for (size_t i = l->nanchors; i-- > 0;)  /* a later anchor of the same name hides an earlier one */
         if (strcmp(l->anchors[i].name, name) == 0)
-            return place(l, l->anchors[i].node, l->anchors[i].size, l->anchors[i].height, e->start_mark);
+            return place(l, l->anchors[i].node, l->anchors[i].size, l->anchors[i].height, &e->start_mark);
     fail_at(l, e->start_mark, "alias *%.60s names no complete anchor (undefined, or used inside itself)", name);
     return 0;
 }
@@ -376,7 +377,8 @@ static int on_event(struct loader *l, yaml_event_t *e)
 
 fj *fy_parse(const char *text, size_t len, int flags, char *err, size_t errlen)
 {
-    struct loader *l = xf_alloc(sizeof(*l));
+    /* its frames are set as containers open: zeroing them all would touch pages no spec uses */
+    struct loader *l = memset(xf_malloc(sizeof(*l)), 0, offsetof(struct loader, frames));
     char dummy[1];
     fj *root = NULL;
     int ok = 1, done = 0;

@@ -16,28 +16,37 @@ enum word { W_NONE, W_NULL, W_TRUE, W_FALSE, W_MERGE, W_SPECIAL };
 static enum word word_of(const char *s, size_t len)
 {
     static const struct {
-        const char *text;
-        enum word kind;
-    } words[] = {
-        {"~", W_NULL},      {"null", W_NULL},    {"Null", W_NULL},    {"NULL", W_NULL},    {"y", W_TRUE},
-        {"Y", W_TRUE},      {"yes", W_TRUE},     {"Yes", W_TRUE},     {"YES", W_TRUE},     {"true", W_TRUE},
-        {"True", W_TRUE},   {"TRUE", W_TRUE},    {"on", W_TRUE},      {"On", W_TRUE},      {"ON", W_TRUE},
-        {"n", W_FALSE},     {"N", W_FALSE},      {"no", W_FALSE},     {"No", W_FALSE},     {"NO", W_FALSE},
-        {"false", W_FALSE}, {"False", W_FALSE},  {"FALSE", W_FALSE},  {"off", W_FALSE},    {"Off", W_FALSE},
-        {"OFF", W_FALSE},   {"<<", W_MERGE},     {".inf", W_SPECIAL}, {".Inf", W_SPECIAL}, {".INF", W_SPECIAL},
-        {"+.inf", W_SPECIAL}, {"+.Inf", W_SPECIAL}, {"+.INF", W_SPECIAL}, {"-.inf", W_SPECIAL},
-        {"-.Inf", W_SPECIAL}, {"-.INF", W_SPECIAL}, {".nan", W_SPECIAL}, {".NaN", W_SPECIAL}, {".NAN", W_SPECIAL},
+        char text[6];
+        unsigned char kind;
+    } words[] = { /* by length: the words of length n are words[first[n]:first[n + 1]] */
+        {"~", W_NULL},      {"y", W_TRUE},       {"Y", W_TRUE},       {"n", W_FALSE},      {"N", W_FALSE},
+        {"on", W_TRUE},     {"On", W_TRUE},      {"ON", W_TRUE},      {"no", W_FALSE},     {"No", W_FALSE},
+        {"NO", W_FALSE},    {"<<", W_MERGE},
+        {"yes", W_TRUE},    {"Yes", W_TRUE},     {"YES", W_TRUE},     {"off", W_FALSE},    {"Off", W_FALSE},
+        {"OFF", W_FALSE},
+        {"null", W_NULL},   {"Null", W_NULL},    {"NULL", W_NULL},    {"true", W_TRUE},    {"True", W_TRUE},
+        {"TRUE", W_TRUE},   {".inf", W_SPECIAL}, {".Inf", W_SPECIAL}, {".INF", W_SPECIAL}, {".nan", W_SPECIAL},
+        {".NaN", W_SPECIAL}, {".NAN", W_SPECIAL},
+        {"false", W_FALSE}, {"False", W_FALSE},  {"FALSE", W_FALSE},  {"+.inf", W_SPECIAL}, {"+.Inf", W_SPECIAL},
+        {"+.INF", W_SPECIAL}, {"-.inf", W_SPECIAL}, {"-.Inf", W_SPECIAL}, {"-.INF", W_SPECIAL},
     };
+    static const unsigned char first[] = {0, 0, 5, 12, 18, 30, 39};
 
     if (len == 0)
         return W_NULL;
-    if (len > 5 || strchr("~nNyYtTfFoO<.+-", s[0]) == NULL)
-        return W_NONE; /* paths, names, digits: no word starts so */
-    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-        if (words[i].text[0] == s[0] && strlen(words[i].text) == len && memcmp(words[i].text, s, len) == 0)
-            return words[i].kind;
+    if (len > 5)
+        return W_NONE;
+    for (size_t i = first[len]; i < first[len + 1]; i++)
+        if (words[i].text[0] == s[0] && memcmp(words[i].text, s, len) == 0)
+            return (enum word)words[i].kind;
     return W_NONE;
 }
+
+const unsigned char fy_typed_start[256] = {
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['~'] = 1, ['<'] = 1, ['n'] = 1, ['N'] = 1, ['y'] = 1, ['Y'] = 1,
+    ['t'] = 1, ['T'] = 1, ['f'] = 1, ['F'] = 1, ['o'] = 1, ['O'] = 1,
+};
 
 static int digit_value(char c)
 {
@@ -109,18 +118,64 @@ static int float_syntax(const char *s)
     return *s == '\0';
 }
 
+/* The number s[0:len] (a plain scalar starting with a digit, sign or dot)
+ * as go-yaml v2 types it: into *out, which stays a string when it is none. */
+static void resolve_number(const char *s, size_t len, struct scalar *out)
+{
+    char plain[64];
+    size_t n = 0;
+
+    for (size_t i = 0; i < len; i++)  /* go-yaml drops every '_' first */
+        if (s[i] != '_') {
+            if (n + 1 >= sizeof(plain))
+                return;  /* longer than any number we type: a string */
+            plain[n++] = s[i];
+        }
+    plain[n] = '\0';
+    if (s[0] != '.') {
+        const char *digits = plain + (plain[0] == '+' || plain[0] == '-');
+        unsigned long long u;
+        if (parse_uint0(digits, &u)) {
+            if (plain[0] == '-' && u <= (unsigned long long)LLONG_MAX + 1) {
+                out->kind = K_INT;
+                out->i = u == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)u;
+                return;
+            }
+            if (plain[0] != '-' && u <= (unsigned long long)LLONG_MAX) {
+                out->kind = K_INT;
+                out->i = (long long)u;
+                return;
+            }
+            if (plain[0] != '+' && plain[0] != '-') {  /* ParseUint takes no sign */
+                out->kind = K_UINT;
+                out->u = u;
+                return;
+            }
+        }
+    }
+    if (float_syntax(plain)) {
+        double d;
+        errno = 0;
+        d = strtod(plain, NULL);
+        if (errno != ERANGE || fabs(d) < 1.0) {  /* ParseFloat: an overflow is an error (a string then) */
+            out->kind = K_FLOAT;
+            out->d = d;
+        }
+    }
+}
+
 /* A plain scalar's type (go-yaml v2 resolve); 0 with *why set when it is
  * one we refuse (a merge key, an infinity or NaN). */
 int resolve_plain(const char *s, size_t len, struct scalar *out, const char **why)
 {
-    char plain[64];
-    size_t n = 0;
     enum word w;
 
     out->kind = K_STR;
+    if (!fy_may_be_typed(s, len))
+        return 1;
     if (memchr(s, '\0', len) != NULL)
-        return 1;  /* a NUL inside: only a string */
-    switch ((w = word_of(s, len))) {
+        return 1;  /* a NUL inside (a tagged double-quoted scalar): only a string */
+    switch ((w = s[0] >= '0' && s[0] <= '9' ? W_NONE : word_of(s, len))) {  /* no word starts with a digit */
     case W_NULL:
         out->kind = K_NULL;
         return 1;
@@ -138,45 +193,8 @@ int resolve_plain(const char *s, size_t len, struct scalar *out, const char **wh
     case W_NONE:
         break;
     }
-    if (!((s[0] >= '0' && s[0] <= '9') || s[0] == '+' || s[0] == '-' || s[0] == '.'))
-        return 1;
-    for (size_t i = 0; i < len; i++)  /* go-yaml drops every '_' first */
-        if (s[i] != '_') {
-            if (n + 1 >= sizeof(plain))
-                return 1;  /* longer than any number we type: a string */
-            plain[n++] = s[i];
-        }
-    plain[n] = '\0';
-    if (s[0] != '.') {
-        const char *digits = plain + (plain[0] == '+' || plain[0] == '-');
-        unsigned long long u;
-        if (parse_uint0(digits, &u)) {
-            if (plain[0] == '-' && u <= (unsigned long long)LLONG_MAX + 1) {
-                out->kind = K_INT;
-                out->i = u == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)u;
-                return 1;
-            }
-            if (plain[0] != '-' && u <= (unsigned long long)LLONG_MAX) {
-                out->kind = K_INT;
-                out->i = (long long)u;
-                return 1;
-            }
-            if (plain[0] != '+' && plain[0] != '-') {  /* ParseUint takes no sign */
-                out->kind = K_UINT;
-                out->u = u;
-                return 1;
-            }
-        }
-    }
-    if (float_syntax(plain)) {
-        double d;
-        errno = 0;
-        d = strtod(plain, NULL);
-        if (errno != ERANGE || fabs(d) < 1.0) {  /* ParseFloat: an overflow is an error (a string then) */
-            out->kind = K_FLOAT;
-            out->d = d;
-        }
-    }
+    if ((s[0] >= '0' && s[0] <= '9') || s[0] == '+' || s[0] == '-' || s[0] == '.')
+        resolve_number(s, len, out);
     return 1;
 }
 
@@ -216,14 +234,14 @@ static char *go_float32_text(double d)
 }
 
 /* A node of text[0:len], which is NUL-terminated and is kept, not copied. */
-fj *text_kept(struct xf_arena *a, enum fj_type type, const char *text, size_t len)
+fj *text_kept(struct xf_arena *a, enum fj_type type, const char *text, size_t len, int may_hold_nul)
 {
     fj *v = xf_arena_get(a, sizeof(*v));
 
     v->type = type;
     v->str = text;
     v->len = len;
-    v->has_nul = type == FJ_STRING && memchr(text, '\0', len) != NULL;
+    v->has_nul = may_hold_nul && type == FJ_STRING && memchr(text, '\0', len) != NULL;
     return v;
 }
 
@@ -233,7 +251,7 @@ static fj *node_of(struct xf_arena *a, enum fj_type type, const char *text, size
     fj *v;
 
     if (text != NULL)
-        return text_kept(a, type, xf_arena_text(a, text, len), len);
+        return text_kept(a, type, xf_arena_text(a, text, len), len, 1);
     v = xf_arena_get(a, sizeof(*v));
     v->type = type;
     return v;
