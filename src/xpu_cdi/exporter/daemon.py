@@ -46,7 +46,7 @@ from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
 from ..dra import checkpoint
-from ..dra.slices import read_driver_version
+from ..driverversion import read_driver_version
 from . import claimdevices, holders, metrics, sources
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
