@@ -36,9 +36,6 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
-from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client.exposition import choose_encoder
-
 from ..log import DEBUG, ERROR, INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node.settings import NodeSettings
@@ -47,7 +44,7 @@ from ..node import inventory as devices
 from ..node.status import pid_namespace
 from ..dra import checkpoint
 from ..driverversion import read_driver_version
-from . import claimdevices, holders, metrics, sources
+from . import claimdevices, exposition, holders, metrics, sources
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
 
@@ -94,10 +91,8 @@ class Exporter(Loop):
         self.s: Settings = settings
         self.load_profiles()
         self.identity: Dict[Tuple[str, str], Dict[str, str]] = {}  # what sources told, kept while the card lives
-        self.collector = metrics.SnapshotCollector()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self.collector)
-        ProcessCollector(registry=self.registry)
+        self.snapshot = metrics.Snapshot()  # what scrapes see: swapped whole by each pass
+        self.process = metrics.Process()
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="source")
         self.refreshed = 0.0  # monotonic time of the last finished pass
         self.passes = 0  # finished passes
@@ -195,7 +190,7 @@ class Exporter(Loop):
                    if (version := read_driver_version(self.profile_named(ks.profile), self.s.proc, self.s.driver_root))}
         snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results, claim_devices=claimed,
                                 drivers=drivers)
-        self.collector.snapshot = snap
+        self.snapshot = snap
         self.refreshed = time.monotonic()
         self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)
         self.write_status(snap)
@@ -246,8 +241,8 @@ class Exporter(Loop):
             return wanted
 
     def render(self, accept: str, accept_encoding: str) -> Tuple[bytes, Dict[str, str]]:
-        encoder, content_type = choose_encoder(accept)
-        body = encoder(self.registry)
+        write, content_type = exposition.negotiate(accept)
+        body = write([*metrics.families(self.snapshot), *self.process.families()])
         headers = {"Content-Type": content_type}
         if "gzip" in accept_encoding:
             body = gzip.compress(body, compresslevel=1)
