@@ -113,6 +113,27 @@ def answer_bytes(status: int, body: bytes, extra: Dict[str, str], with_body: boo
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body if with_body else b"")
 
 
+def drain(sock: socket.socket, limit: int = 64 * 1024, seconds: float = 1.0) -> None:
+    """After refusing a request whose rest (a body, an over-long head) is still unread: our side
+    closed for writing, read and drop what the client still sends, up to *limit* bytes and
+    *seconds*.  Closing with unread input would send a reset, which can destroy the refusal in
+    the client's receive queue before it reads it."""
+    sock.shutdown(socket.SHUT_WR)
+    deadline, got = time.monotonic() + seconds, 0
+    while got < limit:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(16384)
+        except socket.timeout:
+            return
+        if not chunk:
+            return
+        got += len(chunk)
+
+
 class Handler(socketserver.BaseRequestHandler):
     """One connection: read the head, answer, close (the server's :attr:`Server.respond` decides)."""
 
@@ -120,7 +141,7 @@ class Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         sock: socket.socket = self.request
-        method = "GET"
+        method, refused = "GET", False
         try:
             try:
                 method, target, headers = parse_head(read_head(sock, time.monotonic() + READ_TIMEOUT))
@@ -128,10 +149,12 @@ class Handler(socketserver.BaseRequestHandler):
                     raise HttpRequestError(405, f"{method} is not served: GET or HEAD")
                 status, body, extra = self.server.respond(target.split("?", 1)[0], headers)
             except HttpRequestError as err:
-                status, body = err.status, f"{err}\n".encode()
+                status, body, refused = err.status, f"{err}\n".encode(), True
                 extra = {"Allow": "GET, HEAD"} if err.status == 405 else {}
             sock.settimeout(READ_TIMEOUT)
             sock.sendall(answer_bytes(status, body, extra, with_body=method != "HEAD"))
+            if refused:
+                drain(sock)
         except OSError:  # the client went away, or stopped reading the answer: nothing to tell it
             pass
 
