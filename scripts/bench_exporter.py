@@ -70,7 +70,7 @@ def _stack(stack: str) -> "Tuple[str, Dict[str, str]] | None":
     if stack == "pypi":
         return sys.executable, env
     env["PYTHONPATH"] = str(REPO / "src")
-    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import prometheus_client, grpc, google.protobuf, click, yaml"],
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import grpc, google.protobuf, click, yaml"],
                            capture_output=True, env=env)
     return (SYSTEM_PYTHON, env) if probe.returncode == 0 else None
 

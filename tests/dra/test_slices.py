@@ -9,6 +9,7 @@ import pytest
 
 from support import fakehost
 from xpu_cdi.node import inventory as dp_devices
+from xpu_cdi import driverversion
 from xpu_cdi.dra import slices
 from xpu_cdi.generate import profile as _profile
 
@@ -34,7 +35,7 @@ class TestNames:
                                             ("version:5.0.21.13", "5.0.21+13"), ("v2.3", "2.3.0"),
                                             ("no version", ""), ("07.01.002", "7.1.2")])
     def test_semver(self, text: str, want: str) -> None:
-        assert slices.semver(text) == want
+        assert driverversion.semver(text) == want
 
 
 class TestDescribe:
@@ -52,7 +53,7 @@ class TestDescribe:
         profile = _profile.load_all()["kunlunxin"]
         kinds, problems = dp_devices.load([str(spec_dir)], {profile.kind: profile.name}, str(host_root))
         assert not problems
-        version = slices.read_driver_version(profile, str(host_root), str(host_root))
+        version = driverversion.read_driver_version(profile, str(host_root), str(host_root))
         assert version == fakehost.XRE_VERSION
         infos = [slices.describe(c, profile, str(host_root), str(host_root), str(host_root), version)
                  for c in kinds["kunlunxin.com/xpu"].cards.values()]

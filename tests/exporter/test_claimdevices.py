@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from xpu_cdi.dra import checkpoint, claimspec
-from xpu_cdi.exporter import claimdevices, metrics
+from xpu_cdi.exporter import claimdevices, exposition, metrics
 from xpu_cdi.exporter.podresources import Holder, Listing
 
 DRIVER = "kunlunxin.com"
@@ -31,12 +30,9 @@ def share(device: str, uid: str, sid: str, memory: int) -> dict:
 
 
 def scrape(devices: list) -> dict:
-    reg = CollectorRegistry()
-    coll = metrics.SnapshotCollector()
-    coll.snapshot = metrics.Snapshot(claim_devices=devices)
-    reg.register(coll)
+    body = exposition.text(metrics.families(metrics.Snapshot(claim_devices=devices)))
     out: dict = {}
-    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+    for fam in text_string_to_metric_families(body.decode()):
         for s in fam.samples:
             if s.name.startswith("xpu_cdi_claim_device"):
                 out.setdefault(s.name, []).append((s.labels, s.value))

@@ -260,6 +260,17 @@ def test_openmetrics_when_asked(node: Node) -> None:
     assert headers["Content-Type"].startswith("text/plain") and b"# EOF" not in plain
 
 
+def test_gzip_when_asked(node: Node) -> None:
+    import gzip
+
+    exp = Exporter(settings(node))
+    exp.step()
+    plain, headers = exp.render("", "")
+    zipped, zheaders = exp.render("", "deflate, gzip;q=0.5")
+    assert "Content-Encoding" not in headers and zheaders["Content-Encoding"] == "gzip"
+    assert gzip.decompress(zipped).split(b"# HELP process_")[0] == plain.split(b"# HELP process_")[0]
+
+
 def test_status_file(node: Node) -> None:
     import json
 

@@ -35,6 +35,7 @@ from ..node import carved, servemode
 from ..node import status as _status
 from ..errors import ClaimError, XpuCdiError
 from ..log import ERROR, INFO, WARNING, Log, to_stderr
+from ..driverversion import read_driver_version
 from ..generate.hostfs import host_path
 from ..node.loop import Loop
 from . import checkpoint as _cp
@@ -441,7 +442,7 @@ class Daemon(Loop):
         self.described = {}
         for kind, ks in self.kinds.items():
             profile = self.profile_named(ks.profile)
-            version = _slices.read_driver_version(profile, self.s.proc, self.s.driver_root)
+            version = read_driver_version(profile, self.s.proc, self.s.driver_root)
             infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version)
                      for c in ks.cards.values()]
             policy = self.s.shares.get(kind)

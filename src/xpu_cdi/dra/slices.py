@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import cardmodel, topology
-from ..generate.discover import host_path
+from ..generate.hostfs import host_path, read_head
 from ..model import Profile
 from . import shares
 
@@ -53,7 +53,6 @@ MAX_COUNTER_SETS = 8  # ResourceSliceMaxCounterSets
 STANDARD = "resource.kubernetes.io/"
 TAINT_EFFECT = "NoSchedule"
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[.-]([0-9A-Za-z]+))?")
 
 
 @dataclass(frozen=True)
@@ -90,27 +89,6 @@ def device_name(cdi_name: str) -> str:
     return label if _LABEL.match(label) else "dev-" + hashlib.sha256(cdi_name.encode()).hexdigest()[:16]
 
 
-def semver(text: str) -> str:
-    """The first version in *text* as semver (``24.1.rc2`` -> ``24.1.0-rc2``, ``5.0.21.13`` -> ``5.0.21+13``), or ""."""
-    m = _VERSION.search(text)
-    if not m:
-        return ""
-    major, minor, patch, extra = (str(int(m.group(1))), str(int(m.group(2))),
-                                  str(int(m.group(3))) if m.group(3) else "0", m.group(4))
-    out = f"{major}.{minor}.{patch}"
-    if extra:
-        out += ("+" if extra.isdigit() else "-") + extra
-    return out if len(out) <= 64 else ""
-
-
-def _read(path: str, limit: int = 256) -> str:
-    try:
-        with open(path, errors="replace") as f:
-            return f.read(limit).strip()
-    except OSError:
-        return ""
-
-
 def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: str, driver_root: str,
              driver_version: str = "") -> DeviceInfo:
     """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.node.inventory` (reads sysfs and driver files)."""
@@ -120,20 +98,12 @@ def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: 
     if profile is not None and profile.uuid_file and (card.index is not None or card.pci):
         path = profile.uuid_file.format(index=card.index, pci=card.pci)
         root = proc_root if path.startswith("/proc/") else sysfs_root if path.startswith("/sys/") else driver_root
-        uuid = (_read(host_path(root, path), 128).splitlines() or [""])[0].strip()
+        uuid = (read_head(host_path(root, path), 128).splitlines() or [""])[0].strip()
     return DeviceInfo(name=device_name(card.id), cdi=f"{card.kind}={card.id}", index=card.index,
                       uuid=uuid[:64], model=model or (profile.name if profile else ""),
                       driver_version=driver_version, pci=card.pci,
                       pcie_root=topology.pcie_root(sysfs_root, card.pci) if card.pci else None,
                       switch=card.switch, numa=card.numa_node, memory=memory)
-
-
-def read_driver_version(profile: Optional[Profile], proc_root: str, driver_root: str) -> str:
-    """The driver's version from the profile's ``dra.driver_version_file``, as semver, or ""."""
-    if profile is None or not profile.driver_version_file:
-        return ""
-    path = profile.driver_version_file
-    return semver(_read(host_path(proc_root if path.startswith("/proc/") else driver_root, path)))
 
 
 def attributes(info: DeviceInfo) -> Dict[str, Dict[str, Any]]:

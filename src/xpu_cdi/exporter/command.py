@@ -26,12 +26,14 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
     (Prometheus text, or OpenMetrics when the scraper asks) and /healthz.
     SIGTERM exits 0.
     """
+    from ..node.lean import without_openssl
+
     try:
-        from .daemon import Exporter, Settings, parse_listen
+        with without_openssl():  # nothing of the exporter speaks TLS (its gRPC is kubelet's unix socket)
+            from .daemon import Exporter, Settings, parse_listen
     except ImportError as err:
-        raise ConfigError(f"the exporter needs prometheus_client, grpcio and protobuf ({err}): pip install "
-                          f"'xpu-cdi' (they are dependencies) or apt install python3-prometheus-client "
-                          f"python3-grpcio python3-protobuf") from None
+        raise ConfigError(f"the exporter needs grpcio and protobuf ({err}): pip install 'xpu-cdi' (they are "
+                          f"dependencies) or apt install python3-grpcio python3-protobuf") from None
     try:
         parse_listen(listen)
     except ValueError as err:

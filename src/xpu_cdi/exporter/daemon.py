@@ -27,17 +27,11 @@ from __future__ import annotations
 
 import gzip
 import os
-import socket
-import socketserver
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
-
-from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client.exposition import choose_encoder
 
 from ..log import DEBUG, ERROR, INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
@@ -46,8 +40,8 @@ from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
 from ..dra import checkpoint
-from ..dra.slices import read_driver_version
-from . import claimdevices, holders, metrics, sources
+from ..driverversion import read_driver_version
+from . import claimdevices, exposition, holders, httpd, metrics, sources
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
 
@@ -94,10 +88,8 @@ class Exporter(Loop):
         self.s: Settings = settings
         self.load_profiles()
         self.identity: Dict[Tuple[str, str], Dict[str, str]] = {}  # what sources told, kept while the card lives
-        self.collector = metrics.SnapshotCollector()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self.collector)
-        ProcessCollector(registry=self.registry)
+        self.snapshot = metrics.Snapshot()  # what scrapes see: swapped whole by each pass
+        self.process = metrics.Process()
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="source")
         self.refreshed = 0.0  # monotonic time of the last finished pass
         self.passes = 0  # finished passes
@@ -195,7 +187,7 @@ class Exporter(Loop):
                    if (version := read_driver_version(self.profile_named(ks.profile), self.s.proc, self.s.driver_root))}
         snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results, claim_devices=claimed,
                                 drivers=drivers)
-        self.collector.snapshot = snap
+        self.snapshot = snap
         self.refreshed = time.monotonic()
         self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)
         self.write_status(snap)
@@ -246,76 +238,31 @@ class Exporter(Loop):
             return wanted
 
     def render(self, accept: str, accept_encoding: str) -> Tuple[bytes, Dict[str, str]]:
-        encoder, content_type = choose_encoder(accept)
-        body = encoder(self.registry)
+        write, content_type = exposition.negotiate(accept)
+        body = write([*metrics.families(self.snapshot), *self.process.families()])
         headers = {"Content-Type": content_type}
         if "gzip" in accept_encoding:
             body = gzip.compress(body, compresslevel=1)
             headers["Content-Encoding"] = "gzip"
         return body, headers
 
-    def server(self) -> ThreadingHTTPServer:
-        host, port = parse_listen(self.s.listen)
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "xpu-cdi-exporter"
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    exporter.catch_up(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds", ""))
-                    body, headers = exporter.render(self.headers.get("Accept", ""),
-                                                    self.headers.get("Accept-Encoding", ""))
-                    self.reply(200, body, headers)
-                elif path == "/healthz":
-                    ok = exporter.alive()
-                    self.reply(200 if ok else 503, b"ok\n" if ok else b"a pass has run for three intervals\n")
-                elif path == "/":
-                    self.reply(200, b"xpu-cdi exporter: metrics at /metrics, liveness at /healthz\n")
-                else:
-                    self.reply(404, b"not found: try /metrics\n")
-
-            def reply(self, code: int, body: bytes, headers: Optional[Dict[str, str]] = None) -> None:
-                self.send_response(code)
-                for k, v in (headers or {"Content-Type": "text/plain; charset=utf-8"}).items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - scrapes are not logged
-                pass
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-            def server_bind(self) -> None:
-                # not HTTPServer's, whose socket.getfqdn() asks the resolver for a name only CGI and
-                # WSGI read: a DNS wait at start on a node whose resolver is slow, and the idna
-                # codec with unicodedata's tables, ~1.1 MiB of the exporter (issue 30)
-                socketserver.TCPServer.server_bind(self)
-                self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
-
-        class DualStack(Server):
-            address_family = socket.AF_INET6
-
-            def server_bind(self) -> None:
-                self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-                super().server_bind()
-
-        if host:
-            return Server((host, port), Handler)
-        try:  # every address: IPv6 and IPv4 on one socket where the host has IPv6
-            return DualStack(("::", port), Handler)
-        except OSError:
-            return Server(("0.0.0.0", port), Handler)
+    def respond(self, path: str, headers: Dict[str, str]) -> httpd.Answer:
+        """The answer to a GET (or HEAD) of *path*, given the request's headers :mod:`.httpd` kept."""
+        if path == "/metrics":
+            self.catch_up(headers.get("x-prometheus-scrape-timeout-seconds", ""))
+            body, extra = self.render(headers.get("accept", ""), headers.get("accept-encoding", ""))
+            return 200, body, extra
+        if path == "/healthz":
+            ok = self.alive()
+            return (200, b"ok\n", {}) if ok else (503, b"a pass has run for three intervals\n", {})
+        if path == "/":
+            return 200, b"xpu-cdi exporter: metrics at /metrics, liveness at /healthz\n", {}
+        return 404, b"not found: try /metrics\n", {}
 
     def run(self) -> int:
         """Serve until SIGTERM/SIGINT; 0 then."""
         try:
-            srv = self.server()
+            srv = httpd.serve(*parse_listen(self.s.listen), self.respond)
         except OSError as err:
             self.log(f"cannot listen on {self.s.listen}: {err.strerror or err} (another process holds the port? "
                      f"pass --listen)", ERROR)

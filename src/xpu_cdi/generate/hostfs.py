@@ -27,6 +27,15 @@ def host_path(root: str, path: str) -> str:
     return path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
 
 
+def read_head(path: str, limit: int = 256) -> str:
+    """The first *limit* characters of a small host file (a version, a uuid), stripped; "" when unreadable."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read(limit).strip()
+    except OSError:
+        return ""
+
+
 def container_path(root: str, hostp: str) -> str:
     """The host path *hostp* (under *root*) as the host itself names it."""
     if root in ("", "/"):

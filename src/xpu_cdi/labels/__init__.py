@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import cardmodel
 from .. import topology as _topology
-from ..dra.slices import read_driver_version
+from ..driverversion import read_driver_version
 from ..model import HostView
 
 PREFIX = _topology.ANNOTATION_PREFIX  # "xpu-cdi.io/": every key of ours under it (which ones: ours())

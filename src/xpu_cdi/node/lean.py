@@ -5,9 +5,10 @@ imports ``ssl``, and ``ssl`` and ``_hashlib`` (hashlib's accelerator) map
 OpenSSL's libcrypto: about 4 MiB of resident memory in the device plugin,
 whose sockets (kubelet's, unix) carry no TLS and which hashes a few short
 strings.  asyncio takes an ImportError of ``ssl`` as "no TLS here", hashlib
-one of ``_hashlib`` as "use the built-in sha256" (the same digests).  Not
-the exporter (prometheus_client imports ssl unconditionally) nor the DRA
-driver (its API client speaks TLS).
+one of ``_hashlib`` as "use the built-in sha256" (the same digests).  The
+exporter too (kubelet's PodResources socket is a unix socket; ~2.4 MiB of
+it on Debian's packages, whose grpc links libcrypto all the same); not the
+DRA driver (its API client speaks TLS).
 
 pyudev finds libudev with ``ctypes.util``, which imports ``shutil``, which
 imports ``bz2`` and ``lzma`` for archives no daemon makes: their modules,
