@@ -36,7 +36,7 @@ differences below are fair:
   latency, resident memory, re-registration after a kubelet restart, time to
   report a vanished card Unhealthy, on each installed grpcio/protobuf stack;
 * daemons and CLI (scripts/bench_daemons.py, issue 30): each daemon's VmRSS
-  after start with 8 cards and its idle CPU over 10 s on a fake host;
+  after start with 8 cards and its idle CPU over 30 s on a fake host;
   (group cli) `xpu-cdi generate` and `xpu-cdi list` whole process, interleaved
   with `python -c pass` and `import click`, their floor;
 * vNPU (scripts/bench_vnpu.py, issue 27): the DRA driver's prepare of an Ascend
