@@ -21,7 +21,8 @@ Checked while the waves run, not only at the end:
   without the driver publishing again;
 - the daemons' processes (device plugin and ``watch``, DRA driver and its ``watch`` on B,
   exporter, labeller; found on each node through its containerd) keep their RSS and open fds
-  within :data:`RSS_SLACK` / :data:`FDS_SLACK` of what they had after the warm-up wave, and
+  within :data:`RSS_SLACK` / :data:`FDS_SLACK` (the DRA driver :data:`DRA_FDS_SLACK`: its API
+  connection pool) of what they had after the warm-up wave, and
   never restart;
 - then, idle (no churn) for :data:`IDLE` seconds: no plugin registers with kubelet again (the
   plugin's log, kubelet's log; the DRA driver's log), no node label is written (the labels and
@@ -39,6 +40,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from support import HANG
+from xpu_cdi.dra.kube import API_POOL
 from support.k8s import fleetdeploy, nodekit
 from support.k8s.fleet import NODES, Fleet, NodeSpec
 from support.k8s.fleetdeploy import DRA_DS, PLUGIN_DS, ds_pods
@@ -51,6 +53,9 @@ SEED = 28
 IDLE = 30.0  # seconds without churn
 RSS_SLACK = 2 << 20  # bytes a daemon's RSS may grow from the warm-up wave to the end (measured: <= 0.4 MiB)
 FDS_SLACK = 1  # open fds it may gain (measured: none)
+# the DRA driver's API client keeps up to kube.API_POOL connections, opened as concurrent calls ask:
+# a busier wave than the warm-up one opens more (14 -> 16 fds seen); a leak grows with the 500 pods
+DRA_FDS_SLACK = FDS_SLACK + API_POOL - 1
 NS_DS = "kube-system"
 #: DaemonSet -> its containers that are long-running daemons
 DAEMONS = {PLUGIN_DS: ("device-plugin", "watch"), DRA_DS: ("dra-driver", "watch"),
@@ -331,7 +336,8 @@ def test_churn_soak(fleet: Fleet, deployed: None, dra_b: None) -> None:
           f"{DRA_NODE.name}), {samples} PodResources and claim samples, load {min(load):.1f}-{max(load):.1f}")
     print(f"daemons before: {fmt(before)}\nafter warm-up: {fmt(warm)}\nend: {fmt(end)}")
     grown = {k: (end[k][0] - warm[k][0], end[k][1] - warm[k][1]) for k in end}
-    over = {k: v for k, v in grown.items() if v[0] > RSS_SLACK or v[1] > FDS_SLACK}
+    over = {k: v for k, v in grown.items()
+            if v[0] > RSS_SLACK or v[1] > (DRA_FDS_SLACK if k[1].endswith("/dra-driver") else FDS_SLACK)}
     assert not over, f"grew past the slack: {fmt(over)}; all: {fmt(grown)}"  # the culprit first: pytest cuts long dicts
 
     idle = idle_state(fleet)

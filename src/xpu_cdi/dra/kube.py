@@ -26,6 +26,7 @@ from ..errors import ApiError, ConfigError
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 DEFAULT_TIMEOUT = 10.0
+API_POOL = 4  # keep-alive connections to the API server at most, opened as concurrent calls ask
 
 
 def slices_path(name: str = "") -> str:
@@ -190,7 +191,7 @@ def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection
         token_file = os.path.join(SERVICE_ACCOUNT, "token")
         if not os.path.exists(token_file):
             return None  # the library says what is missing
-        pool = urllib3.PoolManager(maxsize=4, cert_reqs="CERT_REQUIRED",
+        pool = urllib3.PoolManager(maxsize=API_POOL, cert_reqs="CERT_REQUIRED",
                                    ca_certs=os.path.join(SERVICE_ACCOUNT, "ca.crt"))
         return server, pool, lambda: _read_token(token_file), False
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
@@ -238,7 +239,7 @@ def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection
         get_token = lambda: _read_token(token_file)  # noqa: E731
     else:
         get_token = lambda: None  # noqa: E731
-    return str(cluster["server"]).rstrip("/"), urllib3.PoolManager(maxsize=4, **tls), get_token, insecure
+    return str(cluster["server"]).rstrip("/"), urllib3.PoolManager(maxsize=API_POOL, **tls), get_token, insecure
 
 
 def _named(doc: Mapping[str, Any], section: str, name: str) -> Dict[str, Any]:
