@@ -14,23 +14,15 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from .generate.discover import host_path
+from .generate.hostfs import host_path, read_head
 from .model import CardModel, Profile
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read(16).strip().lower()
-    except OSError:
-        return ""
-
-
 def by_pci(profile: Profile, sysfs_root: str, pci: str) -> Optional[CardModel]:
     """The model of the PCI function *pci*, or None when its device id is not listed."""
-    dev = _read(host_path(sysfs_root, f"{PCI_DEVICES}/{pci}/device"))
+    dev = read_head(host_path(sysfs_root, f"{PCI_DEVICES}/{pci}/device"), 16).lower()
     return next((m for m in profile.models if m.pci_device == dev), None)
 
 
@@ -46,7 +38,7 @@ def host_model(profile: Profile, sysfs_root: str) -> Optional[CardModel]:
     vendor = profile.pci_vendor.lower()
     found = {}
     for name in names:
-        if _read(os.path.join(top, name, "vendor")) != vendor:
+        if read_head(os.path.join(top, name, "vendor"), 16).lower() != vendor:
             continue
         model = by_pci(profile, sysfs_root, name)
         if model is not None:

@@ -16,7 +16,7 @@ from ..cdi import registry
 from ..errors import DiscoveryError
 from ..generate import discover as _discover
 from ..generate import profile as _profile
-from ..generate.hostfs import listdir_sorted
+from ..generate.hostfs import listdir_sorted, read_head
 from ..model import HostView, Profile
 from ..runtime import containerd, crio, docker, ocihooks
 
@@ -84,27 +84,19 @@ def card_nodes(profile: Profile, roots: _discover.Roots) -> List[Tuple[int, str,
     return [found[i] for i in sorted(found)]
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read(64).strip()
-    except OSError:
-        return ""
-
-
 def pci_devices(sysfs_root: str) -> List[Tuple[str, str, str, str, Optional[str]]]:
     """``(address, vendor id, device id, class, bound driver)`` of every non-bridge PCI device in sysfs."""
     base = _discover.host_path(sysfs_root, "/sys/bus/pci/devices")
     out = []
     for name in listdir_sorted(base):
         d = os.path.join(base, name)
-        vendor = _read(os.path.join(d, "vendor")).lower()
-        if not vendor or _read(os.path.join(d, "class")).lower().startswith("0x0604"):
+        vendor = read_head(os.path.join(d, "vendor"), 64).lower()
+        if not vendor or read_head(os.path.join(d, "class"), 64).lower().startswith("0x0604"):
             continue  # bridges carry no cards
         link = os.path.join(d, "driver")
         driver = os.path.basename(os.readlink(link)) if os.path.islink(link) else None
-        out.append((name, vendor, _read(os.path.join(d, "device")).lower(),
-                    _read(os.path.join(d, "class")).lower(), driver))
+        out.append((name, vendor, read_head(os.path.join(d, "device"), 64).lower(),
+                    read_head(os.path.join(d, "class"), 64).lower(), driver))
     return out
 
 
