@@ -63,7 +63,7 @@ pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 @pytest.fixture
 def serial() -> Iterator[None]:
     """One packaging test at a time on this machine (dpkg, and two cores)."""
-    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    LOCK.parent.resolve().mkdir(parents=True, exist_ok=True)  # /var/lock: a link to /run/lock, maybe not made yet
     with open(LOCK, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         yield
