@@ -91,12 +91,12 @@ def pci_devices(sysfs_root: str) -> List[Tuple[str, str, str, str, Optional[str]
     for name in listdir_sorted(base):
         d = os.path.join(base, name)
         vendor = read_head(os.path.join(d, "vendor"), 64).lower()
-        if not vendor or read_head(os.path.join(d, "class"), 64).lower().startswith("0x0604"):
+        pci_class = read_head(os.path.join(d, "class"), 64).lower() if vendor else ""
+        if not vendor or pci_class.startswith("0x0604"):
             continue  # bridges carry no cards
         link = os.path.join(d, "driver")
         driver = os.path.basename(os.readlink(link)) if os.path.islink(link) else None
-        out.append((name, vendor, read_head(os.path.join(d, "device"), 64).lower(),
-                    read_head(os.path.join(d, "class"), 64).lower(), driver))
+        out.append((name, vendor, read_head(os.path.join(d, "device"), 64).lower(), pci_class, driver))
     return out
 
 
