@@ -1,7 +1,7 @@
 """The ``xpu-cdi`` command line: the table of its commands, each loaded on first use
 from the ``command.py`` of its subsystem (``generate`` after a driver update then pays
 for neither tomlkit, pyudev nor the doctor).  Errors become one line and an exit code
-in one place, :data:`clikit.EXIT_CODES`.
+in one place, :data:`errors.EXIT_CODES`.
 """
 
 from __future__ import annotations

@@ -21,17 +21,9 @@ from .cdi import registry
 if TYPE_CHECKING:
     from .log import Log
 
-# click uses 2 for usage errors; every other XpuCdiError not listed is 1.
-EXIT_CODES = {errors.ProfileError: 3, errors.SpecError: 5}
+from .errors import EXIT_CODES, exit_code  # noqa: F401 - the table is errors'; the commands name it here
+
 PROFILE_FAILED = 4  # --profile auto: a profile failed and was skipped; the others' specs were written
-
-
-def exit_code(err: errors.XpuCdiError) -> int:
-    """The exit code for an error: the first matching class in EXIT_CODES, else 1."""
-    for cls, code in EXIT_CODES.items():
-        if isinstance(err, cls):
-            return code
-    return 1
 
 
 class Group(click.Group):

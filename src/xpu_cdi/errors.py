@@ -1,7 +1,8 @@
 """The one exception hierarchy of xpu-cdi.
 
 Every error raised on purpose derives from :class:`XpuCdiError`; the CLI
-maps the classes to exit codes in one table (``clikit.EXIT_CODES``).  (The
+maps the classes to exit codes in one table (:data:`EXIT_CODES`, here: the daemons'
+fresh interpreters use it without click, ``node/fresh.py``).  (The
 compiled hook and wrapper word their own errors in the same style.)  Messages follow the
 CDI library's style: lowercase, the bad value in quotes, then the reason,
 and where possible what to do about it.
@@ -91,3 +92,15 @@ class HttpRequestError(XpuCdiError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+# click uses 2 for usage errors; every other XpuCdiError not listed is 1.
+EXIT_CODES = {ProfileError: 3, SpecError: 5}
+
+
+def exit_code(err: XpuCdiError) -> int:
+    """The exit code for an error: the first matching class in EXIT_CODES, else 1."""
+    for cls, code in EXIT_CODES.items():
+        if isinstance(err, cls):
+            return code
+    return 1

@@ -1,0 +1,113 @@
+"""A node daemon serves from a fresh interpreter (issue 30; docs/performance.md).
+
+``xpu-cdi device-plugin``, ``exporter`` and ``dra-driver`` parse and check
+their flags and files with click, then :func:`replace_with` this process by
+the same interpreter started again, which imports the daemon's module and
+calls its ``serve`` with the settings (pickled through a memfd): click and
+the command line's modules (0.7-1.3 MiB resident, every daemon of every
+node) stay behind.  The pid, the descriptors (stdout, stderr, the journal's
+socket), the environment, the namespaces and the cgroup are the same, so
+kubelet, systemd and the tests see one process; a bad flag or file is still
+refused before the exec, and an error while serving is one line and an exit
+code as the command line words it (:func:`main`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import pickle
+import sys
+from typing import Any, List, NoReturn, Optional, Sequence
+
+from .. import errors
+from . import lean
+
+#: what the new interpreter runs: never the working directory's modules (``-c`` puts it first on
+#: sys.path), then :func:`main`
+CODE = ("import sys\n"
+        "if sys.path[:1] == ['']:\n"
+        "    del sys.path[0]\n"
+        "from xpu_cdi.node.fresh import main\n"
+        "main()\n")
+COMM = b"xpu-cdi"  # the process name ps, top and pgrep show, as the console script's was
+
+
+def interpreter_flags() -> List[str]:
+    """The options this interpreter was started with that decide what it imports from where."""
+    f = sys.flags
+    out = ["-I"] if f.isolated else (["-E"] if f.ignore_environment else []) + (["-s"] if f.no_user_site else [])
+    out += ["-S"] if f.no_site else []
+    out += ["-P"] if getattr(f, "safe_path", False) and not f.isolated else []  # 3.11+
+    for key, value in sys._xoptions.items():
+        out += ["-X", key if value is True else f"{key}={value}"]
+    return out
+
+
+def missing(modules: Sequence[str]) -> Optional[str]:
+    """The first of *modules* that cannot be imported here, found without importing it (None: all can)."""
+    for name in modules:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except ImportError:  # its parent package is missing
+            return name
+    return None
+
+
+def replace_with(target: str, name: str, without_openssl: bool, **kwargs: Any) -> NoReturn:
+    """Replace this process by this interpreter running ``module:function`` *target* with *kwargs*
+    (they pickle: settings dataclasses, tuples, strings), its result the exit code.
+
+    *target*'s module imports no click; *name* is the daemon's (``xpu-cdi device-plugin``), for its
+    messages; *without_openssl*: its module is loaded as :func:`.lean.without_openssl` says.
+    """
+    payload = pickle.dumps(kwargs, protocol=pickle.HIGHEST_PROTOCOL)
+    fd = os.memfd_create("xpu-cdi-settings")  # no pipe's capacity to mind; gone with the last descriptor
+    try:
+        os.write(fd, payload)  # a memfd takes all of it at once
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.set_inheritable(fd, True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, *interpreter_flags(), "-c", CODE, name, target, str(fd),
+                                  "lean" if without_openssl else "tls"])
+    except OSError as err:  # the interpreter can't be started again: nothing has changed yet
+        os.close(fd)
+        raise errors.ConfigError(f"cannot start {sys.executable} for {name}: {err}") from None
+
+
+def main() -> NoReturn:
+    """The new interpreter: the daemon's serve function called, its errors worded and mapped."""
+    name, target, fd, how = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    _set_comm()
+    sys.argv = name.split()
+    module, _, function = target.partition(":")
+    try:
+        with os.fdopen(fd, "rb") as f, lean.without_openssl() if how == "lean" else contextlib.nullcontext():
+            # as the import statement does it (importlib's own path is invisible to -X importtime)
+            serve = getattr(__import__(module, fromlist=[function]), function)
+            kwargs = pickle.load(f)
+        code = serve(**kwargs)
+    except errors.XpuCdiError as err:
+        print(f"xpu-cdi: {err}", file=sys.stderr, flush=True)
+        code = errors.exit_code(err)
+    except ImportError as err:  # the command line found the packages: one broke since, or half-installed
+        print(f"xpu-cdi: {name} cannot import {err.name or err} ({err}): reinstall xpu-cdi and its dependencies",
+              file=sys.stderr, flush=True)
+        code = 1
+    except KeyboardInterrupt:  # before the daemon took SIGINT over: as click ends on it
+        print("Aborted!", file=sys.stderr, flush=True)
+        code = 1
+    sys.exit(code)
+
+
+def _set_comm() -> None:
+    """Name the process as the console script was named (``python3`` otherwise)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(15, COMM, 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):  # not Linux's libc: the interpreter's name stays
+        pass
