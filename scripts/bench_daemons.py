@@ -9,6 +9,10 @@
   on a fake host, a settled second after start;
 * the same of ``xpu-cdi dra-driver`` once it has published 8 cards to an
   HTTP stand-in of the API server (tests/support/fakeapi.py's tables);
+* on each stack, its gRPC floor (:data:`FLOOR`: a bare server and channel that
+  made a call and hold a stream): each daemon's row shows its share above it,
+  and judges a stack other than the shipped one by the same room above that
+  stack's floor (:func:`rss_target`);
 * their idle CPU over 30 s, three of their 10 s health intervals (no scrapes,
   no calls: what the daemon spends on its own, its health polls; the exporter runs its passes when scraped, so
   idle it only rewrites its status file each interval): the run time of a

@@ -24,13 +24,9 @@ from typing import Any, List, NoReturn, Optional, Sequence
 from .. import errors
 from . import lean
 
-#: what the new interpreter runs: never the working directory's modules (``-c`` puts it first on
-#: sys.path), then :func:`main`
-CODE = ("import sys\n"
-        "if sys.path[:1] == ['']:\n"
-        "    del sys.path[0]\n"
-        "from xpu_cdi.node.fresh import main\n"
-        "main()\n")
+#: what the new interpreter runs (one line: ps shows it): never the working directory's modules
+#: (``-c`` puts it first on sys.path), then :func:`main`
+CODE = "import sys; sys.path[:1] == [''] and sys.path.pop(0); from xpu_cdi.node.fresh import main; main()"
 COMM = b"xpu-cdi"  # the process name ps, top and pgrep show, as the console script's was
 
 
