@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 
 # the command line's half: click loaded (as every command has it), then the exec
@@ -63,3 +65,15 @@ def test_the_interpreter_options_are_kept(tmp_path: Path) -> None:
     r, state = run_probe(tmp_path, flags=("-s", "-X", "dev"))
     assert r.returncode == 7, r.stderr
     assert state["no_user_site"] == 1 and state["xoptions"] == {"dev": True}
+
+
+def test_an_interpreter_that_cannot_start_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing replaced, nothing left open: the command line says why in its one line."""
+    from xpu_cdi.errors import ConfigError
+    from xpu_cdi.node import fresh
+
+    before = sorted(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    with pytest.raises(ConfigError, match="cannot start /nonexistent/python3 for xpu-cdi probe: .*No such file"):
+        fresh.replace_with("support.freshprobe:serve", "xpu-cdi probe", without_openssl=False, out="unused")
+    assert sorted(os.listdir("/proc/self/fd")) == before

@@ -60,8 +60,9 @@ def replace_with(target: str, name: str, without_openssl: bool, **kwargs: Any) -
     messages; *without_openssl*: its module is loaded as :func:`.lean.without_openssl` says.
     """
     payload = pickle.dumps(kwargs, protocol=pickle.HIGHEST_PROTOCOL)
-    fd = os.memfd_create("xpu-cdi-settings")  # no pipe's capacity to mind; gone with the last descriptor
+    fd = -1
     try:
+        fd = os.memfd_create("xpu-cdi-settings")  # no pipe's capacity to mind; gone with the last descriptor
         os.write(fd, payload)  # a memfd takes all of it at once
         os.lseek(fd, 0, os.SEEK_SET)
         os.set_inheritable(fd, True)
@@ -70,7 +71,8 @@ def replace_with(target: str, name: str, without_openssl: bool, **kwargs: Any) -
         os.execv(sys.executable, [sys.executable, *interpreter_flags(), "-c", CODE, name, target, str(fd),
                                   "lean" if without_openssl else "tls"])
     except OSError as err:  # the interpreter can't be started again: nothing has changed yet
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
         raise errors.ConfigError(f"cannot start {sys.executable} for {name}: {err}") from None
 
 
