@@ -4,7 +4,7 @@
 their flags and files with click, then :func:`replace_with` this process by
 the same interpreter started again, which imports the daemon's module and
 calls its ``serve`` with the settings (pickled through a memfd): click and
-the command line's modules (0.7-1.3 MiB resident, every daemon of every
+the command line's modules (0.8-1.4 MiB resident, every daemon of every
 node) stay behind.  The pid, the descriptors (stdout, stderr, the journal's
 socket), the environment, the namespaces and the cgroup are the same, so
 kubelet, systemd and the tests see one process; a bad flag or file is still
