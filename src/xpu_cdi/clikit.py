@@ -93,11 +93,16 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def level_of(log_level: str, verbose: bool) -> str:
+    """The level LOG_OPTIONS' flags ask for (``-v`` is ``--log-level debug``)."""
+    return "debug" if verbose else log_level
+
+
 def daemon_log(name: str, log_level: str, verbose: bool, log_format: str) -> Log:
     """The stderr Log of the daemon *name* (``xpu-cdi device-plugin``) from LOG_OPTIONS' flags."""
     from . import log
 
-    return log.to_stderr(name, "debug" if verbose else log_level, log_format)
+    return log.to_stderr(name, level_of(log_level, verbose), log_format)
 
 
 def echo_labels(labels: Dict[str, str], as_json: bool) -> None:

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, subcommand
+from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, level_of, subcommand
 from ..node import fresh
 from ..node.status import probe as _probe
 from ..node.uevents import SOURCES as UEVENT_SOURCES
@@ -68,7 +68,7 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
                                  f"python3-protobuf")
     fresh.replace_with("xpu_cdi.deviceplugin.daemon:serve", "xpu-cdi device-plugin", without_openssl=True,
                        settings=settings, config_path=config_path, flags=flags,
-                       level="debug" if verbose else log_level, log_format=log_format)
+                       level=level_of(log_level, verbose), log_format=log_format)
 
 
 OPTIONS = (

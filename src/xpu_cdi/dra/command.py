@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, subcommand
+from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, level_of, subcommand
 from ..errors import ConfigError
 from ..node import fresh
 from . import config, shares
@@ -80,7 +80,7 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
                           f"{gone!r}): pip install 'xpu-cdi', or apt install python3-grpcio python3-protobuf "
                           f"python3-kubernetes")
     fresh.replace_with("xpu_cdi.dra.daemon:serve", "xpu-cdi dra-driver", without_openssl=False,  # it speaks TLS
-                       settings=settings, level="debug" if verbose else log_level, log_format=log_format)
+                       settings=settings, level=level_of(log_level, verbose), log_format=log_format)
 
 
 OPTIONS = (

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
+from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, level_of, subcommand
 from ..errors import ConfigError
 
 
@@ -56,7 +56,7 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
         sys.stdout.buffer.write(body)
         return
     fresh.replace_with("xpu_cdi.exporter.daemon:serve", "xpu-cdi exporter", without_openssl=True,
-                       settings=settings, level="debug" if verbose else log_level, log_format=log_format)
+                       settings=settings, level=level_of(log_level, verbose), log_format=log_format)
 
 
 OPTIONS = (
