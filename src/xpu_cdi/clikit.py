@@ -33,8 +33,7 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except errors.XpuCdiError as err:
-            click.echo(f"xpu-cdi: {err}", err=True)
-            ctx.exit(exit_code(err))
+            ctx.exit(errors.report(err))
 
 
 def root_options(f: Any) -> Any:

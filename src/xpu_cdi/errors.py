@@ -10,6 +10,8 @@ and where possible what to do about it.
 
 from __future__ import annotations
 
+import sys
+
 
 class XpuCdiError(Exception):
     """Base of all xpu-cdi errors.  Never raised directly."""
@@ -104,3 +106,9 @@ def exit_code(err: XpuCdiError) -> int:
         if isinstance(err, cls):
             return code
     return 1
+
+
+def report(err: XpuCdiError) -> int:
+    """*err* as the command line says it, one line on stderr; its exit code."""
+    print(f"xpu-cdi: {err}", file=sys.stderr, flush=True)
+    return exit_code(err)

@@ -89,8 +89,7 @@ def main() -> NoReturn:
             kwargs = pickle.load(f)
         code = serve(**kwargs)
     except errors.XpuCdiError as err:
-        print(f"xpu-cdi: {err}", file=sys.stderr, flush=True)
-        code = errors.exit_code(err)
+        code = errors.report(err)
     except ImportError as err:  # the command line found the packages: one broke since, or half-installed
         print(f"xpu-cdi: {name} cannot import {err.name or err} ({err}): reinstall xpu-cdi and its dependencies",
               file=sys.stderr, flush=True)
