@@ -36,7 +36,7 @@ from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node import grpcserve, health
 from ..node import inventory as devices
-from . import naming, registration, stale
+from . import config, naming, registration, stale
 from ..node import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin
@@ -285,7 +285,6 @@ def serve(settings: Settings, config_path: Optional[str], flags: Dict[str, objec
           log_format: str) -> int:
     """``xpu-cdi device-plugin`` in its fresh interpreter (node/fresh.py): SIGHUP builds the settings
     again from *config_path* and the command line's *flags*, as the command built them."""
-    from . import config
 
     def reload_settings() -> Settings:
         new = config.build(config_path, flags)

@@ -33,9 +33,12 @@ COMM = b"xpu-cdi"  # the process name ps, top and pgrep show, as the console scr
 def interpreter_flags() -> List[str]:
     """The options this interpreter was started with that decide what it imports from where."""
     f = sys.flags
-    out = ["-I"] if f.isolated else (["-E"] if f.ignore_environment else []) + (["-s"] if f.no_user_site else [])
+    if f.isolated:  # -I: -E, -s and -P with it
+        out = ["-I"]
+    else:
+        out = (["-E"] if f.ignore_environment else []) + (["-s"] if f.no_user_site else [])
+        out += ["-P"] if getattr(f, "safe_path", False) else []  # 3.11+
     out += ["-S"] if f.no_site else []
-    out += ["-P"] if getattr(f, "safe_path", False) and not f.isolated else []  # 3.11+
     for key, value in sys._xoptions.items():
         out += ["-X", key if value is True else f"{key}={value}"]
     return out
