@@ -26,6 +26,11 @@ deps:
 	@# the arm64 hook and wrapper (make cross; tests/c/test_cross_arm64.py runs them under qemu-user):
 	@# Debian's cross compiler and the arm64 -dev packages (dpkg gets the arm64 architecture once)
 	@sh scripts/install-deps.sh $(CROSS_DEPS)
+	@# the .deb and .rpm builds (make deb / make rpm, tests/packaging/), and the arm64 .deb's cross
+	@# build (tests/packaging/test_deb_arm64.py): installed here, never by a test (the suite only
+	@# checks: XPU_CDI_DEPS_CHECK, tests/test_deps.py)
+	@sh packaging/install-build-deps.sh
+	@[ "$$(dpkg --print-architecture)" = arm64 ] || sh scripts/install-deps.sh $$(sh packaging/deb/cross-build-deps.sh arm64)
 	@# go mod download fetches the upstream protos and CDI schema the contract tests read
 	@# (tests/support/upstream.py); Go's own tarball in /usr/local/go serves as well.  Where it is
 	@# older than the pins need, the suite fetches Go 1.26 with it (docs/testing-go.md)

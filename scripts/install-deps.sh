@@ -2,6 +2,7 @@
 # Install Debian packages once: the ones xpu-cdi's build, tests and demo need
 # (default), or the ones given as arguments (packaging/install-build-deps.sh).
 # apt-get runs only when something is missing, so repeated `make` is fast.
+# XPU_CDI_DEPS_CHECK=1: only check, and fail naming what is missing (what the suite sets).
 set -eu
 # gcc brings libasan8 and libubsan1 (libgcc-12-dev depends on them): the
 # sanitized build of tests/c/test_sanitized.py needs nothing more.
@@ -19,6 +20,13 @@ for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
+# The test suite sets XPU_CDI_DEPS_CHECK=1 (tests/conftest.py): a build step a test reaches
+# must find everything `make deps` installed, never run apt itself while other tests watch
+# the machine (dpkg's conffile handling comes and goes in /etc).
+if [ -n "${XPU_CDI_DEPS_CHECK:-}" ]; then
+  echo "install-deps: missing Debian packages:$missing (\`make deps\` installs them; the test suite never installs packages itself)" >&2
+  exit 1
+fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing Debian packages:$missing (run as root, or install them)" >&2
   exit 1

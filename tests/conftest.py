@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import pytest
 from click.testing import CliRunner
 
+from support import DEPS_CHECK
 from support import devdirs
 from support import fakehost
 from support import leaks
@@ -25,7 +26,8 @@ IS_ROOT = os.geteuid() == 0
 def pytest_configure(config: pytest.Config) -> None:
     """Fake device nodes need a filesystem without nodev: where the temp dir is nodev (a
     stock Debian 13 host's /tmp), pytest's base temp dir moves to one that allows them.
-    xdist workers inherit the controller's."""
+    xdist workers inherit the controller's.  The run never installs packages: DEPS_CHECK."""
+    os.environ.update(DEPS_CHECK)
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
         base = devdirs.pytest_basetemp()
         if base is not None:

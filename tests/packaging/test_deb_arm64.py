@@ -11,7 +11,7 @@ from typing import Dict
 
 import pytest
 
-from support import elf
+from support import DEPS_CHECK, elf
 from xpu_cdi._version import VERSION
 
 pytestmark = [pytest.mark.privileged]
@@ -25,7 +25,7 @@ QEMU = "/usr/bin/qemu-aarch64-static"
 def deb(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
     """The package built from the checkout and unpacked: its path and the unpacked root."""
     r = subprocess.run(["sh", str(REPO / "packaging/deb/build.sh")], capture_output=True, text=True, timeout=1500,
-                       env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "ARCH": "arm64"})
+                       env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "ARCH": "arm64", **DEPS_CHECK})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     path = OUT / f"xpu-cdi_{VERSION}_arm64.deb"
     assert r.stdout.strip().splitlines()[0] == str(path), r.stdout

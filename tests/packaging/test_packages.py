@@ -28,13 +28,14 @@ from typing import Dict, Iterator, List, Set
 
 import pytest
 
-from support import fakehost
+from support import DEPS_CHECK, fakehost
 
 REPO = Path(__file__).resolve().parents[2]
 DEB_OUT = REPO / "packaging/deb/out"
 RPM_OUT = REPO / "packaging/rpm/out"
 LOCK = Path("/var/lock/xpu-cdi-packaging.lock")
-CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive"}
+CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive",
+             **DEPS_CHECK}
 APT = ["apt-get", "-y", "-q", "-o", "DPkg::Lock::Timeout=300"]
 VERSION = "0.1.0"
 MANIFEST = "/var/lib/xpu-cdi/generated"
