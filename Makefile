@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 ARCH ?= $(shell dpkg --print-architecture)
 
-.PHONY: all deps install lint test stress-loop demo bench fuzz fuzz-native check-schemas clean deb rpm image cross
+.PHONY: all deps install lint test stress-loop cold-run demo bench fuzz fuzz-native check-schemas clean deb rpm image cross
 FUZZ_SECONDS ?= 60
 
 all: install
@@ -77,6 +77,11 @@ RUNS ?= 20
 stress-loop: install
 	@sh scripts/install-deps.sh stress-ng
 	$(BIN)/python scripts/stress-loop.py --runs $(RUNS)
+
+# CI as a fresh machine runs it, here: the packages install-deps.sh added purged, a clean clone of
+# HEAD running .ci/run with a new test cache; about an hour (docs/testing.md#a-cold-run)
+cold-run: install
+	$(BIN)/python scripts/cold-run.py
 
 # ARCH=arm64: the arm64 package, cross-built into packaging/deb/out/arm64/
 deb:
