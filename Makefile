@@ -31,7 +31,7 @@ deps:
 	@# older than the pins need, the suite fetches Go 1.26 with it (docs/testing-go.md)
 	@command -v go >/dev/null || test -x /usr/local/go/bin/go || sh scripts/install-deps.sh golang-go
 
-$(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/*.py) \
+$(STAMP): pyproject.toml setup.py src/xpu_cdi/_version.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/*.py) \
   $(shell find src/xpu_cdi/_native/hotpath -name '*.[ch]')
 	@$(MAKE) --no-print-directory deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
