@@ -22,6 +22,8 @@ deps:
 	@# python3-prometheus-client only for the tests (Debian's parser reads the exporter's scrape)
 	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-prometheus-client python3-click python3-yaml python3-jsonschema \
 	  python3-pyudev python3-cffi-backend python3-tomlkit python3-kubernetes
+	@# zsh: the packages' zsh completion is tried in a real zsh (tests/packaging/test_completions.py)
+	@sh scripts/install-deps.sh zsh
 	@sh scripts/install-runtime-matrix-deps.sh
 	@# the arm64 hook and wrapper (make cross; tests/c/test_cross_arm64.py runs them under qemu-user):
 	@# Debian's cross compiler and the arm64 -dev packages (dpkg gets the arm64 architecture once)
