@@ -132,6 +132,62 @@ class TestExitCodes:
         assert result.exit_code([result.warn("x", "found", "fix")]) == errors.WARNINGS != errors.USAGE
 
 
+class TestOptionsDocumented:
+    """docs/cli.md's "Options by command" names every option of every command, and only those."""
+
+    GROUPS = {"host options": ("--profile", "--profiles-dir", "--dev-root", "--driver-root", "--sysfs-root"),
+              "logging options": ("--log-level", "-v", "--verbose", "--log-format")}
+
+    @staticmethod
+    def in_code() -> dict:
+        ctx = click.Context(cli.main, info_name="xpu-cdi")
+        found = {}
+
+        def walk(cmd: click.Command, path: List[str]) -> None:
+            if isinstance(cmd, click.Group):
+                for name in cmd.list_commands(ctx):
+                    sub = cmd.get_command(ctx, name)
+                    assert sub is not None
+                    walk(sub, [*path, name])
+            else:
+                found[" ".join(path)] = {o for p in cmd.params if isinstance(p, click.Option)
+                                         for o in [*p.opts, *p.secondary_opts]}
+        walk(cli.main, [])
+        return found
+
+    def in_docs(self) -> dict:
+        text = (ROOT / "docs" / "cli.md").read_text().split("## Options by command", 1)[1]
+        documented = {}
+        for command, cell in re.findall(r"^\| `([a-z -]+)` \| (.+) \|$", text, re.M):
+            named = set(re.findall(r"`(-[-\w]+)`", cell))
+            for group, members in self.GROUPS.items():
+                if group in cell:
+                    named |= set(members)
+            documented[command] = named
+        return documented
+
+    def test_both_ways(self) -> None:
+        code, docs = self.in_code(), self.in_docs()
+        assert set(docs) == set(code), set(docs) ^ set(code)
+        for command in code:
+            assert docs[command] == code[command], (command, "undocumented:", code[command] - docs[command],
+                                                    "not an option:", docs[command] - code[command])
+
+    def test_the_groups_are_said_in_the_text(self) -> None:
+        """The groups' members are named in the section's text, as the test expands them."""
+        text = (ROOT / "docs" / "cli.md").read_text().split("## Options by command", 1)[1].split("| command |")[0]
+        for group, members in self.GROUPS.items():
+            said = text.split(f"**{group}** are", 1)[1].split(";", 1)[0].split("(", 1)[0]
+            assert set(re.findall(r"`(-[-\w]+)`", said)) == set(members), group
+
+    def test_a_new_option_is_caught(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        code = self.in_code()
+        code["list"] = code["list"] | {"--new-flag"}
+        monkeypatch.setattr(TestOptionsDocumented, "in_code", staticmethod(lambda: code))
+        with pytest.raises(AssertionError, match="--new-flag"):
+            self.test_both_ways()
+
+
 class TestVerbosity:
     """-v is klog's verbosity in the forms other device plugins' charts pass (-v=4)."""
 
