@@ -111,7 +111,7 @@ EXIT_CODES: Dict[int, str] = {
     OK: "done; `doctor`: every check ok",
     FAILED: "what was asked failed (an error without a code of its own below, one line on stderr); "
             "`doctor`: a check failed; `validate`: a file is invalid; `generate --check`: the spec on disk "
-            "differs; `list`: no spec directory exists; a daemon could not start or serve",
+            "differs; a daemon could not start or serve; `--probe`: the daemon has not registered",
     USAGE: "usage error, from click: an unknown option or command, a missing or bad value",
     PROFILE: "a vendor profile is unknown, unreadable or invalid",
     PROFILE_SKIPPED: "`--profile auto` (`generate`, `topology`, `system`): a profile failed and was skipped, "
