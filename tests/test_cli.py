@@ -295,6 +295,14 @@ class TestHookCommand:
                            stdin=subprocess.DEVNULL)
         assert (r.returncode, r.stdout, r.stderr) == (code, "", err)
 
+    def test_version_is_the_binary_s(self) -> None:
+        """The installed hook's version, the package's (build_bin.py passes it in)."""
+        from xpu_cdi._version import VERSION
+
+        r = subprocess.run([self.XPU_CDI, "hook", "--version"], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        assert (r.returncode, r.stdout, r.stderr) == (0, f"xpu-cdi-hook, version {VERSION}\n", "")
+
     def test_help_is_the_binary_s(self) -> None:
         r = subprocess.run([self.XPU_CDI, "hook", "--help"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and r.stdout.startswith("usage: xpu-cdi-hook [--spec-dir DIR]...")
