@@ -22,6 +22,8 @@ deps:
 	@# python3-prometheus-client only for the tests (Debian's parser reads the exporter's scrape)
 	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-prometheus-client python3-click python3-yaml python3-jsonschema \
 	  python3-pyudev python3-cffi-backend python3-tomlkit python3-kubernetes
+	@# zsh: the packages' zsh completion is tried in a real zsh (tests/packaging/test_completions.py)
+	@sh scripts/install-deps.sh zsh
 	@sh scripts/install-runtime-matrix-deps.sh
 	@# the arm64 hook and wrapper (make cross; tests/c/test_cross_arm64.py runs them under qemu-user):
 	@# Debian's cross compiler and the arm64 -dev packages (dpkg gets the arm64 architecture once)
@@ -36,7 +38,7 @@ deps:
 	@# older than the pins need, the suite fetches Go 1.26 with it (docs/testing-go.md)
 	@command -v go >/dev/null || test -x /usr/local/go/bin/go || sh scripts/install-deps.sh golang-go
 
-$(STAMP): pyproject.toml setup.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/*.py) \
+$(STAMP): pyproject.toml setup.py src/xpu_cdi/_version.py $(wildcard src/xpu_cdi/_native/*.c src/xpu_cdi/_native/*.cdef src/xpu_cdi/_native/*.py) \
   $(shell find src/xpu_cdi/_native/hotpath -name '*.[ch]')
 	@$(MAKE) --no-print-directory deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

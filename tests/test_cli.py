@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import List
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -18,6 +21,7 @@ from xpu_cdi import cli, clikit, errors
 from xpu_cdi.generate import options
 
 pytestmark = pytest.mark.privileged
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def gen(runner: CliRunner, host: fakehost.FakeHost, *args: str):
@@ -96,6 +100,117 @@ class TestGenerate:
         assert clikit.exit_code(errors.SelectionError("x")) == 1
 
 
+class TestExitCodes:
+    """One table of exit codes for every command (errors.EXIT_CODES), the one docs/cli.md shows."""
+
+    def test_docs_table_is_the_code_s(self) -> None:
+        text = (ROOT / "docs" / "cli.md").read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+        rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", text, re.M))
+        assert {int(code): meaning for code, meaning in rows.items()} == errors.EXIT_CODES
+
+    def test_every_code_a_command_exits_with_is_in_the_table(self) -> None:
+        """sys.exit/ctx.exit with a number in src/: each is a code of the table, and none is 2 (click's
+        usage error); the named codes too."""
+        found = set()
+        for path in (ROOT / "src" / "xpu_cdi").rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "exit" and node.args and isinstance(node.args[0], ast.Constant)):
+                    found.add((node.args[0].value, f"{path.name}:{node.lineno}"))
+        assert found and {code for code, _ in found} <= set(errors.EXIT_CODES), found
+        assert errors.USAGE not in {code for code, _ in found}, found
+        assert {clikit.PROFILE_FAILED, errors.ERROR_CODES[errors.ProfileError],
+                errors.ERROR_CODES[errors.SpecError]} <= set(errors.EXIT_CODES) - {errors.USAGE}
+
+    def test_usage_error_is_2(self, runner: CliRunner) -> None:
+        r = runner.invoke(cli.main, ["list", "--no-such-option"])
+        assert r.exit_code == errors.USAGE == 2 and "No such option" in r.stderr
+
+    def test_doctor_warnings_are_not_click_s_2(self) -> None:
+        from xpu_cdi.doctor import result
+
+        assert result.exit_code([result.warn("x", "found", "fix")]) == errors.WARNINGS != errors.USAGE
+
+
+class TestOptionsDocumented:
+    """docs/cli.md's "Options by command" names every option of every command, and only those."""
+
+    GROUPS = {"host options": ("--profile", "--profiles-dir", "--dev-root", "--driver-root", "--sysfs-root"),
+              "logging options": ("--log-level", "-v", "--verbose", "--log-format")}
+
+    @staticmethod
+    def in_code() -> dict:
+        ctx = click.Context(cli.main, info_name="xpu-cdi")
+        found = {}
+
+        def walk(cmd: click.Command, path: List[str]) -> None:
+            if isinstance(cmd, click.Group):
+                for name in cmd.list_commands(ctx):
+                    sub = cmd.get_command(ctx, name)
+                    assert sub is not None
+                    walk(sub, [*path, name])
+            else:
+                found[" ".join(path)] = {o for p in cmd.params if isinstance(p, click.Option)
+                                         for o in [*p.opts, *p.secondary_opts]}
+        walk(cli.main, [])
+        return found
+
+    def in_docs(self) -> dict:
+        text = (ROOT / "docs" / "cli.md").read_text().split("## Options by command", 1)[1]
+        documented = {}
+        for command, cell in re.findall(r"^\| `([a-z -]+)` \| (.+) \|$", text, re.M):
+            named = set(re.findall(r"`(-[-\w]+)`", cell))
+            for group, members in self.GROUPS.items():
+                if group in cell:
+                    named |= set(members)
+            documented[command] = named
+        return documented
+
+    def test_both_ways(self) -> None:
+        code, docs = self.in_code(), self.in_docs()
+        assert set(docs) == set(code), set(docs) ^ set(code)
+        for command in code:
+            assert docs[command] == code[command], (command, "undocumented:", code[command] - docs[command],
+                                                    "not an option:", docs[command] - code[command])
+
+    def test_the_groups_are_said_in_the_text(self) -> None:
+        """The groups' members are named in the section's text, as the test expands them."""
+        text = (ROOT / "docs" / "cli.md").read_text().split("## Options by command", 1)[1].split("| command |")[0]
+        for group, members in self.GROUPS.items():
+            said = text.split(f"**{group}** are", 1)[1].split(";", 1)[0].split("(", 1)[0]
+            assert set(re.findall(r"`(-[-\w]+)`", said)) == set(members), group
+
+    def test_a_new_option_is_caught(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        code = self.in_code()
+        code["list"] = code["list"] | {"--new-flag"}
+        monkeypatch.setattr(TestOptionsDocumented, "in_code", staticmethod(lambda: code))
+        with pytest.raises(AssertionError, match="--new-flag"):
+            self.test_both_ways()
+
+
+class TestVerbosity:
+    """-v is klog's verbosity in the forms other device plugins' charts pass (-v=4)."""
+
+    DAEMONS = ("device-plugin", "dra-driver", "exporter", "watch", "labels")
+
+    @pytest.mark.parametrize("args, debug", [(["-v=4"], True), (["-v", "4"], True), (["-v4"], True),
+                                             (["--verbose=5"], True), (["-v"], True),
+                                             (["-v", "--log-format", "json"], True), (["-v=2"], False),
+                                             (["-v", "0"], False), ([], False)])
+    @pytest.mark.parametrize("name", DAEMONS)
+    def test_forms(self, name: str, args: List[str], debug: bool) -> None:
+        """Parsed, not run: 4 and above, or -v alone, is --log-level debug."""
+        cmd = cli.main.get_command(click.Context(cli.main), name)
+        assert cmd is not None
+        ctx = cmd.make_context(name, list(args))
+        assert clikit.level_of(ctx.params["log_level"], ctx.params["verbose"]) == ("debug" if debug else "info")
+
+    @pytest.mark.parametrize("args", [["-v=x"], ["-v=-1"], ["-v="], ["-v", "four"], ["--verbose=4.5"]])
+    def test_not_a_level_is_a_usage_error(self, runner: CliRunner, args: List[str]) -> None:
+        r = runner.invoke(cli.main, ["exporter", *args, "--once"])
+        assert r.exit_code == errors.USAGE and "is not a verbosity level" in r.stderr, r.output
+
+
 class TestListValidate:
     def test_list_with_conflict_warning(self, runner: CliRunner, xpu_host: fakehost.FakeHost, tmp_path: Path) -> None:
         """list prints qualified names; a conflicting copy drops the device with a warning."""
@@ -127,6 +242,29 @@ class TestListValidate:
         assert any("bad.json" in ln and "hostpath" in ln for ln in lines)
         assert any("broken.yaml: cannot parse" in ln for ln in lines)
 
+    def test_list_missing_spec_dir(self, runner: CliRunner, tmp_path: Path) -> None:
+        """A --spec-dir that does not exist: one line naming it, non-zero; an empty one lists nothing."""
+        r = runner.invoke(cli.main, ["list", "--spec-dir", str(tmp_path), "--spec-dir", "/nonexistent"])
+        assert (r.exit_code, r.stdout) == (5, "")
+        assert r.stderr == ("xpu-cdi: spec dir '/nonexistent' does not exist: name the directory the specs are "
+                            "in, or write them there first (`xpu-cdi generate --spec-dir /nonexistent`)\n")
+        r = runner.invoke(cli.main, ["list", "--spec-dir", str(tmp_path)])
+        assert (r.exit_code, r.stdout, r.stderr) == (0, "", "")
+
+    def test_list_no_default_spec_dir(self, runner: CliRunner, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+        """The defaults: one of them missing is usual (/var/run/cdi), none of them there is not."""
+        here, gone = tmp_path / "etc-cdi", tmp_path / "run-cdi"
+        here.mkdir()
+        params = cli.main.get_command(click.Context(cli.main), "list").params
+        (spec_dirs,) = [p for p in params if p.name == "spec_dirs"]
+        monkeypatch.setattr(spec_dirs, "default", (str(here), str(gone)))
+        assert runner.invoke(cli.main, ["list"]).exit_code == 0
+        here.rmdir()
+        r = runner.invoke(cli.main, ["list"])
+        assert r.exit_code == 5 and r.stderr == (f"xpu-cdi: no spec dir exists ('{here}', '{gone}'): write the "
+                                                 "specs first (`xpu-cdi generate`)\n")
+
     def test_validate_missing_file(self, runner: CliRunner, tmp_path: Path) -> None:
         """A missing file is a problem line, exit 1."""
         r = runner.invoke(cli.main, ["validate", str(tmp_path / "none.json")])
@@ -156,6 +294,14 @@ class TestHookCommand:
         r = subprocess.run([self.XPU_CDI, "hook", *args], capture_output=True, text=True, timeout=60,
                            stdin=subprocess.DEVNULL)
         assert (r.returncode, r.stdout, r.stderr) == (code, "", err)
+
+    def test_version_is_the_binary_s(self) -> None:
+        """The installed hook's version, the package's (build_bin.py passes it in)."""
+        from xpu_cdi._version import VERSION
+
+        r = subprocess.run([self.XPU_CDI, "hook", "--version"], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        assert (r.returncode, r.stdout, r.stderr) == (0, f"xpu-cdi-hook, version {VERSION}\n", "")
 
     def test_help_is_the_binary_s(self) -> None:
         r = subprocess.run([self.XPU_CDI, "hook", "--help"], capture_output=True, text=True, timeout=60)

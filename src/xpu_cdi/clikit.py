@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 from .errors import EXIT_CODES, exit_code  # noqa: F401 - the table is errors'; the commands name it here
 
-PROFILE_FAILED = 4  # --profile auto: a profile failed and was skipped; the others' specs were written
+PROFILE_FAILED = errors.PROFILE_SKIPPED  # --profile auto: a profile failed and was skipped; the others' written
 
 
 class Group(click.Group):
@@ -81,7 +81,10 @@ def __getattr__(name: str) -> Any:
         value = (
             click.option("--log-level", type=click.Choice(list(log.LEVELS)), default="info", show_default=True,
                          help="Lines below this level are not written."),
-            click.option("-v", "--verbose", is_flag=True, help="The same as --log-level debug."),
+            click.option("-v", "--verbose", type=KLOG_LEVEL, is_flag=False, flag_value=str(KLOG_DEBUG), default=None,
+                         metavar="[LEVEL]", callback=lambda _ctx, _param, v: v is not None and v >= KLOG_DEBUG,
+                         help=f"klog's verbosity, as -v=4 or -v 4: {KLOG_DEBUG} and above (or -v alone) is "
+                              "--log-level debug."),
             click.option("--log-format", type=click.Choice(log.FORMATS), default="text", show_default=True,
                          help="text: klog's shape (I1204 18:20:01.123456 PID LOGGER] MESSAGE); json: one object "
                               "a line (ts, level, logger, msg)."),
@@ -90,6 +93,27 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # once: every command taking it shares the one object
     return value
+
+
+KLOG_DEBUG = 4  # Kubernetes' logging convention: V(4) is debug-level verbosity
+
+
+class KlogLevel(click.ParamType):
+    """``-v``'s value, klog's verbosity: ``-v 4``, ``-v4`` and klog's own ``-v=4`` (click hands
+    a short option's rest, ``=4``, over as its value)."""
+
+    name = "LEVEL"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        text = value[1:] if value.startswith("=") else value
+        if not text.isdigit():
+            self.fail(f"{value!r} is not a verbosity level: a number, {KLOG_DEBUG} and above is debug", param, ctx)
+        return int(text)
+
+
+KLOG_LEVEL = KlogLevel()
 
 
 def level_of(log_level: str, verbose: bool) -> str:

@@ -1,8 +1,9 @@
 """The one exception hierarchy of xpu-cdi.
 
 Every error raised on purpose derives from :class:`XpuCdiError`; the CLI
-maps the classes to exit codes in one table (:data:`EXIT_CODES`, here: the daemons'
-fresh interpreters use it without click, ``node/fresh.py``).  (The
+maps the classes to exit codes (:data:`ERROR_CODES`, here: the daemons' fresh
+interpreters use it without click, ``node/fresh.py``), and :data:`EXIT_CODES` is
+the one table of every command's exit codes.  (The
 compiled hook and wrapper word their own errors in the same style.)  Messages follow the
 CDI library's style: lowercase, the bad value in quotes, then the reason,
 and where possible what to do about it.
@@ -11,6 +12,7 @@ and where possible what to do about it.
 from __future__ import annotations
 
 import sys
+from typing import Dict, Type
 
 
 class XpuCdiError(Exception):
@@ -96,16 +98,37 @@ class HttpRequestError(XpuCdiError):
         self.status = status
 
 
-# click uses 2 for usage errors; every other XpuCdiError not listed is 1.
-EXIT_CODES = {ProfileError: 3, SpecError: 5}
+# Every exit code of every command, one table: docs/cli.md's "Exit codes" lists exactly these
+# (tests/test_cli.py compares them).  2 is click's usage error and means nothing else.
+OK = 0
+FAILED = 1
+USAGE = 2
+PROFILE = 3
+PROFILE_SKIPPED = 4
+SPEC = 5
+WARNINGS = 6
+EXIT_CODES: Dict[int, str] = {
+    OK: "done; `doctor`: every check ok",
+    FAILED: "what was asked failed (an error without a code of its own below, one line on stderr); "
+            "`doctor`: a check failed; `validate`: a file is invalid; `generate --check`: the spec on disk "
+            "differs; a daemon could not start or serve; `--probe`: the daemon has not registered",
+    USAGE: "usage error, from click: an unknown option or command, a missing or bad value",
+    PROFILE: "a vendor profile is unknown, unreadable or invalid",
+    PROFILE_SKIPPED: "`--profile auto` (`generate`, `topology`, `system`): a profile failed and was skipped, "
+                     "the others' output was written",
+    SPEC: "a CDI spec cannot be written or read",
+    WARNINGS: "`doctor`: warnings only, no check failed",
+}
+# the errors with a code of their own (the first matching class wins); every other XpuCdiError is FAILED
+ERROR_CODES: Dict[Type[XpuCdiError], int] = {ProfileError: PROFILE, SpecError: SPEC}
 
 
 def exit_code(err: XpuCdiError) -> int:
-    """The exit code for an error: the first matching class in EXIT_CODES, else 1."""
-    for cls, code in EXIT_CODES.items():
+    """The exit code for an error: the first matching class in ERROR_CODES, else FAILED."""
+    for cls, code in ERROR_CODES.items():
         if isinstance(err, cls):
             return code
-    return 1
+    return FAILED
 
 
 def report(err: XpuCdiError) -> int:

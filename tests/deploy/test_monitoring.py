@@ -271,6 +271,113 @@ def _render(template: str, labels: Dict[str, str]) -> str:
     return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), text)
 
 
+# --- the other exporters' names (optional recording rules) --------------------------------
+
+COMPAT = MONITORING / "xpu-cdi-compat.rules.yaml"
+# what each name is in its own exporter, from its source: mind-cluster's npu-exporter
+# (component/npu-exporter/collector/metrics/collector_for_npu.go, collector_for_hbm.go,
+# collector_for_ddr.go; its card labels in collector/common/constants.go) and dcgm-exporter's
+# etc/default-counters.csv (its labels gpu, UUID, pci_bus_id, modelName, Hostname)
+NPU_EXPORTER = {"npu_chip_info_utilization": "%", "npu_chip_info_temperature": "celsius",
+                "npu_chip_info_power": "watts", "npu_chip_info_health_status": "1 healthy, 0 not",
+                "npu_chip_info_hbm_used_memory": "MB", "npu_chip_info_hbm_total_memory": "MB",
+                "npu_chip_info_used_memory": "MB", "npu_chip_info_total_memory": "MB", "machine_npu_nums": "count"}
+NPU_LABELS = ("id", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name")
+DCGM_EXPORTER = {"DCGM_FI_DEV_GPU_UTIL": "%", "DCGM_FI_DEV_FB_USED": "MiB", "DCGM_FI_DEV_FB_FREE": "MiB",
+                 "DCGM_FI_DEV_GPU_TEMP": "C", "DCGM_FI_DEV_POWER_USAGE": "W"}
+
+
+def _compat_rules() -> List[Dict[str, Any]]:
+    return [r for g in yaml.safe_load(COMPAT.read_text())["groups"] for r in g["rules"]]
+
+
+def test_compat_rules_pass_promtool(promtool: str, tmp_path: Path) -> None:
+    """Valid, recording exactly the names above, from names the exporter serves, and optional: the
+    alert rules do not need them."""
+    shutil.copy(COMPAT, tmp_path / "compat.yaml")
+    res = promtool_run(promtool, "check", "rules", "compat.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rules = _compat_rules()
+    assert [r["record"] for r in rules] == list(NPU_EXPORTER) + list(DCGM_EXPORTER)
+    used = {n for r in rules for n in re.findall(r"xpu_cdi_\w+", r["expr"])}
+    assert used and used <= _exporter_metric_names(), used
+    assert not set(re.findall(r"\b(npu_chip_info_\w+|DCGM_FI_\w+|machine_npu_nums)\b", RULES.read_text()))
+
+
+_NPU0 = {"instance": f"n1:{PORT}", "node": "n1", "kind": "huawei.com/npu", "card": "0", "uuid": "u-0",
+         "pci_bus_id": "0000:c1:00.0", "model": "910B3", "namespace": "ml", "pod": "train", "container": "main"}
+_NPU1 = dict(_NPU0, card="1", uuid="u-1", pci_bus_id="0000:01:00.0", model="310P3", namespace="", pod="",
+             container="")
+_XPU3 = {"instance": f"n2:{PORT}", "node": "n2", "kind": "kunlunxin.com/xpu", "card": "3", "uuid": "x-3",
+         "pci_bus_id": "0000:3b:00.0", "model": "P800"}
+
+
+def _series(name: str, labels: Dict[str, str]) -> str:
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if v) + "}"
+
+
+def _as_npu_exporter(ls: Dict[str, str]) -> Dict[str, str]:
+    return dict(ls, id=ls["card"], model_name=ls["model"], vdie_id=ls["uuid"], pcie_bus_info=ls["pci_bus_id"],
+                pod_name=ls.get("pod", ""), container_name=ls.get("container", ""))
+
+
+def _as_dcgm_exporter(ls: Dict[str, str]) -> Dict[str, str]:
+    return dict(ls, gpu=ls["card"], UUID=ls["uuid"], modelName=ls["model"], Hostname=ls["node"])
+
+
+def test_compat_rules_give_their_names_units_and_labels(promtool: str, tmp_path: Path) -> None:
+    """promtool's rule unit tests: a 910B held by a pod (its memory is HBM), an idle, unhealthy 310P (DDR),
+    both on n1, and a P800 on n2 give each name in its exporter's unit (%, MB) with its label names."""
+    gib = 2 ** 30
+    readings = {  # card -> (utilisation ratio, °C, W, healthy, used, total)
+        "npu0": (_NPU0, 0.75, 50, 90.5, 1, 16 * gib, 64 * gib),
+        "npu1": (_NPU1, 0, 40, 8, 0, 1 * gib, 21 * gib),
+        "xpu3": (_XPU3, 0.5, 60, 200, 1, 8 * gib, 96 * gib),
+    }
+    series = []
+    for ls, util, temp, watts, healthy, used, total in readings.values():
+        for name, value in (("xpu_cdi_card_utilization_ratio", util), ("xpu_cdi_card_temperature_celsius", temp),
+                            ("xpu_cdi_card_power_watts", watts), ("xpu_cdi_card_healthy", healthy),
+                            ("xpu_cdi_card_memory_used_bytes", used), ("xpu_cdi_card_memory_total_bytes", total)):
+            series.append({"series": _series(name, ls), "values": f"{value}x5"})
+
+    def expect(name: str, samples: List[Any]) -> Dict[str, Any]:
+        return {"expr": name, "eval_time": "2m",
+                "exp_samples": [{"labels": _series(name, ls), "value": v} for ls, v in samples]}
+
+    npu0, npu1 = _as_npu_exporter(_NPU0), _as_npu_exporter(_NPU1)
+    d0, d1, d3 = (_as_dcgm_exporter(x) for x in (_NPU0, _NPU1, _XPU3))
+    tests = {"rule_files": ["compat.yaml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "promql_expr_test": [
+            expect("npu_chip_info_utilization", [(npu0, 75), (npu1, 0)]),  # the XPU is not an NPU
+            expect("npu_chip_info_temperature", [(npu0, 50), (npu1, 40)]),
+            expect("npu_chip_info_power", [(npu0, 90.5), (npu1, 8)]),
+            expect("npu_chip_info_health_status", [(npu0, 1), (npu1, 0)]),
+            expect("npu_chip_info_hbm_used_memory", [(npu0, 16 * 1024)]),
+            expect("npu_chip_info_hbm_total_memory", [(npu0, 64 * 1024)]),
+            expect("npu_chip_info_used_memory", [(npu1, 1024)]),
+            expect("npu_chip_info_total_memory", [(npu1, 21 * 1024)]),
+            expect("machine_npu_nums", [({"instance": f"n1:{PORT}", "node": "n1"}, 2)]),
+            expect("DCGM_FI_DEV_GPU_UTIL", [(d0, 75), (d1, 0), (d3, 50)]),
+            expect("DCGM_FI_DEV_FB_USED", [(d0, 16 * 1024), (d1, 1024), (d3, 8 * 1024)]),
+            expect("DCGM_FI_DEV_FB_FREE", [(d0, 48 * 1024), (d1, 20 * 1024), (d3, 88 * 1024)]),
+            expect("DCGM_FI_DEV_GPU_TEMP", [(d0, 50), (d1, 40), (d3, 60)]),
+            expect("DCGM_FI_DEV_POWER_USAGE", [(d0, 90.5), (d1, 8), (d3, 200)]),
+        ],
+    }]}
+    assert {t["expr"] for t in tests["tests"][0]["promql_expr_test"]} == set(NPU_EXPORTER) | set(DCGM_EXPORTER)
+    assert set(NPU_LABELS) <= set(npu0)
+    shutil.copy(COMPAT, tmp_path / "compat.yaml")
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    res = promtool_run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # and the test really tests: npu-exporter's utilisation is a percentage, not our ratio
+    tests["tests"][0]["promql_expr_test"][0] = expect("npu_chip_info_utilization", [(npu0, 0.75), (npu1, 0)])
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    assert promtool_run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path).returncode != 0
+
+
 # --- Grafana dashboard ------------------------------------------------------------------
 
 DASHBOARD = MONITORING / "grafana-dashboard.json"

@@ -55,7 +55,7 @@ def doctor_old_driver(fleet: Fleet) -> List[Dict[str, str]]:
     r = fleet.nodes[C.name].run_on_node([matrix.XPU_CDI, "doctor", "--json", "--profile", "ascend",
                                          "--profiles-dir", "/nonexistent", *FAKE_ROOTS, "--proc-root", "/",
                                          "--spec-dir", "/var/run/cdi", "--runtime-version", "none"], timeout=120)
-    assert r.returncode in (0, 1, 2), r.stderr
+    assert r.returncode in (0, 1, 6), r.stderr  # 6: warnings only (docs/cli.md)
     return [x for x in json.loads(r.stdout) if x["check"] == "old-driver"]
 
 

@@ -21,6 +21,7 @@ import pytest
 from support import fakehost
 from support import runtimes
 from support.hookkit import HookHost, container_output, hook_binary, host_mounts, tree
+from xpu_cdi._version import VERSION
 
 pytestmark = pytest.mark.privileged  # fake hosts have device nodes
 
@@ -256,6 +257,13 @@ class TestUsage:
     def test_help(self, alone: Path) -> None:
         r = subprocess.run([str(alone / HOOK), "--help"], capture_output=True, text=True, timeout=30, env={})
         assert r.returncode == 0 and r.stderr == "" and r.stdout.startswith(f"usage: {HOOK} [--spec-dir DIR]...")
+        assert f"{HOOK} --version\n" in r.stdout
+
+    def test_version(self, alone: Path) -> None:
+        """The package version (src/xpu_cdi/_version.py, which build_bin.py passes in), in click's shape."""
+        r = subprocess.run([str(alone / HOOK), "--version"], capture_output=True, text=True, timeout=30, env={},
+                           stdin=subprocess.DEVNULL)
+        assert (r.returncode, r.stdout, r.stderr) == (0, f"{HOOK}, version {VERSION}\n", "")
 
 
 class TestWrapper:

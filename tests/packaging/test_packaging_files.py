@@ -105,6 +105,83 @@ class TestUnits:
         assert f"probe/{watch.expand('%v')}" in res.stdout + res.stderr
 
 
+DAEMONS = ("device-plugin", "exporter", "dra-driver")  # the node daemons' units, shipped disabled
+
+
+def env_options(name: str) -> Dict[str, str]:
+    """The OPTIONS of /etc/xpu-cdi/<name>.env: {"": as shipped, "# ": its commented example}."""
+    text = (PKG / "systemd/env" / f"{name}.env").read_text()
+    return {m.group(1): m.group(2) for m in re.finditer(r'^(# |)OPTIONS="([^"]*)"$', text, re.M)}
+
+
+class TestDaemonUnits:
+    """xpu-cdi-{device-plugin,exporter,dra-driver}.service: the daemons on a host with the package
+    (docs/operations.md, "The node daemons as services")."""
+
+    @pytest.mark.parametrize("name", DAEMONS)
+    def test_runs_the_command_with_the_env_file_s_options(self, name: str) -> None:
+        svc = unit(f"xpu-cdi-{name}.service")
+        assert svc["Service"]["ExecStart"] == f"/usr/bin/xpu-cdi {name} $OPTIONS"
+        assert svc["Service"]["EnvironmentFile"] == f"-/etc/xpu-cdi/{name}.env"  # "-": deleting it is fine
+        assert svc["Service"]["Restart"] == "on-failure" and svc["Install"]["WantedBy"] == "multi-user.target"
+        assert "xpu-cdi-refresh.service" in svc["Unit"]["After"]  # the specs are written first at boot
+
+    @pytest.mark.parametrize("name", DAEMONS)
+    def test_env_file_options_are_the_command_s_flags(self, name: str) -> None:
+        """The shipped OPTIONS is empty (the command's defaults); the commented example parses."""
+        options = env_options(name)
+        assert options[""] == "" and options["# "]
+        cmd = cli.main.get_command(click.Context(cli.main), name)
+        assert cmd is not None
+        cmd.make_context(name, options["# "].split())  # as systemd splits $OPTIONS; a usage error raises
+
+    def test_shipped_disabled(self) -> None:
+        """The preset disables them (RPM's %systemd_post applies it), dh_installsystemd does not enable
+        them (and deb-systemd-invoke starts only enabled units); both restart a running one on upgrade."""
+        preset = (PKG / "systemd/90-xpu-cdi.preset").read_text().splitlines()
+        rules = (DEBIAN / "rules").read_text()
+        spec = SPEC.read_text()
+        units = [f"xpu-cdi-{name}.service" for name in DAEMONS]
+        for u in units:
+            assert f"disable {u}" in preset and f"enable {u}" not in preset
+        assert f"DAEMONS = {' '.join(units)}\n" in rules and "\tdh_installsystemd --no-enable $(DAEMONS)\n" in rules
+        assert f"%global daemons {' '.join(units)}\n" in spec
+        for macro in ("%systemd_post", "%systemd_preun", "%systemd_postun_with_restart"):
+            assert re.search(rf"^{macro} .*%{{daemons}}$", spec, re.M), macro
+
+    def test_both_packages_ship_the_units_and_env_files(self) -> None:
+        install = (DEBIAN / "xpu-cdi.install").read_text().splitlines()
+        spec = SPEC.read_text()
+        for name in DAEMONS:
+            assert f"packaging/systemd/xpu-cdi-{name}.service lib/systemd/system/" in install
+            assert f"packaging/systemd/env/{name}.env etc/xpu-cdi/" in install  # /etc: a conffile
+            assert f"%{{_unitdir}}/xpu-cdi-{name}.service\n" in spec
+            assert f"%config(noreplace) %{{_sysconfdir}}/xpu-cdi/{name}.env\n" in spec
+        assert "install -D -m 0644 packaging/systemd/$unit %{buildroot}%{_unitdir}/$unit" in spec
+        assert ("install -D -m 0644 packaging/systemd/env/$name.env %{buildroot}%{_sysconfdir}/xpu-cdi/$name.env"
+                in spec)
+
+    @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+    def test_systemd_analyze_verify(self, tmp_path: Path) -> None:
+        """systemd's own checker accepts the three units (the command pointed at this checkout's xpu-cdi)."""
+        exe = str(Path(sys.executable).parent / "xpu-cdi")
+        names = [f"xpu-cdi-{name}.service" for name in DAEMONS]
+        for name in names:
+            (tmp_path / name).write_text((PKG / "systemd" / name).read_text().replace("/usr/bin/xpu-cdi", exe))
+        res = subprocess.run(["systemd-analyze", "verify", "--man=no", *(str(tmp_path / n) for n in names)],
+                             capture_output=True, text=True)
+        assert res.returncode == 0 and res.stdout + res.stderr == "", res.stdout + res.stderr
+
+    @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+    def test_systemd_analyze_refuses_a_broken_unit(self, tmp_path: Path) -> None:
+        """The check above can fail: a unit naming a missing program is refused."""
+        text = (PKG / "systemd/xpu-cdi-exporter.service").read_text().replace("/usr/bin/xpu-cdi", "/nonexistent/x")
+        (tmp_path / "xpu-cdi-exporter.service").write_text(text)
+        res = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "xpu-cdi-exporter.service")],
+                             capture_output=True, text=True)
+        assert res.returncode != 0 and "/nonexistent/x" in res.stdout + res.stderr
+
+
 class TestBinaries:
     def test_not_console_scripts_and_no_python_beside_them(self) -> None:
         """The hook and the wrapper are the compiled binaries: no console script, no launcher, no .py."""

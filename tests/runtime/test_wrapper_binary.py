@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -17,9 +18,11 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from support import runtimes
 from support.hookkit import copy_binary
 from support.wrapper_specs import KIND, base_config, index, spec
 from xpu_cdi import deviceplugin
+from xpu_cdi._version import VERSION
 
 NAME = "xpu-container-runtime"
 # the real runtime the wrapper execs: records its argv, stdin and the config.json it was given
@@ -253,6 +256,30 @@ class TestPassThrough:
         text = path.read_bytes()
         ok(box.run(*args))
         assert box.argv() == [str(box.runtime), *args] and path.read_bytes() == text
+
+    @pytest.mark.parametrize("args", [["--version"], ["-version"], ["--root", "/run/x", "--version"]])
+    def test_version_is_ours_then_the_runtime_s(self, box: Box, args: List[str]) -> None:
+        """A global --version: our line and a blank one, then the runtime run with the same arguments
+        (nvidia-container-runtime's order); the package version, the one build_bin.py passes in."""
+        box.runtime.write_text(RECORDER.replace("exit ", "echo 'runc version 1.2.3'\nexit "))
+        r = box.run(*args)
+        assert (r.returncode, r.stderr) == (0, b"")
+        assert r.stdout.decode() == f"{NAME}, version {VERSION}\n\nrunc version 1.2.3\n"
+        assert box.argv() == [str(box.runtime), *args]
+
+    def test_version_after_the_command_is_the_runtime_s(self, box: Box) -> None:
+        """`exec c1 cmd --version` is the container's command: the wrapper says nothing of its own."""
+        ok(box.run("exec", "c1", "cmd", "--version"))
+        assert box.argv() == [str(box.runtime), "exec", "c1", "cmd", "--version"]
+
+    def test_version_in_front_of_real_runc(self, wrapper: Path) -> None:
+        """Before the real runc (the suite's): ours, a blank line, then runc's own lines."""
+        runtimes.require("runc")
+        r = subprocess.run([str(wrapper), "--version"], capture_output=True, text=True, timeout=60,
+                           env={"PATH": "", "XPU_CDI_RUNTIME": shutil.which("runc") or ""})
+        ours, blank, theirs = r.stdout.split("\n", 2)
+        assert (r.returncode, r.stderr, ours, blank) == (0, "", f"{NAME}, version {VERSION}", "")
+        assert theirs.startswith("runc version ") and "\nspec: " in theirs, theirs
 
     def test_exit_code_of_the_runtime(self, box: Box) -> None:
         box.config([])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent / "hotpath"
+# the package version's one place: the binaries' --version gets it as -DXPU_CDI_VERSION
+VERSION_FILE = ROOT.parent.parent / "_version.py"
 
 
 def sources(*folders: str) -> List[str]:
@@ -115,6 +118,18 @@ def compiler(cross: Optional[str] = None) -> List[str]:
     return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
+def version() -> str:
+    """The package version, read from :data:`VERSION_FILE` (by path: see the module doc).
+
+    Raises:
+        ValueError: the file has no ``VERSION = "..."`` line.
+    """
+    found = re.search(r'^VERSION = "([^"\\]+)"$', VERSION_FILE.read_text(), re.M)
+    if found is None:
+        raise ValueError(f"{VERSION_FILE}: no VERSION = \"...\" line")
+    return found.group(1)
+
+
 def command(name: str, out: str, extra_cflags: Sequence[str] = (), libs: Optional[Sequence[str]] = None,
             static: bool = False, cross: Optional[str] = None) -> List[str]:
     """The one compile-and-link command of target *name* writing *out* (the other
@@ -122,7 +137,8 @@ def command(name: str, out: str, extra_cflags: Sequence[str] = (), libs: Optiona
     release's tree); *static* links it statically (:data:`STATIC_LDFLAGS`); *cross*: see the module doc."""
     if static:
         libs = [*(f for f in library_flags(cross) if not f.startswith("-l")), *STATIC_LIBRARIES]
-    return [*compiler(cross), *CFLAGS, *(STATIC_CFLAGS if static else ()), *extra_cflags, f"-I{ROOT}", "-o", out,
+    return [*compiler(cross), *CFLAGS, *(STATIC_CFLAGS if static else ()), f'-DXPU_CDI_VERSION="{version()}"',
+            *extra_cflags, f"-I{ROOT}", "-o", out,
             *(str(ROOT / s) for s in TARGETS[name]),
             *(STATIC_LDFLAGS if static else LDFLAGS), *(library_flags(cross) if libs is None else libs)]
 

@@ -3,19 +3,32 @@ and spec files against our strict schema and the CDI library's rules."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Tuple
 
 import click
 
 from ..clikit import SPEC_DIRS_OPTION
+from ..errors import SpecError
 from . import registry
 
 
 @click.command("list")
 @SPEC_DIRS_OPTION
-def list_devices(spec_dirs: Tuple[str, ...]) -> None:
-    """Print the qualified CDI devices the spec directories define."""
+@click.pass_context
+def list_devices(ctx: click.Context, spec_dirs: Tuple[str, ...]) -> None:
+    """Print the qualified CDI devices the spec directories define.
+
+    A --spec-dir that does not exist is an error, and so is none of the default ones existing.
+    """
+    missing = [d for d in spec_dirs if not os.path.isdir(d)]
+    if missing and ctx.get_parameter_source("spec_dirs") is not click.core.ParameterSource.DEFAULT:
+        raise SpecError(f"spec dir {missing[0]!r} does not exist: name the directory the specs are in, or "
+                        f"write them there first (`xpu-cdi generate --spec-dir {missing[0]}`)")
+    if len(missing) == len(spec_dirs):
+        raise SpecError(f"no spec dir exists ({', '.join(map(repr, spec_dirs))}): write the specs first "
+                        "(`xpu-cdi generate`)")
     reg = registry.load(spec_dirs)
     for problem in reg.problems:
         click.echo(f"xpu-cdi: warning: {problem}", err=True)

@@ -89,7 +89,7 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
     DRA driver, one way per kind, exporter.
 
     One line per check with what it found and the fix. Exit 0 all ok,
-    1 any fail, 2 warnings only.
+    1 any fail, 6 warnings only.
     """
     roots = roots_of(dev_root, driver_root, sysfs_root)
     opts = Options(roots=roots, proc_root=os.path.abspath(proc_root) if proc_root else roots.sysfs,

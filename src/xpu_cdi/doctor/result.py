@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence
 
+from .. import errors
+
 Result = Dict[str, str]  # {"check", "status", "found", "fix"}
 STATUSES = ("ok", "warn", "fail")
 
@@ -41,11 +43,11 @@ def fail(check: str, found: str, fix: str) -> Result:
 
 
 def exit_code(results: Sequence[Result]) -> int:
-    """0 all ok, 1 any fail, 2 warnings only."""
+    """0 all ok, 1 any fail, 6 warnings only (errors.EXIT_CODES: 2 is click's usage error)."""
     statuses = {r["status"] for r in results}
     if "fail" in statuses:
-        return 1
-    return 2 if "warn" in statuses else 0
+        return errors.FAILED
+    return errors.WARNINGS if "warn" in statuses else errors.OK
 
 
 def line(r: Result) -> str:

@@ -16,6 +16,7 @@
 #include "lib/files.h"
 #include "lib/may_request.h"
 #include "lib/strings.h"
+#include "lib/version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -96,7 +97,8 @@ static int load_container(struct request *r)
 
 #define USAGE "usage: " PROG " [--spec-dir DIR]... [--log FILE] [--config FILE] prestart\n" \
               "       " PROG " [--log FILE] update-ldcache --folder DIR...\n" \
-              "       " PROG " [--log FILE] create-symlinks --link TARGET::LINK...\n"
+              "       " PROG " [--log FILE] create-symlinks --link TARGET::LINK...\n" \
+              "       " PROG " --version\n"
 #define SEE_USAGE "(see `" PROG " --help`)"
 
 /* One line to stderr (runc shows it to the user) and to the log; exit 1. */
@@ -255,6 +257,10 @@ int main(int argc, char **argv)
     }
     if (sub != NULL && (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0 || strcmp(sub, "help") == 0)) {
         fputs(USAGE, stdout);
+        return 0;
+    }
+    if (sub != NULL && strcmp(sub, "--version") == 0) {
+        fputs(XF_VERSION_LINE(PROG), stdout);
         return 0;
     }
     if (sub != NULL && (strcmp(sub, "update-ldcache") == 0 || strcmp(sub, "create-symlinks") == 0))

@@ -36,6 +36,19 @@ int xf_split_command(int nargs, char *const *args, const char **command)
     return -1;
 }
 
+int xf_global_flag(int nargs, char *const *args, const char *const *names, size_t nnames)
+{
+    int i = 0;
+
+    while (i < nargs && args[i][0] == '-' && strcmp(args[i], "--") != 0) {
+        for (size_t k = 0; k < nnames; k++)
+            if (strcmp(args[i], names[k]) == 0)
+                return 1;
+        i += takes_value(args[i]) ? 2 : 1;
+    }
+    return 0;
+}
+
 const char *xf_option_value(int nargs, char *const *args, int start, const char *const *names, size_t nnames)
 {
     for (int i = start < 0 ? 0 : start; i < nargs; i++) {

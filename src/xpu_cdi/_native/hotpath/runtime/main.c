@@ -8,6 +8,7 @@
 #include "runtime/argv.h"
 #include "runtime/find_runtime.h"
 #include "runtime/prepare.h"
+#include "lib/version.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -94,6 +95,7 @@ static void exec_runtime(const char *real, int argc, char **argv)
 int main(int argc, char **argv)
 {
     static const char *const bundle_options[] = {"--bundle", "-bundle", "-b"};
+    static const char *const version_options[] = {"--version", "-version"};
     static char *no_args[] = {PROG, NULL};
     const char *active = getenv(ACTIVE_ENV), *real, *command, *bundle, *config_path = NULL;
     int at;
@@ -113,6 +115,10 @@ int main(int argc, char **argv)
             argv[i] = argv[i + skip];
         argc -= skip;
     }
+    /* ours, a blank line, then the real runtime's own (it gets the same arguments), as
+     * nvidia-container-runtime prints its version before runc's */
+    if (xf_global_flag(argc - 1, argv + 1, version_options, 2))
+        fputs(XF_VERSION_LINE(PROG) "\n", stdout);
     if (active != NULL && *active != '\0')
         return fail(argc, argv, "started by itself (XPU_CDI_RUNTIME or PATH names another copy of the wrapper as "
                     "the real runtime): point XPU_CDI_RUNTIME at runc or crun");
