@@ -195,14 +195,15 @@ def test_tool_refusal_leaves_nothing(npu: NpuNode) -> None:
     """The tool refuses (chip 3's AI cores taken by vNPUs the driver did not make): the claim gets the
     tool's line, and no checkpoint entry, spec or vNPU of it is left."""
     npu.npu_smi("set", "-t", "create-vnpu", "-i", "3", "-c", "0", "-f", "vir04", "-v", "148")
-    npu.npu_smi("set", "-t", "create-vnpu", "-i", "3", "-c", "0", "-f", "vir04", "-v", "149")
+    npu.npu_smi("set", "-t", "create-vnpu", "-i", "3", "-c", "0", "-f", "vir04_3c", "-v", "149")
     kube = FakeKube()
     kube.add_claim("ns", "a", "uid-a", [result("3-vir02-0")])
     d = npu.daemon(kube)
     try:
         (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
-        assert devices == [] and "Not enough AI cores left on device 3 chip 0" in error, error
-        assert npu.vnpus() == {148: "vir04", 149: "vir04"} and npu.claim_specs() == {}
+        assert devices == [] and error.endswith(
+            ": Insufficient number of cores available, unallocated cores number:0.000000."), error
+        assert npu.vnpus() == {148: "vir04", 149: "vir04_3c"} and npu.claim_specs() == {}
         assert "uid-a" not in json.loads(Path(d.drivers[KIND].cp_path).read_text())["claims"]
     finally:
         d.close()
