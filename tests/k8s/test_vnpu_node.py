@@ -36,7 +36,7 @@ from xpu_cdi.dra import claimspec
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 DRIVER = "huawei.com"
 CLASS = "npu.huawei.com"
-DRA_DEVICES = 4 * 25  # per 310P chip: itself, 8 vir01, 4 vir02, 4 vir02_1c, 2 of each vir04 template
+DRA_DEVICES = 4 * 21  # per 310P chip: itself, 7 vir01, 3 vir02, 4 vir02_1c, 1 vir04, 2 vir04_3c(_ndvpp), 1 _dvpp
 #: what a vNPU pod prints of the NPU nodes it has, then stays running
 SCRIPT = (f"for n in /dev/davinci*; do echo present $n; (echo x > $n) 2>&1; done; echo {nodekit.DONE}; "
           f"exec sleep 2147483647")
@@ -154,16 +154,20 @@ def test_device_plugin_withholds_a_carved_chip(node: Cluster, cards: Cards, stan
 
 
 def test_partitions_published(node: Cluster, driver: DraDriver) -> None:
-    """A counter set per chip (AI cores, memory in eighths) in a slice of its own; the chips and their
-    partitions in slices of at most 64, accepted by the API server as they are."""
+    """A counter set per chip (every budget npu-smi checks: AI cores, AI CPUs, the five media engines;
+    memory in eighths) in a slice of its own; the chips and their partitions in slices of at most 64,
+    accepted by the API server as they are."""
     slices = driver.slices()
     sets = {c["name"]: c["counters"] for s in slices for c in s["spec"].get("sharedCounters") or []}
-    assert sets == {f"chip-{i}": {"aicore": {"value": "8"}, "memory-parts": {"value": "8"}} for i in range(4)}, sets
+    chip = {k: {"value": v} for k, v in (("aicore", "8"), ("aicpu", "7"), ("jpegd", "16"), ("jpege", "8"),
+                                         ("memory-parts", "8"), ("vdec", "12"), ("venc", "3"), ("vpc", "12"))}
+    assert sets == {f"chip-{i}": chip for i in range(4)}, sets
     devices = driver.devices()
     assert len(devices) == DRA_DEVICES and all(len(s["spec"].get("devices") or []) <= 64 for s in slices)
-    assert devices["0-vir04-1"]["attributes"]["template"] == {"string": "vir04"}
-    assert devices["0-vir04-1"]["consumesCounters"] == [{"counterSet": "chip-0", "counters": {
-        "aicore": {"value": "4"}, "memory-parts": {"value": "4"}}}]
+    assert devices["0-vir04-0"]["attributes"]["template"] == {"string": "vir04"}
+    assert devices["0-vir04-0"]["consumesCounters"] == [{"counterSet": "chip-0", "counters": {
+        k: {"value": v} for k, v in (("aicore", "4"), ("aicpu", "4"), ("jpegd", "8"), ("jpege", "4"),
+                                     ("memory-parts", "4"), ("vdec", "6"), ("venc", "2"), ("vpc", "6"))}}]
 
 
 def test_selectors_need_no_guard(node: Cluster, driver: DraDriver, pods: List[str]) -> None:

@@ -34,8 +34,8 @@ Not found in the sources, so the stand-in's own choice (unconfirmed on hardware)
   returns ``dcmi_to_npu_error_code`` of the driver's code, which the source does not show for these
   cases; the stand-in exits 211 (INNER_ERR, the mapping's fallback);
 - which driver failure the memory, vGroup and id checks give (all ``create vnpu failed.``);
-- the chip's media totals on 910B (the DCMI tables give only each template's share): taken as two
-  of the chip's half template; AI CPU totals on 910B (HAMi's device configmap: 6 on 910B1/B2, 7 else);
+- the chip's media totals on 910B (the DCMI tables give only each template's share): 910B4's
+  are its ``_m`` template's (MC: ``m`` = all media engines), the others' two of the half template; AI CPU totals on 910B (HAMi's device configmap: 6 on 910B1/B2, 7 else);
 - the exact line ``Error parameter of -f`` for an unknown template (check_vdev_template_param
   returns INVALID_PARAMETER; the printing caller was not found);
 - info-vnpu's Status / Container ID columns, vdavinci majors and minors, vnpu-cfg-recover across a
@@ -118,8 +118,9 @@ def chip_of(name: str, memory_mib: Optional[int]) -> Optional[Chip]:
         return Chip("910B", "910B-bin0", _b_total(24, 6, "910B-bin0", "vir12_3c_32g", memory_mib), 16)
     if re.fullmatch(r"910B(3|4-1)", name):
         return Chip("910B", "910B-bin1", _b_total(20, 7, "910B-bin1", "vir10_3c_32g", memory_mib), 16)
-    if name == "910B4":
-        return Chip("910B", "910B-bin2", _b_total(20, 7, "910B-bin2", "vir10_3c_16g", memory_mib), 16)
+    if name == "910B4":  # MC: ``_m`` = all the media engines, so the chip has vir10_4c_16g_m's
+        m = TABLES["910B-bin2"]["vir10_4c_16g_m"]
+        return Chip("910B", "910B-bin2", T(20, memory_mib or 32768, 7, *(getattr(m, k) for k in MEDIA)), 16)
     if re.fullmatch(r"910[A-Z]?", name):
         small = (memory_mib or 32768) <= 16384
         return Chip("910", "910-16G" if small else "910-32G", T(32, memory_mib or 32768, 14), 16)  # DCMI: 14 AICPU
