@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 from click.testing import CliRunner
@@ -33,12 +33,13 @@ LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 class NpuNode:
     """Four 310P chips (one per card), their static spec, the stand-in npu-smi as the node's tool."""
 
-    def __init__(self, root: Path, sockets: Path, static_vnpus: Dict[int, str] = {}) -> None:
+    def __init__(self, root: Path, sockets: Path, static_vnpus: Dict[int, str] = {},
+                 chips: Optional[List[Dict[str, Any]]] = None, phy_column: bool = False) -> None:
         self.root = root
         self.host = fakehost.ascend(root, cards=4, pci_device="0xd500")
         self.state = root / "npu-smi.json"
-        npusmi.init_state(self.state, [{"card": i, "chip": 0, "name": "310P3"} for i in range(4)],
-                          fakehost.NPU_MAJOR)
+        npusmi.init_state(self.state, chips or [{"card": i, "chip": 0, "name": "310P3"} for i in range(4)],
+                          fakehost.NPU_MAJOR, phy_column)
         self.tool = root / "usr/local/bin/npu-smi"  # the default: the data's tool in the driver root
         self.tool.unlink()
         npusmi.install(self.tool, self.state, root)
@@ -202,7 +203,7 @@ def test_tool_refusal_leaves_nothing(npu: NpuNode) -> None:
     try:
         (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
         assert devices == [] and error.endswith(
-            ": Insufficient number of cores available, unallocated cores number:0.000000."), error
+            ": Insufficient number of cores available, unallocated cores number:0.000000. (exit status 217)"), error
         assert npu.vnpus() == {148: "vir04", 149: "vir04_3c"} and npu.claim_specs() == {}
         assert "uid-a" not in json.loads(Path(d.drivers[KIND].cp_path).read_text())["claims"]
     finally:
@@ -347,4 +348,42 @@ def test_vnpus_of_an_earlier_boot_destroyed(npu: NpuNode) -> None:
         assert any("vNPU 132 of claim ns/a, made on an earlier boot: destroyed" in x for x in npu.logs), npu.logs
         assert "2" in published(kube)["devices"]
     finally:
+        d.close()
+
+
+def test_refusal_with_exit_0_is_a_refusal(npu: NpuNode) -> None:
+    """In VM vnpu-mode npu-smi prints one line and exits 0 (no Status): the claim gets that line, nothing
+    is left of it."""
+    npu.npu_smi("set", "-t", "vnpu-mode", "-d", "1")
+    kube = FakeKube()
+    kube.add_claim("ns", "a", "uid-a", [result("0-vir02-0")])
+    d = npu.daemon(kube)
+    try:
+        (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
+        said = "The vnpu is not in docker mode, does not support setting create-vnpu. (exit status 0)"
+        assert devices == [] and error.endswith(f"-f vir02 -v 100: {said}"), error
+        assert npu.vnpus() == {} and npu.claim_specs() == {}
+        assert "uid-a" not in json.loads(Path(d.drivers[KIND].cp_path).read_text())["claims"]
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("phy_column", [False, True])
+def test_phy_ids_apart_from_logic_ids(host_root: Path, sockets: Path, phy_column: bool) -> None:
+    """A host whose logic ids run backwards from the phy ids (the N of /dev/davinciN): each chip's
+    partitions carry the card and chip the tool gives that phy id (info -m's Chip Phy-ID column, else
+    phyid-remap), and the vNPU id range of that phy id; the vNPU is made on the right chip."""
+    chips = [{"card": 3 - i, "chip": 0, "name": "310P3", "phy_id": i, "logic_id": 3 - i} for i in range(4)]
+    npu = NpuNode(host_root, sockets, chips=chips, phy_column=phy_column)
+    kube = FakeKube()
+    kube.add_claim("ns", "a", "uid-a", [result("1-vir02-0")])
+    d = npu.daemon(kube)
+    try:
+        assert d.drivers[KIND].devices["1-vir02-0"].tool_ids == (2, 0, 116, 124)
+        (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
+        assert error == "" and devices[0]["vnpu"] == {"card": 2, "chip": 0, "template": "vir02", "id": 116}
+        by_card = {c["card"]: [v["id"] for v in c["vnpus"]] for c in json.loads(npu.state.read_text())["chips"]}
+        assert by_card == {3: [], 2: [116], 1: [], 0: []}
+    finally:
+        d.drivers[KIND].unprepare([("ns", "a", "uid-a")])
         d.close()

@@ -107,18 +107,34 @@ def expand(devices: Mapping[str, DeviceInfo], tool: Mapping[int, ToolChip],
     return out
 
 
-def parse_chip_map(text: str) -> Dict[int, ToolChip]:
-    """``npu-smi info -m``: rows ``NPU ID  Chip ID  Chip Logic ID  Chip Name`` -> logic id -> chip.
+def parse_chip_map(text: str) -> Tuple[Dict[int, ToolChip], bool]:
+    """``npu-smi info -m`` -> (chips, whether they are keyed by phy id).
 
-    Rows whose logic id is not a number (the MCU, ``-``) are no NPU chips.  The chip's name is
-    given as ``Ascend 310P3``; the data matches ``310P3``.
+    npu-smi prints (its ``print_mapping_info``) ``NPU ID  Chip ID  Chip Logic ID  Chip Name`` with the
+    name as ``Ascend 310P3``; the 910_93 form (``print_mapping_info_910_93``) adds ``Chip Phy-ID``
+    before the bare name.  With that column the chips are keyed by phy id, else by logic id (their
+    ``phy`` then the logic id, until :meth:`vnpu.Tool.chips` learns the phy id).  Rows whose ids are
+    not numbers (each card's ``Mcu``, logic id ``-``) are no NPU chips.
     """
+    by_phy = "Chip Phy-ID" in text
+    ids = 4 if by_phy else 3
     out: Dict[int, ToolChip] = {}
     for line in text.splitlines():
         f = line.split()
-        if len(f) >= 4 and f[0].isdigit() and f[1].isdigit() and f[2].isdigit():
-            name = " ".join(f[3:])
+        if len(f) > ids and all(x.isdigit() for x in f[:ids]):
+            name = " ".join(f[ids:])
             name = name[len("Ascend"):].strip() if name.startswith("Ascend") else name
-            out[int(f[2])] = ToolChip(int(f[0]), int(f[1]), int(f[2]), name)
-    return out
+            key = int(f[ids - 1])
+            out[key] = ToolChip(int(f[0]), int(f[1]), key, name)
+    return out, by_phy
 
+
+def parse_phyid_remap(text: str) -> Tuple[int, int]:
+    """``npu-smi info -t phyid-remap -p PHY`` (``NPU ID :c``, ``Chip ID :d`` lines among others) -> (card, chip).
+    Raises ValueError: either line missing or not a number."""
+    got = {}
+    for line in text.splitlines():
+        label, sep, value = line.partition(":")
+        if sep:
+            got[" ".join(label.split())] = value.strip()
+    return int(got["NPU ID"]), int(got["Chip ID"])
