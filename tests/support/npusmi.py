@@ -5,13 +5,15 @@ Written from the vendor's own source and docs, never from this project's data (a
 shares the product's assumptions cannot find their mistakes).  Sources, shortened below:
 
 * **npucli** -- the npu-smi source in a public mirror of the Ascend driver tree on GitHub
-  (found by searching for ``check_create_vnpu_param``): ``npu_set.c``-style ``set_chip_create_vdevice``,
-  ``check_create_vnpu_param``, ``set_chip_destroy_vdevice_for_310P_910``, ``get_valid_vdev_id``;
-  ``npu_set_print.c`` ``print_vnpu_mode_check_result``; ``npu_info_print.c`` ``print_mapping_info``,
-  ``print_mapping_info_910_93``; the phyid-remap printer; ``check_vdev_template_param`` /
-  ``set_create_vdev_param``; ``npu_error_code`` (``NPU_ERR_CODE_BASE`` -9000: INVALID_PARAMETER
-  -9001, INNER_ERR -9005, NOT_SUPPORT -9255; ``main`` returns them, so the exit status is their low
-  byte: 215, 211, 217).
+  (found by searching its code for ``check_create_vnpu_param``), by function:
+  ``set_chip_create_vdevice``, ``check_create_vnpu_param``, ``set_chip_create_vdevice_for_310P_910``,
+  ``set_chip_destroy_vdevice_for_310P_910``, ``get_valid_vdev_id``, ``print_vnpu_mode_check_result``
+  (declared in ``npu_set_print.h``), ``print_mapping_info``, ``print_mapping_info_910_93``, the
+  phyid-remap printer (``dcmi_get_device_logicid_from_phyid``), ``check_vdev_template_param`` /
+  ``set_create_vdev_param``; the error codes of ``npu_error_code.h``'s neighbour header
+  (``NPU_ERR_CODE_BASE`` -9000: INVALID_PARAMETER -9001, INNER_ERR -9005, NOT_SUPPORT -9255;
+  ``dcmi_to_npu_error_code`` falls back to INNER_ERR).  The exit status is their low byte (215, 211,
+  217): the issue's report of 217 and 215 matches, ``main`` itself was not read.
 * **DCMI** -- the same tree's ``dcmi_virtual_intf``-side tables ``g_310p_24G_template``,
   ``g_310p_48G_template``, ``g_910_16G_template``, ``g_910_32G_template``, ``g_910B_bin{0,1,2}_template``
   (AI cores, memory MB, AI CPUs, VPC, VENC, VDEC, JPEGD, JPEGE per template).
@@ -35,7 +37,8 @@ Not found in the sources, so the stand-in's own choice (unconfirmed on hardware)
   cases; the stand-in exits 211 (INNER_ERR, the mapping's fallback);
 - which driver failure the memory, vGroup and id checks give (all ``create vnpu failed.``);
 - the chip's media totals on 910B (the DCMI tables give only each template's share): 910B4's
-  are its ``_m`` template's (MC: ``m`` = all media engines), the others' two of the half template; AI CPU totals on 910B (HAMi's device configmap: 6 on 910B1/B2, 7 else);
+  are its ``_m`` template's (MC: ``m`` = all media engines), the others' two of the half template;
+  AI CPU totals on 910B (HAMi's device configmap: 6 on 910B1/B2, 7 else);
 - the exact line ``Error parameter of -f`` for an unknown template (check_vdev_template_param
   returns INVALID_PARAMETER; the printing caller was not found);
 - info-vnpu's Status / Container ID columns, vdavinci majors and minors, vnpu-cfg-recover across a
