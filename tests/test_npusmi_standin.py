@@ -41,17 +41,16 @@ class Host:
 
     def ok(self, *argv: str) -> List[str]:
         rc, out = self.run(*argv)
-        assert rc == 0 and out and "Status : Error" not in out[0], out
+        assert rc == 0 and out, out
         return out
 
-    def refused(self, *argv: str) -> str:
-        """The Message of a refusal; nothing changed by it."""
+    def refused(self, *argv: str, status: int = npusmi.NOT_SUPPORT) -> List[str]:
+        """The lines of a refusal exiting *status*; nothing changed by it."""
         before, nodes = self.state.read_text(), self.nodes()
         rc, out = self.run(*argv)
-        assert rc == 1 and [ln.split(":")[0].strip() for ln in out] == ["Status", "Message"], out
-        assert out[0].split(":", 1)[1].strip() == "Error", out
+        assert rc == status, (rc, out)
         assert self.state.read_text() == before and self.nodes() == nodes
-        return out[1].split(":", 1)[1].strip()
+        return out
 
     def nodes(self) -> Dict[str, Tuple[int, int]]:
         out = {}
@@ -72,11 +71,13 @@ def p310(host_root: Path) -> Host:
                             {"card": 1, "chip": 0, "name": "310P3", "memory_mib": 24576}])
 
 
+CREATE = ("set", "-t", "create-vnpu", "-i", "0", "-c", "0")
+
+
 def test_create_query_destroy(p310: Host) -> None:
-    """vir02 with no -v: the chip's first id, its node made; info-vnpu shows it and what is left; destroy
-    removes both."""
-    out = p310.ok("set", "-t", "create-vnpu", "-i", "0", "-c", "0", "-f", "vir02")
-    assert [ln.strip() for ln in out] == ["Status : OK", "Message : Create vnpu success"]
+    """vir02 with no -v: the chip's first id, its node made, npucli's success lines (tab, 30-wide name);
+    info-vnpu shows it and what is left; destroy removes both."""
+    assert p310.ok(*CREATE, "-f", "vir02") == [f"\t{'Status':<30} : OK", f"\t{'Message':<30} : Create vnpu success"]
     assert p310.vnpus() == [(100, "vir02")]
     assert p310.nodes() == {"vdavinci100": (fakehost.NPU_MAJOR, npusmi.MINOR_BASE + 100)}
     info = "\n".join(p310.ok("info", "-t", "info-vnpu", "-i", "0", "-c", "0"))
@@ -84,71 +85,128 @@ def test_create_query_destroy(p310: Host) -> None:
     row = next(ln for ln in info.splitlines() if "vir02" in ln)
     assert [c.strip() for c in row.strip("|").split("|")] == ["100", "0", "000000000000", "0", "vir02"], row
     values = info.splitlines()[6].strip("| ").split()
-    assert values[:3] == ["6/8", "18/24", "5/7"], info  # AI cores, memory GB, AI CPUs free/total
+    # AI cores, memory GB, AI CPUs, VPC, VENC, VDEC, JPEGD, JPEGE free/total (DCMI's vir02 row)
+    assert values[:8] == ["6/8", "18/24", "5/7", "9/12", "2/3", "9/12", "12/16", "6/8"], info
     out = p310.ok("set", "-t", "destroy-vnpu", "-i", "0", "-c", "0", "-v", "100")
-    assert [ln.strip() for ln in out] == ["Status : OK", "Message : Destroy vnpu 100 success"]
+    assert [ln.strip() for ln in out] == [f"{'Status':<30} : OK", f"{'Message':<30} : Destroy vnpu 100 success"]
     assert p310.vnpus() == [] and p310.nodes() == {}
 
 
 def test_given_id_and_the_chips_range(p310: Host) -> None:
-    """-v inside [phy*16+100, phy*16+107]; 4294967295 means none given; the other chip's range is its own."""
+    """-v inside [phy*16+100, phy*16+107]; 4294967295 means none given; an id outside the chip's range or
+    taken is the driver's refusal (one line)."""
     p310.ok("set", "-t", "create-vnpu", "-i", "1", "-c", "0", "-f", "vir04", "-v", "118")
     p310.ok("set", "-t", "create-vnpu", "-i", "1", "-c", "0", "-f", "vir01", "-v", "4294967295")
     assert p310.vnpus(1) == [(118, "vir04"), (116, "vir01")]
     assert set(p310.nodes()) == {"vdavinci118", "vdavinci116"}
-    assert "out of range [100, 107]" in p310.refused("set", "-t", "create-vnpu", "-i", "0", "-c", "0", "-f",
-                                                     "vir01", "-v", "118")
+    for vid in ("118", "99", "108"):
+        assert p310.refused(*CREATE, "-f", "vir01", "-v", vid, status=npusmi.INNER_ERR) == ["create vnpu failed."]
 
 
-def test_refusals(p310: Host) -> None:
-    create = ("set", "-t", "create-vnpu", "-i", "0", "-c", "0")
-    assert "not supported on 310P3" in p310.refused(*create, "-f", "vir16")
-    assert "device 7 chip 0 does not exist" in p310.refused("set", "-t", "create-vnpu", "-i", "7", "-c", "0",
-                                                            "-f", "vir01")
-    assert "device 0 chip 1 does not exist" in p310.refused("info", "-t", "info-vnpu", "-i", "0", "-c", "1")
-    p310.ok(*create, "-f", "vir04", "-v", "100")
-    assert "already used on this server" in p310.refused(*create, "-f", "vir02", "-v", "100")
-    assert "out of range" in p310.refused(*create, "-f", "vir02", "-v", "99")
-    p310.ok(*create, "-f", "vir04_3c")
-    msg = p310.refused(*create, "-f", "vir02")
-    assert msg == "Not enough AI cores left on device 0 chip 0: vir02 needs 2, 0 free of 8", msg
-    assert "-f (vnpu_config) is required" in p310.refused(*create)
-    assert "vnpu 105 does not exist" in p310.refused("set", "-t", "destroy-vnpu", "-i", "0", "-c", "0", "-v", "105")
+@pytest.mark.parametrize("made,refused,line", [
+    (["vir04"], "vir04", "Insufficient number of AICPU available, unallocated AICPU number:3."),
+    (["vir01"] * 7, "vir01", "Insufficient number of AICPU available, unallocated AICPU number:0."),
+    (["vir04", "vir04_3c"], "vir01", "Insufficient number of cores available, unallocated cores number:0.000000."),
+    (["vir02"], "vir04_4c_dvpp", "Insufficient number of DVPP available, unallocated DVPP number:"),
+    (["vir04_4c_dvpp"], "vir02_1c", "Insufficient number of DVPP available, unallocated DVPP number:"),
+])
+def test_every_budget_checked_before_creating(p310: Host, made: List[str], refused: str, line: str) -> None:
+    """check_create_vnpu_param: AI cores, AI CPUs, media engines, each a one-line shortfall (DVPP adds the
+    free counts) and exit 217, nothing made."""
+    for t in made:
+        p310.ok(*CREATE, "-f", t)
+    out = p310.refused(*CREATE, "-f", refused)
+    assert out[0] == line, out
+    if "DVPP" in line:
+        assert len(out) == 2 and out[1].startswith("VPC:") and out[1].endswith("."), out
+
+
+@pytest.mark.parametrize("combo", [["vir04", "vir04_3c"], ["vir04", "vir02", "vir02_1c"], ["vir01"] * 7,
+                                   ["vir04_3c_ndvpp", "vir04_4c_dvpp"], ["vir02"] * 3 + ["vir02_1c"]])
+def test_the_vendors_combinations_fit(p310: Host, combo: List[str]) -> None:
+    """MC's recommended mixes (vir04+vir04_3c, vir04+vir02+vir02_1c) and others within every budget."""
+    for t in combo:
+        p310.ok(*CREATE, "-f", t)
+    assert [t for _i, t in p310.vnpus()] == combo
+
+
+def test_one_line_refusals(p310: Host) -> None:
+    """Unknown template (check_vdev_template_param), missing -f, unknown -v on destroy: their lines and
+    exit 215; an unknown chip refused."""
+    assert p310.refused(*CREATE, "-f", "vir16", status=npusmi.INVALID_PARAMETER) == ["Error parameter of -f"]
+    assert p310.refused(*CREATE, status=npusmi.INVALID_PARAMETER) == ["Must input parameter of -f."]
+    assert p310.refused("set", "-t", "destroy-vnpu", "-i", "0", "-c", "0", "-v", "105",
+                        status=npusmi.INVALID_PARAMETER) == ["Error parameter of -v."]
+    p310.refused("set", "-t", "create-vnpu", "-i", "7", "-c", "0", "-f", "vir01", status=npusmi.INVALID_PARAMETER)
+
+
+def test_vm_mode_refuses_with_exit_0(p310: Host) -> None:
+    """In VM vnpu-mode create prints print_vnpu_mode_check_result's line and returns NPU_OK: exit 0,
+    no Status line, nothing made."""
+    p310.ok("set", "-t", "vnpu-mode", "-d", "1")
+    assert p310.refused(*CREATE, "-f", "vir02", status=0) == [
+        "The vnpu is not in docker mode, does not support setting create-vnpu."]
+    assert p310.vnpus() == []
 
 
 def test_vir01_pairs_share_a_vgroup(p310: Host) -> None:
-    """At most 4 vGroups of at least 2 AI cores: three vir02 and two vir01 fill the chip (the two vir01
-    share a group); a third vir01 finds no group; -g names a group."""
-    create = ("set", "-t", "create-vnpu", "-i", "0", "-c", "0")
-    for _ in range(3):
-        p310.ok(*create, "-f", "vir02")
-    p310.ok(*create, "-f", "vir01")
-    p310.ok(*create, "-f", "vir01", "-g", "3")
-    assert "vgroups left" in p310.refused(*create, "-f", "vir01")
-    assert "vgroup 0 of device 0 chip 0 is in use" in p310.refused(*create, "-f", "vir01", "-g", "0")
-    assert "out of range [0, 3]" in p310.refused("set", "-t", "create-vnpu", "-i", "1", "-c", "0", "-f", "vir01",
-                                                 "-g", "4")
+    """At most 4 vGroups: two vir01 share one; -g names a group, one in use or out of range is the
+    driver's refusal."""
+    for _ in range(2):
+        p310.ok(*CREATE, "-f", "vir02")
+    p310.ok(*CREATE, "-f", "vir01")
+    p310.ok(*CREATE, "-f", "vir01", "-g", "2")
+    groups = [v["vgroup"] for v in json.loads(p310.state.read_text())["chips"][0]["vnpus"]]
+    assert groups == [0, 1, 2, 2]
+    assert p310.refused(*CREATE, "-f", "vir01", "-g", "0", status=npusmi.INNER_ERR) == ["create vnpu failed."]
+    assert p310.refused(*CREATE, "-f", "vir01", "-g", "4", status=npusmi.INNER_ERR) == ["create vnpu failed."]
 
 
-def test_memory_runs_out_before_cores(host_root: Path) -> None:
-    """A 910B4 reporting 16 GiB: two vir05_1c_8g fit (10 of 20 cores), a third does not; no vgroups there."""
+def test_memory_is_the_drivers_check(host_root: Path) -> None:
+    """A 910B4 reporting 16 GiB: two vir05_1c_8g (DCMI: 7168 MB each) fit, a third passes npucli's checks
+    and the driver refuses it; no vGroups there."""
     h = Host(host_root, [{"card": 0, "chip": 0, "name": "910B4", "memory_mib": 16384}])
-    create = ("set", "-t", "create-vnpu", "-i", "0", "-c", "0")
-    h.ok(*create, "-f", "vir05_1c_8g")
-    h.ok(*create, "-f", "vir05_1c_8g")
-    assert h.refused(*create, "-f", "vir05_1c_8g").startswith("Not enough memory left on device 0 chip 0")
-    assert "vgroup id is not supported on 910B4" in h.refused(*create, "-f", "vir05_1c_8g", "-g", "0")
+    h.ok(*CREATE, "-f", "vir05_1c_8g")
+    h.ok(*CREATE, "-f", "vir05_1c_8g")
+    assert h.refused(*CREATE, "-f", "vir05_1c_8g", status=npusmi.INNER_ERR) == ["create vnpu failed."]
+    assert h.refused(*CREATE, "-f", "vir05_1c_8g", "-g", "0", status=npusmi.INNER_ERR) == ["create vnpu failed."]
     row = next(ln for ln in h.ok("info", "-t", "info-vnpu", "-i", "0", "-c", "0") if "vir05_1c_8g" in ln)
     assert row.strip("|").split("|")[1].strip() == "NA"  # no vGroup printed for the training series
 
 
+def test_chip_map_layouts(host_root: Path) -> None:
+    """info -m: print_mapping_info's tab and 30-wide columns, ``Ascend <name>``, an Mcu row per card; the
+    910_93 form adds Chip Phy-ID (the bare name); phyid-remap maps a phy id to card and chip."""
+    chips = [{"card": 0, "chip": 0, "name": "310P3", "phy_id": 2, "logic_id": 0},
+             {"card": 0, "chip": 1, "name": "310P3", "phy_id": 3, "logic_id": 1}]
+    h = Host(host_root, chips)
+    assert h.ok("info", "-m") == [
+        "\t" + " ".join(f"{x:<30}" for x in ("NPU ID", "Chip ID", "Chip Logic ID", "Chip Name")),
+        "\t" + " ".join(f"{x:<30}" for x in (0, 0, 0)) + " Ascend 310P3",
+        "\t" + " ".join(f"{x:<30}" for x in (0, 1, 1)) + " Ascend 310P3",
+        "\t" + " ".join(f"{x:<30}" for x in ("0", "2", "-", "Mcu"))]
+    assert [ln.split(":") for ln in h.ok("info", "-t", "phyid-remap", "-p", "3")] == [
+        [f"\t{'Chip Physical ID':<30}", "3"], [f"\t{'Chip Logic ID':<30}", "1"], [f"\t{'NPU ID':<30}", "0"],
+        [f"\t{'Chip ID':<30}", "1"]]
+    assert h.refused("info", "-t", "phyid-remap", "-p", "0", status=npusmi.INVALID_PARAMETER) == []
+    # the vNPU ids follow the phy id, not the logic id
+    h.ok("set", "-t", "create-vnpu", "-i", "0", "-c", "1", "-f", "vir02")
+    assert h.vnpus(1) == [(3 * 16 + 100, "vir02")]
+    npusmi.init_state(h.state, chips, fakehost.NPU_MAJOR, phy_column=True)
+    out = h.ok("info", "-m")
+    assert out[0].split() == ["NPU", "ID", "Chip", "ID", "Chip", "Logic", "ID", "Chip", "Phy-ID", "Chip", "Name"]
+    assert out[2] == "\t" + " ".join(f"{x:<30}" for x in (0, 1, 1, 3)) + " 310P3"
+    assert out[3] == "\t" + " ".join(f"{x:<30}" for x in ("0", "2", "-", "-", "Mcu"))
+
+
 def test_destroy_refused_while_held_open(p310: Host) -> None:
-    """A process holding the node (an O_PATH fd: the fake node has no driver to open) makes it in use;
-    info-vnpu says so; closed, the destroy goes through."""
-    p310.ok("set", "-t", "create-vnpu", "-i", "0", "-c", "0", "-f", "vir02", "-v", "101")
+    """A process holding the node (an O_PATH fd: the fake node has no driver to open) makes it in use:
+    the driver's one-line refusal; info-vnpu says so; closed, the destroy goes through."""
+    p310.ok(*CREATE, "-f", "vir02", "-v", "101")
     fd = os.open(p310.root / "dev" / "vdavinci101", os.O_PATH)
     try:
-        assert "is in use" in p310.refused("set", "-t", "destroy-vnpu", "-i", "0", "-c", "0", "-v", "101")
+        assert p310.refused("set", "-t", "destroy-vnpu", "-i", "0", "-c", "0", "-v", "101",
+                            status=npusmi.INNER_ERR) == ["destroy vnpu 101 failed."]
         row = next(ln for ln in p310.ok("info", "-t", "info-vnpu", "-i", "0", "-c", "0") if "vir02" in ln)
         assert row.strip("|").split("|")[3].strip() == "1", row
     finally:
@@ -163,27 +221,28 @@ def test_modes(p310: Host) -> None:
     assert p310.ok("info", "-t", "vnpu-mode")[0].endswith(": VM")
     p310.ok("set", "-t", "vnpu-cfg-recover", "-d", "0")
     assert p310.ok("info", "-t", "vnpu-cfg-recover") == ["VNPU config recover mode : Disable"]
-    assert "must be 0 or 1" in p310.refused("set", "-t", "vnpu-mode", "-d", "2")
+    assert p310.refused("set", "-t", "vnpu-mode", "-d", "2", status=npusmi.INVALID_PARAMETER) == [
+        "Error parameter of -d"]
 
 
 def test_no_state_file(tmp_path: Path) -> None:
     env = {**os.environ, "NPU_SMI_STATE": str(tmp_path / "absent.json")}
     r = subprocess.run([str(TOOL), "info", "-t", "vnpu-mode"], capture_output=True, text=True, env=env)
-    assert r.returncode == 1 and "names no state file" in r.stdout
+    assert r.returncode == npusmi.INNER_ERR and "names no state file" in r.stdout
 
 
 def test_concurrent_creates_serialise(p310: Host) -> None:
-    """Ten vir01 creates at once on a chip of 8 ids: exactly 8 succeed, with distinct ids and a node each;
-    the state is whole and no temporary file is left."""
+    """Ten vir01 creates at once on a chip of 7 AI CPUs: exactly 7 succeed, with distinct ids and a node
+    each, the rest refused for AI CPUs; the state is whole and no temporary file is left."""
     env = {**os.environ, "NPU_SMI_STATE": str(p310.state), "NPU_SMI_DEV_ROOT": str(p310.root)}
-    procs = [subprocess.Popen([sys.executable, str(TOOL), "set", "-t", "create-vnpu", "-i", "0", "-c", "0", "-f",
-                               "vir01"], stdout=subprocess.PIPE, text=True, env=env) for _ in range(10)]
+    procs = [subprocess.Popen([sys.executable, str(TOOL), *CREATE, "-f", "vir01"], stdout=subprocess.PIPE, text=True,
+                              env=env) for _ in range(10)]
     codes = [p.wait(timeout=60) for p in procs]
     for p in procs:
         p.stdout.close()  # type: ignore[union-attr]
-    assert sorted(codes) == [0] * 8 + [1] * 2, codes
+    assert sorted(codes) == [0] * 7 + [npusmi.NOT_SUPPORT] * 3, codes
     ids = sorted(i for i, _t in p310.vnpus())
-    assert ids == list(range(100, 108))
+    assert ids == list(range(100, 107))
     assert sorted(p310.nodes()) == sorted(f"vdavinci{i}" for i in ids)
     assert not [p for p in p310.root.iterdir() if p.name.endswith(".tmp")]
 
@@ -192,7 +251,6 @@ def test_installed_tool_needs_no_env(p310: Host) -> None:
     """install(): an npu-smi a driver can run with an empty environment and a fixed argv."""
     tool = p310.root / "usr/local/bin/npu-smi"
     npusmi.install(tool, p310.state, p310.root)
-    r = subprocess.run([str(tool), "set", "-t", "create-vnpu", "-i", "0", "-c", "0", "-f", "vir04"],
-                       capture_output=True, text=True, env={}, timeout=60)
+    r = subprocess.run([str(tool), *CREATE, "-f", "vir04"], capture_output=True, text=True, env={}, timeout=60)
     assert r.returncode == 0 and "Create vnpu success" in r.stdout, (r.stdout, r.stderr)
     assert p310.vnpus() == [(100, "vir04")] and set(p310.nodes()) == {"vdavinci100"}

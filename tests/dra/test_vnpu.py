@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 from click.testing import CliRunner
@@ -33,12 +33,13 @@ LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 class NpuNode:
     """Four 310P chips (one per card), their static spec, the stand-in npu-smi as the node's tool."""
 
-    def __init__(self, root: Path, sockets: Path, static_vnpus: Dict[int, str] = {}) -> None:
+    def __init__(self, root: Path, sockets: Path, static_vnpus: Dict[int, str] = {},
+                 chips: Optional[List[Dict[str, Any]]] = None, phy_column: bool = False) -> None:
         self.root = root
         self.host = fakehost.ascend(root, cards=4, pci_device="0xd500")
         self.state = root / "npu-smi.json"
-        npusmi.init_state(self.state, [{"card": i, "chip": 0, "name": "310P3"} for i in range(4)],
-                          fakehost.NPU_MAJOR)
+        npusmi.init_state(self.state, chips or [{"card": i, "chip": 0, "name": "310P3"} for i in range(4)],
+                          fakehost.NPU_MAJOR, phy_column)
         self.tool = root / "usr/local/bin/npu-smi"  # the default: the data's tool in the driver root
         self.tool.unlink()
         npusmi.install(self.tool, self.state, root)
@@ -108,20 +109,20 @@ def published(kube: FakeKube) -> Dict[str, Any]:
 
 
 def test_counters_and_partitions_published(npu: NpuNode) -> None:
-    """Per chip a counter set of its AI cores and memory (8 parts: the 310P templates take eighths),
-    the chip consuming all of it, a device per template instance that fits (8 vir01, 4 vir02 ...,
-    2 vir04), each naming its template and chip; counters in a slice of their own, at most 64
-    devices a slice (the API's limits)."""
+    """Per chip a counter set of every budget npu-smi checks (AI cores, AI CPUs, the media engines) and
+    its memory (8 parts: the 310P templates take eighths), the chip consuming all of it, a device per
+    template instance that fits (7 vir01, 3 vir02 ..., 1 vir04), each naming its template and chip;
+    counters in a slice of their own, at most 64 devices a slice (the API's limits)."""
     kube = FakeKube()
     d = npu.daemon(kube)
     try:
         got = published(kube)
-        assert got["sets"] == {f"chip-{i}": {"aicore": {"value": "8"}, "memory-parts": {"value": "8"}}
-                               for i in range(4)}
+        chip = {k: {"value": v} for k, v in (("aicore", "8"), ("aicpu", "7"), ("jpegd", "16"), ("jpege", "8"),
+                                                 ("memory-parts", "8"), ("vdec", "12"), ("venc", "3"), ("vpc", "12"))}
+        assert got["sets"] == {f"chip-{i}": chip for i in range(4)}
         devs = got["devices"]
-        assert len(devs) == 4 * 25 and all(LABEL.match(n) for n in devs)
-        assert devs["2"]["consumesCounters"] == [{"counterSet": "chip-2", "counters": {
-            "aicore": {"value": "8"}, "memory-parts": {"value": "8"}}}]
+        assert len(devs) == 4 * 21 and all(LABEL.match(n) for n in devs)
+        assert devs["2"]["consumesCounters"] == [{"counterSet": "chip-2", "counters": chip}]
         assert devs["2"]["attributes"]["index"] == {"int": 2}
         keys = {frozenset(dev["attributes"]) for dev in devs.values()}  # a selector never meets a missing key
         assert len(keys) == 1 and {"type", "index", "uuid", "template", "parentChip"} <= next(iter(keys)), keys
@@ -135,17 +136,17 @@ def test_counters_and_partitions_published(npu: NpuNode) -> None:
                     "string": "vnpu"}
                 assert dev["attributes"]["index"] == {"int": int(chip)} and dev["attributes"]["uuid"] == {"string": ""}
                 per.setdefault(dev["attributes"]["template"]["string"], []).append(n)
-        assert {t: len(v) for t, v in per.items()} == {"vir01": 32, "vir02": 16, "vir02_1c": 16, "vir04": 8,
-                                                      "vir04_3c": 8, "vir04_3c_ndvpp": 8, "vir04_4c_dvpp": 8}
+        assert {t: len(v) for t, v in per.items()} == {"vir01": 28, "vir02": 12, "vir02_1c": 16, "vir04": 4,
+                                                      "vir04_3c": 8, "vir04_3c_ndvpp": 8, "vir04_4c_dvpp": 4}
         assert devs["1-vir04-3c-ndvpp-1"]["consumesCounters"] == [{"counterSet": "chip-1", "counters": {
-            "aicore": {"value": "4"}, "memory-parts": {"value": "4"}}}]
-        assert devs["0-vir01-7"]["attributes"]["model"] == {"string": "Ascend310P"}
+            "aicore": {"value": "4"}, "aicpu": {"value": "3"}, "memory-parts": {"value": "4"}}}]  # no media: none
+        assert devs["0-vir01-6"]["attributes"]["model"] == {"string": "Ascend310P"}
         for s in kube.slices.values():
             assert not (s["spec"].get("devices") and s["spec"].get("sharedCounters")), s["metadata"]["name"]
             assert len(s["spec"].get("devices") or []) <= 64 and len(s["spec"].get("sharedCounters") or []) <= 8
             assert s["spec"]["pool"]["resourceSliceCount"] == len(kube.slices) == 3
         st = d.drivers[KIND].status()  # what doctor compares with the specs: the cards, by CDI name
-        assert st["devices"] == {str(i): f"{KIND}={i}" for i in range(4)} and st["partitions"] == 96, st
+        assert st["devices"] == {str(i): f"{KIND}={i}" for i in range(4)} and st["partitions"] == 80, st
     finally:
         d.close()
 
@@ -156,7 +157,7 @@ def test_prepare_makes_the_vnpu_and_its_spec_unprepare_destroys(npu: NpuNode) ->
     mounts; a second call answers the same without running the tool; unprepare destroys it."""
     kube = FakeKube()
     kube.add_claim("ns", "a", "uid-a", [result("0-vir02-0")])
-    kube.add_claim("ns", "b", "uid-b", [result("0-vir04-1")])
+    kube.add_claim("ns", "b", "uid-b", [result("0-vir04-0")])
     static = {p: p.read_bytes() for p in npu.spec_dir.iterdir()}
     d = npu.daemon(kube)
     try:
@@ -195,14 +196,15 @@ def test_tool_refusal_leaves_nothing(npu: NpuNode) -> None:
     """The tool refuses (chip 3's AI cores taken by vNPUs the driver did not make): the claim gets the
     tool's line, and no checkpoint entry, spec or vNPU of it is left."""
     npu.npu_smi("set", "-t", "create-vnpu", "-i", "3", "-c", "0", "-f", "vir04", "-v", "148")
-    npu.npu_smi("set", "-t", "create-vnpu", "-i", "3", "-c", "0", "-f", "vir04", "-v", "149")
+    npu.npu_smi("set", "-t", "create-vnpu", "-i", "3", "-c", "0", "-f", "vir04_3c", "-v", "149")
     kube = FakeKube()
     kube.add_claim("ns", "a", "uid-a", [result("3-vir02-0")])
     d = npu.daemon(kube)
     try:
         (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
-        assert devices == [] and "Not enough AI cores left on device 3 chip 0" in error, error
-        assert npu.vnpus() == {148: "vir04", 149: "vir04"} and npu.claim_specs() == {}
+        assert devices == [] and error.endswith(
+            ": Insufficient number of cores available, unallocated cores number:0.000000. (exit status 217)"), error
+        assert npu.vnpus() == {148: "vir04", 149: "vir04_3c"} and npu.claim_specs() == {}
         assert "uid-a" not in json.loads(Path(d.drivers[KIND].cp_path).read_text())["claims"]
     finally:
         d.close()
@@ -258,7 +260,7 @@ def test_static_vnpu_chip_offered_neither_whole_nor_partitioned(host_root: Path,
             "type": {"string": "vnpu"}, "index": {"int": 1}, "template": {"string": ""},
             "parentChip": {"string": "1"}}  # its chip's, as a partition says; the tool's template is not read
         assert {frozenset(dev["attributes"]) for dev in devs.values()} == {frozenset(devs["0"]["attributes"])}
-        assert {"0", "2", "3", "0-vir04-1"} <= set(devs)
+        assert {"0", "2", "3", "0-vir04-0"} <= set(devs)
         assert set(published(kube)["sets"]) == {"chip-0", "chip-2", "chip-3"}
         (devices, error), = prepare(d, ("ns", "whole", "uid-w")).values()
         assert devices == [] and "device 1 is not on this node any more" in error, error
@@ -320,11 +322,11 @@ def test_910b_memory_counter_in_mib_as_the_api_writes_it() -> None:
              "2": DeviceInfo("2", f"{KIND}=2", index=2)}
     tool = {0: partitioned.ToolChip(3, 0, 0, "910B3"), 1: partitioned.ToolChip(4, 0, 1, "910C9")}
     got = partitioned.expand(chips, tool, parts)
-    assert got["0"].counters == ("chip-0", (("aicore", "20"), ("memory", "64Gi")))
+    assert got["0"].counters == ("chip-0", (("aicore", "20"), ("aicpu", "7"), ("memory", "64Gi")))
     assert got["1"] == chips["1"] and got["2"] == chips["2"]
     made = [n for n in got if n.startswith("0-")]
     assert made == [f"0-vir05-1c-16g-{i}" for i in range(4)] + [f"0-vir10-3c-32g-{i}" for i in range(2)]
-    assert got["0-vir10-3c-32g-1"].consumes == ("chip-0", (("aicore", "10"), ("memory", "32Gi")))
+    assert got["0-vir10-3c-32g-1"].consumes == ("chip-0", (("aicore", "10"), ("aicpu", "3"), ("memory", "32Gi")))
     assert got["0-vir10-3c-32g-1"].tool_ids == (3, 0, 100, 116)
 
 
@@ -346,4 +348,42 @@ def test_vnpus_of_an_earlier_boot_destroyed(npu: NpuNode) -> None:
         assert any("vNPU 132 of claim ns/a, made on an earlier boot: destroyed" in x for x in npu.logs), npu.logs
         assert "2" in published(kube)["devices"]
     finally:
+        d.close()
+
+
+def test_refusal_with_exit_0_is_a_refusal(npu: NpuNode) -> None:
+    """In VM vnpu-mode npu-smi prints one line and exits 0 (no Status): the claim gets that line, nothing
+    is left of it."""
+    npu.npu_smi("set", "-t", "vnpu-mode", "-d", "1")
+    kube = FakeKube()
+    kube.add_claim("ns", "a", "uid-a", [result("0-vir02-0")])
+    d = npu.daemon(kube)
+    try:
+        (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
+        said = "The vnpu is not in docker mode, does not support setting create-vnpu. (exit status 0)"
+        assert devices == [] and error.endswith(f"-f vir02 -v 100: {said}"), error
+        assert npu.vnpus() == {} and npu.claim_specs() == {}
+        assert "uid-a" not in json.loads(Path(d.drivers[KIND].cp_path).read_text())["claims"]
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("phy_column", [False, True])
+def test_phy_ids_apart_from_logic_ids(host_root: Path, sockets: Path, phy_column: bool) -> None:
+    """A host whose logic ids run backwards from the phy ids (the N of /dev/davinciN): each chip's
+    partitions carry the card and chip the tool gives that phy id (info -m's Chip Phy-ID column, else
+    phyid-remap), and the vNPU id range of that phy id; the vNPU is made on the right chip."""
+    chips = [{"card": 3 - i, "chip": 0, "name": "310P3", "phy_id": i, "logic_id": 3 - i} for i in range(4)]
+    npu = NpuNode(host_root, sockets, chips=chips, phy_column=phy_column)
+    kube = FakeKube()
+    kube.add_claim("ns", "a", "uid-a", [result("1-vir02-0")])
+    d = npu.daemon(kube)
+    try:
+        assert d.drivers[KIND].devices["1-vir02-0"].tool_ids == (2, 0, 116, 124)
+        (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
+        assert error == "" and devices[0]["vnpu"] == {"card": 2, "chip": 0, "template": "vir02", "id": 116}
+        by_card = {c["card"]: [v["id"] for v in c["vnpus"]] for c in json.loads(npu.state.read_text())["chips"]}
+        assert by_card == {3: [], 2: [116], 1: [], 0: []}
+    finally:
+        d.drivers[KIND].unprepare([("ns", "a", "uid-a")])
         d.close()

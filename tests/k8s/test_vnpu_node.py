@@ -4,11 +4,14 @@ chips' counters, the real kubelet calling the driver, containerd starting contai
 claim-scoped CDI specs the driver writes; four fake 310P chips and the stand-in npu-smi
 (tests/support/npusmi.py) installed as the node's tool (<driver root>/usr/local/bin/npu-smi).
 
-What a user would check: two claims (vir02, vir04) on one chip both run, each container sees
-exactly its own vNPU as /dev/davinci<id>; a third that would exceed the chip's AI cores stays
-Pending with the scheduler's reason, and runs once one pod is gone; with every pod gone the tool
-holds no vNPU and no claim-scoped spec is left; a driver killed (SIGKILL) while the tool has made
-a vNPU and not yet returned leaves no orphan after its restart, and the pod runs; a chip with a
+What a user would check: the vendor's recommended mixes (vir04 + vir04_3c, vir04 + vir02 +
+vir02_1c) on one chip all run, each container sees exactly its own vNPU as /dev/davinci<id>; a
+mix npu-smi refuses (two vir04, eight vir01, vir04_4c_dvpp beside a DVPP template) stays
+unallocated at scheduling and never reaches the driver; a refusal npu-smi prints with exit 0
+reaches the pod's prepare event in its words; a host whose phy ids differ from its logic ids gets
+vNPUs on the right chip; with every pod gone the tool holds no vNPU and no claim-scoped spec is
+left; a driver killed (SIGKILL) while the tool has made a vNPU and not yet returned leaves no
+orphan after its restart, and the pod runs; a chip with a
 static vNPU carved is not offered whole by the device plugin or the DRA driver; a selector on
 `index` or `template` needs no `"key" in` guard (every device carries every key).
 """
@@ -36,7 +39,7 @@ from xpu_cdi.dra import claimspec
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 DRIVER = "huawei.com"
 CLASS = "npu.huawei.com"
-DRA_DEVICES = 4 * 25  # per 310P chip: itself, 8 vir01, 4 vir02, 4 vir02_1c, 2 of each vir04 template
+DRA_DEVICES = 4 * 21  # per 310P chip: itself, 7 vir01, 3 vir02, 4 vir02_1c, 1 vir04, 2 vir04_3c(_ndvpp), 1 _dvpp
 #: what a vNPU pod prints of the NPU nodes it has, then stays running
 SCRIPT = (f"for n in /dev/davinci*; do echo present $n; (echo x > $n) 2>&1; done; echo {nodekit.DONE}; "
           f"exec sleep 2147483647")
@@ -154,21 +157,25 @@ def test_device_plugin_withholds_a_carved_chip(node: Cluster, cards: Cards, stan
 
 
 def test_partitions_published(node: Cluster, driver: DraDriver) -> None:
-    """A counter set per chip (AI cores, memory in eighths) in a slice of its own; the chips and their
-    partitions in slices of at most 64, accepted by the API server as they are."""
+    """A counter set per chip (every budget npu-smi checks: AI cores, AI CPUs, the five media engines;
+    memory in eighths) in a slice of its own; the chips and their partitions in slices of at most 64,
+    accepted by the API server as they are."""
     slices = driver.slices()
     sets = {c["name"]: c["counters"] for s in slices for c in s["spec"].get("sharedCounters") or []}
-    assert sets == {f"chip-{i}": {"aicore": {"value": "8"}, "memory-parts": {"value": "8"}} for i in range(4)}, sets
+    chip = {k: {"value": v} for k, v in (("aicore", "8"), ("aicpu", "7"), ("jpegd", "16"), ("jpege", "8"),
+                                         ("memory-parts", "8"), ("vdec", "12"), ("venc", "3"), ("vpc", "12"))}
+    assert sets == {f"chip-{i}": chip for i in range(4)}, sets
     devices = driver.devices()
     assert len(devices) == DRA_DEVICES and all(len(s["spec"].get("devices") or []) <= 64 for s in slices)
-    assert devices["0-vir04-1"]["attributes"]["template"] == {"string": "vir04"}
-    assert devices["0-vir04-1"]["consumesCounters"] == [{"counterSet": "chip-0", "counters": {
-        "aicore": {"value": "4"}, "memory-parts": {"value": "4"}}}]
+    assert devices["0-vir04-0"]["attributes"]["template"] == {"string": "vir04"}
+    assert devices["0-vir04-0"]["consumesCounters"] == [{"counterSet": "chip-0", "counters": {
+        k: {"value": v} for k, v in (("aicore", "4"), ("aicpu", "4"), ("jpegd", "8"), ("jpege", "4"),
+                                     ("memory-parts", "4"), ("vdec", "6"), ("venc", "2"), ("vpc", "6"))}}]
 
 
 def test_selectors_need_no_guard(node: Cluster, driver: DraDriver, pods: List[str]) -> None:
     """Every device carries the same attribute keys: the real scheduler evaluates a selector on
-    `index` (which partitions carry as their chip's) and `type` against all 100 devices without
+    `index` (which partitions carry as their chip's) and `type` against all 84 devices without
     "no such key", and gives chip 2 whole; the template selectors of the other tests test no key either."""
     attrs = f'device.attributes["{DRIVER}"]'
     keys = {frozenset(d["attributes"]) for d in driver.devices().values()}
@@ -182,31 +189,114 @@ def test_selectors_need_no_guard(node: Cluster, driver: DraDriver, pods: List[st
     nodekit.wait_gone(node, name)
 
 
-def test_vir02_and_vir04_share_a_chip(node: Cluster, driver: DraDriver, standin: StandIn,
-                                      pods: List[str]) -> None:
-    """vir02 and vir04 on chip 0 both run, each container with its own vNPU; a second vir04 on chip 0
-    (AI cores 2 + 4 + 4 > 8) stays Pending with the scheduler's reason until the vir02 pod is gone;
+def test_vendors_mixes_share_a_chip(node: Cluster, driver: DraDriver, standin: StandIn,
+                                    pods: List[str]) -> None:
+    """The vendor's recommended mixes (mind-cluster's guide): vir04 + vir04_3c on chip 0 and vir04 + vir02 +
+    vir02_1c on chip 1 all run, each container with its own vNPU; a vir01 on chip 0 (its AI cores and
+    AI CPUs taken) stays Pending with the scheduler's reason until the vir04_3c pod is gone, then runs;
     with every pod gone the tool holds no vNPU and no claim-scoped spec is left."""
-    outs = [vnpu_pod(node, pods, "vir02", vnpu_template(node, "vir02", 0)),
-            vnpu_pod(node, pods, "vir04", vnpu_template(node, "vir04", 0))]
+    mixes = [("vir04", 0), ("vir04_3c", 0), ("vir04", 1), ("vir02", 1), ("vir02_1c", 1)]
+    outs = [vnpu_pod(node, pods, t.replace("_", "-"), vnpu_template(node, t, chip)) for t, chip in mixes]
     ids = [made_for(driver, node, p) for p in pods]
     for out, i in zip(outs, ids):
         check_own_vnpu(out, i)
-    assert standin.vnpus() == {ids[0]: "vir02", ids[1]: "vir04"} and set(ids) <= set(range(100, 108))
+    assert standin.vnpus() == {i: t for i, (t, _c) in zip(ids, mixes)}
+    assert set(ids[:2]) <= set(range(100, 108)) and set(ids[2:]) <= set(range(116, 124)), ids
     assert sorted(claimspec.listed(str(node.cdi_dir), DRIVER)) == sorted(
         pod_claim(node, p)["metadata"]["uid"] for p in pods)
-    third = vnpu_pod(node, pods, "third", vnpu_template(node, "vir04", 0), wait=False)
-    cond = node.wait(lambda: unschedulable(node, third), 60, "the third pod's verdict")
+    late = vnpu_pod(node, pods, "vir01", vnpu_template(node, "vir01", 0), wait=False)
+    cond = node.wait(lambda: unschedulable(node, late), 60, "the vir01 pod's verdict")
     assert "cannot allocate all claims" in cond["message"], cond
-    assert len(standin.vnpus()) == 2
-    nodekit.wait_gone(node, pods[0])
-    node.wait_pod_phase(third, "Running", 120)
-    out = node.wait(lambda: (lambda o: o if nodekit.DONE in o else None)(node.logs(third)), 60, "its output")
-    check_own_vnpu(out, made_for(driver, node, third))
-    assert sorted(standin.vnpus().values()) == ["vir04", "vir04"]
-    nodekit.wait_gone(node, *pods[1:])
+    assert len(standin.vnpus()) == 5
+    nodekit.wait_gone(node, pods[1])
+    node.wait_pod_phase(late, "Running", 120)
+    out = node.wait(lambda: (lambda o: o if nodekit.DONE in o else None)(node.logs(late)), 60, "its output")
+    check_own_vnpu(out, made_for(driver, node, late))
+    assert sorted(t for i, t in standin.vnpus().items() if i < 108) == ["vir01", "vir04"]
+    nodekit.wait_gone(node, *pods)
     node.wait(lambda: no_leftovers(node, standin), 60, "no vNPU and no claim-scoped spec left")
     assert not driver.checkpoint()
+
+
+def held(cluster: Cluster, driver: DraDriver, pod: str) -> None:
+    """*pod* stays unallocated at scheduling and never reaches prepare: the scheduler's reason (it names
+    no counter: kube-scheduler 1.37 logs "Insufficient counters" only at -v=7), no allocation, nothing
+    in the driver's checkpoint or log for its claim."""
+    cond = cluster.wait(lambda: unschedulable(cluster, pod), 60, f"{pod}'s verdict")
+    assert "cannot allocate all claims" in cond["message"], cond
+    claim = pod_claim(cluster, pod)
+    assert not claim.get("status", {}).get("allocation"), claim
+    assert claim["metadata"]["uid"] not in driver.checkpoint() and claim["metadata"]["name"] not in driver.text()
+
+
+def test_refused_mixes_stay_unallocated(node: Cluster, driver: DraDriver, standin: StandIn,
+                                        pods: List[str]) -> None:
+    """What npu-smi refuses, the scheduler does not allocate: a second vir04 beside a vir04 (8 AI CPUs of
+    7) on chip 2; an eighth vir01 beside seven on chip 3 (AI CPUs); a vir02_1c beside vir04_4c_dvpp
+    (every media engine taken) on chip 2 once the vir04 is gone.  The tool is never asked."""
+    vnpu_pod(node, pods, "vir04", vnpu_template(node, "vir04", 2))
+    held(node, driver, vnpu_pod(node, pods, "vir04b", vnpu_template(node, "vir04", 2), wait=False))
+    attrs = f'device.attributes["{DRIVER}"]'
+    MADE.append(claim_template(node, {"count": 7, "selectors": [{"cel": {"expression": (
+        f'{attrs}.template == "vir01" && {attrs}.parentChip == "3"')}}]}, request="npu", device_class=CLASS))
+    out = vnpu_pod(node, pods, "seven", MADE[-1])
+    assert out.count("present /dev/davinci1") == 7, out  # /dev/davinci148 .. 154
+    held(node, driver, vnpu_pod(node, pods, "eighth", vnpu_template(node, "vir01", 3), wait=False))
+    nodekit.wait_gone(node, *pods)
+    pods.clear()
+    vnpu_pod(node, pods, "dvpp", vnpu_template(node, "vir04_4c_dvpp", 2))
+    held(node, driver, vnpu_pod(node, pods, "media", vnpu_template(node, "vir02_1c", 2), wait=False))
+    assert list(standin.vnpus().values()) == ["vir04_4c_dvpp"]
+    nodekit.wait_gone(node, *pods)
+    node.wait(lambda: no_leftovers(node, standin), 60, "no vNPU and no claim-scoped spec left")
+
+
+def prepare_event(cluster: Cluster, pod: str) -> str:
+    """The message of kubelet's FailedPrepareDynamicResources event on *pod*, once there is one."""
+    items = cluster.get("events", "--field-selector",
+                        f"involvedObject.name={pod},reason=FailedPrepareDynamicResources")["items"]
+    return items[0]["message"] if items else ""
+
+
+def test_refusal_with_exit_0_reaches_the_event(node: Cluster, driver: DraDriver, standin: StandIn,
+                                               pods: List[str]) -> None:
+    """In VM vnpu-mode npu-smi refuses with one line and exit 0: the pod's prepare event carries that
+    line; with the mode back kubelet's retry runs the pod."""
+    standin.run("set", "-t", "vnpu-mode", "-d", "1")
+    try:
+        name = vnpu_pod(node, pods, "vmmode", vnpu_template(node, "vir02", 1), wait=False)
+        msg = node.wait(lambda: prepare_event(node, name), 120, "the prepare event")
+        assert "The vnpu is not in docker mode, does not support setting create-vnpu. (exit status 0)" in msg, msg
+        assert not standin.vnpus()
+    finally:
+        standin.run("set", "-t", "vnpu-mode", "-d", "0")
+    node.wait_pod_phase(name, "Running", 180)
+    nodekit.wait_gone(node, name)
+    node.wait(lambda: no_leftovers(node, standin), 60, "no vNPU and no claim-scoped spec left")
+
+
+def test_phy_ids_apart_from_logic_ids(node: Cluster, driver: DraDriver, standin: StandIn,
+                                      pods: List[str]) -> None:
+    """A host whose cards and logic ids run backwards from the phy ids (/dev/davinciN): a vir02 on chip 1
+    (/dev/davinci1) is made on the card the tool gives phy id 1, with an id of phy 1's range."""
+    def chips(reverse: bool) -> List[Dict[str, Any]]:
+        return [{"card": 3 - i if reverse else i, "chip": 0, "name": "310P3", "phy_id": i,
+                 "logic_id": 3 - i if reverse else i} for i in range(4)]
+
+    npusmi.init_state(standin.state, chips(True), fakehost.NPU_MAJOR)
+    try:
+        driver.restart()
+        out = vnpu_pod(node, pods, "phy1", vnpu_template(node, "vir02", 1))
+        vnpu_id = made_for(driver, node, pods[-1])
+        check_own_vnpu(out, vnpu_id)
+        assert vnpu_id in range(116, 124), vnpu_id
+        on = {c["card"]: [v["id"] for v in c["vnpus"]] for c in json.loads(standin.state.read_text())["chips"]}
+        assert on == {3: [], 2: [vnpu_id], 1: [], 0: []}, on
+    finally:  # the vNPU destroyed on the host it was made on, before that host changes back
+        nodekit.wait_gone(node, *pods)
+        node.wait(lambda: no_leftovers(node, standin), 60, "no vNPU and no claim-scoped spec left")
+        npusmi.init_state(standin.state, chips(False), fakehost.NPU_MAJOR)
+        driver.restart()
 
 
 def test_kill_between_create_and_spec(node: Cluster, driver: DraDriver, standin: StandIn,

@@ -1,40 +1,48 @@
 #!/usr/bin/env python3
 """A stand-in for Huawei's ``npu-smi``, its vNPU commands only, for tests on hosts with no NPU.
 
-What it implements (syntax from mind-cluster's virtual-instance guide; docs/vendors.md,
-"Ascend vNPU templates", has every source):
+Written from the vendor's own source and docs, never from this project's data (a stand-in that
+shares the product's assumptions cannot find their mistakes).  Sources, shortened below:
 
-    npu-smi set -t create-vnpu -i CARD -c CHIP -f TEMPLATE [-v VNPU_ID] [-g VGROUP_ID]
-    npu-smi set -t destroy-vnpu -i CARD -c CHIP -v VNPU_ID
-    npu-smi info -t info-vnpu -i CARD -c CHIP
-    npu-smi info -m                          (the card, chip and logic id of each chip)
-    npu-smi set -t vnpu-mode -d 0|1          npu-smi info -t vnpu-mode
-    npu-smi set -t vnpu-cfg-recover -d 0|1   npu-smi info -t vnpu-cfg-recover
+* **npucli** -- the npu-smi source in a public mirror of the Ascend driver tree on GitHub
+  (found by searching its code for ``check_create_vnpu_param``), by function:
+  ``set_chip_create_vdevice``, ``check_create_vnpu_param``, ``set_chip_create_vdevice_for_310P_910``,
+  ``set_chip_destroy_vdevice_for_310P_910``, ``get_valid_vdev_id``, ``print_vnpu_mode_check_result``
+  (declared in ``npu_set_print.h``), ``print_mapping_info``, ``print_mapping_info_910_93``, the
+  phyid-remap printer (``dcmi_get_device_logicid_from_phyid``), ``check_vdev_template_param`` /
+  ``set_create_vdev_param``; the error codes of ``npu_error_code.h``'s neighbour header
+  (``NPU_ERR_CODE_BASE`` -9000: INVALID_PARAMETER -9001, INNER_ERR -9005, NOT_SUPPORT -9255;
+  ``dcmi_to_npu_error_code`` falls back to INNER_ERR).  The exit status is their low byte (215, 211,
+  217): the issue's report of 217 and 215 matches, ``main`` itself was not read.
+* **DCMI** -- the same tree's ``dcmi_virtual_intf``-side tables ``g_310p_24G_template``,
+  ``g_310p_48G_template``, ``g_910_16G_template``, ``g_910_32G_template``, ``g_910B_bin{0,1,2}_template``
+  (AI cores, memory MB, AI CPUs, VPC, VENC, VDEC, JPEGD, JPEGE per template).
+* **MC** -- mind-cluster ``docs/zh/scheduling/usage/virtual_instance.md`` (commands, id ranges,
+  vGroups, info-vnpu, vnpu-mode, vnpu-cfg-recover, success lines).
+* **HA-ts** -- hiascend troubleshooting_0194 (the 310P chip's totals: 8 AI cores, 7 AI CPUs, VPC 12,
+  VDEC 12, JPEGD 16, JPEGE 8, VENC 3).
 
-Templates and what they take are the project's data (src/xpu_cdi/profiles/partitions/ascend.yaml).
-It refuses, with ``Status : Error`` and a ``Message :`` line on stdout and exit 1: an unknown
-card or chip, a template the chip does not support, a vNPU that does not fit what is left (AI
-cores, memory, the 310P's vGroups), a vNPU id outside the chip's range or already used on the
-host, destroying a vNPU that does not exist or that a process holds open.  A create makes
-``/dev/vdavinci<id>`` (a char node of the state's fake major) under the fake dev root; a destroy
-removes it.  State: the JSON file ``$NPU_SMI_STATE`` (made by :func:`init_state`), written
-atomically under a lock (``<state>.lock``), so concurrent calls serialise.  Env:
-``NPU_SMI_STATE`` (required), ``NPU_SMI_DEV_ROOT`` (default ``/``); :func:`install` writes an
-``npu-smi`` that sets both, for callers that pass no env.
+Commands: ``set -t create-vnpu -i CARD -c CHIP -f TEMPLATE [-v ID] [-g VGROUP]``,
+``set -t destroy-vnpu -i CARD -c CHIP -v ID``, ``info -t info-vnpu -i CARD -c CHIP``, ``info -m``,
+``info -t phyid-remap -p PHY``, ``set/info -t vnpu-mode``, ``set/info -t vnpu-cfg-recover``.
 
-What only hardware can show, untested here:
-- the real wording, spacing and exit codes of refusals (the vendor documents only the success
-  lines; the stand-in's refusal lines are its own);
-- the meaning of the info-vnpu Status column and Container ID (shown 0 / 1 when a process
-  holds the node, and 000000000000), and whether media engines, AI CPUs and memory are printed
-  for a chip (shown NA where the vendor's figure shows NA);
-- whether AI CPUs and media engines are a budget (the 310P's table gives more per template than
-  the chip's total: they are not enforced), and which mixes of templates a chip refuses (HAMi
-  issue 1851 reports 910B2 refusing halves beside quarters: not enforced);
-- the exact columns of ``info -m`` (the stand-in prints NPU ID, Chip ID, Chip Logic ID, Chip Name
-  and an MCU row per card) and whether a chip's logic id is its /dev/davinci number;
-- the vdavinci node's real major and minor, the driver's ``/dev/davinci<id>`` view inside a
-  container, vnpu-cfg-recover across a reboot, VM mode.
+A create makes ``/dev/vdavinci<id>`` (a char node of the state's fake major) under the fake dev
+root; a destroy removes it.  State: the JSON file ``$NPU_SMI_STATE`` (:func:`init_state`), written
+atomically under a lock, so concurrent calls serialise.  Env: ``NPU_SMI_STATE`` (required),
+``NPU_SMI_DEV_ROOT`` (default ``/``); :func:`install` writes an ``npu-smi`` that sets both.
+
+Not found in the sources, so the stand-in's own choice (unconfirmed on hardware):
+- the exit status of a driver failure (``create vnpu failed.``, ``destroy vnpu N failed.``): npucli
+  returns ``dcmi_to_npu_error_code`` of the driver's code, which the source does not show for these
+  cases; the stand-in exits 211 (INNER_ERR, the mapping's fallback);
+- which driver failure the memory, vGroup and id checks give (all ``create vnpu failed.``);
+- the chip's media totals on 910B (the DCMI tables give only each template's share): 910B4's
+  are its ``_m`` template's (MC: ``m`` = all media engines), the others' two of the half template;
+  AI CPU totals on 910B (HAMi's device configmap: 6 on 910B1/B2, 7 else);
+- the exact line ``Error parameter of -f`` for an unknown template (check_vdev_template_param
+  returns INVALID_PARAMETER; the printing caller was not found);
+- info-vnpu's Status / Container ID columns, vdavinci majors and minors, vnpu-cfg-recover across a
+  reboot, VM mode beyond its refusal; the A3 (910_93) templates (no DCMI table found: not made).
 """
 
 from __future__ import annotations
@@ -42,31 +50,110 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import stat
 import sys
-from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-from xpu_cdi import partitions  # noqa: E402  (the source tree's, for any python3 with pyyaml)
-
-UNSPECIFIED = 4294967295  # -v value meaning "no id given"
+UNSPECIFIED = 4294967295  # -v value meaning "no id given" (MC)
 MINOR_BASE = 1000  # vdavinci<id> is minor MINOR_BASE + id: clear of the fake cards' and control nodes' minors
+
+# npucli npu_error_code.h: NPU_ERR_CODE_BASE - n; main's return value, so the exit status is its low byte
+INVALID_PARAMETER = -9001 & 0xFF  # 215
+INNER_ERR = -9005 & 0xFF  # 211
+NOT_SUPPORT = -9255 & 0xFF  # 217
+MEDIA = ("vpc", "venc", "vdec", "jpegd", "jpege")  # check_create_vnpu_param's order
+
+
+class T(NamedTuple):
+    """One DCMI template row (dcmi_computing_template): AI cores, memory MB, AI CPUs, media engines."""
+
+    aic: int
+    mem: int
+    aicpu: int
+    vpc: int = 0
+    venc: int = 0
+    vdec: int = 0
+    jpegd: int = 0
+    jpege: int = 0
+
+
+# DCMI g_310p_24G_template / g_310p_48G_template (the 48G rows double the memory)
+_310P = {"vir01": (1, 1, 1, 0, 1, 2, 1), "vir02": (2, 2, 3, 1, 3, 4, 2), "vir02_1c": (2, 1, 3, 0, 3, 4, 2),
+         "vir04": (4, 4, 6, 2, 6, 8, 4), "vir04_3c": (4, 3, 6, 1, 6, 8, 4), "vir04_3c_ndvpp": (4, 3, 0, 0, 0, 0, 0),
+         "vir04_4c_dvpp": (4, 4, 12, 3, 12, 16, 8)}
+
+
+def _p310(mem_per_core: int) -> Dict[str, T]:
+    return {n: T(a, mem_per_core * a, c, *m) for n, (a, c, *m) in _310P.items()}
+
+
+TABLES: Dict[str, Dict[str, T]] = {
+    "310P-24G": _p310(0xC00), "310P-48G": _p310(0x1800),
+    # g_910_32G_template / g_910_16G_template (media not checked on 910: check_create_vnpu_param)
+    "910-32G": {"vir02": T(2, 0x800, 1), "vir04": T(4, 0x1000, 1), "vir08": T(8, 0x2000, 3), "vir16": T(16, 0x4000, 7)},
+    "910-16G": {"vir02": T(2, 0x400, 1), "vir04": T(4, 0x800, 1), "vir08": T(8, 0x1000, 3), "vir16": T(16, 0x2000, 7)},
+    # g_910B_bin0_template (24 cores), bin1 (20 cores, 64 GB), bin2 (20 cores, 32 GB)
+    "910B-bin0": {"vir12_3c_32g": T(12, 0x7800, 3, 5, 0, 1, 14, 2), "vir06_1c_16g": T(6, 0x3C00, 1, 2, 0, 0, 7, 1)},
+    "910B-bin1": {"vir10_3c_32g": T(10, 0x7800, 3, 4, 0, 1, 12, 2), "vir05_1c_16g": T(5, 0x3C00, 1, 2, 0, 0, 6, 1)},
+    "910B-bin2": {"vir10_3c_16g": T(10, 0x3800, 3, 4, 0, 1, 12, 2), "vir10_4c_16g_m": T(10, 0x3800, 4, 9, 0, 2, 24, 4),
+                  "vir10_3c_16g_nm": T(10, 0x3800, 3), "vir05_1c_8g": T(5, 0x1C00, 1, 2, 0, 0, 6, 1)},
+}
+
+
+class Chip(NamedTuple):
+    """A chip model as the stand-in knows it: its family, template table and totals (free when empty)."""
+
+    family: str  # "310P", "910", "910B": npu_get_chip_type
+    table: str
+    total: T  # AI cores, memory MB, AI CPUs (-1: not queryable), media
+    ids: int  # vNPU ids per chip: [phy*16+100, phy*16+100+ids) (MC: +107 inference, +115 training)
+
+
+def chip_of(name: str, memory_mib: Optional[int]) -> Optional[Chip]:
+    """The model of a chip called *name* (``310P3``, ``910B4``, ``910``), or None: no vNPU there."""
+    if re.fullmatch(r"310P\d?", name):
+        big = (memory_mib or 24576) > 24576
+        return Chip("310P", "310P-48G" if big else "310P-24G", T(8, memory_mib or 24576, 7, 12, 3, 12, 16, 8), 8)
+    if re.fullmatch(r"910B(1|2|2C)", name):
+        return Chip("910B", "910B-bin0", _b_total(24, 6, "910B-bin0", "vir12_3c_32g", memory_mib), 16)
+    if re.fullmatch(r"910B(3|4-1)", name):
+        return Chip("910B", "910B-bin1", _b_total(20, 7, "910B-bin1", "vir10_3c_32g", memory_mib), 16)
+    if name == "910B4":  # MC: ``_m`` = all the media engines, so the chip has vir10_4c_16g_m's
+        m = TABLES["910B-bin2"]["vir10_4c_16g_m"]
+        return Chip("910B", "910B-bin2", T(20, memory_mib or 32768, 7, *(getattr(m, k) for k in MEDIA)), 16)
+    if re.fullmatch(r"910[A-Z]?", name):
+        small = (memory_mib or 32768) <= 16384
+        return Chip("910", "910-16G" if small else "910-32G", T(32, memory_mib or 32768, 14), 16)  # DCMI: 14 AICPU
+    return None
+
+
+def _b_total(aic: int, aicpu: int, table: str, half: str, memory_mib: Optional[int]) -> T:
+    t = TABLES[table][half]  # media totals unknown: two halves' worth (the stand-in's assumption)
+    return T(aic, memory_mib or 65536, aicpu, *(2 * getattr(t, m) for m in MEDIA))
 
 
 class Refused(Exception):
-    """One refusal: the Message line."""
+    """The tool's lines and its exit status."""
+
+    def __init__(self, lines: Sequence[str], status: int) -> None:
+        super().__init__("\n".join(lines))
+        self.lines, self.status = list(lines), status
 
 
-def init_state(path: Path, chips: Sequence[Dict[str, Any]], major: int = 241) -> None:
-    """A host's NPUs: each ``{"card": N, "chip": M, "name": "310P3", "memory_mib": 24576, "phy_id": P}``
-    (phy_id defaults to the chip's position in the list)."""
+def init_state(path: Path, chips: Sequence[Dict[str, Any]], major: int = 241, phy_column: bool = False) -> None:
+    """A host's NPUs: each ``{"card": N, "chip": M, "name": "310P3", "memory_mib": 24576, "phy_id": P,
+    "logic_id": L}`` (phy_id defaults to the chip's position, logic_id to its phy_id).  *phy_column*:
+    ``info -m`` in the 910_93 layout, with a ``Chip Phy-ID`` column."""
     out = []
     for n, c in enumerate(chips):
-        out.append({"card": c["card"], "chip": c["chip"], "name": c["name"], "phy_id": c.get("phy_id", n),
-                    "memory_mib": c.get("memory_mib"), "vnpus": []})
-    write_state(path, {"major": major, "mode": "docker", "cfg_recover": True, "chips": out})
+        phy = c.get("phy_id", n)
+        out.append({"card": c["card"], "chip": c["chip"], "name": c["name"], "phy_id": phy,
+                    "logic_id": c.get("logic_id", phy), "memory_mib": c.get("memory_mib"), "vnpus": []})
+    write_state(path, {"major": major, "mode": "docker", "cfg_recover": True, "chips": out,
+                       "phy_column": phy_column})
 
 
 def install(dest: Path, state: Path, dev_root: Path, gate: Optional[Path] = None) -> None:
@@ -122,6 +209,30 @@ def held_open(rdev: int) -> bool:
     return False
 
 
+def status_lines(message: str) -> List[str]:
+    """npucli's success: ``printf("\\t%-30s : %s\\n", "Status", "OK")`` and the Message line alike."""
+    return [f"\t{'Status':<30} : OK", f"\t{'Message':<30} : {message}"]
+
+
+def find_chip(state: Dict[str, Any], card: int, chip: int) -> Dict[str, Any]:
+    for c in state["chips"]:
+        if c["card"] == card and c["chip"] == chip:
+            return c
+    # npu_check_card_id / npu_check_chip_id: INVALID_PARAMETER; the printing caller not found
+    raise Refused([f"Error parameter of -i or -c: device {card} chip {chip} not found."], INVALID_PARAMETER)
+
+
+def free(model: Chip, table: Dict[str, T], vnpus: List[Dict[str, Any]]) -> Dict[str, int]:
+    """What DCMI's GET_FREE_RESOURCE would report: the totals less what each vNPU's template takes (how
+    the driver counts a vir01's time-shared 2-core vGroup is not in the source: by its template, 1)."""
+    left = dict(model.total._asdict())
+    for v in vnpus:
+        t = table[v["template"]]
+        for k in left:
+            left[k] -= getattr(t, k)
+    return left
+
+
 def groups(vnpus: List[Dict[str, Any]]) -> Dict[int, List[Dict[str, Any]]]:
     out: Dict[int, List[Dict[str, Any]]] = {}
     for v in vnpus:
@@ -129,123 +240,109 @@ def groups(vnpus: List[Dict[str, Any]]) -> Dict[int, List[Dict[str, Any]]]:
     return out
 
 
-def cores_used(model: partitions.ChipModel, vnpus: List[Dict[str, Any]]) -> int:
-    """AI cores taken: a vGroup of small templates takes the smallest group's cores."""
-    total = 0
-    for members in groups(vnpus).values():
-        t = model.templates[members[0]["template"]]
-        small = model.min_group_aicore is not None and t.aicore < model.min_group_aicore
-        total += model.min_group_aicore if small else sum(model.templates[m["template"]].aicore for m in members)
-    return total
-
-
-def memory_used(model: partitions.ChipModel, chip: Dict[str, Any], vnpus: List[Dict[str, Any]]) -> int:
-    return sum(model.memory_of(model.templates[v["template"]], chip.get("memory_mib")) or 0 for v in vnpus)
-
-
-def find_chip(state: Dict[str, Any], card: int, chip: int) -> Dict[str, Any]:
-    for c in state["chips"]:
-        if c["card"] == card and c["chip"] == chip:
-            return c
-    have = ", ".join(f"{c['card']}:{c['chip']}" for c in state["chips"]) or "none"
-    raise Refused(f"The device {card} chip {chip} does not exist (card:chip here: {have})")
-
-
-def model_of(chip: Dict[str, Any]) -> partitions.ChipModel:
-    data = partitions.builtin("ascend")
-    model = data.chip(chip["name"]) if data else None
-    if model is None:
-        raise Refused(f"The chip {chip['name']} does not support vNPU")
-    return model
+def check_budgets(model: Chip, need: T, left: Dict[str, int]) -> None:
+    """npucli check_create_vnpu_param: AI cores, then AI CPUs (unless not queryable), then the media
+    engines (310P and 910B only); each shortfall one line (two for DVPP), exit NOT_SUPPORT."""
+    if need.aic > left["aic"]:
+        raise Refused([f"Insufficient number of cores available, unallocated cores number:{float(left['aic']):f}."],
+                      NOT_SUPPORT)
+    if model.total.aicpu >= 0 and need.aicpu > left["aicpu"]:
+        raise Refused([f"Insufficient number of AICPU available, unallocated AICPU number:{left['aicpu']}."],
+                      NOT_SUPPORT)
+    if model.family in ("310P", "910B") and any(getattr(need, m) > left[m] for m in MEDIA):
+        raise Refused(["Insufficient number of DVPP available, unallocated DVPP number:",
+                       ", ".join(f"{m.upper()}:{float(left[m]):f}" for m in MEDIA) + "."], NOT_SUPPORT)
 
 
 def create(state: Dict[str, Any], dev_root: str, card: int, chip_id: int, template: str,
-           vnpu_id: Optional[int], vgroup: Optional[int]) -> int:
+           vnpu_id: Optional[int], vgroup: Optional[int]) -> List[str]:
+    """npucli set_chip_create_vdevice, in its order."""
     chip = find_chip(state, card, chip_id)
-    model = model_of(chip)
-    t = model.templates.get(template)
-    if t is None:
-        raise Refused(f"The template {template} is not supported on {chip['name']} "
-                      f"(supported: {', '.join(model.templates)})")
-    ids = model.ids_of(chip["phy_id"])
-    used_ids = {v["id"] for c in state["chips"] for v in c["vnpus"]}
-    if vnpu_id is None:
-        vnpu_id = next((i for i in ids if i not in used_ids), None)
-        if vnpu_id is None:
-            raise Refused(f"No vnpu id is left in [{ids[0]}, {ids[-1]}] on device {card} chip {chip_id}")
-    elif vnpu_id not in ids:
-        raise Refused(f"The vnpu id {vnpu_id} is out of range [{ids[0]}, {ids[-1]}] for device {card} chip {chip_id}")
-    elif vnpu_id in used_ids:
-        raise Refused(f"The vnpu id {vnpu_id} is already used on this server")
+    model = chip_of(chip["name"], chip.get("memory_mib"))
+    if model is None:  # set_chip_create_vdevice's chip-type switch: default
+        raise Refused([], NOT_SUPPORT)
+    table = TABLES[model.table]
+    if template not in table:  # set_create_vdev_param -> check_vdev_template_param: INVALID_PARAMETER
+        raise Refused(["Error parameter of -f"], INVALID_PARAMETER)
+    if state["mode"] != "docker":  # check_vnpu_docker_mode + print_vnpu_mode_check_result, then NPU_OK
+        return ["The vnpu is not in docker mode, does not support setting create-vnpu."]
     vnpus = chip["vnpus"]
-    by_group = groups(vnpus)
-    if model.vgroups is None:
-        if vgroup is not None:
-            raise Refused(f"The vgroup id is not supported on {chip['name']}")
-        group = max(by_group, default=-1) + 1
-    else:
-        small = model.min_group_aicore is not None and t.aicore < model.min_group_aicore
-        per_group = model.min_group_aicore // t.aicore if small and model.min_group_aicore else 1
-        joinable = [g for g, m in sorted(by_group.items())
-                    if small and all(v["template"] == template for v in m) and len(m) < per_group]
-        free = [g for g in range(model.vgroups) if g not in by_group]
-        if vgroup is not None:
-            if not 0 <= vgroup < model.vgroups:
-                raise Refused(f"The vgroup id {vgroup} is out of range [0, {model.vgroups - 1}]")
-            if vgroup not in joinable and vgroup not in free:
-                raise Refused(f"The vgroup {vgroup} of device {card} chip {chip_id} is in use")
-            group = vgroup
-        elif joinable or free:
-            group = (joinable or free)[0]
-        else:
-            raise Refused(f"Not enough vgroups left on device {card} chip {chip_id}: all {model.vgroups} are used")
-    new = {"id": vnpu_id, "template": template, "vgroup": group}
-    after = vnpus + [new]
-    if cores_used(model, after) > model.aicore:
-        raise Refused(f"Not enough AI cores left on device {card} chip {chip_id}: {template} needs {t.aicore}, "
-                      f"{model.aicore - cores_used(model, vnpus)} free of {model.aicore}")
-    total_mem = chip.get("memory_mib") or model.memory_mib
-    if total_mem is not None and memory_used(model, chip, after) > total_mem:
-        raise Refused(f"Not enough memory left on device {card} chip {chip_id}: {template} needs "
-                      f"{model.memory_of(t, total_mem)} MB, {total_mem - memory_used(model, chip, vnpus)} MB free")
+    check_budgets(model, table[template], free(model, table, vnpus))
+    # dcmi_create_vdevice: the driver's own checks; any failure prints one line (its code: unconfirmed)
+    failed = Refused(["create vnpu failed."], INNER_ERR)
+    first = chip["phy_id"] * 16 + 100  # MC: [phy_id*16+100, +107] inference, +115 training
+    ids = range(first, first + model.ids)
+    used = {v["id"] for c in state["chips"] for v in c["vnpus"]}
+    if vnpu_id is None:
+        vnpu_id = next((i for i in ids if i not in used), None)
+    if vnpu_id is None or vnpu_id not in ids or vnpu_id in used:
+        raise failed
+    left = free(model, table, vnpus)
+    if table[template].mem > left["mem"]:
+        raise failed
+    group = pick_group(model, table, vnpus, template, vgroup)
+    if group is None:
+        raise failed
     path = node_path(dev_root, vnpu_id)
     os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(state["major"], MINOR_BASE + vnpu_id))
     os.chmod(path, 0o666)  # mknod's mode goes through the umask
-    vnpus.append(new)
-    return vnpu_id
+    vnpus.append({"id": vnpu_id, "template": template, "vgroup": group})
+    return status_lines("Create vnpu success")
 
 
-def destroy(state: Dict[str, Any], dev_root: str, card: int, chip_id: int, vnpu_id: int) -> None:
+def pick_group(model: Chip, table: Dict[str, T], vnpus: List[Dict[str, Any]], template: str,
+               vgroup: Optional[int]) -> Optional[int]:
+    """MC: a 310P has at most 4 vGroups (-g 0..3); a vir01 shares a 2-core group with one other vir01.
+    Other chips have no vGroups (-g refused)."""
+    by_group = groups(vnpus)
+    if model.family != "310P":
+        return None if vgroup is not None else max(by_group, default=-1) + 1
+    small = table[template].aic == 1
+    joinable = [g for g, m in sorted(by_group.items()) if small and len(m) == 1 and m[0]["template"] == template]
+    free_groups = [g for g in range(4) if g not in by_group]
+    if vgroup is not None:
+        return vgroup if vgroup in joinable or vgroup in free_groups else None
+    return (joinable or free_groups or [None])[0]
+
+
+def destroy(state: Dict[str, Any], dev_root: str, card: int, chip_id: int, vnpu_id: int) -> List[str]:
+    """npucli set_chip_destroy_vdevice / _for_310P_910."""
     chip = find_chip(state, card, chip_id)
+    if state["mode"] != "docker":
+        return ["The vnpu is not in docker mode, does not support setting destroy-vnpu."]
     v = next((v for v in chip["vnpus"] if v["id"] == vnpu_id), None)
-    if v is None:
-        raise Refused(f"The vnpu {vnpu_id} does not exist on device {card} chip {chip_id}")
-    if held_open(os.makedev(state["major"], MINOR_BASE + vnpu_id)):
-        raise Refused(f"The vnpu {vnpu_id} is in use: stop what holds /dev/vdavinci{vnpu_id} first")
+    if v is None:  # get_valid_vdev_id
+        raise Refused(["Error parameter of -v."], INVALID_PARAMETER)
+    if held_open(os.makedev(state["major"], MINOR_BASE + vnpu_id)):  # dcmi_set_destroy_vdevice fails (MC: in use)
+        raise Refused([f"destroy vnpu {vnpu_id} failed."], INNER_ERR)
     try:
         node_path(dev_root, vnpu_id).unlink()
     except FileNotFoundError:
         pass
     chip["vnpus"].remove(v)
+    return status_lines(f"Destroy vnpu {vnpu_id} success")
 
 
 def info_vnpu(state: Dict[str, Any], card: int, chip_id: int) -> List[str]:
+    """MC's figure of ``info -t info-vnpu``: free/total per resource, then a row per vNPU (AI CPUs and
+    vGroups on the inference series only)."""
     chip = find_chip(state, card, chip_id)
-    model = model_of(chip)
-    vnpus = chip["vnpus"]
-    inference = model.vgroups is not None  # AI CPUs and vGroups are printed for the inference series only
-    total_mem = chip.get("memory_mib") or model.memory_mib
-    mem = (f"{(total_mem - memory_used(model, chip, vnpus)) // 1024}/{total_mem // 1024}" if total_mem else "NA/NA")
-    aicpu = "NA/NA"
-    if inference and model.aicpu is not None:
-        taken = sum(model.templates[v["template"]].aicpu or 0 for v in vnpus)
-        aicpu = f"{max(model.aicpu - taken, 0)}/{model.aicpu}"
+    model = chip_of(chip["name"], chip.get("memory_mib"))
+    if model is None:
+        raise Refused([], NOT_SUPPORT)
+    table, vnpus = TABLES[model.table], chip["vnpus"]
+    inference = model.family == "310P"
+    left, total = free(model, table, vnpus), model.total._asdict()
     bar = "+" + "-" * 79 + "+"
 
     def row(text: str) -> str:
         return f"| {text:<78}|"
 
-    cells = [f"{model.aicore - cores_used(model, vnpus)}/{model.aicore}", mem, aicpu] + ["NA/NA"] * 6
+    def cell(k: str, scale: int = 1) -> str:
+        return f"{left[k] // scale}/{total[k] // scale}"
+
+    media = [cell(m) if model.family != "910" else "NA/NA" for m in ("vpc", "venc", "vdec", "jpegd", "jpege")]
+    cells = [cell("aic"), cell("mem", 1024), cell("aicpu") if inference else "NA/NA", *media, "NA/NA"]
     out = [bar, row("NPU resource static info as follow:"),
            row("Format:Free/Total                   NA: Currently, query is not supported."),
            row("AICORE    Memory    AICPU    VPC    VENC    VDEC    JPEGD    JPEGE    PNGD"),
@@ -260,15 +357,30 @@ def info_vnpu(state: Dict[str, Any], card: int, chip_id: int) -> List[str]:
 
 
 def chip_map(state: Dict[str, Any]) -> List[str]:
-    """``npu-smi info -m``: a row per chip (NPU ID, Chip ID, Chip Logic ID, Chip Name), the logic id
-    taken equal to the physical id; the real tool also lists each card's MCU with logic id ``-``."""
-    out = [f"        {'NPU ID':<31}{'Chip ID':<31}{'Chip Logic ID':<31}Chip Name"]
-    for c in state["chips"]:
-        out.append(f"        {c['card']:<31}{c['chip']:<31}{c['phy_id']:<31}Ascend {c['name']}")
+    """``npu-smi info -m``: npucli print_mapping_info (``\\t%-30s`` columns: NPU ID, Chip ID, Chip Logic ID,
+    then ``Ascend <name>``), or print_mapping_info_910_93 (a ``Chip Phy-ID`` column, the bare name);
+    each card's MCU row after its chips, logic id ``-``."""
+    phy = state.get("phy_column", False)
+    heads = ["NPU ID", "Chip ID", "Chip Logic ID"] + (["Chip Phy-ID"] if phy else []) + ["Chip Name"]
+    out = ["\t" + " ".join(f"{h:<30}" for h in heads)]
     for card in sorted({c["card"] for c in state["chips"]}):
-        out.append(f"        {card:<31}{1 + max(c['chip'] for c in state['chips'] if c['card'] == card):<31}"
-                   f"{'-':<31}Mcu")
+        chips = sorted((c for c in state["chips"] if c["card"] == card), key=lambda c: c["chip"])
+        for c in chips:
+            ids = [c["card"], c["chip"], c["logic_id"]] + ([c["phy_id"]] if phy else [])
+            name = c["name"] if phy else f"Ascend {c['name']}"
+            out.append("\t" + " ".join(f"{i:<30}" for i in ids) + f" {name}")
+        mcu = [str(card), str(len(chips)), "-"] + (["-"] if phy else []) + ["Mcu"]
+        out.append("\t" + " ".join(f"{x:<30}" for x in mcu))
     return out
+
+
+def phyid_remap(state: Dict[str, Any], phy: int) -> List[str]:
+    """``info -t phyid-remap -p PHY``: npucli's printer (``\\t%-30s:%d``), non-V2 form."""
+    c = next((c for c in state["chips"] if c["phy_id"] == phy), None)
+    if c is None:  # dcmi_get_device_logicid_from_phyid fails: no line printed
+        raise Refused([], INVALID_PARAMETER)
+    return [f"\t{'Chip Physical ID':<30}:{phy}", f"\t{'Chip Logic ID':<30}:{c['logic_id']}",
+            f"\t{'NPU ID':<30}:{c['card']}", f"\t{'Chip ID':<30}:{c['chip']}"]
 
 
 def _args(argv: Sequence[str]) -> Dict[str, str]:
@@ -277,82 +389,79 @@ def _args(argv: Sequence[str]) -> Dict[str, str]:
     it = iter(argv)
     for flag in it:
         if not (flag.startswith("-") and len(flag) == 2):
-            raise Refused(f"Invalid parameter {flag}")
+            raise Refused([f"Error parameter of {flag}"], INVALID_PARAMETER)
         if flag == "-m":
             out["m"] = ""
             continue
         value = next(it, None)
         if value is None:
-            raise Refused(f"The parameter {flag} needs a value")
+            raise Refused([f"Error parameter of {flag}"], INVALID_PARAMETER)
         out[flag[1]] = value
     return out
 
 
-def _int(args: Dict[str, str], key: str, what: str) -> int:
-    if key not in args:
-        raise Refused(f"The parameter -{key} ({what}) is required")
+def _int(args: Dict[str, str], key: str) -> int:
     try:
         return int(args[key])
-    except ValueError:
-        raise Refused(f"The {what} {args[key]!r} is not a number") from None
+    except (KeyError, ValueError):
+        raise Refused([f"Error parameter of -{key}"], INVALID_PARAMETER) from None
 
 
 def run(argv: Sequence[str]) -> List[str]:
-    """The output lines of one call.  Raises Refused."""
+    """The output lines of one call that exits 0.  Raises Refused."""
     if len(argv) < 1 or argv[0] not in ("info", "set"):
-        raise Refused("Usage: npu-smi info|set -t TYPE ... (the stand-in knows only the vNPU commands)")
+        raise Refused(["The stand-in knows only npu-smi info|set ... (its vNPU commands)"], INVALID_PARAMETER)
     verb, args = argv[0], _args(argv[1:])
     what = args.get("t", "")
     state_path = Path(os.environ.get("NPU_SMI_STATE", ""))
     if not state_path.name or not state_path.is_file():
-        raise Refused("NPU_SMI_STATE names no state file: the stand-in knows no NPU (support.npusmi.init_state)")
+        raise Refused(["NPU_SMI_STATE names no state file: the stand-in knows no NPU (support.npusmi.init_state)"],
+                      INNER_ERR)
     dev_root = os.environ.get("NPU_SMI_DEV_ROOT", "/")
     with locked(state_path):
         state = json.loads(state_path.read_text())
         if verb == "info" and what == "info-vnpu":
-            return info_vnpu(state, _int(args, "i", "device id"), _int(args, "c", "chip id"))
+            return info_vnpu(state, _int(args, "i"), _int(args, "c"))
         if verb == "info" and not what and args.get("m") is not None:
             return chip_map(state)
+        if verb == "info" and what == "phyid-remap":
+            return phyid_remap(state, _int(args, "p"))
         if verb == "info" and what == "vnpu-mode":
             return [f"vnpu-mode              : {state['mode']}"]
         if verb == "info" and what == "vnpu-cfg-recover":
             return [f"VNPU config recover mode : {'Enable' if state['cfg_recover'] else 'Disable'}"]
         if verb == "set" and what == "create-vnpu":
-            if "f" not in args:
-                raise Refused("The parameter -f (vnpu_config) is required")
-            given = _int(args, "v", "vnpu id") if "v" in args else None
-            group = _int(args, "g", "vgroup id") if "g" in args else None
-            create(state, dev_root, _int(args, "i", "device id"), _int(args, "c", "chip id"), args["f"],
-                   None if given == UNSPECIFIED else given, group)
-            write_state(state_path, state)
-            return ["       Status : OK", "       Message : Create vnpu success"]
-        if verb == "set" and what == "destroy-vnpu":
-            vnpu = _int(args, "v", "vnpu id")
-            destroy(state, dev_root, _int(args, "i", "device id"), _int(args, "c", "chip id"), vnpu)
-            write_state(state_path, state)
-            return ["       Status : OK", f"       Message : Destroy vnpu {vnpu} success"]
-        if verb == "set" and what in ("vnpu-mode", "vnpu-cfg-recover"):
+            if "f" not in args:  # set_chip_create_vdevice: check_vdev_template_param on an empty name
+                raise Refused(["Must input parameter of -f."], INVALID_PARAMETER)
+            given = _int(args, "v") if "v" in args else None
+            out = create(state, dev_root, _int(args, "i"), _int(args, "c"), args["f"],
+                         None if given == UNSPECIFIED else given, _int(args, "g") if "g" in args else None)
+        elif verb == "set" and what == "destroy-vnpu":
+            out = destroy(state, dev_root, _int(args, "i"), _int(args, "c"), _int(args, "v"))
+        elif verb == "set" and what in ("vnpu-mode", "vnpu-cfg-recover"):
             d = args.get("d")
             if d not in ("0", "1"):
-                raise Refused(f"The value of -d for {what} must be 0 or 1")
+                raise Refused(["Error parameter of -d"], INVALID_PARAMETER)
             if what == "vnpu-mode":
                 state["mode"] = "docker" if d == "0" else "VM"
-                write_state(state_path, state)
-                return ["       Status : OK", "       Message : The vnpu-mode is set successfully."]
-            state["cfg_recover"] = d == "1"
-            write_state(state_path, state)
-            mode = "Enable" if d == "1" else "Disable"
-            return ["       Status : OK", f"       Message : The VNPU config recover mode {mode} is set successfully."]
-    raise Refused(f"The stand-in does not implement npu-smi {verb} -t {what or '?'}")
+                out = status_lines("The vnpu-mode is set successfully.")
+            else:
+                state["cfg_recover"] = d == "1"
+                mode = "Enable" if d == "1" else "Disable"
+                out = status_lines(f"The VNPU config recover mode {mode} is set successfully.")
+        else:
+            raise Refused([f"The stand-in does not implement npu-smi {verb} -t {what or '?'}"], INVALID_PARAMETER)
+        write_state(state_path, state)
+        return out
 
 
 def main(argv: Sequence[str]) -> int:
     try:
         lines = run(argv)
     except Refused as err:
-        print("       Status : Error")
-        print(f"       Message : {err}")
-        return 1
+        if err.lines:
+            print("\n".join(err.lines))
+        return err.status
     gate = os.environ.get("NPU_SMI_CREATE_GATE")
     if gate and list(argv[:3]) == ["set", "-t", "create-vnpu"] and os.path.exists(gate) \
             and stat.S_ISFIFO(os.stat(gate).st_mode):

@@ -453,17 +453,19 @@ class Daemon(Loop):
             static = carved.parents(ks, parts)
             infos = [dataclasses.replace(i, index=static[c.id], parent=_slices.device_name(str(static[c.id])))
                      if c.id in static else i for c, i in zip(ks.cards.values(), infos)]
-            chips = self.tool_of(kind, parts)[1] if parts is not None else {}
+            phys = [i.index for i in infos if i.index is not None and not i.parent]  # /dev/davinci<phy id>
+            chips = self.tool_of(kind, parts, phys)[1] if parts is not None else {}
             self.described[kind] = partitioned.expand(_slices.by_name(infos), chips, parts)
 
-    def tool_of(self, kind: str,
-                parts: partitions.Partitions) -> Tuple[Optional[vnpu.Tool], Dict[int, partitioned.ToolChip]]:
-        """The kind's partitioning tool and the chips it names (asked once; again after a failure)."""
+    def tool_of(self, kind: str, parts: partitions.Partitions,
+                phys: Sequence[int] = ()) -> Tuple[Optional[vnpu.Tool], Dict[int, partitioned.ToolChip]]:
+        """The kind's partitioning tool and the chips it names by phy id (*phys*: the chips' /dev/davinci
+        numbers; asked once, again after a failure)."""
         if kind not in self.tools:
             tool = vnpu.Tool(self.s.vnpu_tool or host_path(self.s.driver_root, f"/usr/local/bin/{parts.tool}"),
                              self.s.dev_root)
             try:
-                chips = tool.chips()
+                chips = tool.chips(phys)
             except ClaimError as err:
                 self.say_once(f"tool:{kind}:{err}", f"{kind}: no partitions published: {err}", WARNING)
                 return None, {}

@@ -1,13 +1,16 @@
 """A partitionable chip as the driver publishes it: its counters, the chip consuming all of them,
 and a device per partition a template could make, each consuming what its template takes.
 
-Only what adds up across templates is a counter: AI cores, and memory (in MiB where the vendor
-gives MiB, else in parts of the chip: the 310P's templates take 1/8, 1/4, 1/2 of it, so the chip
-has 8 parts).  AI CPUs and media engines do not add up (two 310P ``vir04`` take 8 AI CPUs of 7:
-docs/vendors.md), so as counters they would refuse layouts the vendor allows; the 310P's vGroups
-(at most 4, of at least 2 AI cores each) never bind before its 8 AI cores do.  A template gets as
-many devices as fit the chip alone (8 ``vir01``, 4 ``vir02``, 2 ``vir04`` ...); the counters
-decide which mix the scheduler may allocate.
+Every budget the vendor's tool checks before it creates a vNPU is a counter (npu-smi's
+``check_create_vnpu_param``: AI cores, AI CPUs, and on 310P/910B the media engines VPC, VENC,
+VDEC, JPEGD, JPEGE; docs/vendors.md), with memory (in MiB where the vendor gives MiB, else in parts
+of the chip: the 310P's templates take 1/8, 1/4, 1/2 of it, so the chip has 8 parts).  A budget
+is published only where the data gives the chip's total and every template's take; the
+scheduler then never allocates a mix the tool refuses (two 310P ``vir04`` take 8 AI CPUs of 7).
+The 310P's vGroups (at most 4, of at least 2 AI cores each, two vir01 sharing one) never bind
+before its 8 AI cores do.  A template gets as many devices as fit the chip alone (7 ``vir01``,
+3 ``vir02``, 1 ``vir04`` ...); the counters decide which mix the scheduler may allocate.  One set
+per chip of at most 8 counters, one consumption per device: within resource.k8s.io/v1's limits.
 
 Pure: the chips' devices, the chips as the vendor's tool names them, the partition data in; the
 devices to publish out.
@@ -26,6 +29,7 @@ from .shares import format_quantity
 from .slices import DeviceInfo
 
 AICORE = "aicore"
+AICPU = "aicpu"
 MEMORY = "memory"  # MiB, as a quantity
 MEMORY_PARTS = "memory-parts"  # parts of the chip's memory
 
@@ -42,10 +46,20 @@ class ToolChip:
 
 def takes(model: ChipModel) -> Tuple[Dict[str, int], Dict[str, Dict[str, int]]]:
     """The chip's counters and what each template takes of them (whole numbers)."""
+    ts = model.templates
     total = {AICORE: model.aicore}
-    per = {name: {AICORE: t.aicore} for name, t in model.templates.items()}
-    mib = {name: model.memory_of(t) for name, t in model.templates.items()}
-    shares = [t.memory_share for t in model.templates.values()]
+    per = {name: {AICORE: t.aicore} for name, t in ts.items()}
+    if model.aicpu is not None and all(t.aicpu is not None for t in ts.values()):
+        total[AICPU] = model.aicpu
+        for name, t in ts.items():
+            per[name][AICPU] = t.aicpu or 0
+    for engine, n in sorted(model.media.items()):  # the media engines, where every template says its take
+        if n > 0 and all(engine in t.media for t in ts.values()):
+            total[engine] = n
+            for name, t in ts.items():
+                per[name][engine] = t.media[engine]
+    mib = {name: model.memory_of(t) for name, t in ts.items()}
+    shares = [t.memory_share for t in ts.values()]
     if model.memory_mib is not None and all(v is not None for v in mib.values()):
         total[MEMORY] = model.memory_mib
         for name, v in mib.items():
@@ -53,7 +67,7 @@ def takes(model: ChipModel) -> Tuple[Dict[str, int], Dict[str, Dict[str, int]]]:
     elif shares and all(s is not None for s in shares):  # Fractions: no fractions import here
         parts = math.lcm(*(s.denominator for s in shares if s is not None))
         total[MEMORY_PARTS] = parts
-        for name, t in model.templates.items():
+        for name, t in ts.items():
             per[name][MEMORY_PARTS] = int((t.memory_share or 0) * parts)
     return total, per
 
@@ -88,23 +102,39 @@ def expand(devices: Mapping[str, DeviceInfo], tool: Mapping[int, ToolChip],
                 dev = f"{label(name)}-{label(tname)}-{n}"
                 out[dev] = dataclasses.replace(
                     d, name=dev, cdi="", uuid="", memory="", template=tname, parent=name,
-                    consumes=(set_name, tuple((k, _value(k, v)) for k, v in sorted(take.items()))),
+                    consumes=(set_name, tuple((k, _value(k, v)) for k, v in sorted(take.items()) if v)),
                     tool_ids=(chip.card, chip.chip, ids.start, ids.stop))
     return out
 
 
-def parse_chip_map(text: str) -> Dict[int, ToolChip]:
-    """``npu-smi info -m``: rows ``NPU ID  Chip ID  Chip Logic ID  Chip Name`` -> logic id -> chip.
+def parse_chip_map(text: str) -> Tuple[Dict[int, ToolChip], bool]:
+    """``npu-smi info -m`` -> (chips, whether they are keyed by phy id).
 
-    Rows whose logic id is not a number (the MCU, ``-``) are no NPU chips.  The chip's name is
-    given as ``Ascend 310P3``; the data matches ``310P3``.
+    npu-smi prints (its ``print_mapping_info``) ``NPU ID  Chip ID  Chip Logic ID  Chip Name`` with the
+    name as ``Ascend 310P3``; the 910_93 form (``print_mapping_info_910_93``) adds ``Chip Phy-ID``
+    before the bare name.  With that column the chips are keyed by phy id, else by logic id (their
+    ``phy`` then the logic id, until :meth:`vnpu.Tool.chips` learns the phy id).  Rows whose ids are
+    not numbers (each card's ``Mcu``, logic id ``-``) are no NPU chips.
     """
+    by_phy = "Chip Phy-ID" in text
+    ids = 4 if by_phy else 3
     out: Dict[int, ToolChip] = {}
     for line in text.splitlines():
         f = line.split()
-        if len(f) >= 4 and f[0].isdigit() and f[1].isdigit() and f[2].isdigit():
-            name = " ".join(f[3:])
+        if len(f) > ids and all(x.isdigit() for x in f[:ids]):
+            name = " ".join(f[ids:])
             name = name[len("Ascend"):].strip() if name.startswith("Ascend") else name
-            out[int(f[2])] = ToolChip(int(f[0]), int(f[1]), int(f[2]), name)
-    return out
+            key = int(f[ids - 1])
+            out[key] = ToolChip(int(f[0]), int(f[1]), key, name)
+    return out, by_phy
 
+
+def parse_phyid_remap(text: str) -> Tuple[int, int]:
+    """``npu-smi info -t phyid-remap -p PHY`` (``NPU ID :c``, ``Chip ID :d`` lines among others) -> (card, chip).
+    Raises ValueError: either line missing or not a number."""
+    got = {}
+    for line in text.splitlines():
+        label, sep, value = line.partition(":")
+        if sep:
+            got[" ".join(label.split())] = value.strip()
+    return int(got["NPU ID"]), int(got["Chip ID"])

@@ -4,27 +4,34 @@ The tool's path is the driver's setting (``--vnpu-tool``), never anything a clai
 says; it runs with a fixed environment (the driver's library dirs) and a timeout.  Commands
 (docs/vendors.md, "Ascend vNPU templates"):
 
-* ``npu-smi info -m``: which card and chip each NPU is (:func:`partitioned.parse_chip_map`);
+* ``npu-smi info -m``: which card and chip each NPU is (:func:`partitioned.parse_chip_map`), and
+  ``npu-smi info -t phyid-remap -p PHY`` for the card and chip of ``/dev/davinci<PHY>`` where
+  ``info -m`` gives no phy id: the vendor keeps logic and phy ids apart, and a vNPU's id range
+  follows the phy id;
 * ``npu-smi set -t create-vnpu -i CARD -c CHIP -f TEMPLATE -v ID``: the id is the driver's
   choice (the vendor allows it), so the checkpoint names the vNPU before it exists and a
   restart can destroy it whatever happened in between;
 * ``npu-smi set -t destroy-vnpu -i CARD -c CHIP -v ID``.
 
-Success is exit 0 and a ``Status : OK`` line; anything else is one line with the tool's
-``Message``.  The vNPU's node is ``/dev/vdavinci<ID>`` (``/dev/davinci<ID>`` in the container).
+A ``set`` succeeds only with exit 0 and a ``Status : OK`` line (npu-smi prints it on success
+alone); anything else is a refusal in the tool's own words: npu-smi answers a shortfall, a bad
+parameter or a driver failure with one line and no Status (``Insufficient number of AICPU
+available, ...``, exit 217), and in VM vnpu-mode with one line and exit 0.  The vNPU's node is
+``/dev/vdavinci<ID>`` (``/dev/davinci<ID>`` in the container).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any, Dict, List, Sequence
+import dataclasses
+from typing import Any, Dict, Iterable, List, Sequence
 
 from ..errors import ClaimError
 from ..generate import edits
 from ..generate.hostfs import host_path
 from ..model import DeviceNode, NodeInfo
-from .partitioned import ToolChip, parse_chip_map
+from .partitioned import ToolChip, parse_chip_map, parse_phyid_remap
 
 TIMEOUT = 60
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -49,7 +56,8 @@ class Tool:
         self.path, self.dev_root, self.timeout = path, dev_root, timeout
 
     def run(self, args: Sequence[str]) -> List[str]:
-        """The output lines of a successful call.  Raises ClaimError: the one line why not."""
+        """The output lines of a successful call (a ``set`` only with ``Status : OK``).  Raises ClaimError:
+        the command and the tool's own lines, with its exit status."""
         argv = [self.path, *args]
         try:
             r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=ENV,
@@ -61,17 +69,31 @@ class Tool:
         except OSError as err:
             raise ClaimError(f"{self.path} cannot run: {err.strerror}") from None
         lines = r.stdout.splitlines()
-        status = [ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("Status") and ":" in ln]
-        if r.returncode != 0 or (status and status[0] != "OK"):
-            message = [ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith("Message") and ":" in ln]
-            why = (message or [ln.strip() for ln in (r.stderr + r.stdout).splitlines() if ln.strip()] or
-                   [f"exit status {r.returncode}"])[0]
-            raise ClaimError(f"{' '.join(argv)}: {why}")
-        return lines
+        said = {" ".join(k.split()): v.strip() for k, _s, v in (ln.partition(":") for ln in lines) if _s}
+        if r.returncode == 0 and (list(args[:1]) != ["set"] or said.get("Status") == "OK"):
+            return lines
+        words = " ".join(ln.strip() for ln in (r.stdout.strip() or r.stderr.strip()).splitlines() if ln.strip())
+        raise ClaimError(f"{' '.join(argv)}: {words or 'no output'} (exit status {r.returncode})")
 
-    def chips(self) -> Dict[int, ToolChip]:
-        """The NPU chips by logic id (``npu-smi info -m``)."""
-        return parse_chip_map("\n".join(self.run(["info", "-m"])))
+    def chips(self, phys: Iterable[int] = ()) -> Dict[int, ToolChip]:
+        """The NPU chips by phy id (the N of ``/dev/davinciN``): ``info -m``'s Chip Phy-ID column where it
+        has one, else ``info -t phyid-remap`` for each of *phys*; with neither, by logic id."""
+        table, by_phy = parse_chip_map("\n".join(self.run(["info", "-m"])))
+        phys = sorted(set(phys))
+        if by_phy or not phys:
+            return table
+        by_place = {(c.card, c.chip): c for c in table.values()}
+        out: Dict[int, ToolChip] = {}
+        for phy in phys:
+            lines = self.run(["info", "-t", "phyid-remap", "-p", str(phy)])
+            try:
+                place = parse_phyid_remap("\n".join(lines))
+            except (KeyError, ValueError):
+                raise ClaimError(f"{self.path} info -t phyid-remap -p {phy} named no card and chip: "
+                                 f"{' '.join(ln.strip() for ln in lines)[:200]!r}") from None
+            if place in by_place:
+                out[phy] = dataclasses.replace(by_place[place], phy=phy)
+        return out
 
     def create(self, card: int, chip: int, template: str, vnpu_id: int) -> str:
         """Make the vNPU; its node's host path (under the dev root)."""
