@@ -1,11 +1,11 @@
 """The one exception hierarchy of xpu-cdi.
 
 Every error raised on purpose derives from :class:`XpuCdiError`; the CLI
-maps the classes to exit codes in one table (:data:`EXIT_CODES`, here: the daemons'
-fresh interpreters use it without click, ``node/fresh.py``).  (The
-compiled hook and wrapper word their own errors in the same style.)  Messages follow the
-CDI library's style: lowercase, the bad value in quotes, then the reason,
-and where possible what to do about it.
+maps the classes to exit codes in one table (:data:`EXIT_CODES`), each error
+one line on stderr (:func:`report`).  (The compiled hook and wrapper word
+their own errors in the same style.)  Messages follow the CDI library's
+style: lowercase, the bad value in quotes, then the reason, and where
+possible what to do about it.
 """
 
 from __future__ import annotations
