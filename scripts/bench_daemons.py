@@ -172,65 +172,13 @@ def exporter(work: Path, stack: str) -> Dict[str, float]:
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
-def _api_server(kube: object) -> "Tuple[object, int]":
-    """tests/support/fakeapi.FakeKube behind plain HTTP on loopback, for a driver run as its own
-    process: calls answered from its tables, watches held open until their timeout (an idle cluster)."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import parse_qsl, urlsplit
-
-    from xpu_cdi.dra.kube import ApiError
-
-    quiet = threading.Event()  # set at the end: held watches return
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def handle(self) -> None:
-            try:
-                super().handle()
-            except (BrokenPipeError, ConnectionResetError):  # the driver stopped mid-watch
-                pass
-
-        def _answer(self, status: int, doc: object) -> None:
-            body = json.dumps(doc).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _call(self) -> None:
-            url = urlsplit(self.path)
-            query = dict(parse_qsl(url.query))
-            size = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(size)) if size else None
-            if query.get("watch"):
-                quiet.wait(float(query.get("timeoutSeconds", "60")))
-                return self._answer(200, {})  # no newline: no event, the watch just ends
-            try:
-                self._answer(200, kube.request(self.command, url.path, body, query))  # type: ignore[attr-defined]
-            except ApiError as err:
-                self._answer(err.status or 500, {"message": str(err), "reason": err.reason})
-
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _call
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    server.quiet = quiet  # type: ignore[attr-defined]
-    return server, server.server_address[1]
-
-
 def dra_driver(work: Path, stack: str) -> Dict[str, float]:
-    """Against the HTTP stand-in of the API (_api_server), kubelet's directories empty: published, idle."""
+    """Against the HTTP stand-in of the API (fakeapi.HttpFront), kubelet's directories empty: published, idle."""
     import json
     import uuid
 
     from support import kubeletkit
-    from support.fakeapi import FakeKube
+    from support.fakeapi import FakeKube, HttpFront
 
     host = fakehost.kunlunxin(work / stack / "fp-dra-host", cards=8)
     d = work / stack / "fp-dra"
@@ -239,11 +187,11 @@ def dra_driver(work: Path, stack: str) -> Dict[str, float]:
     from support.dpnode import Node
 
     Node(host, d / "cdi", d / "plugins", d / "unused").generate()
-    server, port = _api_server(FakeKube())
+    api = HttpFront(FakeKube())
     kubeconfig = d / "kubeconfig"
     kubeconfig.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "clusters": [{"name": "c", "cluster": {"server": api.url}}],
         "users": [{"name": "u", "user": {"token": "bench"}}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
     (d / "boot_id").write_text(str(uuid.uuid4()) + "\n")
@@ -269,8 +217,7 @@ def dra_driver(work: Path, stack: str) -> Dict[str, float]:
         return footprint(proc.proc.pid)
     finally:
         proc.stop()
-        server.quiet.set()  # type: ignore[attr-defined]
-        server.shutdown()  # type: ignore[attr-defined]
+        api.close()
 
 
 def cli_times(work: Path, rounds: int = 30) -> Dict[str, List[Tuple[float, float]]]:
