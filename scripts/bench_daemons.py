@@ -11,6 +11,13 @@
   HTTP stand-in of the API server (tests/support/fakeapi.py's tables);
 * each judged against :data:`RSS_TARGET` on either stack (issue 41: what users
   weigh is a process they can read and well-kept libraries, not the last MiB);
+* each daemon's RSS across a churn soak, after a warm-up round and at its
+  end: kubelet restarted :data:`SOAK_ROUNDS` times, each time the plugin
+  registered again and :data:`SOAK_CALLS` Allocate calls; :data:`SOAK_ROUNDS`
+  x :data:`SOAK_CALLS` scrapes of the exporter; :data:`SOAK_PREPARES` x 8
+  claims a round made, prepared, unprepared and deleted by the DRA driver.
+  Flat within :data:`SOAK_SLACK` (the fleet soak, tests/fleet, does it on a
+  cluster);
 * their idle CPU over 30 s, three of their 10 s health intervals (no scrapes,
   no calls: what the daemon spends on its own, its health polls; the exporter runs its passes when scraped, so
   idle it only rewrites its status file each interval): the run time of a
@@ -32,7 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -44,6 +51,9 @@ BIN = Path(sys.executable).parent
 RSS_TARGET = 64.0  # MiB, each daemon on either stack (the chart's limits are 128-160 Mi)
 CPU_TARGET = 0.1  # percent, idle
 CLI_TARGETS = {"generate": 100.0, "list": 60.0}  # ms, whole process
+SOAK_ROUNDS, SOAK_CALLS = 10, 30
+SOAK_PREPARES = 3  # the DRA driver's prepare calls a round, 8 claims each: its client reads each claim at 5 a second
+SOAK_SLACK = 2.0  # MiB the RSS may grow from the warm-up round to the end of the soak
 IDLE_S = 30.0  # three health intervals: one window of 10 s held one pass, and went 0.04-0.14 % by chance
 STACKS = ("pypi", "debian")
 Rows = List[Tuple[str, str, str]]
@@ -138,10 +148,30 @@ def device_plugin(work: Path, stack: str) -> Dict[str, float]:
     try:
         kubelet.wait_registered()
         kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
-        return footprint(proc.proc.pid)
+        out = footprint(proc.proc.pid)
+        _plugin_churn(kubelet)  # the warm-up round: the first Allocate's imports and caches
+        out["soak_start_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        for _ in range(SOAK_ROUNDS):
+            _plugin_churn(kubelet)
+        out["soak_end_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        return out
     finally:
         proc.stop()
         kubelet.stop()
+
+
+def _plugin_churn(kubelet: "object") -> None:
+    """One round: kubelet restarted, the plugin registered again and listing 8 cards, then
+    SOAK_CALLS Allocate calls of 1-4 cards."""
+    k: Any = kubelet
+    rng = random.Random(41)
+    started = k.restart()
+    k.wait_for(lambda: any(t >= started and len(devs) == 8 for t, devs in k.lists), message="8 cards listed again")
+    stub = k.plugin()
+    for _ in range(SOAK_CALLS):
+        ids = [str(i) for i in rng.sample(range(8), rng.randint(1, 4))]
+        req = k.pb2.AllocateRequest(container_requests=[k.pb2.ContainerAllocateRequest(devices_ids=ids)])
+        assert stub.Allocate(req, timeout=60).container_responses, "an Allocate answered nothing"
 
 
 def exporter(work: Path, stack: str) -> Dict[str, float]:
@@ -164,7 +194,18 @@ def exporter(work: Path, stack: str) -> Dict[str, float]:
     try:
         body = urllib.request.urlopen(proc.url(), timeout=30).read()
         assert b'xpu_cdi_card_temperature_celsius{card="7"' in body, "the first scrape has no readings"
-        return footprint(proc.proc.pid)
+        out = footprint(proc.proc.pid)
+
+        def scrapes(n: int) -> None:
+            for i in range(n):  # plain and gzipped, as Prometheus asks
+                req = urllib.request.Request(proc.url(), headers={"Accept-Encoding": "gzip"} if i % 2 else {})
+                assert urllib.request.urlopen(req, timeout=30).read(), "a scrape answered nothing"
+
+        scrapes(SOAK_CALLS)  # the warm-up round
+        out["soak_start_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        scrapes(SOAK_ROUNDS * SOAK_CALLS)
+        out["soak_end_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        return out
     finally:
         proc.stop()
         if kubelet is not None:
@@ -214,10 +255,58 @@ def dra_driver(work: Path, stack: str) -> Dict[str, float]:
             if proc.proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"the DRA driver did not publish: {(d / 'dra.log').read_text()[-2000:]}")
             time.sleep(0.05)
-        return footprint(proc.proc.pid)
+        out = footprint(proc.proc.pid)
+        kubelet = _DraKubelet(d / "registry")
+        try:
+            kubelet.churn(api.kube, "warm-up")
+            out["soak_start_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+            for i in range(SOAK_ROUNDS):
+                kubelet.churn(api.kube, str(i))
+            out["soak_end_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        finally:
+            kubelet.channel.close()
+        return out
     finally:
         proc.stop()
         api.close()
+
+
+class _DraKubelet:
+    """kubelet's side of the DRA driver, by the stubs of kubelet's own protos: registered through the
+    plugin watcher's socket, then NodePrepareResources and NodeUnprepareResources."""
+
+    def __init__(self, registry: Path) -> None:
+        import grpc
+
+        from support import kubeproto
+
+        self.dra, dra_grpc = kubeproto.stubs("dra/v1/api.proto")
+        reg, reg_grpc = kubeproto.stubs("pluginregistration/v1/api.proto")
+        [sock] = registry.iterdir()
+        with grpc.insecure_channel(f"unix:{sock}") as ch:
+            info = reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=60)
+            reg_grpc.RegistrationStub(ch).NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=True),
+                                                                   timeout=60)
+        self.channel = grpc.insecure_channel(f"unix:{info.endpoint}")
+        self.stub = dra_grpc.DRAPluginStub(self.channel)
+
+    def churn(self, kube: Any, round_name: str) -> None:
+        """One round: SOAK_PREPARES times, a claim of one card for each of the 8 cards made,
+        prepared in one call, unprepared in one call and deleted."""
+        for n in range(SOAK_PREPARES):
+            claims = []
+            for card in range(8):
+                name, uid = f"c{card}", f"uid-{round_name}-{n}-{card}"
+                kube.add_claim("bench", name, uid, [{"request": "xpus", "driver": "kunlunxin.com",
+                                                     "pool": "bench-node", "device": str(card)}])
+                claims.append(self.dra.Claim(namespace="bench", name=name, uid=uid))
+            got = self.stub.NodePrepareResources(self.dra.NodePrepareResourcesRequest(claims=claims), timeout=60)
+            errors = [r.error for r in got.claims.values() if r.error]
+            assert len(got.claims) == 8 and not errors, f"prepare failed: {errors[:2]}"
+            got = self.stub.NodeUnprepareResources(self.dra.NodeUnprepareResourcesRequest(claims=claims), timeout=60)
+            assert not [r.error for r in got.claims.values() if r.error], "unprepare failed"
+            for card in range(8):
+                kube.claims.pop(("bench", f"c{card}"), None)
 
 
 def cli_times(work: Path, rounds: int = 30) -> Dict[str, List[Tuple[float, float]]]:
@@ -284,6 +373,15 @@ def rows_of(fp: Dict[str, Dict[str, float]]) -> Rows:
         rows.append((f"{name} ({stack}): idle CPU", f"{s['cpu_percent']:.3f} %",
                      f"run time over {IDLE_S:.0f} s idle (its cgroup's); target <= {CPU_TARGET} %: "
                      f"{_met(s['cpu_percent'] <= CPU_TARGET)}; load {s['load']:.2f}"))
+        if "soak_end_mib" in s:
+            start, end = s["soak_start_mib"], s["soak_end_mib"]
+            what = {"device-plugin": f"{SOAK_ROUNDS} kubelet restarts, {SOAK_ROUNDS * SOAK_CALLS} Allocate calls",
+                    "exporter": f"{SOAK_ROUNDS * SOAK_CALLS} scrapes",
+                    "dra-driver": f"{SOAK_ROUNDS * SOAK_PREPARES * 8} one-card claims prepared and "
+                                  f"unprepared, 8 a call"}[name]
+            rows.append((f"{name} ({stack}): RSS across the churn soak", f"{start:.1f} -> {end:.1f} MiB",
+                         f"{what}, after a warm-up; target: the end within {SOAK_SLACK:.0f} MiB of the start: "
+                         f"{_met(end - start <= SOAK_SLACK)} ({end - start:+.1f})"))
     return rows
 
 

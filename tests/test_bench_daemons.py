@@ -38,3 +38,17 @@ def test_each_daemon_has_its_figure_and_its_idle_cpu_row() -> None:
     assert [(r[0], r[1]) for r in rows] == [("exporter (pypi): resident memory after start", "47.2 MiB"),
                                             ("exporter (pypi): idle CPU", "0.200 %")]
     assert "NOT met" in rows[1][2]
+
+
+def test_the_churn_soak_is_flat_within_2_mib() -> None:
+    flat = {"device-plugin/debian": dict(sample(40.0), soak_start_mib=40.5, soak_end_mib=42.4)}
+    grew = {"exporter/pypi": dict(sample(40.0), soak_start_mib=40.5, soak_end_mib=42.6)}
+    title = "device-plugin (debian): RSS across the churn soak"
+    assert [r[1] for r in bench_daemons.rows_of(flat) if r[0] == title] == ["40.5 -> 42.4 MiB"]
+    assert "within 2 MiB of the start: met (+1.9)" in row(flat, title)
+    assert "10 kubelet restarts, 300 Allocate calls" in row(flat, title)
+    assert "within 2 MiB of the start: NOT met (+2.1)" in row(grew, "exporter (pypi): RSS across the churn soak")
+    assert "300 scrapes" in row(grew, "exporter (pypi): RSS across the churn soak")
+    dra = {"dra-driver/pypi": dict(sample(40.0), soak_start_mib=41.0, soak_end_mib=41.2)}
+    assert "240 one-card claims prepared and unprepared" in row(dra, "dra-driver (pypi): RSS across the churn soak")
+    assert not [r for r in bench_daemons.rows_of({"dra-driver/pypi": sample(40.0)}) if "soak" in r[0]]
