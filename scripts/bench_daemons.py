@@ -9,10 +9,15 @@
   on a fake host, a settled second after start;
 * the same of ``xpu-cdi dra-driver`` once it has published 8 cards to an
   HTTP stand-in of the API server (tests/support/fakeapi.py's tables);
-* on each stack, its gRPC floor (:data:`FLOOR`: a bare server and channel that
-  made a call and hold a stream): each daemon's row shows its share above it,
-  and judges a stack other than the shipped one by the same room above that
-  stack's floor (:func:`rss_target`);
+* each judged against :data:`RSS_TARGET` on either stack (issue 41: what users
+  weigh is a process they can read and well-kept libraries, not the last MiB);
+* each daemon's RSS across a churn soak, after a warm-up round and at its
+  end: kubelet restarted :data:`SOAK_ROUNDS` times, each time the plugin
+  registered again and :data:`SOAK_CALLS` Allocate calls; :data:`SOAK_ROUNDS`
+  x :data:`SOAK_CALLS` scrapes of the exporter; :data:`SOAK_PREPARES` x 8
+  claims a round made, prepared, unprepared and deleted by the DRA driver.
+  Flat within :data:`SOAK_SLACK` (the fleet soak, tests/fleet, does it on a
+  cluster);
 * their idle CPU over 30 s, three of their 10 s health intervals (no scrapes,
   no calls: what the daemon spends on its own, its health polls; the exporter runs its passes when scraped, so
   idle it only rewrites its status file each interval): the run time of a
@@ -26,7 +31,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import random
 import resource
@@ -35,7 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -44,9 +48,12 @@ sys.path.insert(0, str(REPO / "scripts"))
 from support import fakehost  # noqa: E402
 
 BIN = Path(sys.executable).parent
-TARGETS = {"device-plugin": 35.0, "exporter": 35.0, "dra-driver": 45.0}  # MiB
+RSS_TARGET = 64.0  # MiB, each daemon on either stack (the chart's limits are 128-160 Mi)
 CPU_TARGET = 0.1  # percent, idle
 CLI_TARGETS = {"generate": 100.0, "list": 60.0}  # ms, whole process
+SOAK_ROUNDS, SOAK_CALLS = 10, 30
+SOAK_PREPARES = 3  # the DRA driver's prepare calls a round, 8 claims each: its client reads each claim at 5 a second
+SOAK_SLACK = 2.0  # MiB the RSS may grow from the warm-up round to the end of the soak
 IDLE_S = 30.0  # three health intervals: one window of 10 s held one pass, and went 0.04-0.14 % by chance
 STACKS = ("pypi", "debian")
 Rows = List[Tuple[str, str, str]]
@@ -123,74 +130,6 @@ def footprint(pid: int, idle: bool = True) -> Dict[str, float]:
     return out
 
 
-# What a node daemon's process holds before any of its own code runs: the interpreter, grpcio and
-# protobuf loaded as the daemons load them (OpenSSL kept out where they keep it out), a gRPC server
-# on a unix socket that has answered a call and holds a stream open (as kubelet's ListAndWatch),
-# its client's channel, settled as the daemons settle.  The same code on each stack: what differs
-# between the stacks' floors is the libraries', not ours.
-FLOOR = """
-import os, sys, threading
-from concurrent import futures
-from xpu_cdi.node import lean
-with lean.without_openssl() if sys.argv[2] == "lean" else lean.without(()):
-    import grpc
-    from google.protobuf import message_factory
-done = threading.Event()
-def echo(request, context):
-    return request
-def watch(request, context):
-    yield request
-    done.wait()
-handler = grpc.method_handlers_generic_handler("floor.Floor", {
-    "Echo": grpc.unary_unary_rpc_method_handler(echo), "Watch": grpc.unary_stream_rpc_method_handler(watch)})
-path = "unix:" + os.path.join(sys.argv[1], "floor.sock")
-server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-server.add_generic_rpc_handlers((handler,))
-server.add_insecure_port(path)
-server.start()
-channel = grpc.insecure_channel(path)
-channel.unary_unary("/floor.Floor/Echo")(b"x", timeout=600, wait_for_ready=True)
-stream = channel.unary_stream("/floor.Floor/Watch")(b"y", wait_for_ready=True)
-next(stream)
-lean.settle()
-print("ready", flush=True)
-sys.stdin.read()
-done.set()
-channel.close()
-server.stop(None)
-"""
-OPENSSL_KEPT_OUT = {"device-plugin": True, "exporter": True, "dra-driver": False}  # the DRA driver speaks TLS
-SHIPPED = "debian"  # the stack of the .deb, the .rpm and the DaemonSets' image: the targets hold on it as they are
-
-
-def floor_variant(lean: bool) -> str:
-    return "lean" if lean else "tls"
-
-
-def grpc_floor(work: Path, stack: str, lean: bool) -> Dict[str, float]:
-    """:data:`FLOOR` on *stack*'s interpreter and libraries, measured as the daemons are (no idle CPU)."""
-    from support.kubeletkit import stack_python
-
-    python, env = stack_python(stack)
-    d = work / stack / f"floor-{floor_variant(lean)}"
-    d.mkdir(parents=True)
-    proc = subprocess.Popen([python, "-c", FLOOR, str(d), floor_variant(lean)], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""  # the event itself: it prints once settled
-        if line.strip() != "ready":
-            raise AssertionError(f"the gRPC floor on the {stack} stack did not start (exit {proc.wait()})")
-        return footprint(proc.pid, idle=False)
-    finally:
-        if proc.stdin:
-            proc.stdin.close()  # its read ends: it stops
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def device_plugin(work: Path, stack: str) -> Dict[str, float]:
     from support import kubeletkit
     from support.dpnode import Node
@@ -209,10 +148,30 @@ def device_plugin(work: Path, stack: str) -> Dict[str, float]:
     try:
         kubelet.wait_registered()
         kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
-        return footprint(proc.proc.pid)
+        out = footprint(proc.proc.pid)
+        _plugin_churn(kubelet)  # the warm-up round: the first Allocate's imports and caches
+        out["soak_start_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        for _ in range(SOAK_ROUNDS):
+            _plugin_churn(kubelet)
+        out["soak_end_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        return out
     finally:
         proc.stop()
         kubelet.stop()
+
+
+def _plugin_churn(kubelet: "object") -> None:
+    """One round: kubelet restarted, the plugin registered again and listing 8 cards, then
+    SOAK_CALLS Allocate calls of 1-4 cards."""
+    k: Any = kubelet
+    rng = random.Random(41)
+    started = k.restart()
+    k.wait_for(lambda: any(t >= started and len(devs) == 8 for t, devs in k.lists), message="8 cards listed again")
+    stub = k.plugin()
+    for _ in range(SOAK_CALLS):
+        ids = [str(i) for i in rng.sample(range(8), rng.randint(1, 4))]
+        req = k.pb2.AllocateRequest(container_requests=[k.pb2.ContainerAllocateRequest(devices_ids=ids)])
+        assert stub.Allocate(req, timeout=60).container_responses, "an Allocate answered nothing"
 
 
 def exporter(work: Path, stack: str) -> Dict[str, float]:
@@ -235,7 +194,18 @@ def exporter(work: Path, stack: str) -> Dict[str, float]:
     try:
         body = urllib.request.urlopen(proc.url(), timeout=30).read()
         assert b'xpu_cdi_card_temperature_celsius{card="7"' in body, "the first scrape has no readings"
-        return footprint(proc.proc.pid)
+        out = footprint(proc.proc.pid)
+
+        def scrapes(n: int) -> None:
+            for i in range(n):  # plain and gzipped, as Prometheus asks
+                req = urllib.request.Request(proc.url(), headers={"Accept-Encoding": "gzip"} if i % 2 else {})
+                assert urllib.request.urlopen(req, timeout=30).read(), "a scrape answered nothing"
+
+        scrapes(SOAK_CALLS)  # the warm-up round
+        out["soak_start_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        scrapes(SOAK_ROUNDS * SOAK_CALLS)
+        out["soak_end_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        return out
     finally:
         proc.stop()
         if kubelet is not None:
@@ -243,65 +213,13 @@ def exporter(work: Path, stack: str) -> Dict[str, float]:
         shutil.rmtree(sock_dir, ignore_errors=True)
 
 
-def _api_server(kube: object) -> "Tuple[object, int]":
-    """tests/support/fakeapi.FakeKube behind plain HTTP on loopback, for a driver run as its own
-    process: calls answered from its tables, watches held open until their timeout (an idle cluster)."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import parse_qsl, urlsplit
-
-    from xpu_cdi.dra.kube import ApiError
-
-    quiet = threading.Event()  # set at the end: held watches return
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def handle(self) -> None:
-            try:
-                super().handle()
-            except (BrokenPipeError, ConnectionResetError):  # the driver stopped mid-watch
-                pass
-
-        def _answer(self, status: int, doc: object) -> None:
-            body = json.dumps(doc).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _call(self) -> None:
-            url = urlsplit(self.path)
-            query = dict(parse_qsl(url.query))
-            size = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(size)) if size else None
-            if query.get("watch"):
-                quiet.wait(float(query.get("timeoutSeconds", "60")))
-                return self._answer(200, {})  # no newline: no event, the watch just ends
-            try:
-                self._answer(200, kube.request(self.command, url.path, body, query))  # type: ignore[attr-defined]
-            except ApiError as err:
-                self._answer(err.status or 500, {"message": str(err), "reason": err.reason})
-
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _call
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    server.quiet = quiet  # type: ignore[attr-defined]
-    return server, server.server_address[1]
-
-
 def dra_driver(work: Path, stack: str) -> Dict[str, float]:
-    """Against the HTTP stand-in of the API (_api_server), kubelet's directories empty: published, idle."""
+    """Against the HTTP stand-in of the API (fakeapi.HttpFront), kubelet's directories empty: published, idle."""
     import json
     import uuid
 
     from support import kubeletkit
-    from support.fakeapi import FakeKube
+    from support.fakeapi import FakeKube, HttpFront
 
     host = fakehost.kunlunxin(work / stack / "fp-dra-host", cards=8)
     d = work / stack / "fp-dra"
@@ -310,11 +228,11 @@ def dra_driver(work: Path, stack: str) -> Dict[str, float]:
     from support.dpnode import Node
 
     Node(host, d / "cdi", d / "plugins", d / "unused").generate()
-    server, port = _api_server(FakeKube())
+    api = HttpFront(FakeKube())
     kubeconfig = d / "kubeconfig"
     kubeconfig.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "clusters": [{"name": "c", "cluster": {"server": api.url}}],
         "users": [{"name": "u", "user": {"token": "bench"}}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
     (d / "boot_id").write_text(str(uuid.uuid4()) + "\n")
@@ -337,11 +255,58 @@ def dra_driver(work: Path, stack: str) -> Dict[str, float]:
             if proc.proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"the DRA driver did not publish: {(d / 'dra.log').read_text()[-2000:]}")
             time.sleep(0.05)
-        return footprint(proc.proc.pid)
+        out = footprint(proc.proc.pid)
+        kubelet = _DraKubelet(d / "registry")
+        try:
+            kubelet.churn(api.kube, "warm-up")
+            out["soak_start_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+            for i in range(SOAK_ROUNDS):
+                kubelet.churn(api.kube, str(i))
+            out["soak_end_mib"] = footprint(proc.proc.pid, idle=False)["rss_mib"]
+        finally:
+            kubelet.channel.close()
+        return out
     finally:
         proc.stop()
-        server.quiet.set()  # type: ignore[attr-defined]
-        server.shutdown()  # type: ignore[attr-defined]
+        api.close()
+
+
+class _DraKubelet:
+    """kubelet's side of the DRA driver, by the stubs of kubelet's own protos: registered through the
+    plugin watcher's socket, then NodePrepareResources and NodeUnprepareResources."""
+
+    def __init__(self, registry: Path) -> None:
+        import grpc
+
+        from support import kubeproto
+
+        self.dra, dra_grpc = kubeproto.stubs("dra/v1/api.proto")
+        reg, reg_grpc = kubeproto.stubs("pluginregistration/v1/api.proto")
+        [sock] = registry.iterdir()
+        with grpc.insecure_channel(f"unix:{sock}") as ch:
+            info = reg_grpc.RegistrationStub(ch).GetInfo(reg.InfoRequest(), timeout=60)
+            reg_grpc.RegistrationStub(ch).NotifyRegistrationStatus(reg.RegistrationStatus(plugin_registered=True),
+                                                                   timeout=60)
+        self.channel = grpc.insecure_channel(f"unix:{info.endpoint}")
+        self.stub = dra_grpc.DRAPluginStub(self.channel)
+
+    def churn(self, kube: Any, round_name: str) -> None:
+        """One round: SOAK_PREPARES times, a claim of one card for each of the 8 cards made,
+        prepared in one call, unprepared in one call and deleted."""
+        for n in range(SOAK_PREPARES):
+            claims = []
+            for card in range(8):
+                name, uid = f"c{card}", f"uid-{round_name}-{n}-{card}"
+                kube.add_claim("bench", name, uid, [{"request": "xpus", "driver": "kunlunxin.com",
+                                                     "pool": "bench-node", "device": str(card)}])
+                claims.append(self.dra.Claim(namespace="bench", name=name, uid=uid))
+            got = self.stub.NodePrepareResources(self.dra.NodePrepareResourcesRequest(claims=claims), timeout=60)
+            errors = [r.error for r in got.claims.values() if r.error]
+            assert len(got.claims) == 8 and not errors, f"prepare failed: {errors[:2]}"
+            got = self.stub.NodeUnprepareResources(self.dra.NodeUnprepareResourcesRequest(claims=claims), timeout=60)
+            assert not [r.error for r in got.claims.values() if r.error], "unprepare failed"
+            for card in range(8):
+                kube.claims.pop(("bench", f"c{card}"), None)
 
 
 def cli_times(work: Path, rounds: int = 30) -> Dict[str, List[Tuple[float, float]]]:
@@ -397,44 +362,26 @@ def cli_rows(cli: Dict[str, List[Tuple[float, float]]], load: float) -> Rows:
     return rows
 
 
-def rss_target(fp: Dict[str, Dict[str, float]], name: str, stack: str) -> Tuple[float, str]:
-    """The RSS target of daemon *name* on *stack*, and how it was reached.
-
-    On the shipped stack, issue 30's figure as it is.  On another stack the daemon gets the same
-    room above its gRPC floor: the figure plus that stack's floor over the shipped one's, both
-    measured in this run (a bare gRPC server on PyPI's grpcio holds ~2.5 MiB more than on Debian's
-    before any code of ours runs); without the shipped stack here, the figure as it is."""
-    target = TARGETS[name]
-    variant = floor_variant(OPENSSL_KEPT_OUT[name])
-    ours, shipped = fp.get(f"floor-{variant}/{stack}"), fp.get(f"floor-{variant}/{SHIPPED}")
-    if stack == SHIPPED or ours is None or shipped is None:
-        return target, f"{target:.0f} MiB"
-    extra = ours["rss_mib"] - shipped["rss_mib"]
-    how = f"{target:.0f} + {extra:.1f} (this stack's gRPC floor over {SHIPPED}'s) = {target + extra:.1f} MiB"
-    return target + extra, how
-
-
 def rows_of(fp: Dict[str, Dict[str, float]]) -> Rows:
     rows: Rows = []
     for key, s in fp.items():
         name, _, stack = key.partition("/")
-        if name.startswith("floor-"):
-            rows.append((f"  gRPC floor, {'OpenSSL kept out' if name == 'floor-lean' else 'with OpenSSL'} ({stack})",
-                         f"{s['rss_mib']:.1f} MiB",
-                         f"VmRSS of a bare gRPC server and channel that made a call and hold a stream, on "
-                         f"the same interpreter and libraries (private anon {s['anon_mib']:.1f}, grpc's core "
-                         f"{s['grpc_mib']:.1f}): what every daemon holds before its own code; load {s['load']:.2f}"))
-            continue
-        target, how = rss_target(fp, name, stack)
-        floor = fp.get(f"floor-{floor_variant(OPENSSL_KEPT_OUT[name])}/{stack}")
-        above = f", {s['rss_mib'] - floor['rss_mib']:.1f} above the gRPC floor" if floor else ""
         rows.append((f"{name} ({stack}): resident memory after start", f"{s['rss_mib']:.1f} MiB",
                      f"VmRSS (HWM {s['hwm_mib']:.1f}, private anon {s['anon_mib']:.1f}, grpc's core "
-                     f"{s['grpc_mib']:.1f}{above}), 8 cards, fake host; "
-                     f"target <= {how}: {_met(s['rss_mib'] <= target)}; load {s['load']:.2f}"))
+                     f"{s['grpc_mib']:.1f}), 8 cards, fake host; target <= {RSS_TARGET:.0f} MiB: "
+                     f"{_met(s['rss_mib'] <= RSS_TARGET)}; load {s['load']:.2f}"))
         rows.append((f"{name} ({stack}): idle CPU", f"{s['cpu_percent']:.3f} %",
                      f"run time over {IDLE_S:.0f} s idle (its cgroup's); target <= {CPU_TARGET} %: "
                      f"{_met(s['cpu_percent'] <= CPU_TARGET)}; load {s['load']:.2f}"))
+        if "soak_end_mib" in s:
+            start, end = s["soak_start_mib"], s["soak_end_mib"]
+            what = {"device-plugin": f"{SOAK_ROUNDS} kubelet restarts, {SOAK_ROUNDS * SOAK_CALLS} Allocate calls",
+                    "exporter": f"{SOAK_ROUNDS * SOAK_CALLS} scrapes",
+                    "dra-driver": f"{SOAK_ROUNDS * SOAK_PREPARES * 8} one-card claims prepared and "
+                                  f"unprepared, 8 a call"}[name]
+            rows.append((f"{name} ({stack}): RSS across the churn soak", f"{start:.1f} -> {end:.1f} MiB",
+                         f"{what}, after a warm-up; target: the end within {SOAK_SLACK:.0f} MiB of the start: "
+                         f"{_met(end - start <= SOAK_SLACK)} ({end - start:+.1f})"))
     return rows
 
 
@@ -443,12 +390,9 @@ def run(work: Path, daemons: bool = True, cli: bool = True) -> Tuple[Rows, Dict[
     fp: Dict[str, Dict[str, float]] = {}
     makers: Dict[str, Callable[[Path, str], Dict[str, float]]] = {
         "device-plugin": device_plugin, "exporter": exporter, "dra-driver": dra_driver}
-    floors: Dict[str, Callable[[Path, str], Dict[str, float]]] = {
-        f"floor-{floor_variant(lean)}": functools.partial(grpc_floor, lean=lean)
-        for lean in (True, False)}
     if daemons:
         for stack in STACKS:
-            for name, make in {**floors, **makers}.items():  # each stack's floors beside its daemons
+            for name, make in makers.items():
                 try:
                     fp[f"{name}/{stack}"] = make(work, stack)
                 except BaseException as err:  # stack_python's pytest.skip: that stack is not installed

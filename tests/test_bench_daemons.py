@@ -1,5 +1,5 @@
-"""scripts/bench_daemons.py's judgement of the daemons' memory: the targets as they are on the
-shipped stack, and on another stack the same room above that stack's gRPC floor."""
+"""scripts/bench_daemons.py's judgement of the daemons' memory: one target, the same on either
+library stack (issue 41), and the idle CPU beside it."""
 
 from __future__ import annotations
 
@@ -14,43 +14,41 @@ import bench_daemons  # noqa: E402
 Footprints = Dict[str, Dict[str, float]]
 
 
-def sample(rss: float) -> Dict[str, float]:
-    return {"rss_mib": rss, "hwm_mib": rss, "anon_mib": rss / 2, "grpc_mib": 4.0, "cpu_percent": 0.05, "load": 1.0}
+def sample(rss: float, cpu: float = 0.05) -> Dict[str, float]:
+    return {"rss_mib": rss, "hwm_mib": rss, "anon_mib": rss / 2, "grpc_mib": 4.0, "cpu_percent": cpu, "load": 1.0}
 
 
-def footprints(plugin_wheels: float, floor_wheels: float, floor_debian: float) -> Footprints:
-    return {"floor-lean/pypi": sample(floor_wheels), "device-plugin/pypi": sample(plugin_wheels),
-            "floor-lean/debian": sample(floor_debian), "device-plugin/debian": sample(34.0)}
-
-
-def rss_row(fp: Footprints, stack: str) -> str:
-    title = f"device-plugin ({stack}): resident memory after start"
+def row(fp: Footprints, title: str) -> str:
     return next(r[2] for r in bench_daemons.rows_of(fp) if r[0] == title)
 
 
-def test_the_shipped_stack_keeps_the_target_as_it_is() -> None:
-    fp = footprints(36.0, 33.0, 30.5)
-    assert bench_daemons.rss_target(fp, "device-plugin", "debian")[0] == 35.0
-    assert "target <= 35 MiB: met" in rss_row(fp, "debian")
-    assert "3.5 above the gRPC floor" in rss_row(fp, "debian")
+def test_each_daemon_on_either_stack_is_judged_against_64_mib() -> None:
+    fp = {"device-plugin/pypi": sample(63.9), "device-plugin/debian": sample(64.1),
+          "dra-driver/pypi": sample(40.0), "exporter/debian": sample(64.0)}
+    assert bench_daemons.RSS_TARGET == 64.0
+    assert "target <= 64 MiB: met" in row(fp, "device-plugin (pypi): resident memory after start")
+    assert "target <= 64 MiB: NOT met" in row(fp, "device-plugin (debian): resident memory after start")
+    assert "target <= 64 MiB: met" in row(fp, "dra-driver (pypi): resident memory after start")
+    assert "target <= 64 MiB: met" in row(fp, "exporter (debian): resident memory after start")  # <= is met
 
 
-def test_another_stack_gets_the_same_room_above_its_floor() -> None:
-    fp = footprints(36.0, 33.0, 30.5)
-    target, how = bench_daemons.rss_target(fp, "device-plugin", "pypi")
-    assert abs(target - 37.5) < 1e-9 and "35 + 2.5" in how
-    assert "met" in rss_row(fp, "pypi") and "NOT met" not in rss_row(fp, "pypi")
-    over = footprints(38.0, 33.0, 30.5)  # 5.0 above its floor where the shipped stack has room for 4.5
-    assert "NOT met" in rss_row(over, "pypi")
+def test_each_daemon_has_its_figure_and_its_idle_cpu_row() -> None:
+    fp = {"exporter/pypi": sample(47.25, cpu=0.2)}
+    rows = bench_daemons.rows_of(fp)
+    assert [(r[0], r[1]) for r in rows] == [("exporter (pypi): resident memory after start", "47.2 MiB"),
+                                            ("exporter (pypi): idle CPU", "0.200 %")]
+    assert "NOT met" in rows[1][2]
 
 
-def test_without_the_shipped_stack_the_target_is_as_it_is() -> None:
-    fp = {"floor-lean/pypi": sample(33.0), "device-plugin/pypi": sample(36.0)}
-    assert bench_daemons.rss_target(fp, "device-plugin", "pypi")[0] == 35.0
-    assert "NOT met" in rss_row(fp, "pypi")
-
-
-def test_the_dra_driver_is_judged_against_the_floor_with_openssl() -> None:
-    fp = {"floor-tls/pypi": sample(37.0), "floor-tls/debian": sample(32.5), "floor-lean/pypi": sample(33.0),
-          "floor-lean/debian": sample(30.5), "dra-driver/pypi": sample(49.0)}
-    assert abs(bench_daemons.rss_target(fp, "dra-driver", "pypi")[0] - 49.5) < 1e-9
+def test_the_churn_soak_is_flat_within_2_mib() -> None:
+    flat = {"device-plugin/debian": dict(sample(40.0), soak_start_mib=40.5, soak_end_mib=42.4)}
+    grew = {"exporter/pypi": dict(sample(40.0), soak_start_mib=40.5, soak_end_mib=42.6)}
+    title = "device-plugin (debian): RSS across the churn soak"
+    assert [r[1] for r in bench_daemons.rows_of(flat) if r[0] == title] == ["40.5 -> 42.4 MiB"]
+    assert "within 2 MiB of the start: met (+1.9)" in row(flat, title)
+    assert "10 kubelet restarts, 300 Allocate calls" in row(flat, title)
+    assert "within 2 MiB of the start: NOT met (+2.1)" in row(grew, "exporter (pypi): RSS across the churn soak")
+    assert "300 scrapes" in row(grew, "exporter (pypi): RSS across the churn soak")
+    dra = {"dra-driver/pypi": dict(sample(40.0), soak_start_mib=41.0, soak_end_mib=41.2)}
+    assert "240 one-card claims prepared and unprepared" in row(dra, "dra-driver (pypi): RSS across the churn soak")
+    assert not [r for r in bench_daemons.rows_of({"dra-driver/pypi": sample(40.0)}) if "soak" in r[0]]

@@ -62,20 +62,9 @@ def imports_of(name: str, path: Path, known: Set[str]) -> Set[str]:
     return {m for m in found if m in known and m != name}
 
 
-def fresh_targets(path: Path) -> Set[str]:
-    """The modules a command has node/fresh.py import in the daemon's new interpreter: the
-    ``"module:function"`` first argument of its ``replace_with`` calls."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "replace_with"
-                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
-            found.add(node.args[0].value.partition(":")[0])
-    return found
-
-
 def graph() -> Dict[str, Set[str]]:
     mods = modules()
-    edges = {name: imports_of(name, path, set(mods)) | fresh_targets(path) for name, path in mods.items()}
+    edges = {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
     edges["xpu_cdi.cli"] |= {module for module, _builder in cli.COMMANDS.values()}
     return edges
 
@@ -159,7 +148,7 @@ def test_graph_is_read_from_the_source() -> None:
     edges = graph()
     assert "xpu_cdi.doctor.command" in edges["xpu_cdi.cli"]  # lazy, through COMMANDS
     assert "xpu_cdi.clikit" in edges["xpu_cdi.doctor.command"]
-    assert "xpu_cdi.deviceplugin.daemon" in edges["xpu_cdi.deviceplugin.command"]  # through node/fresh.py
+    assert "xpu_cdi.deviceplugin.daemon" in edges["xpu_cdi.deviceplugin.command"]  # inside the function
 
 
 def test_cycle_finder_finds_a_circle() -> None:
@@ -173,11 +162,10 @@ def test_no_import_circles() -> None:
 
 
 def test_lazy_imports_only_in_cli() -> None:
-    """``importlib`` hides edges from readers: only cli's table of commands may use it, and
-    node/fresh.py for the daemon module a command names in its ``replace_with`` call (read above)."""
+    """``importlib`` hides edges from readers: only cli's table of commands may use it."""
     users = sorted(name for name, path in modules().items()
                    if any(call in path.read_text() for call in ("import_module(", "__import__("))
-                   and name not in ("xpu_cdi.cli", "xpu_cdi.node.fresh"))
+                   and name != "xpu_cdi.cli")
     assert users == []
 
 

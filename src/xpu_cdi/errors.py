@@ -1,12 +1,11 @@
 """The one exception hierarchy of xpu-cdi.
 
 Every error raised on purpose derives from :class:`XpuCdiError`; the CLI
-maps the classes to exit codes (:data:`ERROR_CODES`, here: the daemons' fresh
-interpreters use it without click, ``node/fresh.py``), and :data:`EXIT_CODES` is
-the one table of every command's exit codes.  (The
-compiled hook and wrapper word their own errors in the same style.)  Messages follow the
-CDI library's style: lowercase, the bad value in quotes, then the reason,
-and where possible what to do about it.
+maps the classes to exit codes (:data:`ERROR_CODES`), each error one line on
+stderr (:func:`report`), and :data:`EXIT_CODES` is the one table of every command's
+exit codes.  (The compiled hook and wrapper word their own errors in the same style.)
+Messages follow the CDI library's style: lowercase, the bad value in quotes, then the
+reason, and where possible what to do about it.
 """
 
 from __future__ import annotations

@@ -3,14 +3,18 @@ the real API server, scheduler and kubelet are the one-node cluster's, tests/k8s
 
 Claims by namespace/name, slices by name with resourceVersions (a PUT with a
 stale one is a 409, as the API server answers), Events recorded, a watch that
-sends DELETED events for deleted slices.
+sends DELETED events for deleted slices.  :class:`HttpFront` serves it over
+plain HTTP, for a driver in its own process and for dra/kube.py's client.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from urllib.parse import parse_qsl, urlsplit
 
 from xpu_cdi.dra.kube import ApiError
 
@@ -103,3 +107,77 @@ class FakeKube:
     def event(self, namespace: str, involved: Mapping[str, Any], reason: str, message: str,
               kind: str = "Warning") -> None:
         self.request("POST", f"/api/v1/namespaces/{namespace}/events", {"reason": reason, "message": message})
+
+
+class HttpFront:
+    """*kube* behind plain HTTP on loopback: calls answered from its tables, watches held open until
+    their timeout (an idle cluster) or :meth:`close`.
+
+    :attr:`throttle` holds answers given before the tables answer, first first: ``(status,
+    headers)``, as an API server's priority and fairness answers 429 with ``Retry-After``.  A
+    request in absolute form (``GET http://host/path``, what a client sends its HTTP proxy) is
+    answered the same: the front is its own proxy stand-in.  :attr:`seen` logs ``(method, path,
+    through a proxy)``."""
+
+    def __init__(self, kube: Any) -> None:
+        self.kube = kube
+        self.quiet = threading.Event()  # set at close: held watches return
+        self.throttle: List[Tuple[int, Dict[str, str]]] = []
+        self.seen: List[Tuple[str, str, bool]] = []
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _handler(self) -> type:
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except (BrokenPipeError, ConnectionResetError):  # the client stopped mid-watch
+                    pass
+
+            def _answer(self, status: int, doc: object, headers: Mapping[str, str] = {}) -> None:
+                body = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _call(self) -> None:
+                url = urlsplit(self.path)
+                query = dict(parse_qsl(url.query))
+                size = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(size)) if size else None
+                with front.lock:
+                    front.seen.append((self.command, url.path, bool(url.scheme)))
+                    throttled = front.throttle.pop(0) if front.throttle else None
+                if throttled is not None:
+                    return self._answer(throttled[0], {"message": "throttled", "reason": "TooManyRequests"},
+                                        throttled[1])
+                if query.get("watch"):
+                    front.quiet.wait(float(query.get("timeoutSeconds", "60")))
+                    return self._answer(200, {})  # no newline: no event, the watch just ends
+                try:
+                    self._answer(200, front.kube.request(self.command, url.path, body, query))
+                except ApiError as err:
+                    self._answer(err.status or 500, {"message": str(err), "reason": err.reason})
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _call
+
+        return Handler
+
+    def close(self) -> None:
+        self.quiet.set()
+        self.server.shutdown()
+        self.server.server_close()

@@ -12,10 +12,9 @@ ENV = {"PYTHONPROFILEIMPORTTIME": "1"}
 
 #: what no node daemon needs on its path: validation, archives and the temporary-file machinery
 #: (importlib.resources), pathlib (urllib.parse and ipaddress with it), other clusters' clients,
-#: descriptor.proto's classes (node/protobuild.py writes its descriptors), the idna codec (a
-#: resolver's answer decoded: http.server's getfqdn at bind)
+#: the idna codec (a resolver's answer decoded: http.server's getfqdn at bind)
 NOT_IN_DAEMONS = {"jsonschema", "importlib.resources", "zipfile", "pathlib", "kubernetes", "tomlkit",
-                  "google.protobuf.descriptor_pb2", "encodings.idna"}
+                  "encodings.idna"}
 #: the YAML parser: only the DRA driver's kubeconfig needs it (profiles and templates come from JSON)
 YAML = {"yaml"}
 

@@ -1,8 +1,8 @@
 """The ``xpu-cdi device-plugin`` click command (built on first use, see ``cli.COMMANDS``).
 
 ``--probe`` (the DaemonSet's readiness probe) reads the status file only and
-never imports gRPC; the plugin itself serves from a fresh interpreter without
-click (node/fresh.py).
+never imports gRPC; the plugin itself serves from this process, so ``ps``
+shows the command line that started it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, level_of, subcommand
-from ..node import fresh
+from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
 from ..node.status import probe as _probe
 from ..node.uevents import SOURCES as UEVENT_SOURCES
 from . import config, response
@@ -61,15 +60,19 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
         ok, why = _probe(settings.status_file)
         click.echo(("ready: " if ok else "not ready: ") + why, err=not ok)
         sys.exit(0 if ok else 1)
-    gone = fresh.missing(("grpc", "google.protobuf"))
-    if gone:
-        raise config.ConfigError(f"the device plugin needs grpcio and protobuf (no module named {gone!r}): pip "
-                                 f"install 'xpu-cdi' (they are dependencies) or apt install python3-grpcio "
-                                 f"python3-protobuf")
-    fresh.replace_with("xpu_cdi.deviceplugin.daemon:serve", "xpu-cdi device-plugin", without_openssl=True,
-                       settings=settings, config_path=config_path, flags=flags,
-                       level=level_of(log_level, verbose), log_format=log_format)
+    try:
+        from .daemon import Daemon
+    except ImportError as err:
+        raise config.ConfigError(f"the device plugin needs grpcio and protobuf ({err}): pip install 'xpu-cdi' "
+                                 f"(they are dependencies) or apt install python3-grpcio python3-protobuf") from None
 
+    def reload_settings() -> config.Settings:  # SIGHUP: the file read again, the flags given still win
+        new = config.build(config_path, flags)
+        config.check_settings(new)
+        return new
+
+    log = daemon_log("xpu-cdi device-plugin", log_level, verbose, log_format)
+    sys.exit(Daemon(settings, log=log, reload_settings=reload_settings).run())
 
 OPTIONS = (
     click.option("--plugin-dir", default=config.DEFAULT_PLUGIN_DIR, show_default=True,

@@ -36,7 +36,7 @@ from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node import grpcserve, health
 from ..node import inventory as devices
-from . import config, naming, registration, stale
+from . import naming, registration, stale
 from ..node import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin
@@ -279,17 +279,3 @@ class Daemon(Loop):
         self.plugins.clear()
         self.close_loop(self.s.status_file)
         self.log("stopped: sockets removed")
-
-
-def serve(settings: Settings, config_path: Optional[str], flags: Dict[str, object], level: str,
-          log_format: str) -> int:
-    """``xpu-cdi device-plugin`` in its fresh interpreter (node/fresh.py): SIGHUP builds the settings
-    again from *config_path* and the command line's *flags*, as the command built them."""
-
-    def reload_settings() -> Settings:
-        new = config.build(config_path, flags)
-        config.check_settings(new)
-        return new
-
-    return Daemon(settings, log=to_stderr("xpu-cdi device-plugin", level, log_format),
-                  reload_settings=reload_settings).run()

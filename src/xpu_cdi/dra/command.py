@@ -15,9 +15,8 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, level_of, subcommand
+from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, daemon_log, subcommand
 from ..errors import ConfigError
-from ..node import fresh
 from . import config, shares
 
 
@@ -74,14 +73,12 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
         ok, why = probe(settings)
         click.echo(("ready: " if ok else "not ready: ") + why, err=not ok)
         sys.exit(0 if ok else 1)
-    gone = fresh.missing(("grpc", "google.protobuf", "urllib3"))
-    if gone:
-        raise ConfigError(f"the DRA driver needs grpcio, protobuf and the Kubernetes client (no module named "
-                          f"{gone!r}): pip install 'xpu-cdi', or apt install python3-grpcio python3-protobuf "
-                          f"python3-kubernetes")
-    fresh.replace_with("xpu_cdi.dra.daemon:serve", "xpu-cdi dra-driver", without_openssl=False,  # it speaks TLS
-                       settings=settings, level=level_of(log_level, verbose), log_format=log_format)
-
+    try:
+        from .daemon import Daemon
+    except ImportError as err:
+        raise ConfigError(f"the DRA driver needs grpcio, protobuf and the Kubernetes client ({err}): pip install "
+                          f"'xpu-cdi', or apt install python3-grpcio python3-protobuf python3-kubernetes") from None
+    sys.exit(Daemon(settings, log=daemon_log("xpu-cdi dra-driver", log_level, verbose, log_format)).run())
 
 OPTIONS = (
     click.option("--node-name", default=None, help="kubelet's node name (default: $NODE_NAME, else the host name)."),

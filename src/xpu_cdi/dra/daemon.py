@@ -593,8 +593,3 @@ class Daemon(Loop):
         self.drivers.clear()
         self.close_loop(self.s.status_file)
         self.log("stopped")
-
-
-def serve(settings: Settings, level: str, log_format: str) -> int:
-    """``xpu-cdi dra-driver`` in its fresh interpreter (node/fresh.py)."""
-    return Daemon(settings, log=to_stderr("xpu-cdi dra-driver", level, log_format)).run()

@@ -10,23 +10,68 @@ Debian and PyPI ship, and its models lag behind fields such as device
 taints.  docs/dra.md ("The API client").
 
 Every failure is an :class:`ApiError` carrying the HTTP status (0 when the
-server was not reached) and the server's own message.
+server was not reached) and the server's own message.  As client-go does, the
+client keeps to a rate of its own (:class:`RateLimit`, client-go's QPS and
+burst), waits as a 429 or 5xx answer's ``Retry-After`` says before trying
+again, and goes through the proxy ``HTTPS_PROXY``/``HTTP_PROXY`` name unless
+``NO_PROXY`` excludes the server (:func:`proxy_for`).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import ipaddress
 import json
 import os
+import threading
+import time
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from ..errors import ApiError, ConfigError
 
 RESOURCE = "/apis/resource.k8s.io/v1"
 DEFAULT_TIMEOUT = 10.0
 API_POOL = 4  # keep-alive connections to the API server at most, opened as concurrent calls ask
+QPS, BURST = 5.0, 10  # client-go's defaults (rest.Config): calls a second, and at once
+MAX_RETRIES = 10  # answers with Retry-After waited out before the call fails (client-go's maxRetries)
+MAX_RETRY_AFTER = 60.0  # the longest one Retry-After is waited, in seconds
+
+
+class RateLimit:
+    """A token bucket: *burst* calls at once, then *qps* a second (client-go's token-bucket limiter).
+
+    Each caller takes its slot at once and sleeps until it comes, so concurrent
+    callers queue in order."""
+
+    def __init__(self, qps: float = QPS, burst: int = BURST, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.qps, self.burst, self.clock, self.sleep = qps, burst, clock, sleep
+        self.tokens, self.stamp = float(burst), clock()
+        self.lock = threading.Lock()
+
+    def wait(self) -> float:
+        """Take a slot; sleep until it comes.  The seconds slept."""
+        with self.lock:
+            now = self.clock()
+            self.tokens = min(float(self.burst), self.tokens + (now - self.stamp) * self.qps) - 1
+            self.stamp = now
+            delay = -self.tokens / self.qps if self.tokens < 0 else 0.0
+        if delay > 0:
+            self.sleep(delay)
+        return delay
+
+
+def retry_after(status: int, headers: Mapping[str, str]) -> Optional[float]:
+    """Seconds to wait before calling again, when a 429 or 5xx answer says so in ``Retry-After``
+    (whole seconds, as the API server writes it; client-go retries only then), else None."""
+    if status != 429 and status // 100 != 5:
+        return None
+    value = (headers.get("Retry-After") or "").strip()
+    if not value.isdigit():
+        return None
+    return min(float(value), MAX_RETRY_AFTER)
 
 
 def slices_path(name: str = "") -> str:
@@ -51,11 +96,14 @@ class Kube:
     cost the driver ~15 MiB of memory for its generated models.
     """
 
-    def __init__(self, kubeconfig: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, kubeconfig: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
+                 limit: Optional[RateLimit] = None, sleep: Callable[[float], None] = time.sleep) -> None:
         import urllib3
 
         self._urllib3 = urllib3
         self.timeout = timeout
+        self.limit = limit or RateLimit()
+        self._sleep = sleep
         self._cleanup: List[str] = []
         plain = _plain(kubeconfig, self._cleanup)
         if plain is None:
@@ -76,11 +124,23 @@ class Kube:
               stream: bool, content_type: str = "application/json") -> Any:
         url = self.host + path + ("?" + urlencode(query) if query else "")
         data = json.dumps(body).encode() if body is not None else None
-        try:
-            return self.pool.request(method, url, body=data, headers=self._headers(content_type),
-                                     preload_content=not stream, timeout=timeout, retries=False)
-        except self._urllib3.exceptions.HTTPError as err:
-            raise ApiError(0, f"API server {self.host} not reached: {' '.join(str(err).split())[:300]}") from None
+        retries = 0
+        while True:
+            self.limit.wait()
+            try:
+                r = self.pool.request(method, url, body=data, headers=self._headers(content_type),
+                                      preload_content=not stream, timeout=timeout, retries=False)
+            except self._urllib3.exceptions.HTTPError as err:
+                raise ApiError(0, f"API server {self.host} not reached: "
+                                  f"{' '.join(str(err).split())[:300]}") from None
+            wait = retry_after(r.status, r.headers)
+            if wait is None or retries == MAX_RETRIES:
+                return r
+            if stream:
+                r.drain_conn()  # the connection goes back to the pool for the next try
+            r.release_conn()
+            retries += 1
+            self._sleep(wait)
 
     def request(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, Any]] = None,
                 timeout: Optional[float] = None, content_type: str = "application/json") -> Dict[str, Any]:
@@ -183,16 +243,13 @@ def _where(kubeconfig: Optional[str]) -> str:
 
 def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection]:
     """The connection of the common cases with urllib3 alone, or None for :func:`_library` to make."""
-    import urllib3
-
     if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
         host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
         token_file = os.path.join(SERVICE_ACCOUNT, "token")
         if not os.path.exists(token_file):
             return None  # the library says what is missing
-        pool = urllib3.PoolManager(maxsize=API_POOL, cert_reqs="CERT_REQUIRED",
-                                   ca_certs=os.path.join(SERVICE_ACCOUNT, "ca.crt"))
+        pool = _pool(server, cert_reqs="CERT_REQUIRED", ca_certs=os.path.join(SERVICE_ACCOUNT, "ca.crt"))
         return server, pool, lambda: _read_token(token_file), False
     path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     if os.pathsep in path:
@@ -239,7 +296,70 @@ def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection
         get_token = lambda: _read_token(token_file)  # noqa: E731
     else:
         get_token = lambda: None  # noqa: E731
-    return str(cluster["server"]).rstrip("/"), urllib3.PoolManager(maxsize=API_POOL, **tls), get_token, insecure
+    server = str(cluster["server"]).rstrip("/")
+    return server, _pool(server, **tls), get_token, insecure
+
+
+def proxy_for(server: str, env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The proxy URL for *server* from the environment, by the rules of Go's
+    golang.org/x/net/http/httpproxy, which client-go follows: ``HTTPS_PROXY`` for an https server
+    (``HTTP_PROXY`` for http; the uppercase name first), none for localhost and loopback
+    addresses or when ``NO_PROXY`` names the server: ``*``, an address or CIDR block, a domain
+    (``foo.com``: it and its subdomains; ``.foo.com``: subdomains only), each maybe with
+    ``:port``.  (Python's urllib knows no CIDR block, the usual way to exclude a cluster's
+    service network.)  None: connect directly."""
+    env = os.environ if env is None else env
+    url = urlsplit(server)
+    host = (url.hostname or "").lower()
+    if host == "localhost" or _loopback(host):
+        return None
+    name = "HTTPS_PROXY" if url.scheme == "https" else "HTTP_PROXY"
+    proxy = env.get(name) or env.get(name.lower()) or ""
+    if not proxy:
+        return None
+    port = str(url.port or (443 if url.scheme == "https" else 80))
+    for entry in (env.get("NO_PROXY") or env.get("no_proxy") or "").lower().split(","):
+        entry = entry.strip()
+        if entry == "*":
+            return None
+        if entry.count(":") == 1:  # host:port (an IPv6 address has more)
+            entry, _, want = entry.partition(":")
+            if want != port:
+                continue
+        entry = entry.strip("[]")
+        if not entry:
+            continue
+        if entry.startswith("."):
+            if host.endswith(entry):
+                return None
+        elif host == entry or host.endswith("." + entry) or _in_net(host, entry):
+            return None
+    return proxy if "://" in proxy else "http://" + proxy
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _in_net(host: str, entry: str) -> bool:
+    """*host* is the address, or in the CIDR block, *entry* names."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")) in ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return False
+
+
+def _pool(server: str, **tls: Any) -> Any:
+    """urllib3's pool for *server*: through the proxy :func:`proxy_for` names, else direct."""
+    import urllib3
+
+    proxy = proxy_for(server)
+    if proxy:
+        return urllib3.ProxyManager(proxy, maxsize=API_POOL, **tls)
+    return urllib3.PoolManager(maxsize=API_POOL, **tls)
 
 
 def _named(doc: Mapping[str, Any], section: str, name: str) -> Dict[str, Any]:

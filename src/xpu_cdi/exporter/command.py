@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, level_of, subcommand
+from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
 from ..errors import ConfigError
 
 
@@ -26,16 +26,11 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
     (Prometheus text, or OpenMetrics when the scraper asks) and /healthz.
     SIGTERM exits 0.
     """
-    # the daemon serves from a fresh interpreter without click (node/fresh.py); --once runs here
-    from ..node import fresh
     from ..node.lean import without_openssl
 
     try:
         with without_openssl():  # nothing of the exporter speaks TLS (its gRPC is kubelet's unix socket)
             from .daemon import Exporter, Settings, parse_listen
-        gone = fresh.missing(("grpc", "google.protobuf"))
-        if gone:
-            raise ImportError(f"no module named {gone!r}")
     except ImportError as err:
         raise ConfigError(f"the exporter needs grpcio and protobuf ({err}): pip install 'xpu-cdi' (they are "
                           f"dependencies) or apt install python3-grpcio python3-protobuf") from None
@@ -49,14 +44,13 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
                         proc_root=os.path.abspath(proc_root) if proc_root else None, profiles=profiles,
                         profiles_dir=profiles_dir, status_file=os.path.abspath(status_file),
                         dra_plugins_dir=os.path.abspath(dra_plugins_dir), boot_id_file=boot_id_file)
+    exp = Exporter(settings, log=daemon_log("xpu-cdi exporter", log_level, verbose, log_format))
     if once:  # one refresh, the scrape on stdout: what Prometheus would read now
-        exp = Exporter(settings, log=daemon_log("xpu-cdi exporter", log_level, verbose, log_format))
         exp.step()
         body, _headers = exp.render("", "")
         sys.stdout.buffer.write(body)
         return
-    fresh.replace_with("xpu_cdi.exporter.daemon:serve", "xpu-cdi exporter", without_openssl=True,
-                       settings=settings, level=level_of(log_level, verbose), log_format=log_format)
+    sys.exit(exp.run())
 
 
 OPTIONS = (

@@ -292,8 +292,3 @@ class Exporter(Loop):
         self.pool.shutdown(wait=False)
         self.close_loop(self.s.status_file)
         return 0
-
-
-def serve(settings: Settings, level: str, log_format: str) -> int:
-    """``xpu-cdi exporter`` in its fresh interpreter (node/fresh.py)."""
-    return Exporter(settings, log=to_stderr("xpu-cdi exporter", level, log_format)).run()
