@@ -99,7 +99,7 @@ def test_an_error_while_serving_is_one_line_and_its_exit_code(host: fakehost.Fak
     r = subprocess.run([XPU_CDI, "device-plugin", *host.cli_roots, "--spec-dir", str(tmp_path / "cdi"),
                         "--plugin-dir", str(short), "--status-file", str(tmp_path / "dp.json"), "--uevents", "none",
                         "--profiles-dir", str(profiles)], capture_output=True, text=True, timeout=HANG)
-    assert r.returncode == 3, r.stderr  # errors.EXIT_CODES[ProfileError]
+    assert r.returncode == 3, r.stderr  # errors.ERROR_CODES[ProfileError]
     [line] = r.stderr.splitlines()
     assert line.startswith(f"xpu-cdi: profile '{profiles / 'bad.yaml'}': not valid YAML: "), line
 
