@@ -38,7 +38,7 @@ def _kind(mode: int) -> str:
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
         if test(mode):
             return name
-    return "not a regular file"
+    return "a special file"
 
 
 def read(path: str, limit: int) -> bytes:
