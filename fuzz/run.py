@@ -37,6 +37,11 @@ def seeds() -> Dict[str, List[bytes]]:
         "fuzz_validate": specs + good + [deep],
         "fuzz_profile": profiles,
         "fuzz_check": specs,
+        "fuzz_settings": [b"accept-env-selection-when-unprivileged: false\nkubernetes-allocation: {a.com/b: dra}\n",
+                          b"plugin-dir: /k\nhealth-interval: 5\n"
+                          b"sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}\n", deep],
+        "fuzz_checkpoint": [b'{"version": 1, "bootId": "boot-1", "claims": {}, "sha256": '
+                            b'"44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"}', deep],
     }
 
 

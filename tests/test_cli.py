@@ -339,3 +339,22 @@ class TestHookCommand:
         assert (r.returncode, r.stdout) == (1, "")
         assert r.stderr == ("xpu-cdi: cannot run '/nonexistent/xpu-cdi-hook': No such file or directory: reinstall "
                             "xpu-cdi (`make install`, or the distribution package)\n")
+
+
+SECONDS_FLAGS = [("device-plugin", "--health-interval", "0.05", "60"),
+                 ("dra-driver", "--health-interval", "0.05", "60"),
+                 ("device-plugin", "--removal-grace", "0", "86400"), ("exporter", "--interval", "1", "3600"),
+                 ("labels", "--interval", "0.1", "3600"), ("watch", "--poll-interval", "0.1", "3600")]
+
+
+@pytest.mark.parametrize("command,name,low,high,value", [
+    (*flag, value) for flag in SECONDS_FLAGS for value in ("0", "-1", "nan", "inf", "-inf", "1e999", "ten")
+    if value != "0" or flag[2] != "0"])
+def test_seconds_flags_range_checked_alike(runner: CliRunner, command: str, name: str, low: str, high: str,
+                                           value: str) -> None:
+    """--health-interval 0 busy-looped, -1 and nan were taken, inf crashed after serving started: every
+    flag of seconds is checked by bounded.seconds, as the config file is (one usage line, exit 2)."""
+    r = runner.invoke(cli.main, [command, name, value])
+    assert r.exit_code == 2, r.output
+    assert f"must be a number of seconds between {low} and {high}" in r.output, r.output
+    assert "Traceback" not in r.output

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, Tuple
 
 import click
 
-from . import errors
+from . import bounded, errors
 from .cdi import registry
 
 if TYPE_CHECKING:
@@ -34,6 +34,27 @@ class Group(click.Group):
             return super().invoke(ctx)
         except errors.XpuCdiError as err:
             ctx.exit(errors.report(err))
+
+
+class Seconds(click.ParamType):
+    """A flag's number of seconds in ``[low, high]``, checked as a config file's (bounded.seconds):
+    ``nan`` and ``inf`` are refused, which click's FloatRange lets through or not by accident."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            number = value if isinstance(value, (int, float)) else float(str(value).strip())
+            return bounded.seconds(number, self.low, self.high)
+        except ValueError:
+            self.fail(f"{bounded.short(value, 40)}: must be a number of seconds between {self.low:g} and "
+                      f"{self.high:g}", param, ctx)
+
+    def __repr__(self) -> str:
+        return f"Seconds({self.low:g}, {self.high:g})"
 
 
 def root_options(f: Any) -> Any:

@@ -22,6 +22,12 @@ class ProfileError(XpuCdiError):
     """A vendor profile is unknown, unreadable or violates the schema."""
 
 
+class InputError(XpuCdiError, ValueError):
+    """A file or value over a bound (size, depth, YAML aliases, a range), or not a regular file
+    (:mod:`xpu_cdi.bounded`): one short line, which each reader words with its path into its own error.
+    A ValueError too, so a reader's ``except ValueError`` (not JSON, a bad shape) holds it as well."""
+
+
 class DiscoveryError(XpuCdiError):
     """The host does not have what a profile needs (no cards, no control node)."""
 

@@ -41,9 +41,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
+from . import bounded
 from .errors import ConfigError
 
 DEFAULT_PATH = "/etc/xpu-cdi/config.yaml"
+MAX_BYTES = 1 << 20
 ACCEPT_ENV = "accept-env-selection-when-unprivileged"
 ALLOCATION = "kubernetes-allocation"
 WAYS = ("device-plugin", "dra")
@@ -70,21 +72,25 @@ def read_yaml(path: str, what: str) -> Tuple[bool, Any]:
     """``(exists, parsed YAML)`` of a small settings file (``(False, None)`` when absent).
 
     Raises:
-        ConfigError: unreadable or not YAML, worded ``<what> '<path>': ...``.
+        ConfigError: unreadable, not a regular file, over 1 MiB, or not YAML (nesting and aliases
+            bounded, :mod:`xpu_cdi.bounded`), worded ``<what> '<path>': ...``.
     """
     try:
-        with open(path, "rb") as f:
-            raw = f.read(1 << 20)
+        raw = bounded.read(path, MAX_BYTES)
     except FileNotFoundError:
         return False, None
     except OSError as err:
         raise ConfigError(f"{what} {path!r}: cannot read: {err.strerror}") from None
+    except bounded.InputError as err:
+        raise ConfigError(f"{what} {path!r}: {err}") from None
     import yaml
 
+    from .cdi import yamlload
+
     try:
-        return True, yaml.safe_load(raw)
+        return True, yamlload.load(raw, max_nodes=bounded.MAX_SETTINGS_NODES)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{what} {path!r}: not valid YAML: {' '.join(str(err).split())}") from None
+        raise ConfigError(f"{what} {path!r}: not valid YAML: {' '.join(str(err).split())[:300]}") from None
 
 
 def read(path: str = DEFAULT_PATH) -> NodeConfig:
@@ -104,7 +110,7 @@ def read(path: str = DEFAULT_PATH) -> NodeConfig:
     for key in BOOLS:
         value = data.get(key, DEFAULTS[key])
         if not isinstance(value, bool):
-            raise ConfigError(f"node config {path!r}: {key} must be true or false, not {value!r}")
+            raise ConfigError(f"node config {path!r}: {key} must be true or false, not {bounded.short(value)}")
         flags[key] = value
     unknown = tuple(sorted(str(k) for k in data if k not in DEFAULTS))
     return NodeConfig(path, True, flags[ACCEPT_ENV], _allocation(path, data.get(ALLOCATION)), unknown,

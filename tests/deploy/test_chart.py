@@ -130,8 +130,10 @@ def test_values_reach_the_objects() -> None:
     namespaced = [o for o in objs if o["kind"] in ("DaemonSet", "Service", "ConfigMap", "ServiceAccount",
                                                    "ServiceMonitor", "PrometheusRule")]
     assert namespaced and {o["metadata"]["namespace"] for o in namespaced} == {ns}
-    (vap,) = by_kind(objs, "ValidatingAdmissionPolicy")
-    assert f"system:serviceaccount:{ns}:xpu-cdi-dra-driver" in vap["spec"]["matchConditions"][0]["expression"]
+    vaps = by_kind(objs, "ValidatingAdmissionPolicy")
+    assert len(vaps) == 2  # the driver's slices and events
+    for vap in vaps:
+        assert f"system:serviceaccount:{ns}:xpu-cdi-dra-driver" in vap["spec"]["matchConditions"][0]["expression"]
     (crb,) = by_kind(objs, "ClusterRoleBinding")
     assert crb["subjects"][0]["namespace"] == ns
     (sm,) = by_kind(objs, "ServiceMonitor")

@@ -70,12 +70,31 @@ def test_rbac_is_what_the_driver_calls() -> None:
              for r in rule["resources"]}
     assert rules[("resource.k8s.io", "resourceslices")] >= {"list", "watch", "create", "update", "delete"}
     assert rules[("resource.k8s.io", "resourceclaims")] == {"get", "list"}
-    assert rules[("", "nodes")] == {"get"} and "create" in rules[("", "events")]
+    assert rules[("", "nodes")] == {"get"} and rules[("", "events")] == {"create"}  # Kube.event: a POST
     assert not any(r.startswith("resourceclaims/") for _g, r in rules)  # no status writes
 
 
-def test_admission_policy_binds_the_node_to_the_slice() -> None:
-    vap = one("ValidatingAdmissionPolicy")
-    assert one("ValidatingAdmissionPolicyBinding")["spec"]["policyName"] == vap["metadata"]["name"]
-    assert "authentication.kubernetes.io/node-name" in vap["spec"]["variables"][0]["expression"]
-    assert "system:serviceaccount:kube-system:xpu-cdi-dra-driver" in vap["spec"]["matchConditions"][0]["expression"]
+def test_admission_policies_bind_the_node_to_the_slice_and_events() -> None:
+    """One policy per resource the driver writes, each bound, each reading the node its token names
+    (tests/k8s/test_policies_node.py shows what they refuse)."""
+    policies = {d["metadata"]["name"]: d for d in docs() if d["kind"] == "ValidatingAdmissionPolicy"}
+    bound = {d["spec"]["policyName"] for d in docs() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert sorted(policies) == sorted(bound) == ["xpu-cdi-dra-driver-own-node-events",
+                                                 "xpu-cdi-dra-driver-own-node-slices"]
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    rules = {r for rule in one("ClusterRole")["rules"] for r in rule["resources"] if writes & set(rule["verbs"])}
+    covered = {r for p in policies.values() for rule in p["spec"]["matchConstraints"]["resourceRules"]
+               for r in rule["resources"]}
+    assert rules <= covered, rules - covered  # every resource the role lets it write is under a policy
+    for vap in policies.values():
+        assert "authentication.kubernetes.io/node-name" in vap["spec"]["variables"][0]["expression"]
+        assert "system:serviceaccount:kube-system:xpu-cdi-dra-driver" in vap["spec"]["matchConditions"][0]["expression"]
+
+
+def test_the_slice_policy_names_the_charts_drivers() -> None:
+    (vap,) = [d for d in docs() if d["kind"] == "ValidatingAdmissionPolicy"
+              and d["metadata"]["name"] == "xpu-cdi-dra-driver-own-node-slices"]
+    (drivers,) = [v["expression"] for v in vap["spec"]["variables"] if v["name"] == "drivers"]
+    classes = sorted(d["spec"]["selectors"][0]["cel"]["expression"].split('"')[1] for d in docs()
+                     if d["kind"] == "DeviceClass")
+    assert sorted(yaml.safe_load(drivers)) == classes

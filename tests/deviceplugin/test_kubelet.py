@@ -416,6 +416,25 @@ class TestLifecycle:
         plugin.wait_log("SIGHUP: reloading")
         assert plugin.proc.poll() is None
 
+    def test_bad_reload_keeps_the_last_good_settings(self, node: Node, stack: str,
+                                                     kubelet: kubeletkit.FakeKubelet, tmp_path: Path) -> None:
+        """The config file edited into deep nesting, then SIGHUP: this killed the plugin and left its
+        socket (a RecursionError); now one line, and it keeps serving what it served."""
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text("device-list-strategy: cdi-cri\n")
+        p = kubeletkit.PluginProcess(stack, node.args("--config", str(cfg)), tmp_path / "p.log")
+        try:
+            kubelet.wait_registered()
+            kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+            cfg.write_text("sharing: " + "[" * 500 + "]" * 500 + "\n")
+            p.proc.send_signal(1)
+            line = p.wait_log("reload refused, keeping the running settings")
+            assert "nested deeper than 100 levels" in line and "Traceback" not in p.text(), p.text()
+            assert p.proc.poll() is None and (node.plugin_dir / SOCKET).exists()
+            assert len(kubelet.latest()) == 8
+        finally:
+            p.stop()
+
 
 class TestSpecChecks:
     def test_stale_spec_is_logged(self, node: Node, kubelet: kubeletkit.FakeKubelet,

@@ -14,6 +14,7 @@ import pytest
 
 from support import fakehost
 from support.dpnode import Node, numa_nodes
+from test_bounded import LAUGHS
 
 from xpu_cdi import log
 from xpu_cdi.deviceplugin import allocation, config, registration
@@ -261,6 +262,13 @@ class TestSettings:
         ("resource-name: [kunlunxin.com/xpu]\n", "is not KIND=NAME"),
         ("resource-name: {kunlunxin.com/xpu: XPU}\n", "not an extended resource name"),
         ("health-interval: 0\n", "between 0.05 and 60"),
+        ("health-interval: -1\n", "between 0.05 and 60"),
+        ("health-interval: .nan\n", "between 0.05 and 60"),
+        ("health-interval: .inf\n", "between 0.05 and 60"),
+        ("removal-grace: .nan\n", "between 0 and 86400"),
+        ("sharing: " + "[" * 500 + "]" * 500 + "\n", "nested deeper than 100 levels"),  # SIGHUP killed the plugin
+        ("sharing: " + "[" * 1000 + "]" * 1000 + "\n", "maximum nesting depth"),  # libyaml's own bound
+        (LAUGHS + "nope: *f\n", "more than 10000 nodes"),  # was a 58 MB error line and 257 MiB
         ("- a\n", "expected a mapping"),
         ("a: [\n", "not valid YAML"),
     ])
@@ -270,6 +278,19 @@ class TestSettings:
         with pytest.raises(config.ConfigError, match=message) as err:
             config.build(str(cfg), {})
         assert "\n" not in str(err.value) and str(cfg) in str(err.value)
+
+    def test_bad_file_line_is_short(self, tmp_path: Path) -> None:
+        """A value or key quoted in the line is cut: the line stays one short line whatever the file holds."""
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text("resource-name: {" + "k" * 5000 + ": x}\n" + "x" * 5000 + ": 1\n")
+        with pytest.raises(config.ConfigError) as err:
+            config.build(str(cfg), {})
+        assert len(str(err.value)) < 500, str(err.value)
+
+    def test_a_fifo_is_refused_at_once(self, tmp_path: Path) -> None:
+        os.mkfifo(tmp_path / "dp.yaml")
+        with pytest.raises(config.ConfigError, match="a FIFO, not a regular file"):
+            config.build(str(tmp_path / "dp.yaml"), {})
 
     def test_explicit_file_must_exist(self, tmp_path: Path) -> None:
         with pytest.raises(config.ConfigError, match="does not exist"):

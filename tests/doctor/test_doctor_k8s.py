@@ -39,6 +39,23 @@ class TestRuntimeClass:
         _code, res = ready.doctor("--runtimeclass", str(ready.runtimeclass("XPU_Runtime")))
         assert "not a lowercase DNS label" in worst(res, "runtimeclass")["found"]
 
+    @pytest.mark.parametrize("bad,why", [("fifo", "a FIFO, not a regular file"),
+                                         ("aliases", "more than 10000 nodes")])
+    def test_unreadable_manifest_fails_in_one_line(self, ready: Node, bad: str, why: str) -> None:
+        """A FIFO (it hung the read) or an alias bomb: one fail line, doctor goes on."""
+        import os
+
+        from test_bounded import LAUGHS
+
+        path = ready.tmp / "rc.yaml"
+        if bad == "fifo":
+            os.mkfifo(path)
+        else:
+            fakehost.write(path, LAUGHS + "kind: RuntimeClass\nhandler: *f\n")
+        _code, res = ready.doctor("--runtimeclass", str(path))
+        r = worst(res, "runtimeclass")
+        assert r["status"] == "fail" and why in r["found"] and len(r["found"]) < 600, r
+
     def test_file_without_runtimeclass_fails(self, ready: Node) -> None:
         """A manifest with no RuntimeClass in it: fail, say what to pass."""
         path = ready.tmp / "pod.yaml"

@@ -69,3 +69,31 @@ def test_boot_id_reads_the_kernel_file(tmp_path: Path) -> None:
     f.write_text("abc-123\n")
     assert cp.boot_id(str(f)) == "abc-123" and cp.boot_id(str(tmp_path / "none")) == ""
     assert len(cp.boot_id()) == 36  # this kernel's
+
+
+def with_checksum(claims: dict) -> bytes:
+    """A checkpoint whose checksum matches *claims* (anyone who can write the file can compute it)."""
+    return json.dumps({"version": cp.VERSION, "bootId": "boot-1", "claims": claims,
+                       "sha256": cp._digest(claims)}).encode()
+
+
+@pytest.mark.parametrize("raw,why", [
+    (b'{"claims": ' + b"[" * 1000 + b"]" * 1000 + b"}", "nested deeper than 100 levels"),  # 2 KB: a RecursionError
+    (with_checksum({"u": {"devices": [{"pool": ["n1"], "device": "3", "cdi": []}]}}), "claim 'u' is malformed"),
+    (with_checksum({"u": {"devices": [{"pool": "n1", "device": "3", "cdi": ["x"], "vnpu": {"id": "7"}}]}}),
+     "claim 'u' is malformed"),
+])
+def test_deep_or_mistyped_is_corrupt_never_a_traceback(tmp_path: Path, raw: bytes, why: str) -> None:
+    path = tmp_path / cp.NAME
+    path.write_bytes(raw)
+    got, note, corrupt = cp.load(str(path), "boot-1")
+    assert got.claims == {} and corrupt and why in note and "\n" not in note, note
+
+
+def test_a_fifo_at_the_path_is_corrupt_not_a_hang(tmp_path: Path) -> None:
+    """A FIFO with no writer blocked the loader's open() for ever; now it is refused at once."""
+    import os
+
+    os.mkfifo(tmp_path / cp.NAME)
+    got, note, corrupt = cp.load(str(tmp_path / cp.NAME), "boot-1")
+    assert got.claims == {} and corrupt and "a FIFO, not a regular file" in note, note

@@ -83,3 +83,14 @@ def test_a_vnpu_is_a_series_without_card_or_memory(tmp_path: Path) -> None:
     ((labels, value),) = got["xpu_cdi_claim_device"]
     assert labels["cdi_device"] == f"{own}=u1-vnpu-100" and labels["claim"] == "v" and value == 1
     assert "xpu_cdi_claim_device_memory_bytes" not in got
+
+
+def test_a_deep_or_fifo_checkpoint_beside_a_good_one(tmp_path: Path) -> None:
+    """A 2 KB checkpoint.json nested 1,000 levels deep under the plugins dir made every exporter pass
+    exit (a RecursionError); a FIFO hung it.  Both are skipped now, the good driver's devices read."""
+    write(tmp_path, "b1", {"u1": checkpoint.Prepared("ns", "c1", [share("0", "u1", "aaaaaaaa-1", GI)])})
+    (tmp_path / "deep.com").mkdir()
+    (tmp_path / "deep.com" / checkpoint.NAME).write_bytes(b"[" * 1000 + b"]" * 1000)
+    (tmp_path / "fifo.com").mkdir()
+    os.mkfifo(tmp_path / "fifo.com" / checkpoint.NAME)
+    assert [d.claim for d in claimdevices.read(str(tmp_path), "b1")] == ["c1"]

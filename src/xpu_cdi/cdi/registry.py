@@ -14,10 +14,10 @@ against the same cases by the black-box tests of the binaries.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .. import bounded
 from ..errors import SpecError
 
 DEFAULT_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -94,34 +94,29 @@ def _check_edits(edits: Dict[str, Any], where: str) -> None:
 
 
 def _read(path: str) -> Any:
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
-        if st.st_size > MAX_SPEC_BYTES:
-            raise SpecError(f"spec {path!r}: {st.st_size} bytes is over the {MAX_SPEC_BYTES}-byte limit")
-        if path.endswith(".yaml"):
-            import yaml  # lazy: JSON specs, which generate writes, need no YAML parser
-
-            from . import yamlload
-
-            data = f.read()
-            try:
-                return yamlload.load(data)
-            except yaml.YAMLError as err:
-                raise SpecError(f"spec {path!r}: not valid YAML: {' '.join(str(err).split())}") from None
-        data = f.read()
     try:
-        return json.loads(data)
+        data = bounded.read(path, MAX_SPEC_BYTES)
+    except bounded.InputError as err:
+        raise SpecError(f"spec {path!r}: {err}") from None
+    if path.endswith(".yaml"):
+        import yaml  # lazy: JSON specs, which generate writes, need no YAML parser
+
+        from . import yamlload
+
+        try:
+            return yamlload.load(data)
+        except yaml.YAMLError as err:
+            raise SpecError(f"spec {path!r}: not valid YAML: {' '.join(str(err).split())[:300]}") from None
+    try:
+        return bounded.json_loads(data)
     except ValueError as err:
         raise SpecError(f"spec {path!r}: not valid JSON: {err}") from None
-    except RecursionError:
-        raise SpecError(f"spec {path!r}: not valid JSON: nested too deeply") from None
 
 
 def _read_index(path: str) -> Optional[Dict[str, Any]]:
     try:
-        with open(path + INDEX_SUFFIX, "rb") as f:
-            data = json.loads(f.read(MAX_SPEC_BYTES))
-    except (OSError, ValueError, RecursionError):
+        data = bounded.read_json(path + INDEX_SUFFIX, MAX_SPEC_BYTES)
+    except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("xpuCdiIndex") == 1 else None
 

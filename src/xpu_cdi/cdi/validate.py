@@ -4,7 +4,6 @@ rules that no schema expresses (version vs content, names, env form)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List
 
 from .. import schema_files
@@ -90,11 +89,13 @@ def _edit_problems(where: str, edits: Dict[str, Any]) -> List[str]:
 
 def load_file(path: str) -> Any:
     """Parse a spec file as JSON or YAML by its extension (raises ValueError,
-    RecursionError, yaml.YAMLError, OSError); YAML aliases and depth are bounded."""
-    with open(path, "rb") as f:
-        data = f.read()
+    yaml.YAMLError, OSError); regular files of at most 16 MiB, depth and YAML aliases bounded."""
+    from .. import bounded
+    from .registry import MAX_SPEC_BYTES
+
+    data = bounded.read(path, MAX_SPEC_BYTES)
     if path.endswith(".json"):
-        return json.loads(data)
+        return bounded.json_loads(data)
     from . import yamlload
 
     return yamlload.load(data)

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
+from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, Seconds, daemon_log, subcommand
 from ..node.status import probe as _probe
 from ..node.uevents import SOURCES as UEVENT_SOURCES
 from . import config, response
@@ -95,10 +95,11 @@ OPTIONS = (
                       f"Flags win."),
     click.option("--status-file", default=config.DEFAULT_STATUS_FILE, show_default=True,
                  help="Where the plugin writes its state (read by --probe and doctor)."),
-    click.option("--health-interval", type=float, default=config.Settings.health_interval, show_default=True,
+    click.option("--health-interval", type=Seconds(*config.HEALTH_INTERVAL_RANGE),
+                 default=config.Settings.health_interval, show_default=True,
                  help="Seconds between health polls, the safety net under the events (uevents and inotify "
                       "trigger checks at once)."),
-    click.option("--removal-grace", type=click.FloatRange(0, 86400), default=300.0, show_default=True,
+    click.option("--removal-grace", type=Seconds(*config.REMOVAL_GRACE_RANGE), default=300.0, show_default=True,
                  help="Seconds a card no spec defines any more stays listed, Unhealthy, before it is dropped "
                       "(a driver reload removes the spec for a while; the cards must not leave kubelet)."),
     click.option("--uevents", type=click.Choice(UEVENT_SOURCES), default="auto", show_default=True,

@@ -22,9 +22,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+from .. import bounded
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
-from ..node.settings import HEALTH_INTERVAL, NodeSettings
+from ..node.settings import HEALTH_INTERVAL, HEALTH_INTERVAL_RANGE, NodeSettings
 from . import naming, response
 from ..node.status import DEFAULT_STATUS_FILE
 from ..node.uevents import SOURCES as UEVENT_SOURCES
@@ -86,9 +87,7 @@ def _strs(v: Any) -> Tuple[str, ...]:
 
 
 def _float(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.05 <= v <= 60:
-        raise ValueError("must be a number of seconds between 0.05 and 60")
-    return float(v)
+    return bounded.seconds(v, *HEALTH_INTERVAL_RANGE)
 
 
 def parse_resource_names(v: Any) -> Dict[str, str]:
@@ -133,10 +132,11 @@ def _strategies(v: Any) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+REMOVAL_GRACE_RANGE = (0.0, 86400.0)
+
+
 def _seconds(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 86400:
-        raise ValueError("must be a number of seconds between 0 and 86400")
-    return float(v)
+    return bounded.seconds(v, *REMOVAL_GRACE_RANGE)
 
 
 def _naming(v: Any) -> str:
@@ -172,12 +172,12 @@ def from_mapping(data: Any, where: str) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for key, value in data.items():
         if key not in KEYS:
-            raise ConfigError(f"{where}: unknown setting {key!r}: use {', '.join(sorted(KEYS))}")
+            raise ConfigError(f"{where}: unknown setting {bounded.short(key)}: use {', '.join(sorted(KEYS))}")
         name, parse = KEYS[key]
         try:
             out[name] = parse(value)
         except ValueError as err:
-            raise ConfigError(f"{where}: {key}: {err}") from None
+            raise ConfigError(f"{where}: {key}: {' '.join(str(err).split())[:300]}") from None
     return out
 
 

@@ -10,10 +10,10 @@ file says whether the API server took the slices (the driver's last write succee
 from __future__ import annotations
 
 import glob
-import json
 import os
 from typing import Any, Dict, List, Set, Tuple
 
+from .. import bounded
 from ..cdi import registry
 from ..generate.discover import host_path
 from ..node import status as _status
@@ -32,8 +32,7 @@ def running(run_dir: str) -> Tuple[List[Dict[str, Any]], List[str]]:
     docs, stale = [], []
     for path in sorted(glob.glob(os.path.join(run_dir, PATTERN))):
         try:
-            with open(path, "rb") as f:
-                doc = json.loads(f.read(1 << 20))
+            doc = bounded.read_json(path, 1 << 20)
         except (OSError, ValueError):
             stale.append(path)
             continue
@@ -156,8 +155,8 @@ def plugin_held(ctx: Context, dra: Set[str]) -> List[str]:
     if not vendors or not os.path.isdir(os.path.join(proc, "self")):
         return []
     try:
-        with open(os.path.join(ctx.opts.plugin_dir, KUBELET_CHECKPOINT), "rb") as f:
-            entries = json.loads(f.read(1 << 24))["Data"]["PodDeviceEntries"] or []
+        doc = bounded.read_json(os.path.join(ctx.opts.plugin_dir, KUBELET_CHECKPOINT), 1 << 24)
+        entries = doc["Data"]["PodDeviceEntries"] or []
     except (OSError, ValueError, KeyError, TypeError):
         return []  # kubelet's file: absent where no plugin ever served, its checks are kubelet's
     pods = running_pods(proc)

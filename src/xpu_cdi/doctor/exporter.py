@@ -9,11 +9,11 @@ loop still turns; from the same one the pid is checked and ``/healthz`` asked to
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.request
 from typing import Any, Dict, List
 
+from .. import bounded
 from ..atomic import pid_alive
 from ..node.status import pid_namespace
 from .context import Context
@@ -24,8 +24,7 @@ POD_RESOURCES = "pod-resources"
 
 def _read(path: str) -> "tuple[Dict[str, Any] | None, str]":
     try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read(1 << 20))
+        doc = bounded.read_json(path, 1 << 20)
     except FileNotFoundError:
         return None, ""
     except (OSError, ValueError) as err:

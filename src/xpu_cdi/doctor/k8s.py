@@ -19,12 +19,16 @@ def runtimeclasses(path: str) -> List[Tuple[str, Any]]:
 
     Raises:
         OSError: the file cannot be read.
+        ValueError: not a regular file, over 4 MiB, or a document over the bounds (xpu_cdi.bounded).
         yaml.YAMLError: it is not YAML.
     """
     import yaml
 
-    with open(path, encoding="utf-8") as f:
-        docs = list(yaml.safe_load_all(f))
+    from .. import bounded
+
+    docs = list(yaml.load_all(bounded.read(path, 4 << 20), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    for doc in docs:
+        bounded.check_tree(doc, max_nodes=bounded.MAX_SETTINGS_NODES)
     out = []
     for doc in docs:
         items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]

@@ -3,11 +3,11 @@ the installed runtimes, no conflicting definitions, paths that exist."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .. import bounded
 from ..cdi import registry
 from ..cdi import validate as cdi_validate
 from ..cdi import version as _version
@@ -36,8 +36,7 @@ class SpecFile:
 def _index_profile(path: str) -> str:
     """The profile named in the hook index ``generate`` writes beside a spec ("" when none)."""
     try:
-        with open(path + _spec.INDEX_SUFFIX, "rb") as f:
-            index = json.loads(f.read(1 << 20))
+        index = bounded.read_json(path + _spec.INDEX_SUFFIX, 1 << 20)
     except (OSError, ValueError):
         return ""
     return str(index.get("profile", "")) if isinstance(index, dict) else ""

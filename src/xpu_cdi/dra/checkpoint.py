@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from .. import atomic
+from .. import atomic, bounded
 
 NAME = "checkpoint.json"
 VERSION = 1
@@ -102,9 +102,9 @@ def save(path: str, cp: Checkpoint) -> None:
     atomic.write_atomic(path, dumps(cp), mode=0o600, durable=False)
 
 
-def _parse(raw: bytes) -> Dict[str, Prepared]:
-    """The claims of a checkpoint file. Raises ValueError naming what is wrong."""
-    doc = json.loads(raw)
+def _parse(raw: bytes) -> Tuple[Dict[str, Prepared], str]:
+    """The claims of a checkpoint file and its boot id. Raises ValueError naming what is wrong."""
+    doc = bounded.json_loads(raw)
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
         raise ValueError(f"not a version-{VERSION} checkpoint")
     claims = doc.get("claims")
@@ -113,10 +113,18 @@ def _parse(raw: bytes) -> Dict[str, Prepared]:
     out = {}
     for uid, c in claims.items():
         if not (isinstance(c, dict) and isinstance(c.get("devices"), list)
-                and all(isinstance(d, dict) and {"pool", "device", "cdi"} <= set(d) for d in c["devices"])):
-            raise ValueError(f"claim {uid} is malformed")
+                and all(_device_ok(d) for d in c["devices"])):
+            raise ValueError(f"claim {bounded.short(uid)} is malformed")
         out[uid] = Prepared(str(c.get("namespace", "")), str(c.get("name", "")), c["devices"], c.get("pending") is True)
-    return out
+    return out, str(doc.get("bootId", ""))
+
+
+def _device_ok(d: Any) -> bool:
+    """A prepared device as :meth:`Prepared.to_json` writes it: the fields the driver reads typed."""
+    vnpu = d.get("vnpu") if isinstance(d, dict) else None
+    return (isinstance(d, dict) and isinstance(d.get("pool"), str) and isinstance(d.get("device"), str)
+            and isinstance(d.get("cdi"), list) and all(isinstance(n, str) for n in d["cdi"])
+            and (vnpu is None or isinstance(vnpu, dict) and isinstance(vnpu.get("id"), int)))
 
 
 def read(path: str) -> Tuple[Dict[str, Prepared], str]:
@@ -124,13 +132,10 @@ def read(path: str) -> Tuple[Dict[str, Prepared], str]:
 
     Raises:
         OSError: absent or unreadable.
-        ValueError: corrupt (the message says how).
+        ValueError: corrupt (the message says how): not a regular file, over 16 MiB, nested
+            deeper than :data:`xpu_cdi.bounded.MAX_DEPTH`, not JSON, a bad checksum or shape.
     """
-    with open(path, "rb") as f:
-        raw = f.read(MAX_BYTES + 1)
-    if len(raw) > MAX_BYTES:
-        raise ValueError(f"it is over {MAX_BYTES >> 20} MiB")
-    return _parse(raw), str(json.loads(raw).get("bootId", ""))
+    return _parse(bounded.read(path, MAX_BYTES))
 
 
 def load(path: str, current_boot: str) -> Tuple[Checkpoint, Optional[str], bool]:

@@ -8,23 +8,23 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import os
 import sys
 from typing import Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, daemon_log, subcommand
+from .. import bounded
+from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, Seconds, daemon_log, subcommand
 from ..errors import ConfigError
+from ..node.settings import HEALTH_INTERVAL_RANGE
 from . import config, shares
 
 
 def probe(settings: config.Settings) -> Tuple[bool, str]:
     """Ready when a running driver has registered and published every kind it serves."""
     try:
-        with open(settings.status_file, "rb") as f:
-            doc = json.loads(f.read(1 << 20))
+        doc = bounded.read_json(settings.status_file, 1 << 20)
     except (OSError, ValueError) as err:
         return False, f"no readable status file {settings.status_file} ({err})"
     kinds = doc.get("kinds") or {}
@@ -99,7 +99,7 @@ OPTIONS = (
     click.option("--driver-name", "driver_names", multiple=True, metavar="KIND=NAME",
                  help="Driver name of a CDI kind (repeatable; default: the CDI vendor, kunlunxin.com)."),
     NODE_CONFIG_OPTION,
-    click.option("--health-interval", type=click.FloatRange(0.05, 60), default=config.Settings.health_interval,
+    click.option("--health-interval", type=Seconds(*HEALTH_INTERVAL_RANGE), default=config.Settings.health_interval,
                  show_default=True,
                  help="Seconds between health polls, the safety net under the events (inotify triggers checks "
                       "at once)."),

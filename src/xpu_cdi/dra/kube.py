@@ -256,15 +256,15 @@ def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection
         return None  # a merged list
     import yaml  # here: in a pod (the service account above) no YAML is read, ~1.1 MiB (issue 30)
 
+    from .. import bounded
     from ..cdi import yamlload
 
     try:
-        with open(path, "rb") as f:
-            doc = yamlload.load(f.read())
+        doc = yamlload.load(bounded.read(path, 4 << 20), max_nodes=bounded.MAX_SETTINGS_NODES)
         ctx = _named(doc, "contexts", doc["current-context"])["context"]
         cluster = _named(doc, "clusters", ctx["cluster"])["cluster"]
         user = _named(doc, "users", ctx["user"]).get("user") or {}
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, AttributeError):
         return None  # unreadable or unusual: the library's loader gives its own message
     if set(user) - {"token", "tokenFile", "client-certificate", "client-certificate-data", "client-key",
                     "client-key-data"} or set(cluster) - {"server", "certificate-authority",

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, daemon_log, subcommand
+from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, Seconds, daemon_log, subcommand
 from ..errors import ConfigError
 
 
@@ -58,7 +58,7 @@ OPTIONS = (
                  help="Where /metrics is served (':PORT' = every address). 28470 is outside the Prometheus "
                       "exporters' allocated 9100-9999 range and clear of dcgm-exporter, node-exporter and "
                       "npu-exporter."),
-    click.option("--interval", type=click.FloatRange(1, 3600), default=10.0, show_default=True,
+    click.option("--interval", type=Seconds(1, 3600), default=10.0, show_default=True,
                  help="The longest a snapshot serves scrapes: a scrape of an older one runs a pass (each vendor tool "
                       "once for all cards, kubelet asked once)."),
     click.option("--pod-resources-socket", default="/var/lib/kubelet/pod-resources/kubelet.sock", show_default=True,

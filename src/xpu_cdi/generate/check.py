@@ -9,7 +9,6 @@ options give now.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any, Dict, List, Optional
@@ -26,20 +25,24 @@ def read(path: str) -> Optional[Dict[str, Any]]:
     Raises:
         SpecError: the file exists but cannot be read or parsed.
     """
+    from .. import bounded
+    from ..cdi.registry import MAX_SPEC_BYTES
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = bounded.read(path, MAX_SPEC_BYTES)
     except FileNotFoundError:
         return None
     except OSError as err:
         raise SpecError(f"spec {path!r}: cannot read: {err.strerror}") from err
+    except bounded.InputError as err:
+        raise SpecError(f"spec {path!r}: {err}") from err
     try:
         if path.endswith(".yaml"):
             from ..cdi import yamlload
 
             spec = yamlload.load(data)
         else:
-            spec = json.loads(data)
+            spec = bounded.json_loads(data)
     except Exception as err:  # noqa: BLE001 - any parse error means "stale"
         raise SpecError(f"spec {path!r}: cannot parse: {' '.join(str(err).split())}") from err
     if not isinstance(spec, dict):

@@ -28,6 +28,7 @@ DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
 BUILTIN_DIR = _builtin_package.DIR
 BUILTIN_JSON = os.path.join(BUILTIN_DIR, "builtin.json")  # the built-in YAML files' documents, by name
 SCHEMA = "profile.schema.json"
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a few KiB
 
 
 def parse(data: Any, source: str, trusted: bool = False) -> Profile:
@@ -181,11 +182,14 @@ def load_file(path: str) -> Profile:
     """
     import yaml  # here: built-in profiles come from builtin.json
 
+    from .. import bounded
+
     try:
-        with open(path, "rb") as f:
-            data = _load_yaml(f.read())
+        data = _load_yaml(bounded.read(path, MAX_PROFILE_BYTES))
     except OSError as err:
         raise ProfileError(f"profile {path!r}: cannot read: {err.strerror}") from err
+    except bounded.InputError as err:
+        raise ProfileError(f"profile {path!r}: {err}") from err
     except yaml.YAMLError as err:  # also bad UTF-8, deep nesting and alias bombs
         raise ProfileError(f"profile {path!r}: not valid YAML: {_one_line(err)}") from err
     return parse(data, path)

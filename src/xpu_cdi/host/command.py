@@ -10,6 +10,7 @@ def command() -> Any:
     """The ``host`` click group (built on first use, as the other lazy commands)."""
     import click
 
+    from ..clikit import Seconds
     from . import install as _install
     from . import wiring as _wiring
 
@@ -47,7 +48,7 @@ def command() -> Any:
     @click.option("--cdi-spec-dir", "spec_dirs", multiple=True, metavar="DIR",
                   help="A spec dir containerd must read, added to the cdi_spec_dirs it has (repeatable; "
                        "default /var/run/cdi, where the DaemonSet writes).")
-    @click.option("--timeout", type=float, default=60.0, show_default=True,
+    @click.option("--timeout", type=Seconds(0, 3600), default=60.0, show_default=True,
                   help="Seconds to wait for containerd to come back after the restart.")
     def wire_runtime(node_config: str, fallback_config: Optional[str], config: str, drop_in: str, socket: str,
                      wrapper_path: str, hook_path: str, spec_dirs: Tuple[str, ...], timeout: float) -> None:

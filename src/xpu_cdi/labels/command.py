@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, daemon_log, echo_labels, subcommand
+from ..clikit import LOG_OPTIONS, Seconds, daemon_log, echo_labels, subcommand
 from ..node import uevents
 from . import nfd
 
@@ -50,13 +50,13 @@ OPTIONS = (
     click.option("--kubeconfig", default=None, metavar="FILE",
                  help="With --node: the API server as this kubeconfig says (default: the pod's service account)."),
     click.option("--daemon", is_flag=True, help="Keep the labels current until SIGTERM."),
-    click.option("--interval", type=click.FloatRange(0.1, 3600), default=5.0, show_default=True,
+    click.option("--interval", type=Seconds(0.1, 3600), default=5.0, show_default=True,
                  help="Seconds between passes at most (inotify and uevents start one at once)."),
-    click.option("--resync", type=click.FloatRange(1, 86400), default=60.0, show_default=True,
+    click.option("--resync", type=Seconds(1, 86400), default=60.0, show_default=True,
                  help="Seconds between reads of the Node when nothing changed (labels of ours put back)."),
-    click.option("--expiry", type=click.FloatRange(60, 30 * 86400), default=nfd.DEFAULT_EXPIRY, show_default=True,
+    click.option("--expiry", type=Seconds(60, 30 * 86400), default=nfd.DEFAULT_EXPIRY, show_default=True,
                  help="Seconds the feature file stays valid for NFD (re-written before half of it is over)."),
-    click.option("--removal-grace", type=click.FloatRange(0, 86400), default=300.0, show_default=True,
+    click.option("--removal-grace", type=Seconds(0, 86400), default=300.0, show_default=True,
                  help="Seconds the labels of a kind whose cards all went stay (a driver reload)."),
     click.option("--uevents", type=click.Choice(uevents.SOURCES), default="auto",
                  show_default=True, help="uevent source; 'none': inotify and the interval only."),

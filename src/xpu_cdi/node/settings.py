@@ -13,6 +13,9 @@ from ..generate import profile as _profile
 #: state file in /proc, a PCI function gone where uevents are not heard), and each pass costs
 #: about a millisecond of CPU, so a 1 s poll alone was 0.08 % of a core (issue 30).
 HEALTH_INTERVAL = 10.0
+#: What --health-interval and a config file's health-interval accept (bounded.seconds): under
+#: 0.05 s the poll is a busy loop; over a minute a missed event goes unseen too long.
+HEALTH_INTERVAL_RANGE = (0.05, 60.0)
 
 
 @dataclass(frozen=True)

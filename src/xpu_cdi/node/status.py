@@ -9,11 +9,11 @@ Written by each daemon's loop whenever something changes (atomic replace,
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from typing import Any, Dict, Optional, Tuple
 
+from .. import bounded
 from ..atomic import pid_alive
 
 DEFAULT_STATUS_FILE = "/run/xpu-cdi/device-plugin.json"
@@ -22,8 +22,7 @@ DEFAULT_STATUS_FILE = "/run/xpu-cdi/device-plugin.json"
 def read(path: str) -> Tuple[Optional[Dict[str, Any]], str]:
     """``(status, "")``, or ``(None, why)`` when there is none or it is unreadable."""
     try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read(1 << 20))
+        doc = bounded.read_json(path, 1 << 20)
     except FileNotFoundError:
         return None, f"no status file {path} (the device plugin is not running, or uses another --status-file)"
     except (OSError, ValueError) as err:
