@@ -481,12 +481,25 @@ class Drive:
         return problems(pods, claims, n, self.nodes, self.plan.shapes, self.devices, self.counter_sets)
 
     def delete(self, label: str, w: Workload) -> None:
-        self.kube.request("DELETE", self.pods_path(), {"apiVersion": "v1", "kind": "DeleteOptions",
-                                                       "gracePeriodSeconds": 0},
-                          query={"labelSelector": f"{BATCH_LABEL}={label}"})
-        self.wait(lambda: not self.kube.get(self.pods_path(), {"labelSelector": f"{BATCH_LABEL}={label}"})["items"],
-                  f"{label}'s pods gone")
+        """The batch's pods deleted one by one (grace 0: no kubelet confirms; a collection delete of
+        hundreds outlasts the API server's request timeout under load), then its claims waited gone."""
+        self.remove_pods(f"{BATCH_LABEL}={label}")
         self.wait(lambda: not self.kube.get(self.claims_path())["items"], f"{label}'s claims gone")
+
+    def remove_pods(self, selector: str) -> None:
+        from xpu_cdi.dra.kube import ApiError
+
+        def gone(name: str) -> None:
+            try:
+                self.kube.request("DELETE", f"{self.pods_path()}/{name}", {"gracePeriodSeconds": 0})
+            except ApiError as err:
+                if err.status != 404:
+                    raise
+
+        left = [p["metadata"]["name"] for p in self.kube.get(self.pods_path(), {"labelSelector": selector})["items"]]
+        list(self.pool.map(gone, left))
+        self.wait(lambda: not self.kube.get(self.pods_path(), {"labelSelector": selector})["items"],
+                  f"pods {selector} gone")
 
     def wait(self, cond: Any, what: str, timeout: float = 600) -> None:
         deadline = time.monotonic() + timeout
@@ -555,10 +568,7 @@ class Drive:
         cpu = {k: p.cpu() - cpu0[k] for k, p in self.procs.items()}
         b, a = histogram(before, SLI), histogram(after, SLI)
         values = sorted(latency.values())
-        self.kube.request("DELETE", self.pods_path(), {"apiVersion": "v1", "kind": "DeleteOptions",
-                                                       "gracePeriodSeconds": 0},
-                          query={"labelSelector": f"{BATCH_LABEL}={label}"})
-        self.wait(lambda: not self.kube.get(self.pods_path())["items"], "the churn's pods gone")
+        self.remove_pods(f"{BATCH_LABEL}={label}")
         self.wait(lambda: not self.kube.get(self.claims_path())["items"], "the churn's claims gone")
         return {"pods": i, "seconds": elapsed, "rate": self.plan.churn_rate, "mix": [w.name for w in mix],
                 "bound_p50_s": values[len(values) // 2], "bound_p99_s": values[min(len(values) - 1,
@@ -568,7 +578,8 @@ class Drive:
 
     # -- the whole run ----------------------------------------------------------------------------------
 
-    def run(self) -> Dict[str, Any]:
+    def run(self, save: Any = None) -> Dict[str, Any]:
+        """The whole run; *save* is given what is measured so far after each batch (kept if a later one fails)."""
         out: Dict[str, Any] = {"nodes": self.plan.nodes, "counts": counts(self.plan.nodes)}
         mem0 = {k: p.memory() for k, p in self.procs.items()}
         out.update(self.setup())
@@ -585,6 +596,8 @@ class Drive:
                 batches.append(dict(self.run_batch(w, f"r{r}-{w.name}"), round=r))
                 print(f"scale: N={self.plan.nodes} round {r} {w.name}: {batches[-1]['pods']} pods, "
                       f"{batches[-1]['pods_per_s']:.1f} pods/s", file=sys.stderr, flush=True)
+                if save is not None:
+                    save(dict(out, batches=batches, partial=True))
         out["batches"] = batches
         out["churn"] = self.churn()
         out["memory_end"] = {k: p.memory() for k, p in self.procs.items()}
@@ -691,8 +704,10 @@ def run(cluster: Any, plan: Plan, work: Path) -> Dict[str, Any]:
 def main(argv: Iterable[str]) -> int:
     plan_file, out_file = list(argv)
     plan: Plan = pickle.loads(Path(plan_file).read_bytes())
-    result = Drive(plan).run()
-    Path(out_file).write_text(json.dumps(result, indent=1))
+    def save(doc: Dict[str, Any]) -> None:
+        Path(out_file).write_text(json.dumps(doc, indent=1))
+
+    save(Drive(plan).run(save))
     return 0
 
 
