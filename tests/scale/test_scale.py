@@ -79,11 +79,18 @@ def test_problems_are_found(shapes: Dict[str, scale.Shape]) -> None:
     del unbound["spec"]["nodeName"]
     bad = good + [allocation("kunlunxin.com", "a", "0"), allocation("kunlunxin.com", "s", "0", "x3", "32Gi"),
                   allocation("huawei.com", "n", "0-vir01-0")]
+    pair = allocation("kunlunxin.com", "a", "1")
+    results = pair["status"]["allocation"]["devices"]["results"]  # type: ignore[index]
+    results.append(dict(results[0], device="7"))  # cards 1 and 7: NUMA nodes 0 and 1
+    pair["spec"] = {"devices": {"constraints": [{"requests": ["dev"],
+                                                 "matchAttribute": "resource.kubernetes.io/numaNode"}]}}
+    bad.append(pair)
     found = scale.problems([unbound], bad, 1, nodes, shapes, devices, sets)
     assert any("unbound: ['p1']" in p for p in found), found
     assert any("('kunlunxin.com', 'a', '0') given 2 times" in p for p in found), found
     assert any("shares of 137438953472 bytes, the card has 103079215104" in p for p in found), found
     assert any("counter set ('huawei.com', 'n', 'chip-0') over: {'aicore': (9, 8)" in p for p in found), found
+    assert any("resource.kubernetes.io/numaNode differs across its devices: ['0', '1']" in p for p in found), found
 
 
 @pytest.fixture(scope="module")

@@ -197,6 +197,7 @@ class Workload:
     per_node: int
     limits: Tuple[Tuple[str, int], ...] = ()  # extended resources
     request: Optional[Dict[str, Any]] = None  # the claim template's one request (``exactly``)
+    match: str = ""  # an attribute every device of the request must share (a constraint)
     target: float = 0.0  # the least ratio to the baseline's pods/s (issue 45)
 
 
@@ -214,6 +215,8 @@ WORKLOADS = (
     Workload("claim-8", "p800", 1, request={"deviceClassName": XPU_CLASS, "count": 8}, target=0.8),
     Workload("cel-model", "p800", 8, request={"deviceClassName": XPU_CLASS, "count": 1, "selectors": cel(
         'device.attributes["kunlunxin.com"].model == "P800"')}, target=0.8),
+    Workload("numa-pair", "p800", 4, request={"deviceClassName": XPU_CLASS, "count": 2},
+             match="resource.kubernetes.io/numaNode", target=0.8),
     Workload("extended-mapped", "p800", 8, limits=(("kunlunxin.com/xpu", 1),), target=0.8),
     Workload("chip-910b", "910b", 8, request={"deviceClassName": NPU_CLASS, "count": 1, "selectors": cel(
         'device.attributes["huawei.com"].type == "chip"')}, target=0.8),
@@ -225,10 +228,12 @@ WORKLOADS = (
 
 
 def claim_template(w: Workload) -> Dict[str, Any]:
+    devices: Dict[str, Any] = {"requests": [{"name": "dev", "exactly": w.request}]}
+    if w.match:  # topology: the cards of one NUMA node
+        devices["constraints"] = [{"requests": ["dev"], "matchAttribute": w.match}]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": w.name, "namespace": NAMESPACE},
-            "spec": {"metadata": {"labels": {WORKLOAD_LABEL: w.name}},
-                     "spec": {"devices": {"requests": [{"name": "dev", "exactly": w.request}]}}}}
+            "spec": {"metadata": {"labels": {WORKLOAD_LABEL: w.name}}, "spec": {"devices": devices}}}
 
 
 def pod(w: Workload, name: str, batch: str) -> Dict[str, Any]:
@@ -635,7 +640,15 @@ def problems(pods: Sequence[Dict[str, Any]], claims: Sequence[Dict[str, Any]], n
     shared: Dict[Tuple[str, str, str], int] = {}
     counters: Dict[Tuple[str, str, str], Dict[str, int]] = {}
     for c in claims:
-        for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []:
+        results = ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+        for con in (c.get("spec") or {}).get("devices", {}).get("constraints") or []:
+            attr = con.get("matchAttribute", "")
+            typed = [(devices.get((r["driver"], r["pool"], r["device"])) or {}).get("attributes", {}).get(attr) or {}
+                     for r in results]
+            got = {str(next(iter(t.values()), None)) for t in typed}  # {"int": 0} -> "0"
+            if attr and len(got) > 1:
+                out.append(f"claim {c['metadata']['name']}: {attr} differs across its devices: {sorted(got)}")
+        for r in results:
             key = (r["driver"], r["pool"], r["device"])
             dev = devices.get(key)
             if dev is None:
