@@ -700,15 +700,15 @@ def daemon_pids(cluster: Any) -> Dict[str, int]:
     return out
 
 
-def run(cluster: Any, plan: Plan, work: Path) -> Dict[str, Any]:
-    """:class:`Drive` in the cluster's network namespace; its results."""
+def run(cluster: Any, plan: Plan, work: Path, timeout: float = 3 * 3600) -> Dict[str, Any]:
+    """:class:`Drive` in the cluster's network namespace (killed after *timeout* seconds); its results."""
     plan_file, out_file = work / "scale-plan.pickle", work / "scale-out.json"
     plan_file.write_bytes(pickle.dumps(plan))
     tests = REPO / "tests"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(tests), os.environ.get("PYTHONPATH")))))
     r = subprocess.run(cluster.on_node([sys.executable, "-m", "support.k8s.scale", str(plan_file), str(out_file)],
                                        mount=False), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                       stderr=None, text=True, timeout=3 * 3600)
+                       stderr=None, text=True, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"the scale drive failed ({r.returncode}): {r.stdout[-2000:]}")
     return json.loads(out_file.read_text())
