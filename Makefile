@@ -112,7 +112,7 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 bench: install
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 # coverage-guided fuzzing of every parser of outside input: the compiled
 # front end's (libFuzzer + ASan/UBSan, fuzz/native/) and the Python tooling's

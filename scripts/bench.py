@@ -47,6 +47,11 @@ differences below are fair:
   8 through a DRA claim, none, interleaved; then the DRA driver's own figures
   there (scripts/bench_dra.py): NodePrepareResources p99, resident memory,
   start -> slices published.
+* scale (scripts/bench_scale.py, issue 45; only with ``--only scale``: it takes
+  a quarter of an hour): 100 and 1,000 simulated nodes of our shapes on the real
+  API server and scheduler, no kubelets; each workload's pods/s as a ratio to
+  the extended-resource baseline, the scheduler's SLI, the API server's and
+  etcd's memory and CPU, slice bytes per node; ``bench-out/scale.png``.
 
 Prints a table; writes ``bench-out/bench.json`` (every sample and the
 machine), ``bench-out/performance.md`` (the README's Performance section)
@@ -718,7 +723,8 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--only", action="append", default=[], metavar="GROUP",
                     help="measure only these groups (generate, hoststat, hook, hook-direct, inside, syscalls, "
-                         "wrapper, deviceplugin, daemons, cli, vnpu, k8s, fleet); repeatable; default all")
+                         "wrapper, deviceplugin, daemons, cli, vnpu, k8s, fleet, scale); repeatable; default all "
+                         "but scale")
     args = ap.parse_args(argv)
     wanted = set(args.only) or {"generate", "hoststat", "hook", "hook-direct", "inside", "syscalls", "wrapper",
                                 "deviceplugin", "daemons", "cli", "vnpu", "k8s", "fleet"}
@@ -769,19 +775,26 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 import bench_fleet
 
                 fleet_rows, fleet_samples = bench_fleet.run(work)
+            scale_rows: Rows = []
+            scale_samples: Dict[str, object] = {}
+            if "scale" in wanted:
+                import bench_scale
+
+                scale_rows, scale_samples = bench_scale.run(work, args.seed, Path(args.out))
         finally:
             for mount in MOUNTS:
                 subprocess.run(["umount", str(mount)], check=False)
             fakehost.remove_tree(work)
     machine["load_after"] = bench_machine.load()
-    rows = report(samples) + sc_rows + dp_rows + fp_rows + vnpu_rows + k8s_rows + fleet_rows
+    rows = report(samples) + sc_rows + dp_rows + fp_rows + vnpu_rows + k8s_rows + fleet_rows + scale_rows
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine, "rounds": args.rounds, "seed": args.seed,
                                                 "peers": PEERS, "samples_s": samples, "syscalls": sc_counts,
                                                 "deviceplugin": dp_samples,
                                                 "footprint": fp_samples, "vnpu_s": vnpu_samples,
-                                                "k8s_s": k8s_samples, "fleet": fleet_samples}, indent=1))
+                                                "k8s_s": k8s_samples, "fleet": fleet_samples,
+                                                "scale": scale_samples}, indent=1))
     (out / "performance.md").write_text(markdown(rows, machine, args.rounds))
     print(f"\nxpu-cdi bench on {machine['summary']}\n(load average {machine['load_before']} before, "
           f"{machine['load_after']} after)\n{table(rows)}")

@@ -189,12 +189,15 @@ class Cluster:
                  node_name: str = NODE_NAME, node_ip: str = NODE_IP, join: Optional["Cluster"] = None,
                  link: Optional[Callable[["Cluster"], None]] = None, cni: Optional[Dict[str, Any]] = None,
                  kube_proxy: str = "", overlays: Sequence[str] = ("/etc", "/var/lib", "/var/log"),
-                 audit: Optional[Dict[str, Any]] = None, kubelet_root: str = "") -> None:
+                 audit: Optional[Dict[str, Any]] = None, kubelet_root: str = "",
+                 extra_args: Optional[Dict[str, Sequence[str]]] = None) -> None:
         """*audit*: an audit Policy; the API server then logs what it selects to :attr:`audit_log` (JSON lines).
+        *extra_args*: more flags for a control-plane daemon, by name (``kube-scheduler``: ``--kube-api-qps``).
         *kubelet_root*: kubelet's ``--root-dir`` as the node sees it, where *link* binds :attr:`root_dir`
         (a fleet node's ``/var/lib/kubelet``, as on a real node); default: :attr:`root_dir` itself."""
         self.id = uuid.uuid4().hex[:8]
         self.audit = audit
+        self.extra_args = {k: list(v) for k, v in (extra_args or {}).items()}
         self.join, self.link, self.cni, self.kube_proxy = join, link, cni, kube_proxy
         self.overlays = list(overlays)  # the node's directories whose writes land in the session's dir
         self.kubelet_component = kubelet
@@ -613,7 +616,7 @@ class Cluster:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={p.sa_pub}", f"--service-account-signing-key-file={p.sa_key}",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--profiling=false", "--v=1",
-            *self._audit_args(), *self._gates(self.feature_gates)])
+            *self._audit_args(), *self._gates(self.feature_gates), *self.extra_args.get("kube-apiserver", [])])
         self.wait(lambda: self._alive("kube-apiserver") and
                   self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
                   120, "the API server ready", interval=0.3)
@@ -624,13 +627,14 @@ class Cluster:
             "--leader-elect=false", "--use-service-account-credentials=true",
             f"--service-account-private-key-file={p.sa_key}", f"--root-ca-file={p.ca.cert}",
             f"--cluster-signing-cert-file={p.ca.cert}", f"--cluster-signing-key-file={p.ca.key}",
-            "--bind-address=127.0.0.1", "--profiling=false", "--v=1", *self._gates(self.feature_gates)])
+            "--bind-address=127.0.0.1", "--profiling=false", "--v=1", *self._gates(self.feature_gates),
+            *self.extra_args.get("kube-controller-manager", [])])
         self._run("kube-scheduler", [
             str(k8s / "kube-scheduler"), f"--kubeconfig={self.kubeconfigs['scheduler']}",
             f"--authentication-kubeconfig={self.kubeconfigs['scheduler']}",
             f"--authorization-kubeconfig={self.kubeconfigs['scheduler']}",
             "--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false", "--v=1",
-            *self._gates(self.feature_gates)])
+            *self._gates(self.feature_gates), *self.extra_args.get("kube-scheduler", [])])
 
     def _audit_args(self) -> List[str]:
         if self.audit is None:
