@@ -43,8 +43,10 @@ def test_slices_are_what_the_driver_publishes(shapes: Dict[str, scale.Shape]) ->
             continue
         key = lambda s: s["metadata"]["name"]  # noqa: E731
         assert sorted(shape.slices(name, "node-uid"), key=key) == sorted(shape.published, key=key), name
-    # the shapes the issue names: 25 devices per 310P chip, a 910B3 chip and its partitions, P800 shares
-    assert len(shapes["310p"].devices) == 4 * 25
+    # the shapes the issue names: a 310P chip whole and, per template, as many as its budgets let one
+    # chip hold (7 vir01 by its 7 AI CPUs, 3 vir02, 4 vir02_1c, 1 vir04, 2 vir04_3c, 2 vir04_3c_ndvpp,
+    # 1 vir04_4c_dvpp): 21; a 910B3 chip and its partitions; P800 shares
+    assert len(shapes["310p"].devices) == 4 * 21
     assert {d.template for d in shapes["910b"].devices} == {"", "vir05_1c_16g", "vir10_3c_32g"}
     assert all(d.share is not None for d in shapes["p800-share"].devices)
     assert shapes["p800-dp"].allocatable == {nodekit.XPU: "8"}
@@ -59,7 +61,8 @@ def allocation(driver: str, pool: str, device: str, share: str = "", memory: str
 
 
 def test_problems_are_found(shapes: Dict[str, scale.Shape]) -> None:
-    """The checks find a pod unbound, a card given twice, shares over a card, a counter set over."""
+    """The checks find a pod unbound, a card given twice, shares over a card, a counter set over; the
+    vendor's recommended vir04 + vir02 + vir02_1c on one 310P chip is within its counters."""
     nodes = {"a": "p800", "s": "p800-share", "n": "310p"}
     devices, sets = {}, {}
     for node, shape in nodes.items():
@@ -73,7 +76,7 @@ def test_problems_are_found(shapes: Dict[str, scale.Shape]) -> None:
     bound["spec"]["nodeName"] = "a"
     good = [allocation("kunlunxin.com", "a", "0"), allocation("kunlunxin.com", "s", "0", "x1", "32Gi"),
             allocation("kunlunxin.com", "s", "0", "x2", "64Gi"), allocation("huawei.com", "n", "0-vir04-0"),
-            allocation("huawei.com", "n", "0-vir02-0"), allocation("huawei.com", "n", "0-vir02-1")]
+            allocation("huawei.com", "n", "0-vir02-0"), allocation("huawei.com", "n", "0-vir02-1c-0")]
     assert scale.problems([bound], good, 1, nodes, shapes, devices, sets) == []
     unbound = copy.deepcopy(bound)
     del unbound["spec"]["nodeName"]
