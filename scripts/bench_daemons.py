@@ -124,17 +124,14 @@ def footprint(pid: int, idle: bool = True) -> Dict[str, float]:
 
 
 # What a node daemon's process holds before any of its own code runs: the interpreter, grpcio and
-# protobuf loaded as the daemons load them (OpenSSL kept out where they keep it out), a gRPC server
-# on a unix socket that has answered a call and holds a stream open (as kubelet's ListAndWatch),
-# its client's channel, settled as the daemons settle.  The same code on each stack: what differs
+# protobuf loaded as the daemons load them, a gRPC server on a unix socket that has answered a call
+# and holds a stream open (as kubelet's ListAndWatch), its client's channel.  The same code on each stack: what differs
 # between the stacks' floors is the libraries', not ours.
 FLOOR = """
 import os, sys, threading
 from concurrent import futures
-from xpu_cdi.node import lean
-with lean.without_openssl() if sys.argv[2] == "lean" else lean.without(()):
-    import grpc
-    from google.protobuf import message_factory
+import grpc
+from google.protobuf import message_factory
 done = threading.Event()
 def echo(request, context):
     return request
@@ -152,14 +149,13 @@ channel = grpc.insecure_channel(path)
 channel.unary_unary("/floor.Floor/Echo")(b"x", timeout=600, wait_for_ready=True)
 stream = channel.unary_stream("/floor.Floor/Watch")(b"y", wait_for_ready=True)
 next(stream)
-lean.settle()
 print("ready", flush=True)
 sys.stdin.read()
 done.set()
 channel.close()
 server.stop(None)
 """
-OPENSSL_KEPT_OUT = {"device-plugin": True, "exporter": True, "dra-driver": False}  # the DRA driver speaks TLS
+OPENSSL_KEPT_OUT = {"device-plugin": False, "exporter": False, "dra-driver": False}  # no daemon blocks imports
 SHIPPED = "debian"  # the stack of the .deb, the .rpm and the DaemonSets' image: the targets hold on it as they are
 
 
@@ -445,7 +441,7 @@ def run(work: Path, daemons: bool = True, cli: bool = True) -> Tuple[Rows, Dict[
         "device-plugin": device_plugin, "exporter": exporter, "dra-driver": dra_driver}
     floors: Dict[str, Callable[[Path, str], Dict[str, float]]] = {
         f"floor-{floor_variant(lean)}": functools.partial(grpc_floor, lean=lean)
-        for lean in (True, False)}
+        for lean in (False,)}
     if daemons:
         for stack in STACKS:
             for name, make in {**floors, **makers}.items():  # each stack's floors beside its daemons

@@ -19,8 +19,8 @@ def sample(rss: float) -> Dict[str, float]:
 
 
 def footprints(plugin_wheels: float, floor_wheels: float, floor_debian: float) -> Footprints:
-    return {"floor-lean/pypi": sample(floor_wheels), "device-plugin/pypi": sample(plugin_wheels),
-            "floor-lean/debian": sample(floor_debian), "device-plugin/debian": sample(34.0)}
+    return {"floor-tls/pypi": sample(floor_wheels), "device-plugin/pypi": sample(plugin_wheels),
+            "floor-tls/debian": sample(floor_debian), "device-plugin/debian": sample(34.0)}
 
 
 def rss_row(fp: Footprints, stack: str) -> str:
@@ -45,12 +45,11 @@ def test_another_stack_gets_the_same_room_above_its_floor() -> None:
 
 
 def test_without_the_shipped_stack_the_target_is_as_it_is() -> None:
-    fp = {"floor-lean/pypi": sample(33.0), "device-plugin/pypi": sample(36.0)}
+    fp = {"floor-tls/pypi": sample(33.0), "device-plugin/pypi": sample(36.0)}
     assert bench_daemons.rss_target(fp, "device-plugin", "pypi")[0] == 35.0
     assert "NOT met" in rss_row(fp, "pypi")
 
 
-def test_the_dra_driver_is_judged_against_the_floor_with_openssl() -> None:
-    fp = {"floor-tls/pypi": sample(37.0), "floor-tls/debian": sample(32.5), "floor-lean/pypi": sample(33.0),
-          "floor-lean/debian": sample(30.5), "dra-driver/pypi": sample(49.0)}
+def test_the_dra_driver_is_judged_against_its_floor() -> None:
+    fp = {"floor-tls/pypi": sample(37.0), "floor-tls/debian": sample(32.5), "dra-driver/pypi": sample(49.0)}
     assert abs(bench_daemons.rss_target(fp, "dra-driver", "pypi")[0] - 49.5) < 1e-9

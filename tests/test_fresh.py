@@ -23,7 +23,7 @@ from xpu_cdi.node import fresh
 from support.freshprobe import Settings
 out, fail = sys.argv[1], sys.argv[2]
 print(json.dumps({"pid": os.getpid()}), flush=True)
-fresh.replace_with("support.freshprobe:serve", "xpu-cdi probe", without_openssl=True, out=out,
+fresh.replace_with("support.freshprobe:serve", "xpu-cdi probe", out=out,
                    settings=Settings("kept", ("/a", "/b c")), fail=fail, code=7)
 """
 
@@ -75,5 +75,5 @@ def test_an_interpreter_that_cannot_start_is_a_config_error(monkeypatch: pytest.
     before = sorted(os.listdir("/proc/self/fd"))
     monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
     with pytest.raises(ConfigError, match="cannot start /nonexistent/python3 for xpu-cdi probe: .*No such file"):
-        fresh.replace_with("support.freshprobe:serve", "xpu-cdi probe", without_openssl=False, out="unused")
+        fresh.replace_with("support.freshprobe:serve", "xpu-cdi probe", out="unused")
     assert sorted(os.listdir("/proc/self/fd")) == before

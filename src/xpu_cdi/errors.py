@@ -87,15 +87,6 @@ class PodResourcesError(SourceError):
     """kubelet's PodResources API could not be read."""
 
 
-class HttpRequestError(XpuCdiError):
-    """A request the exporter's HTTP server cannot answer as asked: ``status`` is the answer's (400,
-    405, 408, 414, 431, 505), the message its one line."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 # click uses 2 for usage errors; every other XpuCdiError not listed is 1.
 EXIT_CODES = {ProfileError: 3, SpecError: 5}
 

@@ -66,7 +66,7 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
         raise config.ConfigError(f"the device plugin needs grpcio and protobuf (no module named {gone!r}): pip "
                                  f"install 'xpu-cdi' (they are dependencies) or apt install python3-grpcio "
                                  f"python3-protobuf")
-    fresh.replace_with("xpu_cdi.deviceplugin.daemon:serve", "xpu-cdi device-plugin", without_openssl=True,
+    fresh.replace_with("xpu_cdi.deviceplugin.daemon:serve", "xpu-cdi device-plugin",
                        settings=settings, config_path=config_path, flags=flags,
                        level=level_of(log_level, verbose), log_format=log_format)
 

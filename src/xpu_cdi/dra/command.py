@@ -79,7 +79,7 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
         raise ConfigError(f"the DRA driver needs grpcio, protobuf and the Kubernetes client (no module named "
                           f"{gone!r}): pip install 'xpu-cdi', or apt install python3-grpcio python3-protobuf "
                           f"python3-kubernetes")
-    fresh.replace_with("xpu_cdi.dra.daemon:serve", "xpu-cdi dra-driver", without_openssl=False,  # it speaks TLS
+    fresh.replace_with("xpu_cdi.dra.daemon:serve", "xpu-cdi dra-driver",
                        settings=settings, level=level_of(log_level, verbose), log_format=log_format)
 
 

@@ -14,7 +14,6 @@ code as the command line words it (:func:`main`).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import pickle
@@ -22,7 +21,6 @@ import sys
 from typing import Any, List, NoReturn, Optional, Sequence
 
 from .. import errors
-from . import lean
 
 #: what the new interpreter runs (one line: ps shows it): never the working directory's modules
 #: (``-c`` puts it first on sys.path), then :func:`main`
@@ -55,12 +53,12 @@ def missing(modules: Sequence[str]) -> Optional[str]:
     return None
 
 
-def replace_with(target: str, name: str, without_openssl: bool, **kwargs: Any) -> NoReturn:
+def replace_with(target: str, name: str, **kwargs: Any) -> NoReturn:
     """Replace this process by this interpreter running ``module:function`` *target* with *kwargs*
     (they pickle: settings dataclasses, tuples, strings), its result the exit code.
 
     *target*'s module imports no click; *name* is the daemon's (``xpu-cdi device-plugin``), for its
-    messages; *without_openssl*: its module is loaded as :func:`.lean.without_openssl` says.
+    messages.
     """
     payload = pickle.dumps(kwargs, protocol=pickle.HIGHEST_PROTOCOL)
     fd = -1
@@ -71,8 +69,7 @@ def replace_with(target: str, name: str, without_openssl: bool, **kwargs: Any) -
         os.set_inheritable(fd, True)
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execv(sys.executable, [sys.executable, *interpreter_flags(), "-c", CODE, name, target, str(fd),
-                                  "lean" if without_openssl else "tls"])
+        os.execv(sys.executable, [sys.executable, *interpreter_flags(), "-c", CODE, name, target, str(fd)])
     except OSError as err:  # the interpreter can't be started again: nothing has changed yet
         if fd >= 0:
             os.close(fd)
@@ -81,12 +78,12 @@ def replace_with(target: str, name: str, without_openssl: bool, **kwargs: Any) -
 
 def main() -> NoReturn:
     """The new interpreter: the daemon's serve function called, its errors worded and mapped."""
-    name, target, fd, how = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    name, target, fd = sys.argv[1], sys.argv[2], int(sys.argv[3])
     _set_comm()
     sys.argv = name.split()
     module, _, function = target.partition(":")
     try:
-        with os.fdopen(fd, "rb") as f, lean.without_openssl() if how == "lean" else contextlib.nullcontext():
+        with os.fdopen(fd, "rb") as f:
             # as the import statement does it (importlib's own path is invisible to -X importtime)
             serve = getattr(__import__(module, fromlist=[function]), function)
             kwargs = pickle.load(f)
