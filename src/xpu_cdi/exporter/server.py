@@ -38,13 +38,17 @@ class Handler(WSGIRequestHandler):
 
     server_version = "xpu-cdi-exporter"
     timeout = READ_TIMEOUT  # StreamRequestHandler sets it on the connection
+    default_request_version = "HTTP/1.0"  # refusals carry a status line (HTTP/0.9 would have none)
 
     def parse_request(self) -> bool:
         if not super().parse_request():
             return False
-        if self.request_version not in VERSIONS:  # http.server answers 1.2 to 1.99 as 1.1
+        # http.server answers 1.2 to 1.99 as 1.1, and a request line without a version as HTTP/0.9
+        version = self.request_version if len(self.requestline.split()) == 3 else "HTTP/0.9"
+        if version not in VERSIONS:
             self.close_connection = True
-            self.send_error(505, f"{self.request_version} is not served (HTTP/1.0 or HTTP/1.1)")
+            self.request_version = "HTTP/1.0"  # the refusal's status line is written for it
+            self.send_error(505, explain=f"{version} is not served: HTTP/1.0 or HTTP/1.1")
             return False
         return True
 

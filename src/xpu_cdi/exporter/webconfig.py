@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import ssl
 import stat
 import threading
@@ -47,7 +48,8 @@ UNSUPPORTED = {"cert": "an inline cert: name the file with cert_file",
                "curve_preferences": "curve_preferences: OpenSSL's defaults are used",
                "rate_limit": "rate_limit"}
 #: a bcrypt hash checked when the user is unknown, so that a wrong name takes as long as a wrong password
-_DUMMY_HASH = b"$2b$10$" + b"N" * 53
+_DUMMY_HASH = b"$2b$10$HqvQ0WF6CIVKb/cw2QWcBu3Vnm2E9d2X7flkqf1kXw19hH0NZ8seS"
+BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
 _CACHE_MAX = 64
 
 
@@ -93,7 +95,10 @@ class WebConfig:
                 return True
         import bcrypt
 
-        ok = bcrypt.checkpw(password.encode(), hashed or _DUMMY_HASH) and hashed is not None
+        try:
+            ok = bcrypt.checkpw(password.encode(), hashed or _DUMMY_HASH) and hashed is not None
+        except ValueError:  # bcrypt 5 refuses passwords over 72 bytes: no hash here has one
+            ok = False
         if ok:
             with self._lock:
                 if len(self._verified) >= _CACHE_MAX:
@@ -117,10 +122,11 @@ def load(path: str) -> WebConfig:
     except OSError as err:
         raise bad(f"cannot read: {err.strerror}") from None
     try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+            os.close(fd)
+            raise bad(f"not a regular file of at most {MAX_BYTES} bytes")
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
-                raise bad(f"not a regular file of at most {MAX_BYTES} bytes")
             raw = f.read(MAX_BYTES + 1)
     except OSError as err:
         raise bad(f"cannot read: {err.strerror}") from None
@@ -167,7 +173,7 @@ def load(path: str) -> WebConfig:
         for user, hashed in users.items():
             if not isinstance(user, str) or not user or ":" in user:
                 raise bad(f"basic_auth_users: {user!r} is not a user name (a string without ':')")
-            if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")) or len(hashed) != 60:
+            if not isinstance(hashed, str) or not BCRYPT.fullmatch(hashed):
                 raise bad(f"basic_auth_users.{user}: not a bcrypt hash (make one with htpasswd -nBC 10 \"\" "
                           f"| tr -d ':\\n')")
             cfg.users[user] = hashed.encode()
