@@ -108,6 +108,10 @@ def test_not_a_regular_file_is_refused_without_hanging(tmp_path: Path) -> None:
         webconfig.load(str(tmp_path))
     with pytest.raises(ConfigError, match="cannot read"):
         webconfig.load(str(tmp_path / "missing.yml"))
+    named = tmp_path / "web.yml"
+    named.write_text(f"tls_server_config:\n  cert_file: {fifo}\n  key_file: {fifo}\n")
+    with pytest.raises(ConfigError, match="is not a regular file"):  # OpenSSL would wait on it
+        webconfig.load(str(named))
 
 
 def test_the_command_refuses_a_bad_file_before_serving(tmp_path: Path) -> None:

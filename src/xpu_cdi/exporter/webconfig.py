@@ -247,6 +247,13 @@ def _tls(tls: Dict[str, Any], base: str,
         versions.append(VERSIONS[name])
     if versions[0] > versions[1]:
         raise bad("tls_server_config: min_version is above max_version")
+    for named in (cert, key, ca_file):
+        try:
+            regular = not named or stat.S_ISREG(os.stat(named).st_mode)
+        except OSError:
+            regular = True  # missing: load_cert_chain says so below
+        if not regular:  # a FIFO would hang OpenSSL's read
+            raise bad(f"{named!r} is not a regular file")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         ctx.minimum_version, ctx.maximum_version = versions
