@@ -19,8 +19,7 @@ deps:
 	@# clang-19 only recommends it; the package is named after clang's major version
 	@sh scripts/install-deps.sh libclang-rt-$$(clang -dumpversion | cut -d. -f1)-dev
 	@# the device plugin's, the exporter's and the DRA driver's tests also run them on Debian's own libraries (what the .deb runs on);
-	@# python3-prometheus-client only for the tests (Debian's parser reads the exporter's scrape)
-	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-prometheus-client python3-click python3-yaml python3-jsonschema \
+	@sh scripts/install-deps.sh python3-grpcio python3-protobuf python3-prometheus-client python3-bcrypt python3-click python3-yaml python3-jsonschema \
 	  python3-pyudev python3-cffi-backend python3-tomlkit python3-kubernetes
 	@# zsh: the packages' zsh completion is tried in a real zsh (tests/packaging/test_completions.py)
 	@sh scripts/install-deps.sh zsh

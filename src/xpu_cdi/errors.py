@@ -94,15 +94,6 @@ class PodResourcesError(SourceError):
     """kubelet's PodResources API could not be read."""
 
 
-class HttpRequestError(XpuCdiError):
-    """A request the exporter's HTTP server cannot answer as asked: ``status`` is the answer's (400,
-    405, 408, 414, 431, 505), the message its one line."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 # Every exit code of every command, one table: docs/cli.md's "Exit codes" lists exactly these
 # (tests/test_cli.py compares them).  2 is click's usage error and means nothing else.
 OK = 0

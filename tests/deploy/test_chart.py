@@ -20,7 +20,7 @@ from xpu_cdi import nodeconfig
 from xpu_cdi.deviceplugin import config as dpconfig
 from xpu_cdi._version import VERSION
 
-MODELS = dict(DRA_MODELS, Service="V1Service", RuntimeClass="V1RuntimeClass")
+MODELS = dict(DRA_MODELS, Service="V1Service", RuntimeClass="V1RuntimeClass", NetworkPolicy="V1NetworkPolicy")
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}  # the Prometheus operator's, no model in the client
 
 
@@ -153,6 +153,34 @@ def test_values_reach_the_objects() -> None:
         assert {c["image"] for c in spec["containers"]} == {"registry.example:5000/ai/xpu-cdi:0.1.0-custom"}
 
 
+def test_secure_metrics_reach_the_exporter_and_the_service_monitor() -> None:
+    """exporter.webConfig: the Secret mounted read-only, --web-config-file naming its key, probes on
+    the port (kubelet has no client certificate); the ServiceMonitor scrapes https with its
+    tlsConfig; the NetworkPolicy lets only the named peers reach the metrics port."""
+    objs = helmchart.objects(helmchart.COMBINATIONS["everything"])
+    (ds,) = [d for d in by_kind(objs, "DaemonSet") if d["metadata"]["name"] == "xpu-cdi-exporter"]
+    spec = ds["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert c["args"][-2:] == ["--web-config-file", "/etc/xpu-cdi/web/web-config.yml"]
+    assert {"name": "web-config", "mountPath": "/etc/xpu-cdi/web", "readOnly": True} in c["volumeMounts"]
+    assert {"name": "web-config", "secret": {"secretName": "xpu-cdi-exporter-tls", "defaultMode": 0o400}} in \
+        spec["volumes"]
+    assert c["livenessProbe"]["tcpSocket"] == {"port": "metrics"} and "httpGet" not in c["readinessProbe"]
+    (sm,) = by_kind(objs, "ServiceMonitor")
+    (endpoint,) = sm["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"]["keySecret"]["key"] == "tls.key"
+    (np,) = by_kind(objs, "NetworkPolicy")
+    assert np["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "xpu-cdi-exporter"}
+    (rule,) = np["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
+    plain = helmchart.objects({})  # the defaults: plain HTTP, /healthz probes, no policy
+    (ds,) = [d for d in by_kind(plain, "DaemonSet") if d["metadata"]["name"] == "xpu-cdi-exporter"]
+    (c,) = ds["spec"]["template"]["spec"]["containers"]
+    assert "--web-config-file" not in c["args"] and c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert by_kind(plain, "NetworkPolicy") == []
+
+
 def test_share_capacity_reaches_the_driver() -> None:
     """dra.shareCapacity becomes the driver's --share-capacity flags (which it accepts); the exporter
     reads the drivers' checkpoints (kubelet's plugins dir, read-only)."""
@@ -250,6 +278,11 @@ def test_prometheusrule_is_the_rules_file() -> None:
      "/dra/nodeSelector/xpu-cdi.io~1kubernetes-allocation"),
     ({"dra": {"nodeSelector": {"xpu-cdi.io/kubernetes-allocation": None, "pool": "training"}}},
      "xpu-cdi.io/kubernetes-allocation"),
+    # an ingress rule without peers lets every source in: the policy must name who scrapes
+    ({"exporter": {"networkPolicy": {"enabled": True}}}, "/exporter/networkPolicy"),
+    ({"exporter": {"networkPolicy": {"enabled": True, "from": []}}}, "/exporter/networkPolicy/from"),
+    ({"monitoring": {"serviceMonitor": {"scheme": "HTTPS"}}}, "/monitoring/serviceMonitor/scheme"),
+    ({"exporter": {"webConfig": {"secretName": "Bad_Name"}}}, "/exporter/webConfig/secretName"),
 ])
 def test_schema_refuses_bad_values(values: Dict[str, Any], says: str) -> None:
     """values.schema.json: a wrong value fails the render with the path of the value."""

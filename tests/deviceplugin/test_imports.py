@@ -27,5 +27,4 @@ def test_the_device_plugin_serving_8_cards_imports_only_its_own(node: Node, stac
     assert {"grpc", "pyudev", "xpu_cdi.deviceplugin.daemon", "xpu_cdi.generate.check"} <= mods  # its own path ran
     not_here = importlog.NOT_IN_DAEMONS | importlog.YAML | {"prometheus_client", "urllib3", "fractions"}
     assert importlog.loaded(mods, not_here) == []
-    # bz2 and lzma: tried by shutil (pyudev's ctypes.util imports it), refused by node/lean.py
-    assert [m for m in ("_bz2.", "_lzma.", "libbz2", "liblzma") if m in maps] == []
+    assert "/_ssl." in maps  # grpc's asyncio imports ssl, and nothing keeps it out (issue 41)

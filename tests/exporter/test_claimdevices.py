@@ -10,7 +10,9 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from xpu_cdi.dra import checkpoint, claimspec
-from xpu_cdi.exporter import claimdevices, exposition, metrics
+from prometheus_client import generate_latest
+
+from xpu_cdi.exporter import claimdevices, metrics
 from xpu_cdi.exporter.podresources import Holder, Listing
 
 DRIVER = "kunlunxin.com"
@@ -30,7 +32,9 @@ def share(device: str, uid: str, sid: str, memory: int) -> dict:
 
 
 def scrape(devices: list) -> dict:
-    body = exposition.text(metrics.families(metrics.Snapshot(claim_devices=devices)))
+    c = metrics.SnapshotCollector()
+    c.snapshot = metrics.Snapshot(claim_devices=devices)
+    body = generate_latest(c)  # type: ignore[arg-type]
     out: dict = {}
     for fam in text_string_to_metric_families(body.decode()):
         for s in fam.samples:

@@ -176,12 +176,60 @@ def test_the_exporter_after_a_pass_imports_only_its_own(node: Node, tmp_path: Pa
     finally:
         assert p.stop() == 0
     mods = importlog.imported(p.log.read_text()) - importlog.at_start(exe, env)
-    assert {"grpc", "xpu_cdi.exporter.daemon", "xpu_cdi.exporter.sources", "xpu_cdi.exporter.httpd"} <= mods
-    assert importlog.loaded(mods, importlog.NOT_IN_DAEMONS | importlog.YAML | {"urllib3", "fractions"}) == []
-    # its own exposition and HTTP server (prometheus_client's imports and http.server's email, html
-    # and http.client were ~7 MiB of it), not the DRA driver's slice builder
-    assert importlog.loaded(mods, {"prometheus_client", "http", "email", "html", "urllib", "wsgiref", "mimetypes",
-                                   "shutil", "bz2", "lzma", "xpu_cdi.dra.slices"}) == []
-    # ssl and _hashlib: tried by grpc's asyncio and hashlib, refused by node/lean.py (the importtime
-    # lines name a refused import too, the maps do not)
-    assert [m for m in ("/_ssl.", "/_hashlib.") if m in maps] == []
+    assert {"grpc", "xpu_cdi.exporter.daemon", "xpu_cdi.exporter.sources", "xpu_cdi.exporter.server",
+            "prometheus_client", "wsgiref"} <= mods
+    # no web config: no YAML parser, no bcrypt; not the DRA driver's API client nor its slice builder
+    assert importlog.loaded(mods, importlog.NOT_IN_DAEMONS | importlog.YAML | {"urllib3", "fractions", "bcrypt",
+                                                                                "xpu_cdi.dra.slices"}) == []
+    assert "/_ssl." in maps  # nothing is kept out of it: TLS is there when --web-config-file asks
+
+
+def test_tls_and_basic_auth_from_a_web_config_and_a_bad_reload(node: Node, tmp_path: Path,
+                                                               python: "tuple[str, dict]") -> None:
+    """The daemon on each stack (Debian's prometheus_client 0.16 and bcrypt 3.2 too) serves /metrics
+    over TLS to a client certificate and a password; after SIGHUP with a broken file it says so in
+    one line and serves on with the last good config."""
+    import base64
+    import signal
+    import ssl
+
+    from support.k8s.pki import PKI
+
+    exe, env = python
+    ca = PKI(tmp_path / "pki")
+    srv = ca.issue("server", "exporter", ips=["127.0.0.1"], server=True, client=False)
+    cli = ca.issue("prometheus", "prometheus")
+    web = tmp_path / "web.yml"
+    good = (f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n  client_ca_file: {ca.ca.cert}\n"
+            f"  client_auth_type: RequireAndVerifyClientCert\n"
+            # bcrypt of "pw" ($2y$, as htpasswd writes it)
+            f"basic_auth_users:\n  prom: '$2y$04$XYA.EFqvHN4Qdb8mvkOfJOmvadIbQbEzmjKT8Jvd0E18Ewe9rSJoC'\n")
+    web.write_text(good)
+    p = ExporterProcess(node.args("--web-config-file", str(web)), tmp_path / "exporter.log", python=exe, env=env)
+    ctx = ssl.create_default_context(cafile=str(ca.ca.cert))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(str(cli.cert), str(cli.key))
+
+    def scrape(password: str) -> int:
+        req = urllib.request.Request(f"https://127.0.0.1:{p.port}/metrics", headers={
+            "Authorization": "Basic " + base64.b64encode(f"prom:{password}".encode()).decode()})
+        try:
+            with urllib.request.urlopen(req, timeout=HANG, context=ctx) as r:
+                assert any(name == "xpu_cdi_card_healthy" for name, _labels in samples(r.read()))
+                return r.status
+        except urllib.error.HTTPError as err:
+            return err.code
+
+    try:
+        assert scrape("pw") == 200 and scrape("nope") == 401
+        web.write_text("tls_server_config: [broken\n")
+        p.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + HANG
+        while "last good web config" not in p.log.read_text():
+            assert time.monotonic() < deadline and p.proc.poll() is None, p.log.read_text()
+            time.sleep(0.05)
+        assert scrape("pw") == 200
+    finally:
+        assert p.stop() == 0
+    bad = [ln for ln in p.log.read_text().splitlines() if "last good web config" in ln]
+    assert len(bad) == 1 and "not valid YAML" in bad[0]

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.exporternode import Node
 from support.podresourceskit import Container, Pod
 from xpu_cdi.exporter.daemon import Exporter, Settings
+from xpu_cdi.exporter.webconfig import Watched
 
 XPU, NPU = "kunlunxin.com/xpu", "huawei.com/npu"
 MiB = 1048576
@@ -31,8 +32,18 @@ def settings(node: Node, sock: str = "/nonexistent/kubelet.sock", **kw: object) 
                     pod_resources_socket=sock, status_file=str(node.status), **kw)  # type: ignore[arg-type]
 
 
+def render(exp: Exporter, accept: str = "", accept_encoding: str = "") -> Tuple[bytes, Dict[str, str]]:
+    """What the exporter's WSGI app answers a GET /metrics with these headers (no web config)."""
+    got: List[object] = []
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "HTTP_ACCEPT": accept,
+               "HTTP_ACCEPT_ENCODING": accept_encoding}
+    body = b"".join(exp.app(Watched("", lambda message, bad: None))(environ, lambda *a: got.extend(a)))
+    assert got[0] == "200 OK"
+    return body, dict(got[1])  # type: ignore[arg-type]
+
+
 def scrape(exp: Exporter) -> Series:
-    body, _ = exp.render("", "")
+    body, _ = render(exp)
     out: Series = {}
     for fam in text_string_to_metric_families(body.decode()):
         for s in fam.samples:
@@ -251,12 +262,12 @@ def test_openmetrics_when_asked(node: Node) -> None:
 
     exp = Exporter(settings(node))
     exp.step()
-    body, headers = exp.render("application/openmetrics-text; version=1.0.0,text/plain;q=0.5", "")
+    body, headers = render(exp, "application/openmetrics-text; version=1.0.0,text/plain;q=0.5", "")
     assert headers["Content-Type"].startswith("application/openmetrics-text")
     fams = {f.name: f for f in om_parse(body.decode())}
     assert fams["xpu_cdi_card_temperature_celsius"].unit == "celsius"
     assert body.endswith(b"# EOF\n")
-    plain, headers = exp.render("text/plain", "")
+    plain, headers = render(exp, "text/plain", "")
     assert headers["Content-Type"].startswith("text/plain") and b"# EOF" not in plain
 
 
@@ -265,10 +276,13 @@ def test_gzip_when_asked(node: Node) -> None:
 
     exp = Exporter(settings(node))
     exp.step()
-    plain, headers = exp.render("", "")
-    zipped, zheaders = exp.render("", "deflate, gzip;q=0.5")
+    plain, headers = render(exp, "", "")
+    zipped, zheaders = render(exp, "", "deflate, gzip;q=0.5")
     assert "Content-Encoding" not in headers and zheaders["Content-Encoding"] == "gzip"
     assert gzip.decompress(zipped).split(b"# HELP process_")[0] == plain.split(b"# HELP process_")[0]
+    for refused in ("gzip;q=0", "gzip; q=0.000, deflate", "*;q=0", "identity", "*;q=1, gzip;q=0"):
+        assert "Content-Encoding" not in render(exp, "", refused)[1], refused
+    assert render(exp, "", "*")[1]["Content-Encoding"] == "gzip"
 
 
 def test_status_file(node: Node) -> None:

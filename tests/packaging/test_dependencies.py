@@ -21,7 +21,9 @@ PACKAGES = {"click": ("python3-click", "python3-click"), "pyyaml": ("python3-yam
             "pyudev": ("python3-pyudev", "python3-pyudev"), "cffi": ("python3-cffi-backend", "python3-cffi"),
             "tomlkit": ("python3-tomlkit", "python3-tomlkit"), "grpcio": ("python3-grpcio", "python3-grpcio"),
             "protobuf": ("python3-protobuf", "python3-protobuf"),
-            "kubernetes": ("python3-kubernetes", "python3-kubernetes")}
+            "kubernetes": ("python3-kubernetes", "python3-kubernetes"),
+            "prometheus-client": ("python3-prometheus-client", "python3-prometheus_client"),
+            "bcrypt": ("python3-bcrypt", "python3-bcrypt")}
 
 
 def test_runtime_dependencies_are_package_dependencies() -> None:

@@ -27,7 +27,14 @@ COMBINATIONS: Dict[str, Dict[str, Any]] = {
     "per-kind": {"dra": {"enabled": True},
                  "allocation": {"kinds": {"kunlunxin.com/xpu": "dra", "huawei.com/npu": "device-plugin"}}},
     "everything": {"dra": {"enabled": True}, "runtimeWiring": {"enabled": True},
-                   "monitoring": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+                   "exporter": {"webConfig": {"secretName": "xpu-cdi-exporter-tls"},
+                                "networkPolicy": {"enabled": True, "from": [{"namespaceSelector": {"matchLabels": {
+                                    "kubernetes.io/metadata.name": "monitoring"}}}]}},
+                   "monitoring": {"serviceMonitor": {
+                       "enabled": True, "labels": {"release": "prom"}, "scheme": "https",
+                       "tlsConfig": {"ca": {"secret": {"name": "xpu-cdi-scrape", "key": "ca.crt"}},
+                                     "cert": {"secret": {"name": "xpu-cdi-scrape", "key": "tls.crt"}},
+                                     "keySecret": {"name": "xpu-cdi-scrape", "key": "tls.key"}}},
                                   "prometheusRule": {"enabled": True}}},
     "minimal": {"exporter": {"enabled": False}, "runtimeClass": {"enabled": False}},
     "shared": {"devicePlugin": {"resourceNaming": "model", "resourceNames": {"huawei.com/npu": "huawei.com/Ascend910"},

@@ -262,7 +262,6 @@ class Daemon(Loop):
         self.refresh(force=True)
         while not self.stop.is_set():
             self.step()
-            self.settle_once()
             due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
             due += self.expiries()
             timeout = self.poll_interval(self.s.health_interval)

@@ -582,7 +582,6 @@ class Daemon(Loop):
                  f"{self.s.plugins_dir}, registration in {self.s.registry_dir}, API server {self.kube.host}")
         while not self.stop.is_set():
             self.step()
-            self.settle_once()
             self.wait(self.poll_interval(self.s.health_interval))
         self.close()
         return 0

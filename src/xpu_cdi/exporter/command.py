@@ -14,8 +14,8 @@ from ..errors import ConfigError
 
 def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str, driver_root: str,
              sysfs_root: str, listen: str, interval: float, pod_resources_socket: str, spec_dirs: Tuple[str, ...],
-             proc_root: Optional[str], status_file: str, dra_plugins_dir: str, boot_id_file: str, once: bool,
-             log_level: str, verbose: bool, log_format: str) -> None:
+             proc_root: Optional[str], status_file: str, dra_plugins_dir: str, boot_id_file: str,
+             web_config_file: Optional[str], once: bool, log_level: str, verbose: bool, log_format: str) -> None:
     """Per-card metrics for Prometheus: every card the CDI specs define, its
     health, memory, utilisation, temperature and power, and the pod holding it.
 
@@ -23,32 +23,37 @@ def exporter(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root:
     (the vendor's tool, run once for all cards, or per-card files); the
     holders from kubelet's PodResources API. A scrape of a snapshot older
     than --interval runs a pass; unscraped, the exporter runs no tool. Serves /metrics
-    (Prometheus text, or OpenMetrics when the scraper asks) and /healthz.
-    SIGTERM exits 0.
+    (Prometheus text, or OpenMetrics when the scraper asks) and /healthz;
+    over TLS, with client certificates or basic auth, as --web-config-file
+    says (the format of node_exporter's --web.config.file). SIGHUP re-reads
+    that file (a change is also picked up within a second); SIGTERM exits 0.
     """
-    from ..node.lean import without_openssl
-
     try:
-        with without_openssl():  # nothing of the exporter speaks TLS (its gRPC is kubelet's unix socket)
-            from .daemon import Exporter, Settings, parse_listen
+        from .daemon import Exporter, Settings, parse_listen
     except ImportError as err:
-        raise ConfigError(f"the exporter needs grpcio and protobuf ({err}): pip install 'xpu-cdi' (they are "
-                          f"dependencies) or apt install python3-grpcio python3-protobuf") from None
+        raise ConfigError(f"the exporter needs grpcio, protobuf and prometheus_client ({err}): pip install 'xpu-cdi' "
+                          f"(they are dependencies) or apt install python3-grpcio python3-protobuf "
+                          f"python3-prometheus-client") from None
+    from . import webconfig
+
     try:
         parse_listen(listen)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    web_config = os.path.abspath(web_config_file) if web_config_file else ""
+    if web_config:
+        webconfig.load(web_config)  # a bad file: one line and a non-zero exit here, before serving
     settings = Settings(listen=listen, interval=interval, pod_resources_socket=os.path.abspath(pod_resources_socket),
                         spec_dirs=tuple(os.path.abspath(d) for d in spec_dirs), dev_root=os.path.abspath(dev_root),
                         driver_root=os.path.abspath(driver_root), sysfs_root=os.path.abspath(sysfs_root),
                         proc_root=os.path.abspath(proc_root) if proc_root else None, profiles=profiles,
                         profiles_dir=profiles_dir, status_file=os.path.abspath(status_file),
-                        dra_plugins_dir=os.path.abspath(dra_plugins_dir), boot_id_file=boot_id_file)
+                        dra_plugins_dir=os.path.abspath(dra_plugins_dir), boot_id_file=boot_id_file,
+                        web_config_file=web_config)
     exp = Exporter(settings, log=daemon_log("xpu-cdi exporter", log_level, verbose, log_format))
     if once:  # one refresh, the scrape on stdout: what Prometheus would read now
         exp.step()
-        body, _headers = exp.render("", "")
-        sys.stdout.buffer.write(body)
+        sys.stdout.buffer.write(exp.scrape())
         return
     sys.exit(exp.run())
 
@@ -72,6 +77,10 @@ OPTIONS = (
                       "the shares and vNPUs claims hold."),
     # the boot the DRA driver's checkpoint is keyed to; a test's stand-in for a reboot (not in --help)
     click.option("--boot-id-file", default="/proc/sys/kernel/random/boot_id", hidden=True),
+    click.option("--web-config-file", default=None, metavar="FILE",
+                 help="TLS, client certificates and basic auth for /metrics, in the Prometheus exporter-toolkit "
+                      "format (node_exporter's --web.config.file): tls_server_config, http_server_config.headers, "
+                      "basic_auth_users (bcrypt). Default: plain HTTP, no auth."),
     click.option("--once", is_flag=True, help="Refresh once, print the scrape on stdout and exit."),
     *LOG_OPTIONS,
 )

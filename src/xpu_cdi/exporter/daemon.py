@@ -17,7 +17,9 @@ interval.  One pass:
    driver's checkpoints for the claims' shares and vNPUs (:mod:`.claimdevices`);
 5. swaps in the new snapshot whole and writes the status file doctor reads.
 
-Scrapes are answered from the last snapshot by the HTTP server's threads; a
+Scrapes are answered from the last snapshot by the HTTP server's threads
+(:mod:`.server`: prometheus_client's WSGI app, TLS and basic auth as
+``--web-config-file`` says, :mod:`.webconfig`); a
 scrape never waits for a pass it did not start, so a hung tool delays nothing
 but its own source (which then reads as down).  Between passes the loop only
 rewrites the status file each interval (doctor tells a live exporter by it).
@@ -25,13 +27,14 @@ rewrites the status file each interval (doctor tells a live exporter by it).
 
 from __future__ import annotations
 
-import gzip
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
+
+from prometheus_client import generate_latest, make_wsgi_app
 
 from ..log import DEBUG, ERROR, INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
@@ -41,7 +44,7 @@ from ..node import inventory as devices
 from ..node.status import pid_namespace
 from ..dra import checkpoint
 from ..driverversion import read_driver_version
-from . import claimdevices, exposition, holders, httpd, metrics, sources
+from . import claimdevices, holders, metrics, server, sources, webconfig
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
 
@@ -62,6 +65,7 @@ class Settings(NodeSettings):
     status_file: str = DEFAULT_STATUS_FILE
     dra_plugins_dir: str = "/var/lib/kubelet/plugins"  # the DRA drivers' checkpoints, <dir>/<driver>/
     boot_id_file: str = checkpoint.BOOT_ID
+    web_config_file: str = ""  # exporter-toolkit's web config: TLS, client certificates, basic auth
 
 
 def parse_listen(listen: str) -> Tuple[str, int]:
@@ -88,8 +92,8 @@ class Exporter(Loop):
         self.s: Settings = settings
         self.load_profiles()
         self.identity: Dict[Tuple[str, str], Dict[str, str]] = {}  # what sources told, kept while the card lives
-        self.snapshot = metrics.Snapshot()  # what scrapes see: swapped whole by each pass
-        self.process = metrics.Process()
+        self.collector = metrics.SnapshotCollector()  # its snapshot is what scrapes see: swapped whole by each pass
+        self.registry = metrics.registry(self.collector)
         self.pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="source")
         self.refreshed = 0.0  # monotonic time of the last finished pass
         self.passes = 0  # finished passes
@@ -187,7 +191,7 @@ class Exporter(Loop):
                    if (version := read_driver_version(self.profile_named(ks.profile), self.s.proc, self.s.driver_root))}
         snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results, claim_devices=claimed,
                                 drivers=drivers)
-        self.snapshot = snap
+        self.collector.snapshot = snap
         self.refreshed = time.monotonic()
         self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)
         self.write_status(snap)
@@ -237,49 +241,45 @@ class Exporter(Loop):
                 self.in_pass = time.monotonic()
             return wanted
 
-    def render(self, accept: str, accept_encoding: str) -> Tuple[bytes, Dict[str, str]]:
-        write, content_type = exposition.negotiate(accept)
-        body = write([*metrics.families(self.snapshot), *self.process.families()])
-        headers = {"Content-Type": content_type}
-        if "gzip" in accept_encoding:
-            body = gzip.compress(body, compresslevel=1)
-            headers["Content-Encoding"] = "gzip"
-        return body, headers
+    def scrape(self) -> bytes:
+        """The text format of the last snapshot, as a scraper that asks nothing special gets it."""
+        return generate_latest(self.registry)
 
-    def respond(self, path: str, headers: Dict[str, str]) -> httpd.Answer:
-        """The answer to a GET (or HEAD) of *path*, given the request's headers :mod:`.httpd` kept."""
-        if path == "/metrics":
-            self.catch_up(headers.get("x-prometheus-scrape-timeout-seconds", ""))
-            body, extra = self.render(headers.get("accept", ""), headers.get("accept-encoding", ""))
-            return 200, body, extra
-        if path == "/healthz":
-            ok = self.alive()
-            return (200, b"ok\n", {}) if ok else (503, b"a pass has run for three intervals\n", {})
-        if path == "/":
-            return 200, b"xpu-cdi exporter: metrics at /metrics, liveness at /healthz\n", {}
-        return 404, b"not found: try /metrics\n", {}
+    def web_log(self, message: str, bad: bool) -> None:
+        self.log(message, ERROR if bad else INFO)
+
+    def app(self, web: webconfig.Watched) -> server.App:
+        """The WSGI app that answers /metrics, /healthz and / as *web* says."""
+        return server.app(web, make_wsgi_app(self.registry), self.catch_up, self.alive)
 
     def run(self) -> int:
         """Serve until SIGTERM/SIGINT; 0 then."""
+        web = webconfig.Watched(self.s.web_config_file, self.web_log)  # checked by the command: loads
         try:
-            srv = httpd.serve(*parse_listen(self.s.listen), self.respond)
+            srv = server.listen(*parse_listen(self.s.listen), self.app(web), web,
+                                on_error=lambda message: self.log(f"connection from {message}", DEBUG))
         except OSError as err:
             self.log(f"cannot listen on {self.s.listen}: {err.strerror or err} (another process holds the port? "
                      f"pass --listen)", ERROR)
             return 1
         host, port = srv.server_address[:2]
         self.bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        self.install_signals()
+        hup = threading.Event()  # SIGHUP: the web config re-read now (the loop does it, not the handler)
+        self.install_signals(on_hup=hup.set)
         self.step()  # the first scrape already has the cards
-        self.settle_once()
         threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 1.0}, daemon=True,
                          name="http").start()
-        self.log(f"serving /metrics on [{host}]:{port}, refreshing when scraped, at most every {self.s.interval:g}s")
+        scheme = "https" if web.config.context is not None else "http"
+        self.log(f"serving /metrics on [{host}]:{port}, over {scheme}, refreshing when scraped, at most every "
+                 f"{self.s.interval:g}s")
         beat = time.monotonic() + self.s.interval
         while not self.stop.is_set():
             self.wait(beat - time.monotonic())
             if self.stop.is_set():
                 break
+            if hup.is_set():
+                hup.clear()
+                web.current(force=True)
             if self.take_wanted():
                 self.step()
             elif time.monotonic() >= beat:

@@ -5,18 +5,20 @@ per-card series carries the same labels: ``kind``, ``card`` (the CDI device
 name), ``uuid``, ``pci_bus_id``, ``model`` where known, and ``namespace``,
 ``pod``, ``container`` while a container holds the card (an empty label is
 no label to Prometheus).  A scrape only formats the snapshot the refresh
-loop last made (and the process's own series, from /proc/self): it never
-runs a tool or reads a card's file.  :mod:`.exposition` writes the text.
+loop last made (and the process's own series, prometheus_client's
+``ProcessCollector``): it never runs a tool or reads a card's file.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
+
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from .claimdevices import ClaimDevice
-from .exposition import Family
 from .podresources import Holder
 from .sources import Result
 
@@ -79,92 +81,67 @@ def claim_labels(d: ClaimDevice) -> List[str]:
             h.namespace if h else "", h.pod if h else "", h.container if h else ""]
 
 
-def families(snap: Snapshot) -> List[Family]:
-    """The snapshot's metric families, in the order a scrape lists them (an empty family still has
-    its HELP and TYPE)."""
-    healthy = Family(HEALTHY, "1 when the card passes the device plugin's health rule (its nodes as the spec "
-                              "says, its PCI function present, the driver's state running), else 0.",
-                     labels=CARD_LABELS)
-    allocated = Family(ALLOCATED, "1 while kubelet has the card assigned to a container (device plugin or DRA "
-                                  "claim), else 0; absent when kubelet's PodResources API does not answer.",
-                       labels=CARD_LABELS)
-    readings = {r: Family(name, doc, labels=CARD_LABELS, unit=unit) for r, (name, unit, doc) in READINGS.items()}
-    for c in snap.cards:
-        labels = c.labels()
-        healthy.add(labels, 1.0 if c.healthy else 0.0)
-        if snap.allocation_known:
-            allocated.add(labels, 1.0 if c.holder else 0.0)
-        for reading, value in c.readings.items():
-            readings[reading].add(labels, value)
-    claimed = Family(CLAIM_DEVICE, "1 per device a DRA claim prepared here beyond a whole card (a share of a "
-                                   "card, a vNPU), with its claim and the container kubelet lists for it.",
-                     labels=CLAIM_LABELS)
-    claimed_memory = Family(CLAIM_MEMORY, "Memory of the card the claim's device was given (its share; not "
-                                          "enforced unless the vendor does), in bytes.",
-                            labels=CLAIM_LABELS, unit="bytes")
-    for d in snap.claim_devices:
-        claimed.add(claim_labels(d), 1.0)
-        if d.memory is not None:
-            claimed_memory.add(claim_labels(d), float(d.memory))
-    up = Family(SOURCE_UP, "1 when the source answered in the last refresh (a vendor tool, a card's files, "
-                           "kubelet's PodResources API), else 0.", labels=["source"])
-    took = Family(SOURCE_DURATION, "How long the source took in the last refresh, in seconds.", labels=["source"],
-                  unit="seconds")
-    for r in snap.sources:
-        up.add([r.source], 1.0 if r.up else 0.0)
-        took.add([r.source], round(r.duration, 6))
-    driver = Family(DRIVER_INFO, "1 per kind whose driver reports its version (the profile's driver version file, "
-                                 "as semver): a driver upgrade shows here.", labels=["kind", "version"])
-    for kind, version in sorted(snap.drivers.items()):
-        driver.add([kind, version], 1.0)
-    return [healthy, allocated, driver, *readings.values(), claimed, claimed_memory, up, took]
+class SnapshotCollector(Collector):
+    """A prometheus_client collector over whatever snapshot :attr:`snapshot` holds now (the refresh
+    loop swaps it whole); an empty family still has its HELP and TYPE."""
+
+    def __init__(self) -> None:
+        self.snapshot = Snapshot()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snap = self.snapshot  # one reference for the whole scrape
+        healthy = GaugeMetricFamily(HEALTHY, "1 when the card passes the device plugin's health rule (its nodes "
+                                             "as the spec says, its PCI function present, the driver's state "
+                                             "running), else 0.", labels=CARD_LABELS)
+        allocated = GaugeMetricFamily(ALLOCATED, "1 while kubelet has the card assigned to a container (device "
+                                                 "plugin or DRA claim), else 0; absent when kubelet's PodResources "
+                                                 "API does not answer.", labels=CARD_LABELS)
+        readings = {r: GaugeMetricFamily(name, doc, labels=CARD_LABELS, unit=unit)
+                    for r, (name, unit, doc) in READINGS.items()}
+        for c in snap.cards:
+            labels = c.labels()
+            healthy.add_metric(labels, 1.0 if c.healthy else 0.0)
+            if snap.allocation_known:
+                allocated.add_metric(labels, 1.0 if c.holder else 0.0)
+            for reading, value in c.readings.items():
+                readings[reading].add_metric(labels, value)
+        claimed = GaugeMetricFamily(CLAIM_DEVICE, "1 per device a DRA claim prepared here beyond a whole card (a "
+                                                  "share of a card, a vNPU), with its claim and the container "
+                                                  "kubelet lists for it.", labels=CLAIM_LABELS)
+        claimed_memory = GaugeMetricFamily(CLAIM_MEMORY, "Memory of the card the claim's device was given (its "
+                                                         "share; not enforced unless the vendor does), in bytes.",
+                                           labels=CLAIM_LABELS, unit="bytes")
+        for d in snap.claim_devices:
+            claimed.add_metric(claim_labels(d), 1.0)
+            if d.memory is not None:
+                claimed_memory.add_metric(claim_labels(d), float(d.memory))
+        up = GaugeMetricFamily(SOURCE_UP, "1 when the source answered in the last refresh (a vendor tool, a "
+                                          "card's files, kubelet's PodResources API), else 0.", labels=["source"])
+        took = GaugeMetricFamily(SOURCE_DURATION, "How long the source took in the last refresh, in seconds.",
+                                 labels=["source"], unit="seconds")
+        for r in snap.sources:
+            up.add_metric([r.source], 1.0 if r.up else 0.0)
+            took.add_metric([r.source], round(r.duration, 6))
+        driver = GaugeMetricFamily(DRIVER_INFO, "1 per kind whose driver reports its version (the profile's "
+                                                "driver version file, as semver): a driver upgrade shows here.",
+                                   labels=["kind", "version"])
+        for kind, version in sorted(snap.drivers.items()):
+            driver.add_metric([kind, version], 1.0)
+        yield healthy
+        yield allocated
+        yield driver
+        yield from readings.values()
+        yield claimed
+        yield claimed_memory
+        yield up
+        yield took
 
 
-class Process:
-    """The exporter's own process_* series, as every Prometheus client library names them (CPU,
-    memory, start time, file descriptors), read from /proc/self at each scrape."""
-
-    def __init__(self, proc: str = "/proc") -> None:
-        self.proc = proc
-        self.ticks = os.sysconf("SC_CLK_TCK")
-        self.page = os.sysconf("SC_PAGE_SIZE")
-        try:
-            with open(os.path.join(proc, "stat"), "rb") as f:
-                self.boot = next(float(ln.split()[1]) for ln in f if ln.startswith(b"btime "))
-        except (OSError, StopIteration, ValueError, IndexError):
-            self.boot = 0.0  # no usable /proc: no process series
-
-    def families(self) -> List[Family]:
-        if not self.boot:
-            return []
-        me = os.path.join(self.proc, "self")
-        out = []
-        try:
-            with open(os.path.join(me, "stat"), "rb") as f:
-                fields = f.read().rsplit(b")", 1)[-1].split()  # after the command, which may hold spaces
-        except OSError:
-            fields = []
-        if fields:
-            cpu = Family("process_cpu_seconds", "Total user and system CPU time spent in seconds.", kind="counter")
-            cpu.add([], (int(fields[11]) + int(fields[12])) / self.ticks)
-            out += [_one("process_virtual_memory_bytes", "Virtual memory size in bytes.", float(fields[20])),
-                    _one("process_resident_memory_bytes", "Resident memory size in bytes.",
-                         float(int(fields[21]) * self.page)),
-                    _one("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
-                         int(fields[19]) / self.ticks + self.boot),
-                    cpu]
-        try:
-            fds = len(os.listdir(os.path.join(me, "fd")))
-        except OSError:
-            return out
-        out.append(_one("process_open_fds", "Number of open file descriptors.", float(fds)))
-        limit = os.sysconf("SC_OPEN_MAX")  # the soft RLIMIT_NOFILE, /proc/self/limits' "Max open files"
-        if limit > 0:
-            out.append(_one("process_max_fds", "Maximum number of open file descriptors.", float(limit)))
-        return out
-
-
-def _one(name: str, help: str, value: float) -> Family:  # noqa: A002 - the format's word
-    f = Family(name, help)
-    f.add([], value)
-    return f
+def registry(collector: SnapshotCollector) -> CollectorRegistry:
+    """The exporter's registry: the snapshot's families and the process_* series (CPU, memory, start
+    time, file descriptors, as every client library names them); not the default registry's
+    python_* series."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(collector)
+    ProcessCollector(registry=reg)
+    return reg

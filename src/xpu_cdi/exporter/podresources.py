@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
 from ..errors import PodResourcesError
-from ..node import lean, protobuild
+from ..node import protobuild
 from ..node.protobuild import MANY, ONE, STRING
 
 PACKAGE = "v1"
@@ -75,8 +75,7 @@ class Client:
     """A channel to one kubelet's pod-resources socket (the exporter opens one per pass and closes it)."""
 
     def __init__(self, socket_path: str, timeout: float = 2.0) -> None:
-        with lean.without_openssl():  # grpc's asyncio would load ssl: a unix socket has no TLS (node/lean.py)
-            import grpc  # only the exporter pays for it
+        import grpc  # only the exporter pays for it
 
         self.grpc = grpc
         self.socket_path = socket_path

@@ -17,7 +17,7 @@ from .. import atomic
 from ..generate import profile as _profile
 from ..log import DEBUG, INFO, WARNING, Log
 from ..model import Profile
-from . import carved, inotify, inventory, lean, uevents
+from . import carved, inotify, inventory, uevents
 from .settings import NodeSettings
 
 
@@ -46,7 +46,6 @@ class Loop:
         self.monitor: Any = None  # the uevent monitor (pyudev), where the daemon listens to uevents
         self.started = time.time()
         self.status_text = ""
-        self.settled = False
 
     def wake(self) -> None:
         try:
@@ -184,12 +183,6 @@ class Loop:
                     self.log(f"uevents lost ({lost}): re-checking everything", WARNING)
                 if device is None:
                     break
-
-    def settle_once(self) -> None:
-        """After the daemon's first pass (its start done): :func:`.lean.settle`, once."""
-        if not self.settled:
-            self.settled = True
-            lean.settle()
 
     def publish_status(self, path: str, doc: Dict[str, Any], why: str) -> None:
         """*doc* as JSON at *path*, atomically, when it changed; a failure is said once (*why* it matters)."""

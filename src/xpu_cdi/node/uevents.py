@@ -8,7 +8,6 @@ import socket
 from typing import Any, Optional, Tuple
 
 from ..log import WARNING, Log
-from . import lean
 
 #: ``auto``: udev's (after its rules ran) where udevd runs, else the kernel's; ``none``: no monitor
 SOURCES = ("auto", "udev", "kernel", "none")
@@ -25,8 +24,7 @@ def open_source(kind: str, log: Log) -> Any:
     if kind == "auto":
         kind = "udev" if os.path.exists("/run/udev/control") else "kernel"
     try:
-        with lean.without(lean.ARCHIVE_MODULES):  # ctypes.util's shutil would load bz2 and lzma
-            import pyudev
+        import pyudev
 
         monitor = pyudev.Monitor.from_netlink(pyudev.Context(), source=kind)
         monitor.start()
