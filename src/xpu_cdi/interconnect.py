@@ -110,13 +110,16 @@ def domain_rule(profile: Profile, sysfs_root: str) -> Tuple[int, str, int, str]:
                                   f"(the profile knows {', '.join(known)})")
 
 
-def links(indices: Iterable[int], hccn: Optional[Dict[int, Dict[str, str]]], size: int) -> Dict[int, CardLink]:
-    """The facts of each card index from the parsed file (None: no file) and the domain size (0: none)."""
+def links(indices: Iterable[int], hccn: Optional[Dict[int, Dict[str, str]]], size: int,
+          server_cards: int = 0) -> Dict[int, CardLink]:
+    """The facts of each card index from the parsed file (None: no file) and the domain size (0: none);
+    an index that is no physical id of a *server_cards* server (a vNPU's id) gets no domain."""
     out = {}
     for i in sorted(set(indices)):
         entry = (hccn or {}).get(i, {})
+        physical = size and (not server_cards or 0 <= i < server_cards)
         out[i] = CardLink(entry.get("address", ""), entry.get("netmask", ""),
-                          entry.get("gateway", ""), i // size if size else None)
+                          entry.get("gateway", ""), i // size if physical else None)
     return out
 
 
@@ -142,10 +145,8 @@ def read(profile: Optional[Profile], indices: Iterable[int], sysfs_root: str, dr
             source = profile.device_ip_file
             hccn, problems = parse_hccn(text)
     size, model, count, why = domain_rule(profile, sysfs_root)
-    cards = links(indices, hccn, size)
-    domains = (max(indices) // size + 1 if indices else 0) if size else 0
-    if size and count:
-        domains = max(domains, -(-count // size))
+    cards = links(indices, hccn, size, count)
+    domains = -(-count // size) if size else 0
     return HostLinks(cards, source, size, domains, model, count, tuple(problems), why)
 
 

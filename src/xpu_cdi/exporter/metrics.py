@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from .claimdevices import ClaimDevice
 from .exposition import Family
@@ -41,6 +41,7 @@ CLAIM_MEMORY = "xpu_cdi_claim_device_memory_bytes"
 SOURCE_UP = "xpu_cdi_exporter_source_up"
 SOURCE_DURATION = "xpu_cdi_exporter_source_duration_seconds"
 DRIVER_INFO = "xpu_cdi_driver_info"
+INTERCONNECT_INFO = "xpu_cdi_card_interconnect_info"
 POD_RESOURCES = "pod-resources"  # the source name of kubelet's PodResources API
 
 
@@ -70,6 +71,8 @@ class Snapshot:
     sources: List[Result] = field(default_factory=list)
     claim_devices: List[ClaimDevice] = field(default_factory=list)
     drivers: Dict[str, str] = field(default_factory=dict)  # kind -> driver version (the profile's file)
+    # (kind, card) -> (its RoCE address, its interconnect domain), where either is known (xpu_cdi.interconnect)
+    links: Dict[Tuple[str, str], Tuple[str, str]] = field(default_factory=dict)
 
 
 def claim_labels(d: ClaimDevice) -> List[str]:
@@ -117,7 +120,12 @@ def families(snap: Snapshot) -> List[Family]:
                                  "as semver): a driver upgrade shows here.", labels=["kind", "version"])
     for kind, version in sorted(snap.drivers.items()):
         driver.add([kind, version], 1.0)
-    return [healthy, allocated, driver, *readings.values(), claimed, claimed_memory, up, took]
+    links = Family(INTERCONNECT_INFO, "1 per card whose interconnect facts are known: its RoCE address "
+                                      "(Ascend: /etc/hccn.conf) and its interconnect domain (HCCS ring or mesh).",
+                   labels=["kind", "card", "device_ip", "hccs_domain"])
+    for (kind, card), (ip, domain) in sorted(snap.links.items()):
+        links.add([kind, card, ip, domain], 1.0)
+    return [healthy, allocated, driver, links, *readings.values(), claimed, claimed_memory, up, took]
 
 
 class Process:
