@@ -506,9 +506,10 @@ def test_ascend_one_hccs_domain(cluster: Cluster, driver: DraDriver, identity: I
             a = devices[str(i)]["attributes"]
             assert a["hccsDomain"] == {"int": i // size} and a["deviceIP"] == {"string": f"192.168.1.{10 + i}"}, a
         made.append(claim_template(cluster, {}, device_class="npu.huawei.com"))
-        made.append(claim_template(cluster, {"count": size}, [{"requests": ["xpus"],
-                                                               "matchAttribute": "huawei.com/hccsDomain"}],
-                                   device_class="npu.huawei.com"))
+        # docs/training.md's claim: one domain, NPUs with a RoCE address
+        made.append(claim_template(cluster, {"count": size, "selectors": [
+            {"cel": {"expression": '"deviceIP" in device.attributes["huawei.com"]'}}]},
+            [{"requests": ["xpus"], "matchAttribute": "huawei.com/hccsDomain"}], device_class="npu.huawei.com"))
         one = nodekit.unique("one")
         pods.append(one)
         nodekit.run_pod(cluster, with_claim(nodekit.npu_pod(one), made[0]))
