@@ -19,8 +19,8 @@ info metric, the device plugin's preferred allocation and doctor read; pure but 
 
 from __future__ import annotations
 
-import ipaddress
 import re
+import socket
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from . import cardmodel
@@ -77,9 +77,7 @@ def parse_hccn(text: str) -> Tuple[Dict[int, Dict[str, str]], List[str]]:
         if "=" in value:
             problems.append(f"line {number}: {line!r} has more than one '=' (expected {key}_{index}=<address>)")
             continue
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
+        if not _is_ip(value):
             problems.append(f"line {number}: {key}_{index}={value!r} is not an IP address")
             continue
         entry = out.setdefault(index, {})
@@ -91,6 +89,17 @@ def parse_hccn(text: str) -> Tuple[Dict[int, Dict[str, str]], List[str]]:
         if "address" not in entry and "IPv6address" in entry:
             entry["address"] = entry["IPv6address"]
     return out, problems
+
+
+def _is_ip(text: str) -> bool:
+    """An IPv4 or IPv6 address as inet_pton reads it (CANN's own check)."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, text)
+            return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def domain_rule(profile: Profile, sysfs_root: str) -> Tuple[int, str, int, str]:
