@@ -30,7 +30,8 @@ def check_interconnect(ctx: Context) -> List[Result]:
                                             f"({conf})",
                             "give each NPU its own address (`hccn_tool -i <id> -ip -s address A netmask M`): "
                             "HCCL's ranks reach each NPU at its address"))
-        missing = [i for i, link in sorted(host.cards.items()) if not link.device_ip]
+        missing = [i for i, link in sorted(host.cards.items())  # a vNPU's id (past the server's NPUs) has none
+                   if not link.device_ip and not (host.server_cards and i >= host.server_cards)]
         if host.source and missing:
             out.append(warn("interconnect", f"{name}: no RoCE address for NPU(s) {_ids(missing)} "
                                             f"in {conf}",
