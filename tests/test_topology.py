@@ -279,6 +279,15 @@ class TestCommand:
         res = runner.invoke(main, ["topology", *xpu_host.cli_roots, "--preferred", "4", "--available", "0-2,4-7"])
         assert res.exit_code == 0 and res.stdout.strip() == "4,5,6,7"
 
+    def test_ascend_preferred_in_one_hccs_ring(self, host_root: Path, runner: CliRunner) -> None:
+        """A 910 server (two rings of 4): --json says each NPU's ring; with NPU 1 taken, --preferred 4 is the
+        other ring whole, as the device plugin answers kubelet."""
+        host = fakehost.kunpeng_npu_server(host_root, 8, pci_device="0xd801")
+        cards = json.loads(runner.invoke(main, ["topology", *host.cli_roots, "--json"]).stdout)
+        assert [c["hccs_domain"] for c in cards] == [0, 0, 0, 0, 1, 1, 1, 1]
+        res = runner.invoke(main, ["topology", *host.cli_roots, "--preferred", "4", "--available", "0,2-7"])
+        assert res.exit_code == 0 and res.stdout.strip() == "4,5,6,7", res.output
+
     def test_usage_errors(self, xpu_host: fakehost.FakeHost, runner: CliRunner) -> None:
         """--available needs --preferred (usage, 2); too many cards is exit 1 with the reason."""
         assert runner.invoke(main, ["topology", *xpu_host.cli_roots, "--available", "0"]).exit_code == 2

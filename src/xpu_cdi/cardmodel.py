@@ -12,7 +12,7 @@ plugin's per-model resource names read (docs/vendors.md).
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 from .generate.hostfs import host_path, read_head
 from .model import CardModel, Profile
@@ -26,24 +26,30 @@ def by_pci(profile: Profile, sysfs_root: str, pci: str) -> Optional[CardModel]:
     return next((m for m in profile.models if m.pci_device == dev), None)
 
 
-def host_model(profile: Profile, sysfs_root: str) -> Optional[CardModel]:
-    """The one model all of the vendor's listed PCI functions on this host are, or None (none, or several)."""
+def host_models(profile: Profile, sysfs_root: str) -> Dict[str, Tuple[CardModel, int]]:
+    """Model name -> (model, how many PCI functions of the vendor are that model) on this host."""
     if not profile.models or not profile.pci_vendor:
-        return None
+        return {}
     top = host_path(sysfs_root, PCI_DEVICES)
     try:
         names = sorted(os.listdir(top))
     except OSError:
-        return None
+        return {}
     vendor = profile.pci_vendor.lower()
-    found = {}
+    found: Dict[str, Tuple[CardModel, int]] = {}
     for name in names:
         if read_head(os.path.join(top, name, "vendor"), 16).lower() != vendor:
             continue
         model = by_pci(profile, sysfs_root, name)
         if model is not None:
-            found[model.name] = model
-    return next(iter(found.values())) if len(found) == 1 else None
+            found[model.name] = (model, found.get(model.name, (model, 0))[1] + 1)
+    return found
+
+
+def host_model(profile: Profile, sysfs_root: str) -> Optional[CardModel]:
+    """The one model all of the vendor's listed PCI functions on this host are, or None (none, or several)."""
+    found = host_models(profile, sysfs_root)
+    return next(iter(found.values()))[0] if len(found) == 1 else None
 
 
 def of_card(profile: Optional[Profile], sysfs_root: str, pci: Optional[str]) -> Optional[CardModel]:

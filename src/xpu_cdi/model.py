@@ -137,6 +137,19 @@ class CardModel(NamedTuple):
     resource: str = ""  # the vendor plugin's resource name for it (huawei.com/Ascend310P), "" = the kind's
 
 
+class DomainRule(NamedTuple):
+    """Which NPUs of one model share an interconnect domain (Ascend's HCCS ring or mesh).
+
+    On a server with ``servers`` NPUs of ``model`` (one of them), the NPU with
+    physical id ``i`` is in domain ``i // size``: the vendor's own scheduler
+    rules (docs/vendors.md, "Interconnect"), as data.
+    """
+
+    model: str
+    size: int
+    servers: Tuple[int, ...]
+
+
 class Profile(NamedTuple):
     """A vendor profile: everything xpu-cdi knows about one device kind."""
 
@@ -176,6 +189,10 @@ class Profile(NamedTuple):
     models: Tuple[CardModel, ...] = ()
     driver_version_file: str = ""
     uuid_file: str = ""
+    # interconnect facts: the file holding each NPU's RoCE address (Ascend's /etc/hccn.conf,
+    # address_<id>=) and the interconnect domain rules per model
+    device_ip_file: str = ""
+    domains: Tuple[DomainRule, ...] = ()
 
     @property
     def kind(self) -> str:

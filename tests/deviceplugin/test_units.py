@@ -217,6 +217,37 @@ class TestAllocation:
         assert allocation.preferred(cards, ["0", "x"], [], 2) == []  # what remains cannot make 2
         assert allocation.preferred(cards, list(cards), [], 0) == []
 
+    @pytest.mark.parametrize("cards, pci, used, size, want", [
+        # 910: a 4-NPU job from one ring of 4, the ring with the fewest free for a 1-NPU job
+        (8, "0xd801", [], 4, ["0", "1", "2", "3"]),
+        (8, "0xd801", ["1"], 4, ["4", "5", "6", "7"]),
+        (8, "0xd801", ["0", "1", "2"], 1, ["3"]),
+        (8, "0xd801", ["0", "4"], 2, ["1", "2"]),
+        # 16-NPU 910B "A+X": an 8-NPU job from one domain of 8
+        (16, "0xd802", [], 8, [str(i) for i in range(8)]),
+        (16, "0xd802", ["3"], 8, [str(i) for i in range(8, 16)]),
+        (16, "0xd802", ["3", "12"], 4, ["0", "1", "2", "4"]),
+    ])
+    def test_preferred_keeps_a_job_in_one_hccs_domain(self, host_root: Path, cards: int, pci: str,
+                                                      used: List[str], size: int, want: List[str]) -> None:
+        """The cards kubelet is told to prefer on fake Ascend servers, from the specs generate wrote and the
+        domains the profile's rules give (xpu_cdi.interconnect): never across a ring when one fits."""
+        from click.testing import CliRunner
+        from xpu_cdi.cli import main
+
+        host = fakehost.kunpeng_npu_server(host_root, cards, pci_device=pci)
+        spec_dir = host_root / "cdi"
+        res = CliRunner().invoke(main, ["generate", *host.cli_roots, "--spec-dir", str(spec_dir)])
+        assert res.exit_code == 0, res.output
+        profiles = profile_mod.load_all([])
+        kinds, problems = devices.load([str(spec_dir)], {"huawei.com/npu": "ascend"}, str(host_root))
+        assert not problems
+        kinds = devices.with_domains(kinds, lambda name: profiles.get(name or ""), str(host_root))
+        ks = kinds["huawei.com/npu"]
+        assert {c.hccs_domain for c in ks.cards.values()} == {0, 1}
+        free = [c for c in ks.cards if c not in used]
+        assert allocation.preferred(ks.cards, free, [], size) == want
+
     def test_check_names_every_bad_id(self) -> None:
         cards = cards8()
         with pytest.raises(allocation.AllocationError,

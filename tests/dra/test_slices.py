@@ -69,6 +69,33 @@ class TestDescribe:
             entry = slices.entries([d], "kunlunxin.com", {})[0]  # no vNPUs: nothing of theirs on a card
             assert entry["attributes"]["type"] == {"string": "chip"} and "template" not in entry["attributes"]
 
+    def test_fake_910b_ax_server_interconnect(self, host_root: Path) -> None:
+        """A 16-NPU 910B server: each NPU's hccsDomain (two of 8) and deviceIP (its hccn.conf line), and
+        every device within the API's 32 attributes and capacities (carved kinds' keys counted)."""
+        from click.testing import CliRunner
+        from xpu_cdi import interconnect
+        from xpu_cdi.cli import main
+
+        host = fakehost.kunpeng_npu_server(host_root, 16)
+        spec_dir = host_root / "cdi"
+        res = CliRunner().invoke(main, ["generate", *host.cli_roots, "--spec-dir", str(spec_dir)])
+        assert res.exit_code == 0, res.output
+        profile = _profile.load_all()["ascend"]
+        kinds, problems = dp_devices.load([str(spec_dir)], {profile.kind: profile.name}, str(host_root))
+        assert not problems
+        cards = list(kinds["huawei.com/npu"].cards.values())
+        links = interconnect.read(profile, [c.index for c in cards], str(host_root), str(host_root))
+        infos = [slices.describe(c, profile, str(host_root), str(host_root), str(host_root), "24.1.0",
+                                 links.cards[c.index]) for c in cards]
+        for d in infos:
+            attrs = slices.attributes(d)
+            assert attrs["hccsDomain"] == {"int": d.index // 8}
+            assert attrs["deviceIP"] == {"string": f"192.168.1.{10 + d.index}"}
+            assert attrs["model"] == {"string": "Ascend910B"}
+        entries = slices.entries(infos + [info("v", template="vir02", parent="0", memory="16Gi")],
+                                 "huawei.com", {})
+        assert all(len(e["attributes"]) + len(e.get("capacity", {})) <= slices.MAX_ATTRIBUTES for e in entries)
+
     def test_unknown_model_falls_back_to_the_profile_name(self, host_root: Path) -> None:
         fakehost.kunlunxin(host_root, cards=1)
         (host_root / "sys/bus/pci/devices/0000:03:00.0/device").write_text("0x9999\n")

@@ -309,3 +309,19 @@ def test_driver_version_per_kind_follows_an_upgrade(node: Node) -> None:
     exp.step()
     s = scrape(exp)
     assert labels_of(s, "xpu_cdi_driver_info", kind=NPU)["version"] == "25.0.0-rc1"
+
+
+def test_interconnect_info_per_npu(node: Node) -> None:
+    """xpu_cdi_card_interconnect_info: each NPU's hccn.conf address and HCCS domain (an 8-NPU 910B: one
+    domain); a card without an address keeps its domain; the P800s, which have neither, no series."""
+    from support import fakehost
+
+    fakehost.write(node.root / "etc/hccn.conf", fakehost.hccn_conf(8, skip=(5,)))
+    exp = Exporter(settings(node))
+    exp.step()
+    s = scrape(exp)
+    for card in range(8):
+        got = labels_of(s, "xpu_cdi_card_interconnect_info", kind=NPU, card=str(card))
+        assert got["hccs_domain"] == "0", got
+        assert got.get("device_ip", "") == ("" if card == 5 else f"192.168.1.{10 + card}"), got
+    assert not [ls for (n, ls) in s if n == "xpu_cdi_card_interconnect_info" and ("kind", XPU) in ls]

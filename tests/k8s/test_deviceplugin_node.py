@@ -391,3 +391,31 @@ def test_ascend_resource(node: Cluster, tmp_path: Path, pods: List[str]) -> None
         node.wait_allocatable(nodekit.NPU, 0, timeout=60)
         npu.close()
 
+
+
+def test_preferred_allocation_one_hccs_ring(node: Cluster, tmp_path: Path, pods: List[str]) -> None:
+    """A 910 server (two HCCS rings of 4, docs/training.md): with one NPU taken, a pod of huawei.com/npu: 4
+    gets the other ring whole from kubelet (GetPreferredAllocation), not the first 4 free, which would
+    straddle the rings (NPUs of different rings cannot talk over HCCS)."""
+    npu = Cards(node, tmp_path / "npu", profile="ascend", pci_device="0xd801", npus=8, hccn=True)
+    dp = DevicePlugin(node, npu, tmp_path)
+    pr = PodResources(node)
+    try:
+        dp.wait_served()
+        one = nodekit.unique("one")
+        pods.append(one)
+        nodekit.run_pod(node, nodekit.npu_pod(one, {nodekit.NPU: 1}))
+        (taken,) = [int(i) for i in pr.devices(one, nodekit.NPU)]
+        four = nodekit.unique("ring")
+        pods.append(four)
+        nodekit.run_pod(node, nodekit.npu_pod(four, {nodekit.NPU: 4}))
+        got = sorted(int(i) for i in pr.devices(four, nodekit.NPU))
+        other = 1 - taken // 4
+        assert got == list(range(other * 4, other * 4 + 4)), (taken, got)
+    finally:
+        pr.close()
+        nodekit.wait_gone(node, *pods)
+        pods.clear()
+        dp.stop()
+        node.wait_allocatable(nodekit.NPU, 0, timeout=60)
+        npu.close()

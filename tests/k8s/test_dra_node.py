@@ -485,3 +485,46 @@ def test_ascend_npu(cluster: Cluster, driver: DraDriver, identity: Identity, tmp
         d.close()
         shutil.rmtree(work, ignore_errors=True)
         npu.close()
+
+
+@pytest.mark.parametrize("npus, pci, size", [(16, "0xd802", 8), (8, "0xd801", 4)], ids=["910b-ax16", "910"])
+def test_ascend_one_hccs_domain(cluster: Cluster, driver: DraDriver, identity: Identity, tmp_path: Path,
+                                pods: List[str], npus: int, pci: str, size: int) -> None:
+    """The placement rule of docs/training.md under the real scheduler: on a 16-NPU 910B server (two HCCS
+    domains of 8) and a 910 server (two rings of 4), with one NPU taken, a claim of a whole domain's
+    count with matchAttribute on huawei.com/hccsDomain gets the other domain whole (the first free
+    ones would straddle both); every NPU's slice says its domain and its hccn.conf address."""
+    npu = Cards(cluster, tmp_path / "npu", profile="ascend", pci_device=pci, npus=npus, hccn=True)
+    work = short_dir()
+    d = DraDriver(cluster, npu, work, identity)
+    made: List[str] = []
+    try:
+        d.wait_served()
+        devices = d.devices()
+        assert sorted(devices, key=int) == [str(i) for i in range(npus)] and d.name == "huawei.com"
+        for i in range(npus):
+            a = devices[str(i)]["attributes"]
+            assert a["hccsDomain"] == {"int": i // size} and a["deviceIP"] == {"string": f"192.168.1.{10 + i}"}, a
+        made.append(claim_template(cluster, {}, device_class="npu.huawei.com"))
+        # docs/training.md's claim: one domain, NPUs with a RoCE address
+        made.append(claim_template(cluster, {"count": size, "selectors": [
+            {"cel": {"expression": '"deviceIP" in device.attributes["huawei.com"]'}}]},
+            [{"requests": ["xpus"], "matchAttribute": "huawei.com/hccsDomain"}], device_class="npu.huawei.com"))
+        one = nodekit.unique("one")
+        pods.append(one)
+        nodekit.run_pod(cluster, with_claim(nodekit.npu_pod(one), made[0]))
+        (taken,) = allocated(cluster, one, driver="huawei.com")
+        whole = nodekit.unique("domain")
+        pods.append(whole)
+        nodekit.run_pod(cluster, with_claim(nodekit.npu_pod(whole), made[1]))
+        got = allocated(cluster, whole, driver="huawei.com")
+        other = 1 - taken // size
+        assert got == list(range(other * size, (other + 1) * size)), (taken, got)
+    finally:
+        nodekit.wait_gone(cluster, *pods)
+        pods.clear()
+        if made:
+            cluster.kubectl("delete", "resourceclaimtemplate", *made, "--ignore-not-found")
+        d.close()
+        shutil.rmtree(work, ignore_errors=True)
+        npu.close()

@@ -52,6 +52,25 @@ def test_ascend_model_from_the_hosts_pci_functions(tmp_path: Path, device: str, 
     assert got["xpu-cdi.io/npu.driver-version"] == "24.1.0-rc2" and got["xpu-cdi.io/npu.topology"] == "unknown"
 
 
+@pytest.mark.parametrize("npus, device, domains, size", [(16, "0xd802", "2", "8"), (8, "0xd801", "2", "4"),
+                                                        (8, "0xd802", "1", "8")])
+def test_ascend_interconnect_labels(tmp_path: Path, npus: int, device: str, domains: str, size: str) -> None:
+    """Server-level interconnect facts only: how many HCCS domains of how many NPUs, how many NPUs have
+    a RoCE address in hccn.conf; no per-card label."""
+    host = fakehost.ascend(tmp_path / "h", npus, pci_device=device, hccn=True)
+    (host.root / "etc/hccn.conf").write_text(fakehost.hccn_conf(npus, skip=(1,)))
+    got = labels_of(host, "ascend")
+    assert got["xpu-cdi.io/npu.hccs-domains"] == domains and got["xpu-cdi.io/npu.hccs-domain-size"] == size, got
+    assert got["xpu-cdi.io/npu.device-ips"] == str(npus - 1), got
+    assert all(LABEL_VALUE.match(v) for v in got.values()), got
+
+
+def test_ascend_no_interconnect_labels_without_facts(tmp_path: Path) -> None:
+    """A 4-NPU 910B host (no domain rule) without hccn.conf: none of the three labels."""
+    got = labels_of(fakehost.ascend(tmp_path / "h", 4), "ascend")
+    assert not [k for k in got if k.split(".")[-1] in ("hccs-domains", "hccs-domain-size", "device-ips")], got
+
+
 def test_ascend_mixed_models_no_model_label(tmp_path: Path) -> None:
     host = fakehost.ascend(tmp_path / "h", 2, pci_device="0xd500")
     (host.root / "sys/bus/pci/devices/0000:c2:00.0/device").write_text("0xd802\n")

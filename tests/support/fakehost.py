@@ -200,9 +200,23 @@ def kunlunxin(root: Path, cards: int = 8, sysfs: bool = True, driver: bool = Tru
     return host
 
 
+def hccn_conf(cards: int, subnet: int = 1, skip: Tuple[int, ...] = ()) -> str:
+    """/etc/hccn.conf as ``hccn_tool -i <id> -ip -s address A netmask M`` and ``-gateway -s`` /
+    ``-netdetect -s`` leave it on a server (a block of lines per NPU, ``key_<phy id>=value``; the
+    layout of Huawei's CANN docs, "rank table" device_ip, and of hixl's own test file): NPU i at
+    192.168.<subnet>.<10+i>/24, gateway and netdetect .1; *skip* leaves NPUs unconfigured."""
+    out = []
+    for i in range(cards):
+        if i in skip:
+            continue
+        out += [f"address_{i}=192.168.{subnet}.{10 + i}", f"netmask_{i}=255.255.255.0",
+                f"netdetect_{i}=192.168.{subnet}.1", f"gateway_{i}=192.168.{subnet}.1", f"send_arp_status_{i}=1"]
+    return "\n".join(out) + "\n"
+
+
 def ascend(root: Path, cards: int = 4, sysfs: bool = True, driver: bool = True,
            manager: bool = True, proc: bool = True, owner: Optional[Tuple[int, int]] = None,
-           parent: bool = False, pci_device: str = "0xd802") -> FakeHost:
+           parent: bool = False, pci_device: str = "0xd802", hccn: bool = False) -> FakeHost:
     """An Atlas 800-style Ascend 910B host: /dev/davinci0..N-1 plus the manager
     nodes and driver tree.
 
@@ -210,7 +224,8 @@ def ascend(root: Path, cards: int = 4, sysfs: bool = True, driver: bool = True,
     does for its run user (HwHiAiUser).  The NPUs are PCI functions
     0x19e5:d802, but the driver registers davinciN with no parent device:
     ``parent=True`` adds the ``device`` link a real host does not have.
-    ``pci_device``: another model's id (``0xd500``: an Atlas 300I Pro's 310P).
+    ``pci_device``: another model's id (``0xd500``: an Atlas 300I Pro's 310P, ``0xd801``: a 910).
+    ``hccn``: the NPUs' RoCE addresses in /etc/hccn.conf (:func:`hccn_conf`), as on a training server.
     """
     host = FakeHost(root, "ascend", list(range(cards)))
     if proc:
@@ -239,6 +254,8 @@ def ascend(root: Path, cards: int = 4, sysfs: bool = True, driver: bool = True,
         write(host.path(f"{base}/version.info"), "Version=24.1.rc2\n")
         write(host.path("/usr/local/dcmi/dcmi_interface_api.h"), "/* fake */\n")
         write(host.path("/usr/local/bin/npu-smi"), "#!/bin/sh\necho fake npu-smi\n", 0o755)
+    if hccn:
+        write(host.path("/etc/hccn.conf"), hccn_conf(cards))
     if sysfs:
         for i in range(cards):
             card = f"0000:{0xc1 + i:02x}:00.0"
@@ -306,11 +323,15 @@ def kunpeng_nics(root: Path) -> None:
     bmc_vga(host, "0x19e5", "0x1711", "0000:06:00.0")
 
 
-def kunpeng_npu_server(root: Path, cards: int = 8, dev_char_links: bool = True) -> FakeHost:
+def kunpeng_npu_server(root: Path, cards: int = 8, dev_char_links: bool = True,
+                       pci_device: str = "0xd802") -> FakeHost:
     """An Atlas 800T A2 (Kunpeng 920, 8x 910B): davinciN 0660 owned by
     HwHiAiUser without a sysfs parent, the NPUs as PCI functions 19e5:d802,
-    Huawei NICs, SAS HBA and iBMC VGA beside them, udev's /dev/char links."""
-    host = ascend(root, cards, owner=(DRIVER_UID, DRIVER_GID))
+    Huawei NICs, SAS HBA and iBMC VGA beside them, udev's /dev/char links,
+    the NPUs' RoCE addresses in /etc/hccn.conf.  ``cards=16``: the "A+X"
+    module server (two HCCS domains of 8); ``pci_device="0xd801"``: an
+    Atlas 800 training server's 910 (two HCCS rings of 4)."""
+    host = ascend(root, cards, owner=(DRIVER_UID, DRIVER_GID), pci_device=pci_device, hccn=True)
     kunpeng_nics(root)
     if dev_char_links:
         dev_char_all(host)

@@ -76,6 +76,7 @@ class Daemon(Loop):
 
     def arrange(self, kinds: Dict[str, devices.KindSet]) -> Dict[str, devices.KindSet]:
         """The units served: the kinds, or each kind's cards by model resource (:mod:`.naming`)."""
+        kinds = devices.with_domains(kinds, self.profile_named, self.s.sysfs_root)  # preferred allocation's
         return naming.split(kinds, self.s.resource_naming, self.profile_named, self.s.sysfs_root)
 
     def specs_changed(self, before: Dict[str, devices.KindSet]) -> None:

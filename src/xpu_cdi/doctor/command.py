@@ -12,8 +12,8 @@ import click
 from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, subcommand
 from ..errors import XpuCdiError
 from ..generate.options import roots_of
-from . import (claims, devices, dra, driverfiles, exporter, k8s, olddriver, plugin, runtimes, specs, stale, topo,
-               wiring)
+from . import (claims, devices, dra, driverfiles, exporter, interconnect, k8s, olddriver, plugin, runtimes, specs,
+               stale, topo, wiring)
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
 from .result import Result, exit_code, fail, line, summary
 
@@ -44,6 +44,7 @@ CHECKS: Tuple[Tuple[str, Check], ...] = (
     ("oci-hooks", wiring.check_oci_hooks),
     ("runtimeclass", k8s.check_runtimeclass),
     ("topology", topo.check_topology),
+    ("interconnect", interconnect.check_interconnect),
     ("device-plugin", plugin.check_plugin),
     ("env-selection", plugin.check_env_selection),
     ("dra-driver", dra.check_dra),

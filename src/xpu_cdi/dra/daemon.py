@@ -28,7 +28,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .. import nodeconfig, partitions
+from .. import interconnect, nodeconfig, partitions
 from ..node import health as _health
 from ..node import inventory as _devices
 from ..node import carved, servemode
@@ -443,14 +443,18 @@ class Daemon(Loop):
         for kind, ks in self.kinds.items():
             profile = self.profile_named(ks.profile)
             version = read_driver_version(profile, self.s.proc, self.s.driver_root)
-            infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version)
+            parts = partitions.builtin(ks.profile) if ks.profile else None
+            # a static vNPU says its chip's index and name, as a partition does (the chip's CDI name is its index)
+            static = carved.parents(ks, parts)
+            chip = {c.id: static.get(c.id, c.index) for c in ks.cards.values()}  # a vNPU's links are its chip's
+            host = interconnect.read(profile, [i for i in chip.values() if i is not None],
+                                     self.s.sysfs_root, self.s.driver_root)
+            infos = [_slices.describe(c, profile, self.s.sysfs_root, self.s.proc, self.s.driver_root, version,
+                                      host.cards.get(chip[c.id]) if chip[c.id] is not None else None)
                      for c in ks.cards.values()]
             policy = self.s.shares.get(kind)
             if policy is not None:
                 infos = [self.shared(kind, info, policy) for info in infos]
-            parts = partitions.builtin(ks.profile) if ks.profile else None
-            # a static vNPU says its chip's index and name, as a partition does (the chip's CDI name is its index)
-            static = carved.parents(ks, parts)
             infos = [dataclasses.replace(i, index=static[c.id], parent=_slices.device_name(str(static[c.id])))
                      if c.id in static else i for c, i in zip(ks.cards.values(), infos)]
             phys = [i.index for i in infos if i.index is not None and not i.parent]  # /dev/davinci<phy id>

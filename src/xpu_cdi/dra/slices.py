@@ -15,6 +15,8 @@ attribute                                     type       from
 ``resource.kubernetes.io/pcieRoot``           string     its root complex (``pci0000:00``)
 ``pcieSwitch``                                string     the upstream port of its PCIe switch
 ``numaNode``, ``resource.kubernetes.io/numaNode``  int   its NUMA node (only a node the host has)
+``hccsDomain``                                int        its interconnect domain (:mod:`xpu_cdi.interconnect`)
+``deviceIP``                                  string     its RoCE address (Ascend: ``/etc/hccn.conf``)
 ============================================  =========  ===========================
 
 and capacity ``memory`` where the profile knows it (a card of a kind shared by
@@ -41,7 +43,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .. import cardmodel, topology
+from .. import cardmodel, interconnect, topology
 from ..generate.hostfs import host_path, read_head
 from ..model import Profile
 from . import shares
@@ -50,6 +52,7 @@ API_VERSION = "resource.k8s.io/v1"
 MAX_DEVICES = 128  # ResourceSliceMaxDevices
 MAX_DEVICES_TAINTED = 64  # ResourceSliceMaxDevicesWithTaintsOrConsumesCounters
 MAX_COUNTER_SETS = 8  # ResourceSliceMaxCounterSets
+MAX_ATTRIBUTES = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice
 STANDARD = "resource.kubernetes.io/"
 TAINT_EFFECT = "NoSchedule"
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -69,6 +72,8 @@ class DeviceInfo:
     pcie_root: Optional[str] = None
     switch: Optional[str] = None
     numa: Optional[int] = None
+    hccs_domain: Optional[int] = None  # the cards of one domain talk over HCCS (matchAttribute on it)
+    device_ip: str = ""  # the card's RoCE address, what other servers' ranks reach it at
     memory: str = ""
     share: Optional[shares.Policy] = None  # shared by capacity (--share-capacity): memory is then set
     # a partitionable chip: the counters it owns (set name, ((counter, quantity), ...)), all of which it consumes
@@ -90,8 +95,9 @@ def device_name(cdi_name: str) -> str:
 
 
 def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: str, driver_root: str,
-             driver_version: str = "") -> DeviceInfo:
-    """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.node.inventory` (reads sysfs and driver files)."""
+             driver_version: str = "", link: Optional[interconnect.CardLink] = None) -> DeviceInfo:
+    """A :class:`DeviceInfo` for one card of :mod:`xpu_cdi.node.inventory` (reads sysfs and driver files);
+    *link*: its interconnect facts (:func:`xpu_cdi.interconnect.read`, once per kind)."""
     uuid = ""
     found = cardmodel.of_card(profile, sysfs_root, card.pci)
     model, memory = (found.name, found.memory) if found else ("", "")
@@ -103,7 +109,8 @@ def describe(card: Any, profile: Optional[Profile], sysfs_root: str, proc_root: 
                       uuid=uuid[:64], model=model or (profile.name if profile else ""),
                       driver_version=driver_version, pci=card.pci,
                       pcie_root=topology.pcie_root(sysfs_root, card.pci) if card.pci else None,
-                      switch=card.switch, numa=card.numa_node, memory=memory)
+                      switch=card.switch, numa=card.numa_node, memory=memory,
+                      hccs_domain=link.domain if link else None, device_ip=link.device_ip if link else "")
 
 
 def attributes(info: DeviceInfo) -> Dict[str, Dict[str, Any]]:
@@ -126,6 +133,10 @@ def attributes(info: DeviceInfo) -> Dict[str, Dict[str, Any]]:
     if info.numa is not None:
         out["numaNode"] = {"int": info.numa}
         out[STANDARD + "numaNode"] = {"int": info.numa}
+    if info.hccs_domain is not None:
+        out["hccsDomain"] = {"int": info.hccs_domain}
+    if info.device_ip:
+        out["deviceIP"] = {"string": info.device_ip}
     return out
 
 

@@ -43,6 +43,7 @@ from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
 from ..dra import checkpoint
+from .. import interconnect
 from ..driverversion import read_driver_version
 from . import claimdevices, holders, metrics, server, sources, webconfig
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
@@ -190,12 +191,23 @@ class Exporter(Loop):
         drivers = {kind: version for kind, ks in self.kinds.items()
                    if (version := read_driver_version(self.profile_named(ks.profile), self.s.proc, self.s.driver_root))}
         snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results, claim_devices=claimed,
-                                drivers=drivers)
+                                drivers=drivers, links=self._links())
         self.collector.snapshot = snap
         self.refreshed = time.monotonic()
         self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)
         self.write_status(snap)
         return snap
+
+    def _links(self) -> Dict[Tuple[str, str], Tuple[str, str]]:
+        """(kind, card) -> (device IP, domain) of every card with either known."""
+        out = {}
+        for kind, ks in self.kinds.items():
+            cards = {c.index: c.id for c in ks.cards.values() if c.index is not None}
+            host = interconnect.read(self.profile_named(ks.profile), cards, self.s.sysfs_root, self.s.driver_root)
+            for index, link in host.cards.items():
+                if link.device_ip or link.domain is not None:
+                    out[(kind, cards[index])] = (link.device_ip, "" if link.domain is None else str(link.domain))
+        return out
 
     def write_status(self, snap: metrics.Snapshot) -> None:
         now = time.time()

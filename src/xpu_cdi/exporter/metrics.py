@@ -12,7 +12,7 @@ loop last made (and the process's own series, prometheus_client's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily
@@ -43,6 +43,7 @@ CLAIM_MEMORY = "xpu_cdi_claim_device_memory_bytes"
 SOURCE_UP = "xpu_cdi_exporter_source_up"
 SOURCE_DURATION = "xpu_cdi_exporter_source_duration_seconds"
 DRIVER_INFO = "xpu_cdi_driver_info"
+INTERCONNECT_INFO = "xpu_cdi_card_interconnect_info"
 POD_RESOURCES = "pod-resources"  # the source name of kubelet's PodResources API
 
 
@@ -72,6 +73,8 @@ class Snapshot:
     sources: List[Result] = field(default_factory=list)
     claim_devices: List[ClaimDevice] = field(default_factory=list)
     drivers: Dict[str, str] = field(default_factory=dict)  # kind -> driver version (the profile's file)
+    # (kind, card) -> (its RoCE address, its interconnect domain), where either is known (xpu_cdi.interconnect)
+    links: Dict[Tuple[str, str], Tuple[str, str]] = field(default_factory=dict)
 
 
 def claim_labels(d: ClaimDevice) -> List[str]:
@@ -127,9 +130,16 @@ class SnapshotCollector(Collector):
                                    labels=["kind", "version"])
         for kind, version in sorted(snap.drivers.items()):
             driver.add_metric([kind, version], 1.0)
+        links = GaugeMetricFamily(INTERCONNECT_INFO, "1 per card whose interconnect facts are known: its RoCE "
+                                                     "address (Ascend: /etc/hccn.conf) and its interconnect domain "
+                                                     "(HCCS ring or mesh).",
+                                  labels=["kind", "card", "device_ip", "hccs_domain"])
+        for (kind, card), (ip, domain) in sorted(snap.links.items()):
+            links.add_metric([kind, card, ip, domain], 1.0)
         yield healthy
         yield allocated
         yield driver
+        yield links
         yield from readings.values()
         yield claimed
         yield claimed_memory

@@ -22,7 +22,7 @@ from .. import profiles as _builtin_package
 from .. import schema_files
 from ..errors import ProfileError
 from ..model import (DEFAULT_TOOL_UNITS, IDENTITY_FIELDS, READING_UNITS, CardModel, CardRule, Companion,
-                     MetricFile, MetricSource, MountRule, NodeRule, Profile, Selection, Symlink)
+                     DomainRule, MetricFile, MetricSource, MountRule, NodeRule, Profile, Selection, Symlink)
 
 DEFAULT_PROFILE_DIRS = ("/etc/xpu-cdi/profiles.d",)
 BUILTIN_DIR = _builtin_package.DIR
@@ -98,6 +98,9 @@ def parse(data: Any, source: str, trusted: bool = False) -> Profile:
                      for dev, m in ((data.get("dra") or {}).get("models") or {}).items()),
         driver_version_file=(data.get("dra") or {}).get("driver_version_file", ""),
         uuid_file=(data.get("dra") or {}).get("uuid_file", ""),
+        device_ip_file=(data.get("interconnect") or {}).get("device_ip_file", ""),
+        domains=tuple(DomainRule(d["model"], int(d["size"]), tuple(int(n) for n in d["servers"]))
+                      for d in (data.get("interconnect") or {}).get("domains") or ()),
     )
 
 

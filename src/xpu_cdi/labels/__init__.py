@@ -13,6 +13,9 @@ Keys are under one prefix (``xpu-cdi.io/``), the kind's class first::
     xpu-cdi.io/<class>.memory=96Gi           when the profile knows the model's memory
     xpu-cdi.io/<class>.driver-version=24.1.0-rc2
     xpu-cdi.io/<class>.switch-groups=0-3_4-7 ... the topology labels (topology.labels)
+    xpu-cdi.io/<class>.hccs-domains=2        interconnect domains, and cards in each (interconnect)
+    xpu-cdi.io/<class>.hccs-domain-size=8
+    xpu-cdi.io/<class>.device-ips=16         cards with a RoCE address (Ascend: /etc/hccn.conf)
 
 Values go through :func:`sanitise` (docs/topology.md, "Node labels").
 """
@@ -23,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .. import cardmodel
+from .. import cardmodel, interconnect
 from .. import topology as _topology
 from ..driverversion import read_driver_version
 from ..model import HostView
@@ -81,6 +84,12 @@ def kind_labels(view: HostView, roots: Roots) -> Tuple[Dict[str, str], List[str]
     version = read_driver_version(profile, roots.proc, roots.driver)
     if version:
         facts["driver-version"] = version
+    links = interconnect.read(profile, [c.index for c in view.cards], roots.sysfs, roots.driver)
+    if links.domain_size:  # server-level facts only: the per-card ones are the DRA driver's attributes
+        facts["hccs-domains"] = str(links.domains)
+        facts["hccs-domain-size"] = str(links.domain_size)
+    if links.source:
+        facts["device-ips"] = str(sum(1 for link in links.cards.values() if link.device_ip))
     out: Dict[str, str] = {}
     for key, raw in facts.items():
         value = sanitise(raw)

@@ -17,11 +17,12 @@ numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .. import hoststat, topology
+from .. import hoststat, interconnect, topology
 from ..cdi import registry
 from ..generate.discover import host_path
 
@@ -49,10 +50,12 @@ class SpecCard:
     numa_node: Optional[int] = None  # only a NUMA node this host has
     switch: Optional[str] = None
     root_port: Optional[str] = None
+    hccs_domain: Optional[int] = None  # its interconnect domain (:func:`with_domains`)
 
     def topo(self) -> Dict[str, Any]:
         """The card as :func:`xpu_cdi.allocate.preferred` takes it."""
-        return {"name": self.id, "switch": self.switch, "root_port": self.root_port, "numa_node": self.numa_node}
+        return {"name": self.id, "switch": self.switch, "root_port": self.root_port, "numa_node": self.numa_node,
+                "hccs_domain": self.hccs_domain}
 
 
 @dataclass
@@ -171,6 +174,25 @@ def load(spec_dirs: Sequence[str], ours: Dict[str, str], sysfs_root: str) -> Tup
         topo = _topology(sysfs_root, own, ann if isinstance(ann, dict) else {})
         ks.cards[dev.name] = SpecCard(dev.name, dev.kind, own, _index_of(dev.name, by_name), **topo)
     return kinds, list(reg.problems)
+
+
+def with_domains(kinds: Dict[str, KindSet], profile_of: Callable[[Optional[str]], Any],
+                 sysfs_root: str) -> Dict[str, KindSet]:
+    """*kinds* with each card's interconnect domain where its profile has a rule for this host
+    (:func:`xpu_cdi.interconnect.domain_rule`); a card whose index is no physical id of the server
+    (a vNPU's id) or that has none gets none."""
+    out = {}
+    for kind, ks in kinds.items():
+        profile = profile_of(ks.profile)
+        size, _model, count, _why = interconnect.domain_rule(profile, sysfs_root) if profile else (0, "", 0, "")
+        if not size:
+            out[kind] = ks
+            continue
+        cards = {cid: dataclasses.replace(c, hccs_domain=c.index // size)
+                 if c.index is not None and 0 <= c.index < count else c
+                 for cid, c in ks.cards.items()}
+        out[kind] = dataclasses.replace(ks, cards=cards)
+    return out
 
 
 def signature(spec_dirs: Sequence[str]) -> Tuple[Any, ...]:

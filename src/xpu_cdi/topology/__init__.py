@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .. import interconnect
 from .allocate import distance, preferred
 from ..cdi import names as cdi_names
 from ..generate.discover import host_path
@@ -43,6 +44,7 @@ class TopoCard:
     root_port: Optional[str] = None
     link: Tuple[Tuple[str, str], ...] = ()  # sysfs link attributes that exist
     unknown: str = ""  # why the placement is unknown (the profile's topology_unknown), when it is
+    hccs_domain: Optional[int] = None  # its interconnect domain (xpu_cdi.interconnect), where a rule holds
 
     def to_dict(self) -> Dict[str, Any]:
         """The card as ``topology --json`` prints it."""
@@ -52,6 +54,8 @@ class TopoCard:
         if self.unknown and self.pci is None:
             out["topology"] = "unknown"
             out["why"] = self.unknown
+        if self.hccs_domain is not None:
+            out["hccs_domain"] = self.hccs_domain
         return out
 
 
@@ -146,6 +150,7 @@ def cards(view: HostView, sysfs_root: str, kind: Optional[str] = None) -> List[T
         kind: the CDI kind to report (default: the profile's).
     """
     out = []
+    size, _model, count, _why = interconnect.domain_rule(view.profile, sysfs_root)
     for card in view.cards:
         chain = pci_chain(sysfs_root, card.pci) if card.pci else []
         out.append(TopoCard(
@@ -154,7 +159,8 @@ def cards(view: HostView, sysfs_root: str, kind: Optional[str] = None) -> List[T
             switch=upstream_switch(sysfs_root, chain) if chain else None,
             root_port=chain[0] if len(chain) > 1 else None,
             link=link_info(sysfs_root, card.pci) if card.pci else (),
-            unknown=view.profile.topology_unknown))
+            unknown=view.profile.topology_unknown,
+            hccs_domain=card.index // size if size and 0 <= card.index < count else None))
     return out
 
 

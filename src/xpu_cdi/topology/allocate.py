@@ -2,7 +2,10 @@
 
 Multi-card jobs pay for every PCIe level their traffic climbs: same switch
 is best, then the same root port, then the same NUMA node, and crossing the
-inter-socket link is worst.  Works on :class:`~xpu_cdi.topology.TopoCard`
+inter-socket link is bad.  Worst is leaving the card's interconnect domain
+(``hccs_domain``: Ascend's HCCS ring or mesh, :mod:`xpu_cdi.interconnect`):
+a 910's rings cannot talk over HCCS at all, a 16-NPU 910B's two domains of 8
+only through PCIe.  Works on :class:`~xpu_cdi.topology.TopoCard`
 or on the dicts ``xpu-cdi topology --json`` prints, so a plugin written in
 any language can feed the same data back.
 """
@@ -24,17 +27,19 @@ CardLike = Union[Any, Mapping[str, Any]]  # a TopoCard or its to_dict()
 
 
 def _get(card: CardLike, key: str) -> Any:
-    return card.get(key) if isinstance(card, Mapping) else getattr(card, key)
+    return card.get(key) if isinstance(card, Mapping) else getattr(card, key, None)
 
 
 def distance(a: CardLike, b: CardLike) -> int:
     """How many levels of the tree traffic between two cards climbs.
 
     0 the same card; 1 the same switch; 2 the same root port; 3 the same
-    NUMA node; 4 across the inter-socket link.
+    NUMA node; 4 across the inter-socket link; 5 across interconnect domains.
     """
     if _get(a, "name") == _get(b, "name"):
         return 0
+    if _get(a, "hccs_domain") is not None and _get(a, "hccs_domain") != _get(b, "hccs_domain"):
+        return 5
     if _get(a, "switch") and _get(a, "switch") == _get(b, "switch"):
         return 1
     if _get(a, "root_port") and _get(a, "root_port") == _get(b, "root_port"):
@@ -119,13 +124,15 @@ def preferred(devices: Sequence[CardLike], available: Optional[Sequence[str]], s
 
 
 def _levels(card: CardLike) -> List[Tuple[int, Any]]:
-    """The groups a card belongs to, innermost first (switch, root port, NUMA node)."""
+    """The groups a card belongs to, innermost first (switch, root port, NUMA node, interconnect domain)."""
     out: List[Tuple[int, Any]] = []
     if _get(card, "switch"):
         out.append((1, _get(card, "switch")))
     if _get(card, "root_port"):
         out.append((2, _get(card, "root_port")))
     out.append((3, _get(card, "numa_node")))
+    if _get(card, "hccs_domain") is not None:
+        out.append((4, _get(card, "hccs_domain")))
     return out
 
 

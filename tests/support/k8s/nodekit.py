@@ -73,17 +73,19 @@ def check_machine(components: Sequence[str], cni_plugins: Sequence[str] = ("loop
 
 class Cards:
     """A fake host (*profile*: ``kunlunxin`` 8 cards on two PCIe switches and two NUMA nodes, or
-    ``ascend`` 4 NPUs, 910Bs or the model *pci_device* says) and its spec, written by `xpu-cdi
+    ``ascend`` 4 NPUs (*npus*), 910Bs or the model *pci_device* says) and its spec, written by `xpu-cdi
     generate` into the node's spec dir; :meth:`close` removes both."""
 
-    def __init__(self, cluster: Cluster, base: Path, profile: str = "kunlunxin", pci_device: str = "0xd802") -> None:
+    def __init__(self, cluster: Cluster, base: Path, profile: str = "kunlunxin", pci_device: str = "0xd802",
+                 npus: int = 4, hccn: bool = False) -> None:
+        """*npus*, *hccn*: an Ascend host's NPU count and its /etc/hccn.conf (fakehost.ascend)."""
         self.cluster, self.profile = cluster, profile
         base = matrix.device_dir(base)
         if profile == "kunlunxin":
             self.host = fakehost.kunlunxin(base / "host", matrix.CARDS)
             self.kind = XPU
         else:
-            self.host = fakehost.ascend(base / "host", 4, pci_device=pci_device)
+            self.host = fakehost.ascend(base / "host", npus, pci_device=pci_device, hccn=hccn)
             self.kind = NPU
         for n in sorted(set(self.host.numa.values())):
             (self.host.root / "sys/devices/system/node" / f"node{n}").mkdir(parents=True, exist_ok=True)
