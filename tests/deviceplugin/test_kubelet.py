@@ -24,6 +24,7 @@ import pytest
 from support import dpnode
 from support import fakehost
 from support import kubeletkit
+from support import npusmi
 from support.dpnode import FLOOR, Node
 
 pytestmark = pytest.mark.privileged  # mknod of the fake cards
@@ -546,10 +547,10 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
 
 
 def test_ascend_carved_chip_not_offered_whole(stack: str, tmp_path: Path, host_root: Path) -> None:
-    """A static vNPU carved from chip 0 (/dev/vdavinci100, ids 100 + 16 * phy id: docs/vendors.md) is
-    offered as a card of its own and chip 0 is not offered at all (node.carved, the DRA driver's rule
-    too); the plugin says so once; destroying the vNPU offers the chip again (the vNPU stays listed
-    Unhealthy, as any card whose node went away)."""
+    """A static vNPU carved from chip 0 (/dev/vdavinci100, ids 100 + 16 * phy id: docs/vendors.md) that
+    no npu-smi describes: chip 0 is not offered (node.carved, the DRA driver's rule too), nor the vNPU,
+    whose template, so its resource name, is unknown; the plugin says both once; destroying the vNPU
+    offers the chip again."""
     host = fakehost.ascend(host_root, cards=4, pci_device="0xd500")
     fakehost.mknod(host_root / "dev/vdavinci100", fakehost.NPU_MAJOR, 1100)
     dpnode.numa_nodes(host_root, 1)
@@ -559,12 +560,54 @@ def test_ascend_carved_chip_not_offered_whole(stack: str, tmp_path: Path, host_r
     p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
     try:
         k.wait_registered()
-        assert k.wait_for(lambda: k.latest()) == {i: ("Healthy", []) for i in ("1", "2", "3", "100")}
+        assert k.wait_for(lambda: k.latest()) == {i: ("Healthy", []) for i in ("1", "2", "3")}
         p.wait_log("huawei.com/npu=0: not offered whole: vNPU(s) 100 carved from it")
+        p.wait_log("huawei.com/npu=100: vNPU 100 not offered: its template is unknown: ")
+        assert [r.resource_name for r in k.requests] == ["huawei.com/npu"]
         (host_root / "dev/vdavinci100").unlink()
         node.generate()
-        assert k.wait_for(lambda: "0" in k.latest() and k.latest()) == \
-            {**{i: ("Healthy", []) for i in ("0", "1", "2", "3")}, "100": ("Unhealthy", [])}
+        assert k.wait_for(lambda: "0" in k.latest() and k.latest()) == {i: ("Healthy", []) for i in "0123"}
+    finally:
+        p.stop()
+        k.stop()
+        shutil.rmtree(node.plugin_dir, ignore_errors=True)
+
+
+def test_ascend_static_vnpus_under_mind_cluster_names(stack: str, tmp_path: Path, host_root: Path) -> None:
+    """An admin's vir02 (id 100) and vir04_3c (id 101) on chip 0, made with the stand-in npu-smi at
+    <driver root>/usr/local/bin: each is its own resource under mind-cluster's name, learned from
+    ``npu-smi info -t info-vnpu``; Allocate gives the vNPU's own CDI device (/dev/davinci100 in the
+    container); chip 0 is offered under no name."""
+    host = fakehost.ascend(host_root, cards=4, pci_device="0xd500")
+    tool, state = host_root / "usr/local/bin/npu-smi", tmp_path / "npu-smi.json"
+    npusmi.init_state(state, [{"card": i, "chip": 0, "name": "310P3"} for i in range(4)], fakehost.NPU_MAJOR)
+    npusmi.install(tool, state, host_root)
+    for template, vnpu_id in (("vir02", "100"), ("vir04_3c", "101")):
+        r = subprocess.run([str(tool), "set", "-t", "create-vnpu", "-i", "0", "-c", "0", "-f", template, "-v", vnpu_id],
+                           capture_output=True, text=True, timeout=kubeletkit.HANG)
+        assert r.returncode == 0, r.stdout
+    dpnode.numa_nodes(host_root, 1)
+    node = dpnode.Node(host, tmp_path / "cdi", dpnode.short_dir(), tmp_path / "st.json")
+    node.generate()
+    k = kubeletkit.FakeKubelet(node.plugin_dir)
+    p = kubeletkit.PluginProcess(stack, node.args(), tmp_path / "p.log")
+    try:
+        k.wait_registered(count=3)
+        by_name = {r.resource_name: r.endpoint for r in k.requests}
+        assert sorted(by_name) == ["huawei.com/Ascend310P-2c", "huawei.com/Ascend310P-4c.3cpu", "huawei.com/npu"]
+        kinds = k.wait_for(lambda: len(node.status_kinds()) == 3 and node.status_kinds(), message="the status")
+        assert {n: sorted(v["devices"]) for n, v in kinds.items()} == {
+            "huawei.com/Ascend310P-2c": ["100"], "huawei.com/Ascend310P-4c.3cpu": ["101"],
+            "huawei.com/npu": ["1", "2", "3"]}, kinds
+        pb2 = k.pb2
+        vnpu = k.plugin(by_name["huawei.com/Ascend310P-2c"])
+        req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["100"])])
+        got = vnpu.Allocate(req, timeout=kubeletkit.HANG)
+        assert [d.name for d in got.container_responses[0].cdi_devices] == ["huawei.com/npu=100"]
+        with pytest.raises(grpc.RpcError) as err:  # chip 0 is no device of the vNPU's resource
+            req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["0"])])
+            vnpu.Allocate(req, timeout=kubeletkit.HANG)
+        assert "unknown device ID(s) '0'" in err.value.details()
     finally:
         p.stop()
         k.stop()

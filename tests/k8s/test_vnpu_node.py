@@ -12,7 +12,8 @@ reaches the pod's prepare event in its words; a host whose phy ids differ from i
 vNPUs on the right chip; with every pod gone the tool holds no vNPU and no claim-scoped spec is
 left; a driver killed (SIGKILL) while the tool has made a vNPU and not yet returned leaves no
 orphan after its restart, and the pod runs; a chip with a
-static vNPU carved is not offered whole by the device plugin or the DRA driver; a selector on
+static vNPU carved is not offered whole by the device plugin or the DRA driver, and the device
+plugin offers the vNPU under mind-cluster's name (huawei.com/Ascend310P-2c) to a pod of its own; a selector on
 `index` or `template` needs no `"key" in` guard (every device carries every key).
 """
 
@@ -39,6 +40,7 @@ from xpu_cdi.dra import claimspec
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 DRIVER = "huawei.com"
 CLASS = "npu.huawei.com"
+VNPU_2C = "huawei.com/Ascend310P-2c"  # a static vir02, as the device plugin names it (mind-cluster's name)
 DRA_DEVICES = 4 * 21  # per 310P chip: itself, 7 vir01, 3 vir02, 4 vir02_1c, 1 vir04, 2 vir04_3c(_ndvpp), 1 _dvpp
 #: what a vNPU pod prints of the NPU nodes it has, then stays running
 SCRIPT = (f"for n in /dev/davinci*; do echo present $n; (echo x > $n) 2>&1; done; echo {nodekit.DONE}; "
@@ -133,25 +135,35 @@ def no_leftovers(cluster: Cluster, standin: StandIn) -> bool:
     return not standin.vnpus() and not claimspec.listed(str(cluster.cdi_dir), DRIVER)
 
 
-def test_device_plugin_withholds_a_carved_chip(node: Cluster, cards: Cards, standin: StandIn,
-                                               tmp_path: Path, pods: List[str]) -> None:
-    """An admin's vir04 on chip 3 (/dev/vdavinci148): the device plugin advertises chips 0-2 and the
-    vNPU, not chip 3 (4, not 5); a pod asking for 5 stays Pending for want of huawei.com/npu."""
-    standin.run("set", "-t", "create-vnpu", "-i", "3", "-c", "0", "-f", "vir04", "-v", "148")
+def test_device_plugin_offers_static_vnpus(node: Cluster, cards: Cards, standin: StandIn,
+                                          tmp_path: Path, pods: List[str]) -> None:
+    """An admin's vir02 on chip 3 (/dev/vdavinci148, no DRA): the device plugin advertises chips 0-2 as
+    huawei.com/npu and the vNPU as huawei.com/Ascend310P-2c (mind-cluster's name), chip 3 under
+    neither; a pod asking for `huawei.com/Ascend310P-2c: 1` runs and sees its own /dev/davinci148,
+    not chip 3; a pod asking for 4 NPUs stays Pending for want of huawei.com/npu."""
+    standin.run("set", "-t", "create-vnpu", "-i", "3", "-c", "0", "-f", "vir02", "-v", "148")
     cards.generate()
     dp = DevicePlugin(node, cards, tmp_path)
     try:
-        node.wait_allocatable(NPU, 4, timeout=60)
+        node.wait_allocatable(NPU, 3, timeout=60)
+        node.wait_allocatable(VNPU_2C, 1, timeout=60)
         assert dp.proc is not None
         dp.proc.wait_log(f"{NPU}=3: not offered whole: vNPU(s) 148 carved from it")
-        name = nodekit.unique("five")
+        name = nodekit.unique("vnpu-2c")
         pods.append(name)
-        node.apply(nodekit.pod(name, ["sleep", "1"], limits={NPU: 5}))
+        check_own_vnpu(nodekit.run_pod(node, nodekit.pod(name, ["sh", "-c", SCRIPT], limits={VNPU_2C: 1})), 148)
+        name = nodekit.unique("four")
+        pods.append(name)
+        node.apply(nodekit.pod(name, ["sleep", "1"], limits={NPU: 4}))
         cond = node.wait(lambda: unschedulable(node, name), 60, "the scheduler's verdict")
         assert f"Insufficient {NPU}" in cond["message"], cond
     finally:
+        if pods:  # the vNPU's container gone before the vNPU is destroyed
+            nodekit.wait_gone(node, *pods)
+            pods.clear()
         dp.stop()
         node.wait_allocatable(NPU, 0, timeout=60)
+        node.wait_allocatable(VNPU_2C, 0, timeout=60)
         standin.run("set", "-t", "destroy-vnpu", "-i", "3", "-c", "0", "-v", "148")
         cards.generate()
 

@@ -24,19 +24,23 @@ It never talks to the API server: everything it needs is on the node.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from ..node import servemode
+from .. import partitions
+from ..dra import vnpu
+from ..generate.hostfs import host_path
+from ..node import carved, servemode
 from ..errors import XpuCdiError
 from ..generate.discover import Roots
 from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node import grpcserve, health
 from ..node import inventory as devices
-from . import naming, registration, stale
+from . import naming, registration, stale, vnpunames
 from ..node import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin
@@ -64,6 +68,7 @@ class Daemon(Loop):
         self.reload_asked = False
         self.stale_due = False
         self.pid_namespace = _status.pid_namespace()
+        self.vnpu_namer = vnpunames.Namer(self.vnpu_tool)
 
     def ask_reload(self) -> None:
         self.reload_asked = True
@@ -75,9 +80,23 @@ class Daemon(Loop):
             return super().refresh(force)
 
     def arrange(self, kinds: Dict[str, devices.KindSet]) -> Dict[str, devices.KindSet]:
-        """The units served: the kinds, or each kind's cards by model resource (:mod:`.naming`)."""
+        """The units served: the kinds, or each kind's cards by model resource, and each static vNPU under
+        its template's resource; a vNPU whose name is unknown is not offered (:mod:`.naming`, :mod:`.vnpunames`)."""
         kinds = devices.with_domains(kinds, self.profile_named, self.s.sysfs_root)  # preferred allocation's
-        return naming.split(kinds, self.s.resource_naming, self.profile_named, self.s.sysfs_root)
+        names: Dict[str, Dict[str, str]] = {}
+        for kind, ks in list(kinds.items()):
+            parts = partitions.builtin(ks.profile) if ks.profile else None
+            names[kind], lines = self.vnpu_namer.names(ks, parts)
+            for line in lines:
+                self.say_once("vnpu:" + line, line, WARNING)
+            unnamed = set(carved.parents(ks, parts)) - set(names[kind])
+            if unnamed:
+                kinds[kind] = dataclasses.replace(ks, cards={c: v for c, v in ks.cards.items() if c not in unnamed})
+        return naming.split(kinds, self.s.resource_naming, self.profile_named, self.s.sysfs_root, names)
+
+    def vnpu_tool(self, name: str) -> vnpu.Tool:
+        """The partition data's tool (npu-smi) as the host has it, under the driver root."""
+        return vnpu.Tool(host_path(self.s.driver_root, f"/usr/local/bin/{name}"), self.s.dev_root, timeout=20)
 
     def specs_changed(self, before: Dict[str, devices.KindSet]) -> None:
         now = time.monotonic()

@@ -35,7 +35,6 @@ from .result import Result, fail, ok, warn
 
 _CHIP = re.compile(r"/dev/davinci([0-9]+)$")  # host paths: under --dev-root too
 _VNPU = re.compile(r"/dev/vdavinci([0-9]+)$")
-_VNPU_ROW = re.compile(r"^\|\s*([0-9]+)\s*\|.*\|\s*(\S+)\s*\|?\s*$")  # | id | vgroup | container | status | template
 
 
 def _spec_files(spec_dirs: Tuple[str, ...]) -> List[Tuple[str, str, str]]:
@@ -127,19 +126,6 @@ def check_partitioned(ctx: Context) -> List[Result]:
                                                 f"of a chip offered whole")]
 
 
-def listed_vnpus(lines: List[str]) -> List[Tuple[int, str]]:
-    """``(vNPU id, template)`` of each row of ``npu-smi info -t info-vnpu`` (the rows below its "Vnpu ID" header)."""
-    out, rows = [], False
-    for ln in lines:
-        if "Vnpu ID" in ln:
-            rows = True
-        elif rows:
-            m = _VNPU_ROW.match(ln.strip())
-            if m:
-                out.append((int(m.group(1)), m.group(2)))
-    return out
-
-
 def check_vnpus(ctx: Context) -> List[Result]:
     """vnpu-held: each vNPU on the host is held by a claim or offered by a daemon."""
     parts = partitions.builtin("ascend")
@@ -171,8 +157,7 @@ def check_vnpus(ctx: Context) -> List[Result]:
     try:
         chips = tool.chips()
         for chip in sorted(chips.values(), key=lambda c: (c.card, c.chip)):
-            for vnpu_id, template in listed_vnpus(tool.run(["info", "-t", "info-vnpu", "-i", str(chip.card),
-                                                            "-c", str(chip.chip)])):
+            for vnpu_id, template in tool.vnpus(chip.card, chip.chip):
                 if vnpu_id not in held:
                     out.append(fail("vnpu-held", f"vNPU {vnpu_id} ({template}) on card {chip.card} chip "
                                                  f"{chip.chip} is held by no claim and offered by no daemon",

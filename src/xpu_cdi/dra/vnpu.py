@@ -23,9 +23,10 @@ available, ...``, exit 217), and in VM vnpu-mode with one line and exit 0.  The 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import dataclasses
-from typing import Any, Dict, Iterable, List, Sequence
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from ..errors import ClaimError
 from ..generate import edits
@@ -34,6 +35,7 @@ from ..model import DeviceNode, NodeInfo
 from .partitioned import ToolChip, parse_chip_map, parse_phyid_remap
 
 TIMEOUT = 60
+_VNPU_ROW = re.compile(r"^\|\s*([0-9]+)\s*\|.*\|\s*(\S+)\s*\|?\s*$")  # | id | vgroup | container | status | template
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
        "LD_LIBRARY_PATH": "/usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64/common:"
                           "/usr/local/Ascend/driver/lib64/driver"}
@@ -95,6 +97,10 @@ class Tool:
                 out[phy] = dataclasses.replace(by_place[place], phy=phy)
         return out
 
+    def vnpus(self, card: int, chip: int) -> List[Tuple[int, str]]:
+        """``(vNPU id, template)`` of each vNPU ``info -t info-vnpu -i CARD -c CHIP`` lists."""
+        return parse_info_vnpu(self.run(["info", "-t", "info-vnpu", "-i", str(card), "-c", str(chip)]))
+
     def create(self, card: int, chip: int, template: str, vnpu_id: int) -> str:
         """Make the vNPU; its node's host path (under the dev root)."""
         self.run(["set", "-t", "create-vnpu", "-i", str(card), "-c", str(chip), "-f", template, "-v", str(vnpu_id)])
@@ -113,6 +119,19 @@ class Tool:
 
     def exists(self, vnpu_id: int) -> bool:
         return os.path.exists(host_path(self.dev_root, node_path(vnpu_id)))
+
+
+def parse_info_vnpu(lines: Sequence[str]) -> List[Tuple[int, str]]:
+    """``(vNPU id, template)`` of each row of ``npu-smi info -t info-vnpu`` (the rows below its "Vnpu ID" header)."""
+    out, rows = [], False
+    for ln in lines:
+        if "Vnpu ID" in ln:
+            rows = True
+        elif rows:
+            m = _VNPU_ROW.match(ln.strip())
+            if m:
+                out.append((int(m.group(1)), m.group(2)))
+    return out
 
 
 def node_edits(host: str, vnpu_id: int) -> Dict[str, Any]:
