@@ -426,6 +426,8 @@ class TestLifecycle:
         try:
             kubelet.wait_registered()
             kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+            # the keys of before still read, with one line saying how to write them now
+            assert p.text().count("are deprecated: write version: v1") == 1, p.text()
             cfg.write_text("sharing: " + "[" * 500 + "]" * 500 + "\n")
             p.proc.send_signal(1)
             line = p.wait_log("reload refused, keeping the running settings")
@@ -499,7 +501,7 @@ def test_ascend_node(stack: str, tmp_path: Path, host_root: Path) -> None:
 
 
 def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> None:
-    """resource-naming: model (the config file's key): a node with P800s and 310Ps registers one
+    """resourceNaming: model (the config file's key): a node with P800s and 310Ps registers one
     resource per model as the vendors' plugins name them -- the P800 has no name of its own and
     stays kunlunxin.com/xpu, the 310Ps are huawei.com/Ascend310P (mind-cluster's name) -- each on
     its own socket, and Allocate / GetPreferredAllocation answer per resource with the kind's CDI names."""
@@ -510,7 +512,9 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
     node = dpnode.Node(host, tmp_path / "cdi", dpnode.short_dir(), tmp_path / "st.json")
     node.generate()
     config = tmp_path / "dp.yaml"
-    config.write_text("resource-naming: model\n")
+    # NVIDIA's shape, with its settings that mean what ours do (and deviceListStrategy: cdi-cri alone)
+    config.write_text("version: v1\nflags:\n  resourceNaming: model\n  migStrategy: none\n  failOnInitError: false\n"
+                      "  plugin: {passDeviceSpecs: false, deviceListStrategy: cdi-cri}\n")
     k = kubeletkit.FakeKubelet(node.plugin_dir)
     p = kubeletkit.PluginProcess(stack, node.args("--config", str(config)), tmp_path / "p.log")
     try:
@@ -523,6 +527,7 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
         req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["1", "3"])])
         got = npu.Allocate(req, timeout=kubeletkit.HANG).container_responses[0]
         assert [d.name for d in got.cdi_devices] == ["huawei.com/npu=1", "huawei.com/npu=3"]
+        assert not got.annotations and "deprecated" not in p.text()  # plugin.deviceListStrategy was read
         pref = pb2.PreferredAllocationRequest(container_requests=[pb2.ContainerPreferredAllocationRequest(
             available_deviceIDs=["0", "1", "2", "3"], allocation_size=2)])
         chosen = list(npu.GetPreferredAllocation(pref, timeout=kubeletkit.HANG).container_responses[0].deviceIDs)
