@@ -437,6 +437,30 @@ class TestLifecycle:
         finally:
             p.stop()
 
+    def test_a_configmap_update_is_followed(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                                            tmp_path: Path) -> None:
+        """The config file mounted from a ConfigMap: kubelet updates it by swapping the ..data
+        symlink (its AtomicWriter). The plugin, polling only every 30 s, re-reads it on the
+        event and registers the new resource name: no SIGHUP, no pod restart."""
+        mount = tmp_path / "cm"
+        renamed = "version: v1\nflags:\n  resourceName: {kunlunxin.com/xpu: kunlunxin.com/p800}\n"
+        for version, text in (("..v1", "version: v1\n"), ("..v2", renamed)):
+            (mount / version).mkdir(parents=True)
+            (mount / version / "config.yaml").write_text(text)
+        (mount / "..data").symlink_to("..v1")
+        (mount / "config.yaml").symlink_to("..data/config.yaml")
+        p = kubeletkit.PluginProcess(stack, node.args("--config", str(mount / "config.yaml"),
+                                                      "--health-interval", FLOOR), tmp_path / "p.log")
+        try:
+            assert kubelet.wait_registered().resource_name == "kunlunxin.com/xpu"
+            (mount / "..data_tmp").symlink_to("..v2")
+            os.replace(mount / "..data_tmp", mount / "..data")
+            kubelet.wait_for(lambda: kubelet.count() >= 2 and kubelet.requests[-1].resource_name ==
+                             "kunlunxin.com/p800", message="the renamed resource registered")
+            assert f"config file {mount / 'config.yaml'} changed: reloading" in p.text(), p.text()
+        finally:
+            p.stop()
+
 
 class TestSpecChecks:
     def test_stale_spec_is_logged(self, node: Node, kubelet: kubeletkit.FakeKubelet,

@@ -80,7 +80,8 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
         return new
 
     assert log is not None
-    sys.exit(Daemon(settings, log=log, reload_settings=reload_settings).run())
+    sys.exit(Daemon(settings, log=log, reload_settings=reload_settings,
+                    config_file=config_path or config.DEFAULT_CONFIG).run())
 
 OPTIONS = (
     click.option("--plugin-dir", default=config.DEFAULT_PLUGIN_DIR, show_default=True,
