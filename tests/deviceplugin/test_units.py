@@ -364,6 +364,8 @@ sharing:
         ("flags: []\n", "flags: expected a mapping"),
         ("version: v1\nflags:\n  plugin: 3\n", "flags.plugin: expected a mapping"),
         ("version: v1\nflags:\n  pluginDir: ''\n", "flags.pluginDir: must be a non-empty string"),
+        ("version: v1\nflags:\n  driverRoot: /a\n  nvidiaDriverRoot: /b\n",
+         "flags.nvidiaDriverRoot and flags.driverRoot are the same setting: keep one"),
     ])
     def test_v1_refusals_name_the_key(self, tmp_path: Path, text: str, message: str) -> None:
         cfg = tmp_path / "dp.yaml"

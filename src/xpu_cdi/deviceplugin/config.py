@@ -218,8 +218,11 @@ def _from_v1(data: Mapping[Any, Any], where: str) -> Tuple[Dict[str, Any], Dict[
             if value != only or type(value) is not type(only):
                 raise ConfigError(f"{where}: flags.{key}: only {str(only).lower()} is supported ({why})")
         elif key in FLAG_KEYS or key in NVIDIA_KEYS:
-            ours[FLAG_KEYS.get(key) or NVIDIA_KEYS[key]] = value
-            written[FLAG_KEYS.get(key) or NVIDIA_KEYS[key]] = f"flags.{key}"
+            target = FLAG_KEYS.get(key) or NVIDIA_KEYS[key]
+            if target in ours:  # driverRoot and nvidiaDriverRoot: one setting, said twice
+                raise ConfigError(f"{where}: flags.{key} and {written[target]} are the same setting: keep one")
+            ours[target] = value
+            written[target] = f"flags.{key}"
         else:
             raise ConfigError(f"{where}: unknown setting {bounded.short(f'flags.{key}')}: use "
                               f"{', '.join(sorted([*FLAG_KEYS, *NVIDIA_KEYS, *NVIDIA_FIXED]))} (docs/device-plugin.md)")
