@@ -358,3 +358,101 @@ def test_seconds_flags_range_checked_alike(runner: CliRunner, command: str, name
     assert r.exit_code == 2, r.output
     assert f"must be a number of seconds between {low} and {high}" in r.output, r.output
     assert "Traceback" not in r.output
+
+
+class TestEnvironment:
+    """Every daemon setting also reads XPU_CDI_<LONG_FLAG>, shown in --help; a flag wins over it."""
+
+    DAEMONS = TestVerbosity.DAEMONS
+    # per daemon: a setting, a value for its variable, another for its flag, the param and what each gives
+    CASES = {"device-plugin": ("--plugin-dir", "/from-env", "/from-flag", "plugin_dir"),
+             "dra-driver": ("--run-dir", "/from-env", "/from-flag", "run_dir"),
+             "exporter": ("--listen", ":1111", ":2222", "listen"),
+             "labels": ("--removal-grace", "7", "9", "removal_grace"),
+             "watch": ("--profile", "kunlunxin ascend", "ascend", "profiles")}
+
+    @staticmethod
+    def command(name: str) -> click.Command:
+        cmd = cli.main.get_command(click.Context(cli.main), name)
+        assert cmd is not None
+        return cmd
+
+    @pytest.mark.parametrize("name", DAEMONS)
+    def test_one_rule_for_every_setting(self, name: str) -> None:
+        """XPU_CDI_ and the long flag in capitals, for each option but the ones that say what a run does."""
+        for p in self.command(name).params:
+            if not isinstance(p, click.Option) or p.hidden:
+                continue
+            long = next(o for o in p.opts if o.startswith("--"))
+            if long in clikit.NOT_FROM_ENV:
+                assert not p.envvar, (name, long)
+            else:
+                assert p.envvar[0] == "XPU_CDI_" + long[2:].upper().replace("-", "_") and p.show_envvar, (name, long)
+
+    @pytest.mark.parametrize("name", DAEMONS)
+    def test_shown_in_help(self, runner: CliRunner, name: str) -> None:
+        flag = self.CASES[name][0]
+        text = " ".join(runner.invoke(cli.main, [name, "--help"]).output.split())
+        assert f"env var: {clikit.env_name(flag)}" in text and "env var: XPU_CDI_LOG_LEVEL" in text
+        assert "XPU_CDI_PROBE" not in text and "XPU_CDI_ONCE" not in text
+
+    @pytest.mark.parametrize("name", DAEMONS)
+    def test_flag_over_env_over_default(self, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        flag, env_value, flag_value, param = self.CASES[name]
+        cmd = self.command(name)
+        default = cmd.make_context(name, []).params[param]
+        monkeypatch.setenv(clikit.env_name(flag), env_value)
+        from_env = cmd.make_context(name, []).params[param]
+        from_flag = cmd.make_context(name, [flag, flag_value]).params[param]
+        as_given = (lambda v: tuple(v.split())) if param == "profiles" else type(default)  # repeatable: by spaces
+        assert from_env == as_given(env_value) != default
+        assert from_flag == as_given(flag_value) != from_env
+
+    def test_existing_variable_still_read(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """labels --node read NODE_NAME before: still, after XPU_CDI_NODE."""
+        cmd = self.command("labels")
+        monkeypatch.setenv("NODE_NAME", "n1")
+        assert cmd.make_context("labels", []).params["node"] == "n1"
+        monkeypatch.setenv("XPU_CDI_NODE", "n2")
+        assert cmd.make_context("labels", []).params["node"] == "n2"
+
+    def test_a_mode_is_never_from_env(self, runner: CliRunner, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+        """XPU_CDI_PROBE in the pod's env neither makes the daemon a probe nor is read by it."""
+        monkeypatch.setenv("XPU_CDI_PROBE", "1")
+        cmd = self.command("device-plugin")
+        assert cmd.make_context("device-plugin", []).params["probe"] is False
+
+    def test_device_plugin_flag_over_env_over_file(self, runner: CliRunner, tmp_path: Path) -> None:
+        """Run, not parsed: --probe names the status file the three layers settle on."""
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text(f"version: v1\nflags:\n  statusFile: {tmp_path}/file.json\n")
+        env = {"XPU_CDI_CONFIG": str(cfg)}
+        probe = ["device-plugin", "--probe"]
+
+        def said(extra_env: dict, args: List[str]) -> str:
+            r = runner.invoke(cli.main, [*probe, *args], env={**env, **extra_env})
+            assert r.exit_code == 1, r.output
+            return re.search(r"no status file (\S+)", r.stderr).group(1)  # type: ignore[union-attr]
+
+        assert said({}, []) == f"{tmp_path}/file.json"
+        assert said({"XPU_CDI_STATUS_FILE": f"{tmp_path}/env.json"}, []) == f"{tmp_path}/env.json"
+        assert said({"XPU_CDI_STATUS_FILE": f"{tmp_path}/env.json"},
+                    ["--status-file", f"{tmp_path}/flag.json"]) == f"{tmp_path}/flag.json"
+
+    def test_dra_driver_flag_over_env(self, runner: CliRunner, tmp_path: Path) -> None:
+        """Run: --probe looks for the status file in the --run-dir the variable or the flag gives."""
+        args = ["dra-driver", "--probe", "--pod-uid", "u1", "--node-name", "n"]
+        r = runner.invoke(cli.main, args, env={"XPU_CDI_RUN_DIR": str(tmp_path / "env")})
+        assert r.exit_code == 1 and f"{tmp_path}/env/dra-driver-u1.json" in r.stderr, r.output
+        r = runner.invoke(cli.main, [*args, "--run-dir", str(tmp_path / "flag")],
+                          env={"XPU_CDI_RUN_DIR": str(tmp_path / "env")})
+        assert r.exit_code == 1 and f"{tmp_path}/flag/dra-driver-u1.json" in r.stderr, r.output
+
+    def test_every_variable_the_docs_name_exists(self) -> None:
+        """docs/cli.md and device-plugin.md name only variables a daemon reads (or the hook's)."""
+        read = {e for name in self.DAEMONS for p in self.command(name).params for e in p.envvar or ()
+                if isinstance(p, click.Option) and isinstance(p.envvar, list)}
+        for page in ("cli.md", "device-plugin.md"):
+            named = set(re.findall(r"XPU_CDI_[A-Z_]*[A-Z]", (ROOT / "docs" / page).read_text()))
+            assert named and named - read <= {"XPU_CDI_SPEC_DIRS"}, (page, named - read)

@@ -75,11 +75,42 @@ def root_options(f: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=None)  # click.option mutates the function: build each command once
-def subcommand(name: str, f: Any, options: Tuple[Any, ...]) -> click.Command:
-    """The command *name* running *f*, with *options* (in --help order) and the root options."""
+def subcommand(name: str, f: Any, options: Tuple[Any, ...], envvars: bool = False) -> click.Command:
+    """The command *name* running *f*, with *options* (in --help order) and the root options;
+    a daemon's (*envvars*) settings also read from the environment (:func:`read_from_env`)."""
     for opt in reversed(options):
         f = opt(f)
-    return click.command(name)(root_options(f))
+    command = click.command(name)(root_options(f))
+    if envvars:
+        read_from_env(command)
+    return command
+
+
+ENV_PREFIX = "XPU_CDI_"
+# what one run does, not how the daemon is set up: never from the environment (the readiness
+# probe's exec inherits the container's env, and must not start a daemon nor the daemon probe)
+NOT_FROM_ENV = frozenset({"--probe", "--once", "--json", "--daemon", "--help"})
+
+
+def env_name(flag: str) -> str:
+    """The environment variable of a long flag: ``--plugin-dir`` -> ``XPU_CDI_PLUGIN_DIR``."""
+    return ENV_PREFIX + flag[2:].upper().replace("-", "_")
+
+
+def read_from_env(command: click.Command) -> None:
+    """The one rule for every daemon: each setting's flag also reads ``XPU_CDI_<LONG_FLAG>``
+    (shown in --help); a flag given wins over it, and it over the config file and the default.
+    A repeatable flag's variable holds its values separated by spaces. An envvar the option had
+    already (``labels --node``: ``NODE_NAME``) stays, after ours."""
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.hidden:
+            continue
+        long = next((o for o in param.opts if o.startswith("--")), None)
+        if long is None or long in NOT_FROM_ENV:
+            continue
+        had = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
+        param.envvar = [env_name(long), *had]
+        param.show_envvar = True
 
 
 # where the commands that read specs (list, doctor, the daemons) look

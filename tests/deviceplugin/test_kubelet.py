@@ -427,12 +427,38 @@ class TestLifecycle:
         try:
             kubelet.wait_registered()
             kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+            # the keys of before still read, with one line saying how to write them now
+            assert p.text().count("are deprecated: write version: v1") == 1, p.text()
             cfg.write_text("sharing: " + "[" * 500 + "]" * 500 + "\n")
             p.proc.send_signal(1)
             line = p.wait_log("reload refused, keeping the running settings")
             assert "nested deeper than 100 levels" in line and "Traceback" not in p.text(), p.text()
             assert p.proc.poll() is None and (node.plugin_dir / SOCKET).exists()
             assert len(kubelet.latest()) == 8
+        finally:
+            p.stop()
+
+    def test_a_configmap_update_is_followed(self, node: Node, stack: str, kubelet: kubeletkit.FakeKubelet,
+                                            tmp_path: Path) -> None:
+        """The config file mounted from a ConfigMap: kubelet updates it by swapping the ..data
+        symlink (its AtomicWriter). The plugin, polling only every 30 s, re-reads it on the
+        event and registers the new resource name: no SIGHUP, no pod restart."""
+        mount = tmp_path / "cm"
+        renamed = "version: v1\nflags:\n  resourceName: {kunlunxin.com/xpu: kunlunxin.com/p800}\n"
+        for version, text in (("..v1", "version: v1\n"), ("..v2", renamed)):
+            (mount / version).mkdir(parents=True)
+            (mount / version / "config.yaml").write_text(text)
+        (mount / "..data").symlink_to("..v1")
+        (mount / "config.yaml").symlink_to("..data/config.yaml")
+        p = kubeletkit.PluginProcess(stack, node.args("--config", str(mount / "config.yaml"),
+                                                      "--health-interval", FLOOR), tmp_path / "p.log")
+        try:
+            assert kubelet.wait_registered().resource_name == "kunlunxin.com/xpu"
+            (mount / "..data_tmp").symlink_to("..v2")
+            os.replace(mount / "..data_tmp", mount / "..data")
+            kubelet.wait_for(lambda: kubelet.count() >= 2 and kubelet.requests[-1].resource_name ==
+                             "kunlunxin.com/p800", message="the renamed resource registered")
+            assert f"config file {mount / 'config.yaml'} changed: reloading" in p.text(), p.text()
         finally:
             p.stop()
 
@@ -500,7 +526,7 @@ def test_ascend_node(stack: str, tmp_path: Path, host_root: Path) -> None:
 
 
 def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> None:
-    """resource-naming: model (the config file's key): a node with P800s and 310Ps registers one
+    """resourceNaming: model (the config file's key): a node with P800s and 310Ps registers one
     resource per model as the vendors' plugins name them -- the P800 has no name of its own and
     stays kunlunxin.com/xpu, the 310Ps are huawei.com/Ascend310P (mind-cluster's name) -- each on
     its own socket, and Allocate / GetPreferredAllocation answer per resource with the kind's CDI names."""
@@ -511,7 +537,9 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
     node = dpnode.Node(host, tmp_path / "cdi", dpnode.short_dir(), tmp_path / "st.json")
     node.generate()
     config = tmp_path / "dp.yaml"
-    config.write_text("resource-naming: model\n")
+    # NVIDIA's shape, with its settings that mean what ours do (and deviceListStrategy: cdi-cri alone)
+    config.write_text("version: v1\nflags:\n  resourceNaming: model\n  migStrategy: none\n  failOnInitError: false\n"
+                      "  plugin: {passDeviceSpecs: false, deviceListStrategy: cdi-cri}\n")
     k = kubeletkit.FakeKubelet(node.plugin_dir)
     p = kubeletkit.PluginProcess(stack, node.args("--config", str(config)), tmp_path / "p.log")
     try:
@@ -524,6 +552,7 @@ def test_resource_naming_model(stack: str, tmp_path: Path, host_root: Path) -> N
         req = pb2.AllocateRequest(container_requests=[pb2.ContainerAllocateRequest(devices_ids=["1", "3"])])
         got = npu.Allocate(req, timeout=kubeletkit.HANG).container_responses[0]
         assert [d.name for d in got.cdi_devices] == ["huawei.com/npu=1", "huawei.com/npu=3"]
+        assert not got.annotations and "deprecated" not in p.text()  # plugin.deviceListStrategy was read
         pref = pb2.PreferredAllocationRequest(container_requests=[pb2.ContainerPreferredAllocationRequest(
             available_deviceIDs=["0", "1", "2", "3"], allocation_size=2)])
         chosen = list(npu.GetPreferredAllocation(pref, timeout=kubeletkit.HANG).container_responses[0].deviceIDs)

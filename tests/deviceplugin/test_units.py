@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -326,6 +327,83 @@ class TestSettings:
     def test_explicit_file_must_exist(self, tmp_path: Path) -> None:
         with pytest.raises(config.ConfigError, match="does not exist"):
             config.build(str(tmp_path / "absent.yaml"), {})
+
+    # NVIDIA's k8s-device-plugin config (api/config/v1) as a GPU node has it, but for what has no
+    # meaning here: its failOnInitError default (true) and the gfd: section
+    NVIDIA_FILE = """version: v1
+flags:
+  migStrategy: none
+  failOnInitError: false
+  nvidiaDriverRoot: /run/nvidia/driver
+  plugin:
+    passDeviceSpecs: false
+    deviceListStrategy: [envvar, cdi-cri]
+sharing:
+  timeSlicing:
+    resources:
+    - name: huawei.com/npu
+      replicas: 4
+"""
+
+    def test_nvidia_shaped_file_works_unchanged(self, tmp_path: Path) -> None:
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text(self.NVIDIA_FILE)
+        warned: List[str] = []
+        s = config.build(str(cfg), {}, warned.append)
+        assert (s.driver_root, s.strategies) == ("/run/nvidia/driver", ("envvar", "cdi-cri")) and not warned
+        assert s.replication("huawei.com/npu").replicas == 4  # type: ignore[union-attr]
+
+    def test_v1_flags_are_ours_in_camel_case(self, tmp_path: Path) -> None:
+        """Every long flag of the file has its camelCase key under flags:, read as the old key was."""
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text("version: v1\nflags:\n  pluginDir: /k\n  specDir: [/a]\n  resourceNaming: model\n"
+                       "  removalGrace: 5\n  nodeConfig: /n.yaml\n  healthInterval: 2\n")
+        s = config.build(str(cfg), {"plugin_dir": "/flag"})
+        assert (s.plugin_dir, s.spec_dirs, s.resource_naming, s.removal_grace, s.node_config, s.health_interval) \
+            == ("/flag", ("/a",), "model", 5.0, "/n.yaml", 2.0)
+        assert set(config.FLAG_KEYS.values()) == set(config.KEYS) - {"sharing"}
+
+    def test_old_keys_read_with_one_warning(self, tmp_path: Path) -> None:
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text("plugin-dir: /k\nresource-naming: model\n")
+        warned: List[str] = []
+        s = config.build(str(cfg), {}, warned.append)
+        assert (s.plugin_dir, s.resource_naming) == ("/k", "model")
+        (line,) = warned
+        assert "deprecated" in line and "pluginDir, resourceNaming" in line and str(cfg) in line
+
+    def test_sharing_alone_is_not_deprecated(self, tmp_path: Path) -> None:
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text("sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 2}]}}\n")
+        warned: List[str] = []
+        config.build(str(cfg), {}, warned.append)
+        assert warned == []
+
+    @pytest.mark.parametrize("text, message", [
+        ("version: v2\n", "version: 'v2' is not known: write version: v1"),
+        ("version: v1\nflags:\n  failOnInitError: true\n", "flags.failOnInitError: only false is supported"),
+        ("version: v1\nflags:\n  migStrategy: single\n", "flags.migStrategy: only none is supported"),
+        ("version: v1\nflags:\n  plugin: {passDeviceSpecs: true}\n", "flags.plugin.passDeviceSpecs: only false"),
+        ("version: v1\nflags:\n  gdsEnabled: 0\n", "flags.gdsEnabled: only false"),  # a bool, not a number
+        ("version: v1\nflags:\n  plugin: {deviceIDStrategy: uuid}\n",
+         "unknown setting 'flags.plugin.deviceIDStrategy'"),
+        ("version: v1\nflags:\n  gfd: {oneshot: false}\n", "unknown setting 'flags.gfd'"),
+        ("version: v1\nflags:\n  plugin: {deviceListStrategy: volume-mounts}\n",
+         "flags.plugin.deviceListStrategy: unknown strategy 'volume-mounts'"),
+        ("version: v1\nresources: {gpus: []}\n", "unknown setting 'resources' in a version: v1 file"),
+        ("version: v1\nplugin-dir: /k\n", "under flags: as 'pluginDir'"),
+        ("flags: []\n", "flags: expected a mapping"),
+        ("version: v1\nflags:\n  plugin: 3\n", "flags.plugin: expected a mapping"),
+        ("version: v1\nflags:\n  pluginDir: ''\n", "flags.pluginDir: must be a non-empty string"),
+        ("version: v1\nflags:\n  driverRoot: /a\n  nvidiaDriverRoot: /b\n",
+         "flags.nvidiaDriverRoot and flags.driverRoot are the same setting: keep one"),
+    ])
+    def test_v1_refusals_name_the_key(self, tmp_path: Path, text: str, message: str) -> None:
+        cfg = tmp_path / "dp.yaml"
+        cfg.write_text(text)
+        with pytest.raises(config.ConfigError, match=re.escape(message)) as err:
+            config.build(str(cfg), {})
+        assert "\n" not in str(err.value) and str(cfg) in str(err.value)
 
     def test_flag_parsers(self) -> None:
         assert config.parse_flag("strategies", ["cdi-cri,envvar", "cdi-cri"]) == ("cdi-cri", "envvar")

@@ -22,7 +22,11 @@ NODE = {"accept-env-selection-when-unprivileged": False, "kubernetes-allocation"
 PLUGIN = {"plugin-dir": "/k", "spec-dir": ["/a"], "health-interval": 5, "removal-grace": 30,
           "resource-name": {"huawei.com/npu": "huawei.com/Ascend910"}, "device-list-strategy": "cdi-cri",
           "sharing": {"timeSlicing": {"resources": [{"name": "huawei.com/npu", "replicas": 4}]}}}
-settings = st.one_of(mutated(NODE), mutated(PLUGIN), json_values,
+PLUGIN_V1 = {"version": "v1", "flags": {"pluginDir": "/k", "specDir": ["/a"], "migStrategy": "none",
+                                        "nvidiaDriverRoot": "/d", "plugin": {"deviceListStrategy": ["cdi-cri"],
+                                                                             "passDeviceSpecs": False}},
+             "sharing": PLUGIN["sharing"]}
+settings = st.one_of(mutated(NODE), mutated(PLUGIN), mutated(PLUGIN_V1), json_values,
                      st.sampled_from([float("nan"), float("inf"), -1, 0, True]).map(lambda v: {"health-interval": v}))
 
 

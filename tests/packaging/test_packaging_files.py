@@ -135,6 +135,15 @@ class TestDaemonUnits:
         assert cmd is not None
         cmd.make_context(name, options["# "].split())  # as systemd splits $OPTIONS; a usage error raises
 
+    @pytest.mark.parametrize("name", DAEMONS)
+    def test_env_file_variables_are_the_command_s(self, name: str) -> None:
+        """The commented XPU_CDI_<FLAG>= example is a variable the command reads (clikit.read_from_env)."""
+        text = (PKG / "systemd/env" / f"{name}.env").read_text()
+        (variable,) = re.findall(r"^# (XPU_CDI_[A-Z_]+)=", text, re.M)
+        cmd = cli.main.get_command(click.Context(cli.main), name)
+        assert cmd is not None
+        assert any(variable in (p.envvar or ()) for p in cmd.params if isinstance(p, click.Option)), variable
+
     def test_shipped_disabled(self) -> None:
         """The preset disables them (RPM's %systemd_post applies it), dh_installsystemd does not enable
         them (and deb-systemd-invoke starts only enabled units); both restart a running one on upgrade."""

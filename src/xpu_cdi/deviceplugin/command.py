@@ -12,7 +12,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, SPEC_DIRS_OPTION, Seconds, daemon_log, subcommand
+from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, Seconds, daemon_log, subcommand
+from ..log import WARNING
 from ..node.status import probe as _probe
 from ..node.uevents import SOURCES as UEVENT_SOURCES
 from . import config, response
@@ -22,7 +23,7 @@ _FIELDS = {"plugin_dir": "plugin_dir", "spec_dirs": "spec_dirs", "dev_root": "de
            "driver_root": "driver_root", "sysfs_root": "sysfs_root", "proc_root": "proc_root",
            "profiles": "profiles", "profiles_dir": "profiles_dir", "status_file": "status_file",
            "health_interval": "health_interval", "removal_grace": "removal_grace", "uevents": "uevents",
-           "resource_naming": "resource_naming"}
+           "resource_naming": "resource_naming", "node_config": "node_config"}
 
 
 def _given(ctx: click.Context, params: Dict[str, Any]) -> Dict[str, Any]:
@@ -42,7 +43,8 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
                   sysfs_root: str, plugin_dir: str, spec_dirs: Tuple[str, ...], proc_root: Optional[str],
                   resource_names: Tuple[str, ...], strategies: Tuple[str, ...], config_path: Optional[str],
                   status_file: str, health_interval: float, removal_grace: float, uevents: str,
-                  resource_naming: str, probe: bool, log_level: str, verbose: bool, log_format: str) -> None:
+                  resource_naming: str, node_config: str, probe: bool, log_level: str, verbose: bool,
+                  log_format: str) -> None:
     """The kubelet device plugin: advertise the cards our CDI specs define,
     one resource per CDI kind, and answer Allocate with CDI device names.
 
@@ -54,7 +56,13 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
     ctx = click.get_current_context()
     params = dict(ctx.params)
     flags = _given(ctx, params)
-    settings = config.build(config_path, flags)
+    log = None if probe else daemon_log("xpu-cdi device-plugin", log_level, verbose, log_format)
+
+    def warn(line: str) -> None:  # the probe, run every few seconds, says nothing of the file
+        if log is not None:
+            log(line, WARNING)
+
+    settings = config.build(config_path, flags, warn)
     config.check_settings(settings)
     if probe:
         ok, why = _probe(settings.status_file)
@@ -66,13 +74,14 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
         raise config.ConfigError(f"the device plugin needs grpcio and protobuf ({err}): pip install 'xpu-cdi' "
                                  f"(they are dependencies) or apt install python3-grpcio python3-protobuf") from None
 
-    def reload_settings() -> config.Settings:  # SIGHUP: the file read again, the flags given still win
-        new = config.build(config_path, flags)
+    def reload_settings() -> config.Settings:  # SIGHUP: the file read again, the flags and env given still win
+        new = config.build(config_path, flags, warn)
         config.check_settings(new)
         return new
 
-    log = daemon_log("xpu-cdi device-plugin", log_level, verbose, log_format)
-    sys.exit(Daemon(settings, log=log, reload_settings=reload_settings).run())
+    assert log is not None
+    sys.exit(Daemon(settings, log=log, reload_settings=reload_settings,
+                    config_file=config_path or config.DEFAULT_CONFIG).run())
 
 OPTIONS = (
     click.option("--plugin-dir", default=config.DEFAULT_PLUGIN_DIR, show_default=True,
@@ -91,8 +100,8 @@ OPTIONS = (
                       f"repeatable; default {','.join(response.DEFAULT_STRATEGIES)}). envvar only when asked: "
                       f"any pod can set the same variable itself."),
     click.option("--config", "config_path", default=None, metavar="FILE",
-                 help=f"Settings file (YAML, keys as the long flags; default {config.DEFAULT_CONFIG} if present). "
-                      f"Flags win."),
+                 help=f"Settings file (YAML in NVIDIA's shape: version: v1, flags: {{pluginDir: ...}}, sharing:; "
+                      f"default {config.DEFAULT_CONFIG} if present). Flags and XPU_CDI_* variables win."),
     click.option("--status-file", default=config.DEFAULT_STATUS_FILE, show_default=True,
                  help="Where the plugin writes its state (read by --probe and doctor)."),
     click.option("--health-interval", type=Seconds(*config.HEALTH_INTERVAL_RANGE),
@@ -104,6 +113,7 @@ OPTIONS = (
                       "(a driver reload removes the spec for a while; the cards must not leave kubelet)."),
     click.option("--uevents", type=click.Choice(UEVENT_SOURCES), default="auto", show_default=True,
                  help="uevent source for health checks; 'none': inotify and the poll only."),
+    NODE_CONFIG_OPTION,
     click.option("--probe", is_flag=True,
                  help="Exit 0 if a running plugin has registered every kind it serves, else 1 with the reason "
                       "(a readiness probe)."),
@@ -113,4 +123,4 @@ OPTIONS = (
 
 def command() -> click.Command:
     """Built by ``clikit.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
-    return subcommand("device-plugin", device_plugin, OPTIONS)
+    return subcommand("device-plugin", device_plugin, OPTIONS, envvars=True)

@@ -1,18 +1,24 @@
-"""The device plugin's settings: built-in defaults, then a YAML config file, then flags.
+"""The device plugin's settings: built-in defaults, then a YAML config file, then
+``XPU_CDI_*`` environment variables, then flags (clikit.read_from_env).
 
 The config file (default ``/etc/xpu-cdi/device-plugin.yaml``; absent = defaults,
-but a file named with ``--config`` must exist) is a mapping whose keys are
-the long flag names::
+but a file named with ``--config`` must exist) has the shape of NVIDIA's
+k8s-device-plugin config (its ``api/config/v1``)::
 
-    plugin-dir: /var/lib/kubelet/device-plugins
-    spec-dir: [/etc/cdi, /var/run/cdi]
-    resource-name: {huawei.com/npu: huawei.com/Ascend910}
-    resource-naming: model       # one resource per card model, as the vendor's plugin names it
-    device-list-strategy: [cdi-cri, cdi-annotations]
-    sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # file only (deviceplugin/sharing.py)
+    version: v1
+    flags:                        # our long flags in camelCase: --plugin-dir -> pluginDir
+      pluginDir: /var/lib/kubelet/device-plugins
+      specDir: [/etc/cdi, /var/run/cdi]
+      resourceName: {huawei.com/npu: huawei.com/Ascend910}
+      resourceNaming: model       # one resource per card model, as the vendor's plugin names it
+      nvidiaDriverRoot: /         # NVIDIA's names where the meaning is ours (= driverRoot)
+      migStrategy: none           # NVIDIA's settings whose value is what we always do
+      plugin: {deviceListStrategy: [cdi-cri, cdi-annotations], passDeviceSpecs: false}
+    sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # deviceplugin/sharing.py
 
-Any bad key or value is one :class:`~xpu_cdi.errors.ConfigError` line naming
-the file, the key and what is allowed.
+The keys of before (the long flags at the top, ``plugin-dir: ...``) are still read, with one
+deprecation line. Any bad key or value is one :class:`~xpu_cdi.errors.ConfigError` line
+naming the file, the key and what is allowed.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from .. import bounded
 from ..errors import ConfigError
@@ -163,25 +169,99 @@ KEYS = {
 }
 
 
-def from_mapping(data: Any, where: str) -> Dict[str, Any]:
-    """Settings fields from a config mapping (keys as the long flags)."""
+VERSION = "v1"  # NVIDIA's config version; the only one
+FLAG_KEYS = {re.sub(r"-([a-z])", lambda m: m.group(1).upper(), k): k for k in KEYS if k != "sharing"}
+# NVIDIA's flags whose meaning is one of ours: its name -> our key
+NVIDIA_KEYS = {"nvidiaDriverRoot": "driver-root", "nvidiaDevRoot": "dev-root",
+               "plugin.deviceListStrategy": "device-list-strategy"}
+# NVIDIA's flags whose one value is what xpu-cdi always does: accepted with that value, refused with another
+NVIDIA_FIXED: Dict[str, Tuple[Any, str]] = {
+    "migStrategy": ("none", "xpu-cdi has no MIG; cards are partitioned through the DRA driver (docs/dra.md)"),
+    "failOnInitError": (False, "the plugin waits for cards and specs instead of exiting"),
+    "restartOnDeviceUnhealthy": (False, "an unhealthy card is reported Unhealthy to kubelet, the plugin goes on"),
+    "gdsEnabled": (False, "GPUDirect Storage is NVIDIA's"), "mofedEnabled": (False, "MOFED is not mounted by us"),
+    "plugin.passDeviceSpecs": (False, "the CDI spec adds the device nodes, Allocate passes none"),
+}
+Warn = Callable[[str], None]
+
+
+def _flatten(flags: Any, where: str, prefix: str = "") -> Dict[str, Any]:
+    """``flags:`` as ``{key: value}``, ``plugin:``'s keys as ``plugin.<key>``."""
+    if not isinstance(flags, Mapping):
+        name = "flags." + prefix.rstrip(".") if prefix else "flags"
+        raise ConfigError(f"{where}: {name}: expected a mapping (flags: {{pluginDir: ...}})")
+    out: Dict[str, Any] = {}
+    for key, value in flags.items():
+        if key == "plugin" and not prefix:
+            out.update(_flatten(value, where, "plugin."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _from_v1(data: Mapping[Any, Any], where: str) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """NVIDIA's shape: ``version: v1``, ``flags:``, ``sharing:`` -> our keys, and the key each was
+    written as (``flags.plugin.deviceListStrategy``), for the error lines."""
+    for key in data:
+        if key not in ("version", "flags", "sharing"):
+            hint = f": under flags: as {bounded.short(_camel(key))}" if key in KEYS else ""
+            raise ConfigError(f"{where}: unknown setting {bounded.short(key)} in a version: v1 file (version, "
+                              f"flags, sharing){hint}")
+    if data.get("version", VERSION) != VERSION:
+        raise ConfigError(f"{where}: version: {bounded.short(data['version'])} is not known: write version: v1")
+    ours: Dict[str, Any] = {}
+    written = {"sharing": "sharing"}
+    flags = data.get("flags")
+    for key, value in _flatten({} if flags is None else flags, where).items():
+        if key in NVIDIA_FIXED:
+            only, why = NVIDIA_FIXED[key]
+            if value != only or type(value) is not type(only):
+                raise ConfigError(f"{where}: flags.{key}: only {str(only).lower()} is supported ({why})")
+        elif key in FLAG_KEYS or key in NVIDIA_KEYS:
+            target = FLAG_KEYS.get(key) or NVIDIA_KEYS[key]
+            if target in ours:  # driverRoot and nvidiaDriverRoot: one setting, said twice
+                raise ConfigError(f"{where}: flags.{key} and {written[target]} are the same setting: keep one")
+            ours[target] = value
+            written[target] = f"flags.{key}"
+        else:
+            raise ConfigError(f"{where}: unknown setting {bounded.short(f'flags.{key}')}: use "
+                              f"{', '.join(sorted([*FLAG_KEYS, *NVIDIA_KEYS, *NVIDIA_FIXED]))} (docs/device-plugin.md)")
+    if "sharing" in data:
+        ours["sharing"] = data["sharing"]
+    return ours, written
+
+
+def _camel(key: str) -> str:
+    return next((c for c, k in FLAG_KEYS.items() if k == key), key)
+
+
+def from_mapping(data: Any, where: str, warn: Optional[Warn] = None) -> Dict[str, Any]:
+    """Settings fields from a config mapping: NVIDIA's shape (``version``/``flags``/``sharing``),
+    or the long flags at the top as before (one deprecation line through *warn*)."""
     if data is None:
         return {}
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: expected a mapping of settings (plugin-dir: ..., spec-dir: [...])")
+        raise ConfigError(f"{where}: expected a mapping of settings (version: v1, flags: {{pluginDir: ...}})")
+    written: Dict[str, str] = {}
+    if "version" in data or "flags" in data:
+        data, written = _from_v1(data, where)
+    elif set(data) - {"sharing"} and warn is not None:
+        warn(f"{where}: settings at the top (plugin-dir: ...) are deprecated: write version: v1 and put them "
+             f"under flags: in camelCase ({', '.join(_camel(k) for k in data if k in KEYS and k != 'sharing')})")
     out: Dict[str, Any] = {}
     for key, value in data.items():
         if key not in KEYS:
-            raise ConfigError(f"{where}: unknown setting {bounded.short(key)}: use {', '.join(sorted(KEYS))}")
+            raise ConfigError(f"{where}: unknown setting {bounded.short(key)}: use version: v1 with flags: "
+                              f"{{{', '.join(sorted(FLAG_KEYS))}}} and sharing:")
         name, parse = KEYS[key]
         try:
             out[name] = parse(value)
         except ValueError as err:
-            raise ConfigError(f"{where}: {key}: {' '.join(str(err).split())[:300]}") from None
+            raise ConfigError(f"{where}: {written.get(key, key)}: {' '.join(str(err).split())[:300]}") from None
     return out
 
 
-def read_file(path: str, explicit: bool) -> Dict[str, Any]:
+def read_file(path: str, explicit: bool, warn: Optional[Warn] = None) -> Dict[str, Any]:
     """The settings of a config file; ``{}`` for an absent default file.
 
     Raises:
@@ -192,12 +272,13 @@ def read_file(path: str, explicit: bool) -> Dict[str, Any]:
         if explicit:
             raise ConfigError(f"config file {path!r} does not exist: create it or drop --config")
         return {}
-    return from_mapping(data, f"config file {path!r}")
+    return from_mapping(data, f"config file {path!r}", warn)
 
 
-def build(config_path: Optional[str], flags: Mapping[str, Any]) -> Settings:
-    """Defaults, overridden by the config file, overridden by the flags that were given (not None)."""
-    values = read_file(config_path or DEFAULT_CONFIG, explicit=config_path is not None)
+def build(config_path: Optional[str], flags: Mapping[str, Any], warn: Optional[Warn] = None) -> Settings:
+    """Defaults, overridden by the config file, overridden by the flags that were given (not None):
+    a flag on the command line or its ``XPU_CDI_*`` variable, click having put the flag first."""
+    values = read_file(config_path or DEFAULT_CONFIG, explicit=config_path is not None, warn=warn)
     values.update({k: v for k, v in flags.items() if v is not None})
     settings = replace(Settings(), **values)
     for name in ("plugin_dir", "dev_root", "driver_root", "sysfs_root", "status_file"):

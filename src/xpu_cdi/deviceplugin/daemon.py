@@ -2,10 +2,11 @@
 
 One :class:`~.server.KindPlugin` per CDI kind our specs define.  The loop
 sleeps in ``select`` on inotify (kubelet's directory, the spec directories,
-the directories of the cards' nodes), the uevent monitor (libudev's, where
+the directories of the cards' nodes, the config file's), the uevent monitor (libudev's, where
 netlink is available) and a wake-up pipe (signals, Allocate seeing a new
 spec), at most ``health-interval`` seconds: the poll is the floor that
-catches what no event announced.  Each pass:
+catches what no event announced.  Each pass (after a reload, on SIGHUP or
+when the config file changed: a stat decides):
 
 1. re-reads the specs when a file changed (a few stats decide), then
    watches the directories of the cards' nodes before their health is
@@ -55,10 +56,13 @@ class Daemon(Loop):
     waiting_for_specs = "nothing is advertised until a spec appears"
 
     def __init__(self, settings: Settings, log: Optional[Log] = None,
-                 reload_settings: Optional[Callable[[], Settings]] = None) -> None:
+                 reload_settings: Optional[Callable[[], Settings]] = None, config_file: str = "") -> None:
+        """*config_file*: the settings file *reload_settings* reads, followed: a change reloads."""
         super().__init__(log or to_stderr(LOGGER), settings)
         self.s: Settings = settings
         self.reload_settings = reload_settings
+        self.config_file = config_file
+        self.config_seen = self.config_state()
         self.plugins: Dict[str, KindPlugin] = {}
         self.known: Dict[str, devices.KindSet] = {}  # the last spec-defined view of every kind still served
         # cards no spec defines any more, kept Unhealthy for the removal grace (a driver reload
@@ -72,6 +76,17 @@ class Daemon(Loop):
 
     def ask_reload(self) -> None:
         self.reload_asked = True
+
+    def config_state(self) -> Optional[Tuple[int, int, int, int]]:
+        """What tells the config file changed: its inode (a ConfigMap's update swaps a symlink,
+        an editor renames a new file in), mtime and size; None when absent."""
+        if not self.config_file:
+            return None
+        try:
+            st = os.stat(self.config_file)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
 
     # -- inventory -----------------------------------------------------------------------------------------
 
@@ -235,11 +250,13 @@ class Daemon(Loop):
     def watch_dirs(self) -> None:
         with self.lock:
             node_dirs = devices.node_dirs(self.kinds)
-        self.watch([self.s.plugin_dir, *self.s.spec_dirs, *node_dirs])
+        config_dir = [os.path.dirname(os.path.abspath(self.config_file))] if self.config_file else []
+        self.watch([self.s.plugin_dir, *self.s.spec_dirs, *node_dirs, *config_dir])
 
-    def reload(self) -> None:
+    def reload(self, why: str = "SIGHUP") -> None:
         self.reload_asked = False
-        self.log("SIGHUP: reloading the settings, profiles and specs")
+        self.config_seen = self.config_state()
+        self.log(f"{why}: reloading the settings, profiles and specs")
         if self.reload_settings is not None:
             try:
                 new = self.reload_settings()
@@ -262,6 +279,8 @@ class Daemon(Loop):
         """One pass of the loop (see the module docstring)."""
         if self.reload_asked:
             self.reload()
+        elif self.reload_settings is not None and self.config_state() != self.config_seen:
+            self.reload(f"config file {self.config_file} changed")
         self.refresh()
         self.watch_dirs()  # before health is read and the list sent: a change after it is an event
         if self.stale_due:

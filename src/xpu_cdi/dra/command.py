@@ -124,4 +124,4 @@ OPTIONS = (
 
 def command() -> click.Command:
     """Built by ``clikit.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
-    return subcommand("dra-driver", dra_driver, OPTIONS)
+    return subcommand("dra-driver", dra_driver, OPTIONS, envvars=True)

@@ -88,4 +88,4 @@ OPTIONS = (
 
 def command() -> click.Command:
     """Built by ``clikit.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
-    return subcommand("exporter", exporter, OPTIONS)
+    return subcommand("exporter", exporter, OPTIONS, envvars=True)

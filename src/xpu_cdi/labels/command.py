@@ -67,4 +67,4 @@ OPTIONS = (
 
 def command() -> click.Command:
     """The ``labels`` click command (``cli`` builds it on first use)."""
-    return subcommand("labels", run, OPTIONS)
+    return subcommand("labels", run, OPTIONS, envvars=True)

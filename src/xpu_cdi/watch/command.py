@@ -76,4 +76,4 @@ OPTIONS = (
 
 def command() -> click.Command:
     """The ``watch`` click command (``cli`` builds it on first use)."""
-    return clikit.subcommand("watch", run, OPTIONS)
+    return clikit.subcommand("watch", run, OPTIONS, envvars=True)

@@ -58,22 +58,28 @@ node after a switch back.  A file an admin wrote (no mark) is left alone.
 {{- end -}}
 
 {{/*
-The device plugin's config file (src/xpu_cdi/deviceplugin/config.py: keys as the long flags) from
-devicePlugin's values: only what differs from the plugin's defaults, `{}` when nothing does.
+The device plugin's config file (src/xpu_cdi/deviceplugin/config.py: NVIDIA's shape, version: v1,
+flags: as the long flags in camelCase, sharing:) from devicePlugin's values: only what differs from
+the plugin's defaults, `{}` when nothing does.
 */}}
 {{- define "xpu-cdi.devicePluginConfig" -}}
 {{- $dp := .Values.devicePlugin -}}
-{{- $cfg := dict -}}
+{{- $flags := dict -}}
 {{- if and $dp.resourceNaming (ne $dp.resourceNaming "kind") -}}
-{{- $_ := set $cfg "resource-naming" $dp.resourceNaming -}}
+{{- $_ := set $flags "resourceNaming" $dp.resourceNaming -}}
 {{- end -}}
 {{- if $dp.resourceNames -}}
-{{- $_ := set $cfg "resource-name" $dp.resourceNames -}}
+{{- $_ := set $flags "resourceName" $dp.resourceNames -}}
+{{- end -}}
+{{- $cfg := dict -}}
+{{- if $flags -}}
+{{- $_ := set $cfg "flags" $flags -}}
 {{- end -}}
 {{- if $dp.sharing -}}
 {{- $_ := set $cfg "sharing" $dp.sharing -}}
 {{- end -}}
 {{- if $cfg -}}
+{{- $_ := set $cfg "version" "v1" -}}
 {{- toYaml $cfg -}}
 {{- else -}}
 {}
