@@ -91,7 +91,8 @@ def test_what_each_combination_renders() -> None:
 
     assert sorted(kinds("defaults")["DaemonSet"]) == ["xpu-cdi", "xpu-cdi-exporter"]
     dra = kinds("dra")
-    assert sorted(dra["DaemonSet"]) == ["xpu-cdi-dra-driver", "xpu-cdi-exporter"] and len(dra["DeviceClass"]) == 9
+    assert sorted(dra["DaemonSet"]) == ["xpu-cdi-dra-driver", "xpu-cdi-exporter"]
+    assert sorted(dra["DeviceClass"]) == ["npu.huawei.com", "xpu.kunlunxin.com"]  # experimental vendors' off
     assert "ValidatingAdmissionPolicy" in dra and "RuntimeClass" in dra
     every = kinds("everything")
     assert sorted(every["DaemonSet"]) == ["xpu-cdi", "xpu-cdi-dra-driver", "xpu-cdi-exporter",
@@ -255,6 +256,23 @@ def test_prometheusrule_is_the_rules_file() -> None:
 
 
 @pytest.mark.parametrize("values, says", [
+    ({"logLevel": "trace"}, "/logLevel"),
+    ({"devicePlugin": {"logLevel": "verbose"}}, "/devicePlugin/logLevel"),
+    ({"updateStrategy": {"type": "Recreate"}}, "/updateStrategy/type"),
+    ({"exporter": {"updateStrategy": {"rollingUpdate": {"maxUnavailable": "a lot"}}}},
+     "/exporter/updateStrategy/rollingUpdate/maxUnavailable"),
+    ({"imagePullSecrets": [{"secret": "regcred"}]}, "/imagePullSecrets/0"),
+    ({"global": {"imageRegistry": "https://registry.example"}}, "/global/imageRegistry"),
+    ({"affinity": {"nodeAfinity": {}}}, "additional properties 'nodeAfinity'"),
+    ({"devicePlugin": {"podAnnotation": {"a": "b"}}}, "additional properties 'podAnnotation'"),
+    ({"podLabels": {"pool": 1}}, "/podLabels/pool"),
+    ({"exporter": {"extraArgs": {"--interval": 5}}}, "/exporter/extraArgs"),
+    ({"runtimeWiring": {"logLevel": "debug"}}, "additional properties 'logLevel'"),
+    ({"labels": {"enabled": True, "priorityClassName": "Not A Name"}}, "/labels/priorityClassName"),
+    # the list of earlier releases: now a map by class name, each with its enabled
+    ({"dra": {"deviceClasses": [{"name": "xpu.kunlunxin.com", "driver": "kunlunxin.com"}]}}, "/dra/deviceClasses"),
+    ({"dra": {"deviceClasses": {"xpu.kunlunxin.com": {"enabled": "yes"}}}},
+     "/dra/deviceClasses/xpu.kunlunxin.com/enabled"),
     ({"allocation": {"default": "gpu-operator"}}, "/allocation/default"),
     ({"allocation": {"kinds": {"kunlunxin.com/xpu": "both"}}}, "/allocation/kinds/kunlunxin.com~1xpu"),
     ({"allocation": {"kinds": {"not a kind": "dra"}}}, "at '/allocation/kinds': additional properties 'not a kind'"),
@@ -321,3 +339,132 @@ def test_chart_version_is_the_package_version() -> None:
     """The chart's version and appVersion (the image tag by default) are the package's."""
     chart = yaml.safe_load((helmchart.CHART / "Chart.yaml").read_text())
     assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+
+
+def pods(objs: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """DaemonSet name -> the DaemonSet."""
+    return {ds["metadata"]["name"]: ds for ds in by_kind(objs, "DaemonSet")}
+
+
+def test_the_users_pod_values_reach_every_daemonset() -> None:
+    """The values NVIDIA's and HAMi's charts have (helmchart.COMBINATIONS["conventions"]), global and per
+    DaemonSet, each where it belongs: a DaemonSet's own value over the global one, our selector labels
+    and checksum over the user's, the DRA keep-off appended to each of the user's required node terms,
+    the log level to every daemon, extra args to the component's daemon (which the CLI accepts)."""
+    ds = pods(helmchart.objects(helmchart.COMBINATIONS["conventions"]))
+    assert sorted(ds) == ["xpu-cdi", "xpu-cdi-dra-driver", "xpu-cdi-exporter", "xpu-cdi-labeller",
+                          "xpu-cdi-runtime-wiring"]
+    keep_off = {"key": "xpu-cdi.io/kubernetes-allocation", "operator": "NotIn", "values": ["dra"]}
+    containers = {}
+    for name, d in ds.items():
+        spec, meta = d["spec"]["template"]["spec"], d["spec"]["template"]["metadata"]
+        # global.imagePullSecrets and imagePullSecrets (a name alone or {name}), each once
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "global-cred"}], name
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            assert c["image"] == f"registry.example:5000/ai/xpu-cdi:{VERSION}", name
+            containers[c["name"]] = c
+        assert meta["labels"]["app.kubernetes.io/name"] == d["spec"]["selector"]["matchLabels"][
+            "app.kubernetes.io/name"]
+        assert meta["annotations"]["example.com/team"] == "ai", name
+        assert meta["labels"]["example.com/pool"] == ("plugin" if name == "xpu-cdi" else "npu"), name
+    plugin, exporter = ds["xpu-cdi"]["spec"], ds["xpu-cdi-exporter"]["spec"]
+    terms = plugin["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}, keep_off]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["npu-0"]}],
+         "matchExpressions": [keep_off]}]
+    assert "xpu-cdi.io/device-plugin-config" in plugin["template"]["metadata"]["annotations"]
+    assert plugin["template"]["spec"]["tolerations"] == [
+        {"key": "example.com/npu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert plugin["template"]["spec"]["nodeSelector"] == {"xpu-cdi.io/present": "true"}  # the global one
+    assert plugin["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "20%"}}
+    assert exporter["updateStrategy"] == {"type": "OnDelete"}
+    assert exporter["template"]["spec"]["affinity"] == {"podAntiAffinity": {}}
+    assert exporter["template"]["spec"]["nodeSelector"] == {"example.com/metrics": "yes"}
+    assert exporter["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
+    assert exporter["template"]["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert plugin["template"]["spec"]["priorityClassName"] == "system-node-critical"
+    dra, labeller = ds["xpu-cdi-dra-driver"]["spec"], ds["xpu-cdi-labeller"]["spec"]
+    assert dra["template"]["spec"]["nodeSelector"]["xpu-cdi.io/kubernetes-allocation"] == "dra"  # its own
+    assert dra["updateStrategy"]["rollingUpdate"] == {"maxUnavailable": "20%"}  # the global one
+    # a map merges with the default, as Helm merges values (null drops a key)
+    assert labeller["template"]["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux", "example.com/labelled": "yes"}
+    assert labeller["template"]["spec"]["tolerations"] == []
+    assert ds["xpu-cdi-runtime-wiring"]["spec"]["template"]["spec"]["priorityClassName"] == "wiring"
+
+    def level(c: Dict[str, Any]) -> str:
+        return c["args"][c["args"].index("--log-level") + 1]
+
+    assert {n: level(containers[n]) for n in ("device-plugin", "exporter", "dra-driver", "labeller")} == {
+        "device-plugin": "debug", "exporter": "warning", "dra-driver": "info", "labeller": "warning"}
+    assert containers["device-plugin"]["args"][-2:] == ["--health-interval", "5"]
+    assert containers["exporter"]["args"][-2:] == ["--interval", "5"]
+    assert containers["dra-driver"]["args"][-2:] == ["--share-capacity", "kunlunxin.com/xpu:default=32Gi"]
+    assert containers["wire-runtime"]["args"][-2:] == ["--timeout", "120"]
+    assert "--log-level" not in containers["wire-runtime"]["args"]  # `host wire-runtime` has none
+    for c in containers.values():
+        if c["command"] == ["/usr/bin/xpu-cdi"]:
+            cli_accepts(c["args"])
+
+
+def test_the_defaults_render_no_new_field() -> None:
+    """Without the new values the pods are as before: no pull secrets, annotations or log level, each
+    DaemonSet's own update strategy, the device plugin's one required term keeping off DRA nodes."""
+    ds = pods(helmchart.objects(helmchart.COMBINATIONS["everything"]))
+    for name, d in ds.items():
+        spec = d["spec"]["template"]["spec"]
+        assert "imagePullSecrets" not in spec and all("--log-level" not in c.get("args", [])
+                                                       for c in spec["containers"]), name
+    assert ds["xpu-cdi-dra-driver"]["spec"]["updateStrategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert ds["xpu-cdi"]["spec"]["template"]["spec"]["affinity"] == {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "xpu-cdi.io/kubernetes-allocation", "operator": "NotIn", "values": ["dra"]}]}]}}}
+    assert set(ds["xpu-cdi"]["spec"]["template"]["metadata"]["annotations"]) == {"xpu-cdi.io/device-plugin-config"}
+
+
+def test_device_classes_for_the_enabled_kinds() -> None:
+    """A DeviceClass per enabled kind: Kunlunxin's and Ascend's by default; an experimental vendor's once
+    enabled; all of them the shipped profiles' kinds; a class turned off is gone."""
+    from xpu_cdi.generate import profile as _profile
+
+    def classes(dc: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+        objs = helmchart.objects({"dra": {"enabled": True, "deviceClasses": dc}})
+        return {o["metadata"]["name"]: o["spec"] for o in by_kind(objs, "DeviceClass")}
+
+    profiles = _profile.load_all().values()
+    stable = {p.kind for p in profiles if not p.experimental}
+    assert {c["extendedResourceName"] for c in classes({}).values()} == stable
+    more = classes({"mlu.cambricon.com": {"enabled": True}, "npu.huawei.com": {"enabled": False}})
+    assert sorted(more) == ["mlu.cambricon.com", "xpu.kunlunxin.com"]
+    assert more["mlu.cambricon.com"]["selectors"] == [{"cel": {"expression": 'device.driver == "cambricon.com"'}}]
+    values = yaml.safe_load((helmchart.CHART / "values.yaml").read_text())
+    every = classes({name: {"enabled": True} for name in values["dra"]["deviceClasses"]})
+    assert {c["extendedResourceName"] for c in every.values()} == {p.kind for p in profiles}
+
+
+@pytest.mark.parametrize("kube, values, says", [
+    ("1.28", {"dra": {"enabled": True}}, "dra.enabled needs Kubernetes 1.34 or later"),
+    ("1.33.5", {"dra": {"enabled": True}, "devicePlugin": {"enabled": False}},
+     "dra.enabled needs Kubernetes 1.34 or later"),
+    ("1.29", {"labels": {"enabled": True}}, "labels.enabled needs Kubernetes 1.30 or later"),
+    ("1.27", {}, "chart requires kubeVersion: >=1.28.0-0"),
+])
+def test_older_kubernetes_refused_in_one_line(kube: str, values: Dict[str, Any], says: str) -> None:
+    """Below what a part needs, `helm template --kube-version` fails with one line saying what to do."""
+    r = helmchart.template(values, extra=["--kube-version", kube])
+    assert r.returncode != 0 and r.stdout == "", r.stderr
+    (error,) = [ln for ln in r.stderr.splitlines() if ln.startswith("Error:")]  # helm adds a --debug hint
+    assert says in error, r.stderr
+
+
+def test_kubernetes_1_28_renders_the_device_plugin_path() -> None:
+    """`helm template --kube-version 1.28` of the defaults: the device plugin and the exporter, no DRA
+    object; DRA and the labeller render from their own minimum versions."""
+    r = helmchart.template({}, extra=["--kube-version", "1.28"])
+    assert r.returncode == 0, r.stderr
+    objs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert sorted(pods(objs)) == ["xpu-cdi", "xpu-cdi-exporter"]
+    assert not [o for o in objs if o["apiVersion"].startswith(("resource.k8s.io", "admissionregistration"))]
+    assert helmchart.template({"labels": {"enabled": True}}, extra=["--kube-version", "1.30"]).returncode == 0
+    assert helmchart.template({"dra": {"enabled": True}}, extra=["--kube-version", "1.34.0"]).returncode == 0

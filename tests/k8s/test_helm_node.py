@@ -9,6 +9,9 @@ from helm.sh/helm/v4 at its pin) and the image `make image` builds, imported wit
   brings the first image back; `helm upgrade` with time-slicing (4 replicas) rolls the plugin's pod
   and gives allocatable 32 for the 8 cards; `helm uninstall` leaves what docs/helm.md lists and
   nothing else;
+- `helm upgrade` with the values users bring from NVIDIA's and HAMi's charts (pull secrets, global
+  registry, pod labels and annotations, affinity, per-DaemonSet selector, tolerations, update
+  strategy, priority class): each on the pods, which run and serve cards;
 - `helm install` with devicePlugin.resourceNaming=model on an Ascend 310P host gives the model's
   resource (huawei.com/Ascend310P), as mind-cluster's plugin names it, and a pod with two of them.
 
@@ -230,6 +233,79 @@ def test_time_slicing_upgrade_rolls_the_plugin(node: HelmNode, pods: List[str]) 
         podres.close()
     assert re.fullmatch(r"[0-7]::[0-3]", replica), replica
     matrix.check_cards(out, [int(replica.split("::")[0])])
+
+
+#: the values users bring from NVIDIA's and HAMi's charts (all but the args observable on the pods)
+USERS_VALUES: Dict[str, Any] = {
+    "global": {"imageRegistry": "docker.io", "imagePullSecrets": [{"name": "xpu-cdi-test-pull"}]},
+    "imagePullSecrets": ["xpu-cdi-test-pull"],
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+    "podAnnotations": {"example.com/team": "ai"}, "podLabels": {"example.com/pool": "npu"},
+    "logLevel": "warning",
+    "devicePlugin": {"logLevel": "debug", "extraArgs": ["--removal-grace", "7"],
+                     "podLabels": {"example.com/pool": "plugin"},
+                     "nodeSelector": {ACCEL_LABEL: "true", "kubernetes.io/os": "linux"},
+                     "tolerations": [{"key": "example.com/npu", "operator": "Exists", "effect": "NoSchedule"}],
+                     "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}}},
+    # OnDelete: the exporter's pod is not rolled by the upgrade
+    "exporter": {"updateStrategy": {"type": "OnDelete"}, "priorityClassName": "system-cluster-critical",
+                 "extraArgs": ["--interval", "5"]},
+}
+
+
+def replaced(node: HelmNode, old: Dict[str, Any], component: str) -> Dict[str, Any]:
+    """The pod of *component* that replaced *old*, once it alone is left and all its containers are Ready."""
+    def done() -> Any:
+        ps = node.pods(component)
+        if len(ps) != 1 or ps[0]["metadata"]["uid"] == old["metadata"]["uid"]:
+            return None
+        st = ps[0]["status"].get("containerStatuses", [])
+        return ps[0] if st and all(c.get("ready") for c in st) else None
+
+    return node.cluster.wait(done, 300, f"the {component} pod replaced and Ready", interval=0.5)
+
+
+def test_upgrade_with_the_values_users_bring(node: HelmNode, pods: List[str]) -> None:
+    """`helm upgrade` with the anchors' values (USERS_VALUES): the API server takes them, the plugin's
+    pod rolls (no pod fails) and carries each (registry, pull secrets, labels, annotations, affinity,
+    tolerations, selector); the exporter's, OnDelete, is not rolled until deleted, then comes back with
+    its own priority class; cards still reach a pod.  The log level and extra args are in the values
+    but not checked here: the test's post-renderer replaces the daemons' args with deploy/'s, moved
+    to the session's paths (test_chart checks them, and that the CLI takes them)."""
+    cluster = node.cluster
+    (old_plugin,) = node.pods()
+    (old_exporter,) = node.pods("metrics")
+    # no --wait: helm's waits for every DaemonSet to be updated, which OnDelete's is not until its
+    # pods are deleted (docs/helm.md says so)
+    with tempfile.TemporaryDirectory() as d, Watch(cluster) as w:
+        node.helm("upgrade", RELEASE, *node.chart_args(VERSION), "--set", "image.repository=library/xpu-cdi",
+                  "--values", values_file(USERS_VALUES, Path(d)), "--namespace", NS)
+        new = replaced(node, old_plugin, "cdi-spec")
+    assert w.bad == [], w.bad
+    meta, spec = new["metadata"], new["spec"]
+    assert meta["labels"]["example.com/pool"] == "plugin" and meta["annotations"]["example.com/team"] == "ai"
+    assert spec["imagePullSecrets"] == [{"name": "xpu-cdi-test-pull"}]
+    assert {c["image"] for c in spec["containers"]} == {f"docker.io/library/xpu-cdi:{VERSION}"}
+    assert spec["nodeSelector"] == {ACCEL_LABEL: "true", "kubernetes.io/os": "linux"}
+    assert {"key": "example.com/npu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    # the DaemonSet controller, having matched the template's affinity, pins its pods to their node
+    ds = node.ds()
+    (term,) = ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [e["key"] for e in term["matchExpressions"]] == ["kubernetes.io/os", "xpu-cdi.io/kubernetes-allocation"]
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
+    exporter_ds = node.ds(EXPORTER)
+    assert exporter_ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    (kept,) = node.pods("metrics")
+    assert kept["metadata"]["uid"] == old_exporter["metadata"]["uid"]  # OnDelete: not rolled
+    cluster.kubectl("delete", "pod", kept["metadata"]["name"], "-n", NS, "--wait=true")
+    exporter = replaced(node, kept, "metrics")
+    assert exporter["spec"]["priorityClassName"] == "system-cluster-critical"
+    cluster.wait_allocatable(XPU, CARDS, timeout=60)  # no sharing in these values: 8 again
+    name = nodekit.unique("helm-users")
+    pods.append(name)
+    two_cards(cluster, name)
 
 
 def test_uninstall_leaves_what_the_docs_list(node: HelmNode) -> None:

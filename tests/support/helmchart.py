@@ -47,6 +47,29 @@ COMBINATIONS: Dict[str, Dict[str, Any]] = {
                   # maps merge with the defaults: null drops a default key
                   "nodeSelector": {"xpu-cdi.io/present": None, "node-role.example/npu": "yes"}, "tolerations": [],
                   "priorityClassName": "system-cluster-critical"},
+    # the values users bring from NVIDIA's and HAMi's charts, global and per DaemonSet
+    "conventions": {
+        "global": {"imageRegistry": "registry.example:5000", "imagePullSecrets": [{"name": "global-cred"}]},
+        "image": {"repository": "ai/xpu-cdi"}, "imagePullSecrets": ["regcred", {"name": "global-cred"}],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["npu-0"]}]}]}}},
+        "podAnnotations": {"example.com/team": "ai"}, "podLabels": {"example.com/pool": "npu"},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "20%"}},
+        "logLevel": "warning",
+        "devicePlugin": {"logLevel": "debug", "extraArgs": ["--health-interval", "5"],
+                         "podLabels": {"example.com/pool": "plugin", "app.kubernetes.io/name": "not-ours"},
+                         "tolerations": [{"key": "example.com/npu", "operator": "Exists", "effect": "NoSchedule"}]},
+        "exporter": {"updateStrategy": {"type": "OnDelete"}, "priorityClassName": "system-cluster-critical",
+                     "nodeSelector": {"example.com/metrics": "yes"}, "extraArgs": ["--interval", "5"],
+                     "podAnnotations": {"prometheus.io/scrape": "true"},
+                     "affinity": {"podAntiAffinity": {}}},
+        "dra": {"enabled": True, "logLevel": "info", "extraArgs": ["--share-capacity",
+                                                                   "kunlunxin.com/xpu:default=32Gi"],
+                "updateStrategy": {}, "deviceClasses": {"mlu.cambricon.com": {"enabled": True}}},
+        "labels": {"enabled": True, "tolerations": [], "nodeSelector": {"example.com/labelled": "yes"}},
+        "runtimeWiring": {"enabled": True, "priorityClassName": "wiring", "extraArgs": ["--timeout", 120]},
+    },
 }
 
 

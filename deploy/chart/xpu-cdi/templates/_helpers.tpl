@@ -5,7 +5,9 @@
 
 {{/* The image of every container: repository:tag, the tag defaulting to the chart's appVersion. */}}
 {{- define "xpu-cdi.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion (toString .Values.image.tag)) -}}
+{{- $repo := .Values.image.repository -}}
+{{- with .Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion (toString .Values.image.tag)) -}}
 {{- end -}}
 
 {{/* The DRA driver's service account, as the API server names its user. */}}
@@ -121,5 +123,88 @@ the plugin's defaults, `{}` when nothing does.
 {{- end -}}
 {{- if and $v.monitoring.serviceMonitor.enabled (not $v.exporter.enabled) -}}
 {{- fail "monitoring.serviceMonitor.enabled needs exporter.enabled: the ServiceMonitor scrapes the exporter's Service" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A DaemonSet's pod settings from its component's values (c: .Values.devicePlugin, ...) over the
+global ones: the pod template's metadata (our labels over podLabels, checksums over podAnnotations).
+*/}}
+{{- define "xpu-cdi.podMeta" -}}
+{{- $v := .root.Values -}}
+labels: {{- toYaml (merge (dict) .labels (default dict .c.podLabels) (default dict $v.podLabels)) | nindent 2 }}
+{{- $ann := merge (dict) (default dict .annotations) (default dict .c.podAnnotations) (default dict $v.podAnnotations) }}
+{{- with $ann }}
+annotations: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The pod spec's scheduling: priorityClassName, nodeSelector and tolerations (the component's own when
+"own", else the component's when set, else the global ones), affinity (the component's or the
+global; "notDra" adds, to each of its required node terms, the device plugin's keeping off the nodes
+labelled for DRA) and the pull secrets (imagePullSecrets and global.imagePullSecrets).
+*/}}
+{{- define "xpu-cdi.scheduling" -}}
+{{- $v := .root.Values -}}
+{{- $c := .c -}}
+priorityClassName: {{ default $v.priorityClassName $c.priorityClassName }}
+{{- $sel := $c.nodeSelector }}{{ $tol := $c.tolerations }}
+{{- if not .own }}{{ $sel = default $v.nodeSelector $c.nodeSelector }}{{ $tol = default $v.tolerations $c.tolerations }}{{ end }}
+nodeSelector: {{- toYaml (default dict $sel) | nindent 2 }}
+{{- $aff := deepCopy (default dict (default $v.affinity $c.affinity)) -}}
+{{- if .notDra }}
+{{- $na := default dict $aff.nodeAffinity -}}
+{{- $req := default dict (get $na "requiredDuringSchedulingIgnoredDuringExecution") -}}
+{{- $keep := dict "key" "xpu-cdi.io/kubernetes-allocation" "operator" "NotIn" "values" (list "dra") -}}
+{{- $terms := list -}}
+{{- range (default (list (dict)) $req.nodeSelectorTerms) -}}
+{{- $t := deepCopy . -}}
+{{- $_ := set $t "matchExpressions" (append (default list $t.matchExpressions) $keep) -}}
+{{- $terms = append $terms $t -}}
+{{- end -}}
+{{- $_ := set $req "nodeSelectorTerms" $terms -}}
+{{- $_ := set $na "requiredDuringSchedulingIgnoredDuringExecution" $req -}}
+{{- $_ := set $aff "nodeAffinity" $na -}}
+{{- end }}
+{{- with $aff }}
+affinity: {{- toYaml . | nindent 2 }}
+{{- end }}
+tolerations: {{- toYaml (default list $tol) | nindent 2 }}
+{{- $secrets := list -}}
+{{- range concat (default list $v.imagePullSecrets) (default list $v.global.imagePullSecrets) -}}
+{{- $s := . -}}
+{{- if kindIs "string" . }}{{ $s = dict "name" . }}{{ end -}}
+{{- if not (has $s $secrets) }}{{ $secrets = append $secrets $s }}{{ end -}}
+{{- end -}}
+{{- with $secrets }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A DaemonSet's updateStrategy: the component's, else the global, else the DaemonSet's own (def). */}}
+{{- define "xpu-cdi.updateStrategy" -}}
+{{- with (default .def (default .root.Values.updateStrategy .c.updateStrategy)) -}}
+updateStrategy: {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+More of a daemon's flow-list args: --log-level (the component's logLevel, else the global; not
+with "noLog", for a command without one) and, with "extra", the component's extraArgs.  Each begins with ", ": append inside the ["...", ...].
+*/}}
+{{- define "xpu-cdi.daemonArgs" -}}
+{{- if not .noLog }}{{ with (default .root.Values.logLevel .c.logLevel) }}, "--log-level", {{ toJson . }}{{ end }}{{ end }}
+{{- if .extra }}{{ range .c.extraArgs }}, {{ toJson (toString .) }}{{ end }}{{ end }}
+{{- end -}}
+
+{{/* The parts that need a newer Kubernetes than the chart's kubeVersion (the device plugin's 1.28). */}}
+{{- define "xpu-cdi.kubeChecks" -}}
+{{- $kube := .Capabilities.KubeVersion.Version -}}
+{{- if and .Values.dra.enabled (semverCompare "<1.34.0-0" $kube) -}}
+{{- fail (printf "dra.enabled needs Kubernetes 1.34 or later (resource.k8s.io/v1), this cluster is %s: leave dra.enabled off, the device plugin serves the cards from 1.28" $kube) -}}
+{{- end -}}
+{{- if and .Values.labels.enabled (semverCompare "<1.30.0-0" $kube) -}}
+{{- fail (printf "labels.enabled needs Kubernetes 1.30 or later (its admission policy and the node name in its token), this cluster is %s: label the nodes yourself (kubectl label node <node> xpu-cdi.io/present=true)" $kube) -}}
 {{- end -}}
 {{- end -}}
