@@ -43,12 +43,9 @@ def labeller(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 @pytest.fixture(scope="module")
-def driver(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Identity]:
-    i = Identity(cluster, tmp_path_factory.mktemp("dra-id"))
-    try:
-        yield i
-    finally:
-        i.close()
+def driver(identity: Identity) -> Identity:
+    """The DRA driver's credentials (deploy/dra's service account): tests/k8s/conftest.py's."""
+    return identity
 
 
 def as_(cluster: Cluster, who: Identity, *args: str, input: Optional[str] = None) -> subprocess.CompletedProcess:
