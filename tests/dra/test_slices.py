@@ -38,21 +38,27 @@ class TestNames:
         assert driverversion.semver(text) == want
 
 
+def generated(host: fakehost.FakeHost, host_root: Path, profile_name: str) -> tuple:
+    """The fake host's spec written by ``xpu-cdi generate`` and read back: (profile, kinds)."""
+    from click.testing import CliRunner
+    from xpu_cdi.cli import main
+
+    spec_dir = host_root / "cdi"
+    res = CliRunner().invoke(main, ["generate", *host.cli_roots, "--spec-dir", str(spec_dir)])
+    assert res.exit_code == 0, res.output
+    profile = _profile.load_all()[profile_name]
+    kinds, problems = dp_devices.load([str(spec_dir)], {profile.kind: profile.name}, str(host_root))
+    assert not problems
+    return profile, kinds
+
+
 class TestDescribe:
     def test_fake_p800_host(self, host_root: Path) -> None:
         """Attributes read from the fake host's sysfs and driver files match what the host is built with."""
         host = fakehost.kunlunxin(host_root, cards=8)
         for n in range(2):
             (host_root / f"sys/devices/system/node/node{n}").mkdir(parents=True, exist_ok=True)
-        from click.testing import CliRunner
-        from xpu_cdi.cli import main
-
-        spec_dir = host_root / "cdi"
-        res = CliRunner().invoke(main, ["generate", *host.cli_roots, "--spec-dir", str(spec_dir)])
-        assert res.exit_code == 0, res.output
-        profile = _profile.load_all()["kunlunxin"]
-        kinds, problems = dp_devices.load([str(spec_dir)], {profile.kind: profile.name}, str(host_root))
-        assert not problems
+        profile, kinds = generated(host, host_root, "kunlunxin")
         version = driverversion.read_driver_version(profile, str(host_root), str(host_root))
         assert version == fakehost.XRE_VERSION
         infos = [slices.describe(c, profile, str(host_root), str(host_root), str(host_root), version)
@@ -72,17 +78,10 @@ class TestDescribe:
     def test_fake_910b_ax_server_interconnect(self, host_root: Path) -> None:
         """A 16-NPU 910B server: each NPU's hccsDomain (two of 8) and deviceIP (its hccn.conf line), and
         every device within the API's 32 attributes and capacities (carved kinds' keys counted)."""
-        from click.testing import CliRunner
         from xpu_cdi import interconnect
-        from xpu_cdi.cli import main
 
         host = fakehost.kunpeng_npu_server(host_root, 16)
-        spec_dir = host_root / "cdi"
-        res = CliRunner().invoke(main, ["generate", *host.cli_roots, "--spec-dir", str(spec_dir)])
-        assert res.exit_code == 0, res.output
-        profile = _profile.load_all()["ascend"]
-        kinds, problems = dp_devices.load([str(spec_dir)], {profile.kind: profile.name}, str(host_root))
-        assert not problems
+        profile, kinds = generated(host, host_root, "ascend")
         cards = list(kinds["huawei.com/npu"].cards.values())
         links = interconnect.read(profile, [c.index for c in cards], str(host_root), str(host_root))
         infos = [slices.describe(c, profile, str(host_root), str(host_root), str(host_root), "24.1.0",
