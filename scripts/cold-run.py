@@ -48,7 +48,8 @@ def main() -> int:
         return 1
 
     if plan:
-        subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "purge", "-y", "-qq", *plan], check=True,
+        subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "purge", "-y", "-qq",
+                        *coldrun.purge_options(plan), *plan], check=True,
                        env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), stdout=subprocess.DEVNULL)
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)

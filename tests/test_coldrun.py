@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 from support import coldrun
@@ -73,3 +75,16 @@ def test_dry_run_purges_nothing() -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("cold-run: ") and "packages install-deps.sh added" in r.stdout
     assert coldrun.installed_now() == before
+
+
+def test_purge_options_allow_only_a_foreign_architectures_essential_packages() -> None:
+    """bash is Essential on every Debian: never purged. A package that is not Essential needs no
+    option; a foreign libcrypt1 (Protected; the arm64 cross-build's, when installed) gets
+    --allow-remove-essential."""
+    with pytest.raises(RuntimeError, match="native Essential or Protected packages .*bash"):
+        coldrun.purge_options(["bash", "coreutils"])
+    assert coldrun.purge_options(["dpkg-dev"]) == []
+    foreign = [p for p in coldrun.installed_now() if p.startswith("libcrypt1:")]
+    for name in foreign:
+        assert coldrun.essential([name]) == [name]
+        assert coldrun.purge_options([name, "dpkg-dev"]) == ["--allow-remove-essential"]

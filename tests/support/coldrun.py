@@ -68,10 +68,34 @@ def purge_plan(texts: Iterable[str]) -> List[str]:
     return [p for p in map(unqualified, installed_by_install_deps(texts)) if p in have]
 
 
+def essential(packages: List[str]) -> List[str]:
+    """Which of *packages* are Essential or Protected. A foreign architecture's libcrypt1 and
+    libgcc-s1 (arm64, from the cross-build) are Protected: apt refuses to purge them (and libc6
+    with them) without --allow-remove-essential, though nothing of the native system needs them."""
+    if not packages:
+        return []
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${binary:Package} ${Essential}${Protected}\n", *packages],
+                       capture_output=True, text=True)
+    return [unqualified(name) for name, _, flag in (line.partition(" ") for line in r.stdout.splitlines())
+            if "yes" in flag]
+
+
+def purge_options(packages: List[str]) -> List[str]:
+    """apt-get options the purge of *packages* needs: --allow-remove-essential when the only
+    Essential or Protected packages in it are a foreign architecture's; a native one is refused."""
+    marked = essential(packages)
+    native = [p for p in marked if ":" not in p]
+    if native:
+        raise RuntimeError("cold run: would purge the native Essential or Protected packages "
+                           + " ".join(native))
+    return ["--allow-remove-essential"] if marked else []
+
+
 def removals(packages: List[str]) -> List[str]:
     """What ``apt-get purge`` of *packages* would remove (a simulation): more than *packages*
     means something installed since depends on them."""
-    r = subprocess.run(["apt-get", "-s", "purge", *packages], capture_output=True, text=True)
+    r = subprocess.run(["apt-get", "-s", "purge", *purge_options(packages), *packages],
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"apt-get -s purge failed: {r.stderr.strip()}")
     return [m.group(1) for m in re.finditer(r"^Purg (\S+)", r.stdout, re.M)]
