@@ -6,7 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
-ARCH ?= $(shell dpkg --print-architecture)
+# Debian's architecture name; the kernel's, renamed, where there is no dpkg (make image on openEuler)
+ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || uname -m | sed -e s/x86_64/amd64/ -e s/aarch64/arm64/)
 
 .PHONY: all deps install lint test stress-loop cold-run demo bench fuzz fuzz-native check-schemas clean deb rpm image cross
 FUZZ_SECONDS ?= 60
@@ -91,14 +92,20 @@ deb:
 rpm:
 	sh packaging/rpm/build.sh
 
-# the DaemonSet's image as an OCI archive (packaging/image/out/), no registry needed:
-# deploy/Containerfile built by buildah on a debootstrapped Debian 12 (packaging/image/build.py);
-# ARCH=arm64 on amd64: the arm64 image, its .deb and static binaries cross-built in the build stage
-# on an amd64 Debian 12 root (whatever release this machine runs), what must run on arm64 run by
-# qemu-user-static
+# the DaemonSet's image as an archive (packaging/image/out/), deploy/Containerfile built by
+# IMAGE_BUILDER (packaging/image/build.py):
+#  - buildah: on a debootstrapped Debian 12, no registry needed; the default on Debian and Ubuntu
+#    (apt-get present), which it installs buildah and debootstrap with.  ARCH=arm64 on amd64: the
+#    arm64 image, its .deb and static binaries cross-built in the build stage on an amd64 Debian 12
+#    root (whatever release this machine runs), what must run on arm64 run by qemu-user-static
+#  - podman, else docker: the default elsewhere (openEuler, Kylin, ...): the Containerfile alone, its
+#    pinned debian:12-slim from the registry, nothing of the host's but the engine
+#    (IMAGE_BUILD_ARGS: more arguments for its build, e.g. --network=host)
+IMAGE_BUILDER ?= $(if $(shell command -v apt-get 2>/dev/null),buildah,$(if $(shell command -v podman 2>/dev/null),podman,docker))
+IMAGE_BUILD_ARGS ?=
 image:
-	@sh scripts/install-deps.sh buildah debootstrap $(if $(filter-out $(shell dpkg --print-architecture),$(ARCH)),qemu-user-static)
-	/usr/bin/python3 packaging/image/build.py --arch $(ARCH)
+	@$(if $(filter buildah,$(IMAGE_BUILDER)),sh scripts/install-deps.sh buildah debootstrap $(if $(filter-out $(shell dpkg --print-architecture 2>/dev/null),$(ARCH)),qemu-user-static),:)
+	$(PYTHON) packaging/image/build.py --arch $(ARCH) --builder $(IMAGE_BUILDER) $(foreach a,$(IMAGE_BUILD_ARGS),--engine-arg=$(a))
 
 # the static hook and wrapper for arm64 hosts (Kunpeng), cross-built into build/arm64/bin;
 # dpkg-dev: dpkg-architecture names the cross triplet (a minimal Debian 13 lacks it)

@@ -191,7 +191,7 @@ class TestOptionsDocumented:
 class TestVerbosity:
     """-v is klog's verbosity in the forms other device plugins' charts pass (-v=4)."""
 
-    DAEMONS = ("device-plugin", "dra-driver", "exporter", "watch", "labels")
+    DAEMONS = ("device-plugin", "dra-driver", "exporter", "watch", "labels", "device-plugin-config")
 
     @pytest.mark.parametrize("args, debug", [(["-v=4"], True), (["-v", "4"], True), (["-v4"], True),
                                              (["--verbose=5"], True), (["-v"], True),
@@ -369,7 +369,8 @@ class TestEnvironment:
              "dra-driver": ("--run-dir", "/from-env", "/from-flag", "run_dir"),
              "exporter": ("--listen", ":1111", ":2222", "listen"),
              "labels": ("--removal-grace", "7", "9", "removal_grace"),
-             "watch": ("--profile", "kunlunxin ascend", "ascend", "profiles")}
+             "watch": ("--profile", "kunlunxin ascend", "ascend", "profiles"),
+             "device-plugin-config": ("--node-label", "example.com/env", "example.com/flag", "node_label")}
 
     @staticmethod
     def command(name: str) -> click.Command:

@@ -82,10 +82,21 @@ def version() -> str:
     return re.match(r"xpu-cdi \(([^)]+)\)", text).group(1)  # type: ignore[union-attr]
 
 
+# the kernel's machine names -> Debian's architecture names (what TARGETARCH and the .deb use)
+MACHINES = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
 def arch() -> str:
-    """The build machine's architecture (Debian's name)."""
-    return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    """The build machine's architecture (Debian's name): dpkg's, or the kernel's where there is no dpkg
+    (openEuler, Kylin: `make image IMAGE_BUILDER=podman` needs no Debian tool)."""
+    try:
+        return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        import platform
+
+        machine = platform.machine()
+        return MACHINES.get(machine, machine)
 
 
 def default_name() -> str:
@@ -496,6 +507,54 @@ def build(out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO, 
     return times
 
 
+# ---------------------------------------------------------------- podman or docker, any distribution
+
+ENGINES = ("podman", "docker")
+
+
+def engine_build(engine: str, out: Path, work: Path, name: Optional[str] = None, repo: Path = REPO,
+                 target: str = "", base: Optional[str] = None, context: Optional[Path] = None,
+                 engine_args: Sequence[str] = (), env: Optional[Dict[str, str]] = None) -> Dict[str, float]:
+    """deploy/Containerfile built by *engine* (podman or docker) into the archive *out*: its pinned
+    Debian base from the registry (or *base*), its build stage compiling the .deb and the static
+    binaries, so the build host needs that engine alone.  The context is the one buildah gets (git's
+    files less .containerignore, copied under *work*; docker reads no .containerignore) unless
+    *context* names one; *engine_args* go to ``<engine> build``, *env* to every call (a private podman
+    store).  podman writes an OCI archive, docker its ``docker save`` archive: ``ctr images import`` and
+    ``podman load`` take either."""
+    if shutil.which(engine) is None:
+        raise RuntimeError(f"{engine} is missing: install it, or choose another builder (make image IMAGE_BUILDER=...)")
+    name = name or default_name()
+    target = target or arch()
+    work.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    times: Dict[str, float] = {}
+    with open(work / "build.log", "wb") as logf:
+        t0 = time.monotonic()
+        ctx = context
+        if ctx is None:
+            ctx = work / "context"
+            shutil.rmtree(ctx, ignore_errors=True)
+            make_context(ctx, repo)
+        cmd = [engine, "build", "-f", str(ctx / "deploy" / "Containerfile"), "-t", name,
+               "--build-arg", f"VERSION={version()}"]
+        if base:
+            cmd += ["--build-arg", f"BASE={base}"]
+        if target != arch():  # the build stage still runs on this machine's platform (FROM --platform=$BUILDPLATFORM)
+            cmd += ["--platform", f"linux/{target}"]
+        run([*cmd, *engine_args, str(ctx)], logf, env)
+        times["build"] = time.monotonic() - t0
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        fmt = ["--format", "oci-archive"] if engine == "podman" else []
+        run([engine, "save", *fmt, "-o", str(tmp), name], logf, env)
+        os.rename(tmp, out)
+        if context is None:
+            shutil.rmtree(ctx, ignore_errors=True)
+        times["total"] = time.monotonic() - t0
+    return times
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--emulate"] and argv[2:3] == ["--"]:  # foreign()'s way back in
@@ -509,11 +568,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="base tarball, buildah's storage (layers cached between builds), the log "
                              "(default build/image, build/image-<arch> for another architecture)")
     parser.add_argument("--name", default=None, help=f"image reference in the archive (default {default_name()})")
+    parser.add_argument("--builder", choices=("buildah", *ENGINES), default="buildah",
+                        help="buildah: on a Debian 12 root debootstrapped here, no registry (Debian hosts); podman "
+                             "or docker: the Containerfile alone, its pinned base from the registry (any distribution)")
+    parser.add_argument("--base", default=None,
+                        help="with podman or docker: another base image than the Containerfile's pinned one")
+    parser.add_argument("--engine-arg", action="append", default=[],
+                        help="with podman or docker: an argument for its build (repeatable), e.g. --network=host")
     args = parser.parse_args(argv)
     args.out = args.out or REPO / "packaging" / "image" / "out" / f"xpu-cdi_{version()}_{args.arch}.oci.tar"
     args.work = args.work or REPO / "build" / ("image" if args.arch == arch() else f"image-{args.arch}")
     try:
-        times = build(args.out, args.work, args.name, target=args.arch)
+        if args.builder == "buildah":
+            times = build(args.out, args.work, args.name, target=args.arch)
+        else:
+            times = engine_build(args.builder, args.out, args.work, args.name, target=args.arch, base=args.base,
+                                 engine_args=args.engine_arg)
     except RuntimeError as err:
         print(f"image: {err}", file=sys.stderr)
         return 1

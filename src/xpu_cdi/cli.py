@@ -21,7 +21,8 @@ COMMANDS: Dict[str, Tuple[str, str]] = {name: (f"xpu_cdi.{package}.command", "co
     ("dra-driver", "dra"), ("host", "host"), ("labels", "labels"))}
 COMMANDS.update({"list": ("xpu_cdi.cdi.command", "list_command"),
                  "validate": ("xpu_cdi.cdi.command", "validate_command"),
-                 "hook": ("xpu_cdi.binaries", "hook_command")})
+                 "hook": ("xpu_cdi.binaries", "hook_command"),
+                 "device-plugin-config": ("xpu_cdi.deviceplugin.command", "config_command")})
 
 class Group(clikit.Group):
     """The top-level group: builds the commands of :data:`COMMANDS` when first asked for."""

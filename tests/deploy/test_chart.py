@@ -293,6 +293,10 @@ def test_prometheusrule_is_the_rules_file() -> None:
     ({"sharing": {"timeSlicing": {"resources": [{"name": "kunlunxin.com/xpu", "replicas": 4}]}}},
      "additional properties 'sharing'"),
     ({"devicePlugins": {"enabled": False}}, "devicePlugins"),
+    # a config's name is a node label's value: 63 characters, alphanumerics at both ends
+    ({"devicePlugin": {"config": {"map": {"-shared": {}}}}}, "'-shared' does not match pattern"),
+    ({"devicePlugin": {"config": {"map": {"a": 4}}}}, "/devicePlugin/config/map/a"),
+    ({"devicePlugin": {"config": {"default": "x" * 64}}}, "/devicePlugin/config/default"),
     ({"dra": {"shareCapacity": ["kunlunxin.com/xpu:step=1Gi"]}}, "/dra/shareCapacity/0"),
     # the device plugin keeps off the nodes labelled for DRA: the driver must select that label
     ({"dra": {"nodeSelector": {"xpu-cdi.io/kubernetes-allocation": "yes"}}},
@@ -328,6 +332,9 @@ def test_schema_refuses_bad_values(values: Dict[str, Any], says: str) -> None:
      "devicePlugin.enabled is false"),
     ({"exporter": {"enabled": False}, "monitoring": {"serviceMonitor": {"enabled": True}}},
      "monitoring.serviceMonitor.enabled needs exporter.enabled"),
+    ({"devicePlugin": {"config": {"map": {"shared-4": {}}, "default": "shared4"}}},
+     "devicePlugin.config.default is shared4, which devicePlugin.config.map does not name: give one of shared-4, "
+     "or default"),
 ])
 def test_chart_refuses_what_the_schema_cannot_see(values: Dict[str, Any], says: str) -> None:
     """Checks across values (and the reserved shapes): one line saying what to change."""
@@ -468,3 +475,61 @@ def test_kubernetes_1_28_renders_the_device_plugin_path() -> None:
     assert not [o for o in objs if o["apiVersion"].startswith(("resource.k8s.io", "admissionregistration"))]
     assert helmchart.template({"labels": {"enabled": True}}, extra=["--kube-version", "1.30"]).returncode == 0
     assert helmchart.template({"dra": {"enabled": True}}, extra=["--kube-version", "1.34.0"]).returncode == 0
+
+
+def configs_map(objs: List[Dict[str, Any]]) -> Dict[str, str]:
+    (cm,) = [o for o in by_kind(objs, "ConfigMap") if o["metadata"]["name"] == "xpu-cdi-device-plugin-configs"]
+    return cm["data"]
+
+
+def test_a_config_per_node() -> None:
+    """devicePlugin.config.map: a ConfigMap of named configs (each one the plugin reads; "default" the
+    chart's own settings unless the map has it), the device-plugin-config init container and sidecar
+    writing the chosen one where the plugin's --config points (an emptyDir then), their own account's
+    token mounted in them alone, and a role to read Nodes; the checksum follows the map.  Without the
+    map, none of it."""
+    values = helmchart.COMBINATIONS["per-node"]
+    objs = helmchart.objects(values)
+    data = configs_map(objs)
+    assert sorted(data) == ["by-model", "default", "shared-4"]
+    read = {name: dpconfig.from_mapping(yaml.safe_load(text), name) for name, text in data.items()}
+    assert read["default"] == {} and read["by-model"]["resource_naming"] == "model"
+    assert read["shared-4"]["sharing"].resources[0].replicas == 4
+    pod = plugin_pod(objs)
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == "xpu-cdi-device-plugin-config"
+    assert spec["automountServiceAccountToken"] is False
+    inits = {c["name"]: c for c in spec["initContainers"]}
+    mains = {c["name"]: c for c in spec["containers"]}
+    init, sidecar, dp = inits["device-plugin-config-init"], mains["device-plugin-config"], mains["device-plugin"]
+    plugin_file = dp["args"][dp["args"].index("--config") + 1]
+    for c, once in ((init, True), (sidecar, False)):
+        args = c["args"]
+        assert args[0] == "device-plugin-config" and ("--once" in args) == once
+        assert args[args.index("--output") + 1] == plugin_file
+        assert args[args.index("--default-config") + 1] == "by-model"
+        assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in c["env"]
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        assert mounts["device-plugin-config-token"]["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+        assert plugin_file.startswith(mounts["device-plugin-config"]["mountPath"] + "/")
+        configs_dir = args[args.index("--configs-dir") + 1]
+        assert mounts["device-plugin-configs"]["mountPath"] == configs_dir
+    holders = [c["name"] for c in spec["initContainers"] + spec["containers"]
+               if any(m["name"] == "device-plugin-config-token" for m in c.get("volumeMounts", []))]
+    assert sorted(holders) == ["device-plugin-config", "device-plugin-config-init"]
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert "emptyDir" in vols["device-plugin-config"] and "configMap" not in vols["device-plugin-config"]
+    assert vols["device-plugin-configs"]["configMap"]["name"] == "xpu-cdi-device-plugin-configs"
+    (role,) = [o for o in by_kind(objs, "ClusterRole") if o["metadata"]["name"] == "xpu-cdi-device-plugin-config"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    (binding,) = [o for o in by_kind(objs, "ClusterRoleBinding")
+                  if o["metadata"]["name"] == "xpu-cdi-device-plugin-config"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "xpu-cdi-device-plugin-config",
+                                    "namespace": "kube-system"}]
+    key = "xpu-cdi.io/device-plugin-config"
+    other = dict(values, devicePlugin={"config": dict(values["devicePlugin"]["config"], map=dict(
+        values["devicePlugin"]["config"]["map"], extra={"version": "v1"}))})
+    assert plugin_pod(helmchart.objects(other))["metadata"]["annotations"][key] != pod["metadata"]["annotations"][key]
+    defaults = helmchart.objects({})
+    assert not [o for o in defaults if "device-plugin-config" in o["metadata"]["name"]]
+    assert plugin_pod(defaults)["spec"]["serviceAccountName"] == "xpu-cdi"

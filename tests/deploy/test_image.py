@@ -10,8 +10,11 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Dict, Iterator, Set, Tuple
 
@@ -34,8 +37,6 @@ def image() -> Dict[str, object]:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, image: Dict[str, object]) -> Iterator[runtimes.Podman]:
     """A private podman store with the archive loaded."""
-    import tempfile
-
     runtimes.require("podman", "runc")
     p = runtimes.Podman(Path(tempfile.mkdtemp(prefix="xp-img-")))
     try:
@@ -245,13 +246,23 @@ def podman_build_listing(store: runtimes.Podman, image: Dict[str, object]) -> Di
         base = "localhost/xpu-cdi-base:podman"
         store.run_cmd(["import", "-q", "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
                        "/sbin:/bin", str(base_tar), base], check=True, timeout=300)
-        # the checkout itself as the context, as a user builds it (.containerignore keeps out the venv,
-        # build output, the tests)
+        # make image IMAGE_BUILDER=podman's own code, with the checkout itself as the context, as a user
+        # building by hand gives it (podman's .containerignore keeps out the venv, build output, the tests)
         repo = imagebuild.REPO
-        r = store.run_cmd(["build", "--pull=never", "--network", "host", "--build-arg", f"BASE={base}",
-                           "-f", str(repo / "deploy" / "Containerfile"), "-t", "localhost/xpu-cdi-podman:test",
-                           str(repo)], timeout=1800)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        work = Path(tempfile.mkdtemp(prefix="xp-img-podman-"))
+        try:
+            b.engine_build("podman", work / "podman.oci.tar", work, "localhost/xpu-cdi-podman:test", repo,
+                           base=base, context=repo, engine_args=["--pull=never", "--network", "host"],
+                           env=store.env)
+            # the archive make image writes: an OCI layout naming the image
+            with tarfile.open(work / "podman.oci.tar") as tar:
+                index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+            names = [m.get("annotations", {}).get("org.opencontainers.image.ref.name", "") for m in index["manifests"]]
+            assert any(n.endswith("xpu-cdi-podman:test") for n in names), names
+        except RuntimeError:
+            raise AssertionError((work / "build.log").read_text()[-6000:]) from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         root = mounted(store, "localhost/xpu-cdi-podman:test")
         data = {"files": {k: list(v) for k, v in listing(root).items()},
                 "packages": {n: f["Version"] for n, f in packages(root).items()}}

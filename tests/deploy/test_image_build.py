@@ -5,7 +5,9 @@ removes a failed step's); and how it runs another architecture's programs (forei
 from __future__ import annotations
 
 import os
+import re
 import resource
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -181,3 +183,79 @@ def test_a_refused_prune_does_not_fail_a_written_image(tmp_path: Path, monkeypat
     b.build(tmp_path / "out.tar", tmp_path / "work")
     assert (tmp_path / "out.tar").is_file()
     assert any(ln.endswith(" rmi --prune") for ln in log.read_text().splitlines())
+
+
+ENGINE_STUB = """#!/bin/sh
+# a stand-in podman or docker: its arguments recorded, `save -o FILE` writes FILE
+printf '%s\\n' "$*" >> "{log}"
+if [ "$1" = save ]; then
+  while [ $# -gt 0 ]; do [ "$1" = -o ] && : > "$2"; shift; done
+fi
+exit 0
+"""
+
+
+@pytest.mark.parametrize("engine", ["podman", "docker"])
+def test_podman_or_docker_alone_builds_and_saves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 engine: str) -> None:
+    """`make image IMAGE_BUILDER=podman|docker`: the Containerfile built on the checkout's context (docker
+    reads no .containerignore, so it is the copied one) with the pinned base unless told, no buildah or
+    debootstrap called, then saved where make image writes its archive (podman: an OCI archive)."""
+    b = imagebuild.builder()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "calls"
+    (bindir / engine).write_text(ENGINE_STUB.format(log=log))
+    (bindir / engine).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    copied: List[Path] = []
+    monkeypatch.setattr(b, "make_context", lambda dest, repo: (copied.append(dest), dest.mkdir(parents=True)))
+    out = tmp_path / "out" / "xpu-cdi.tar"
+    b.engine_build(engine, out, tmp_path / "work", engine_args=["--network=host"])
+    build, save = [ln.split() for ln in log.read_text().splitlines()]
+    ctx = copied[0]
+    assert build == ["build", "-f", str(ctx / "deploy" / "Containerfile"), "-t", b.default_name(),
+                     "--build-arg", f"VERSION={b.version()}", "--network=host", str(ctx)], build
+    fmt = ["--format", "oci-archive"] if engine == "podman" else []
+    assert save == ["save", *fmt, "-o", f"{out}.tmp", b.default_name()], save
+    assert out.is_file() and not ctx.exists()
+    log.unlink()
+    b.engine_build(engine, out, tmp_path / "work", base="localhost/debian:12", target="arm64"
+                   if b.arch() != "arm64" else "amd64")
+    build = log.read_text().splitlines()[0].split()
+    assert "BASE=localhost/debian:12" in build and "--platform" in build, build
+
+
+def test_the_containerfiles_base_is_pinned() -> None:
+    """A digest, not a tag alone: the same base bytes for every build until the pin is moved."""
+    text = (imagebuild.REPO / "deploy" / "Containerfile").read_text()
+    (base,) = re.findall(r"^ARG BASE=(\S+)$", text, re.M)
+    assert re.fullmatch(r"docker\.io/library/debian:bookworm-\d{8}-slim@sha256:[0-9a-f]{64}", base), base
+
+
+def test_arch_without_dpkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a distribution without dpkg the architecture is the kernel's, in Debian's name."""
+    import platform
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dpkg
+    b = imagebuild.builder()
+    assert b.arch() == {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
+@pytest.mark.parametrize("tools, builder", [(["apt-get", "podman"], "buildah"), (["podman", "docker"], "podman"),
+                                           (["docker"], "docker")])
+def test_make_image_picks_the_builder_the_host_has(tmp_path: Path, tools: List[str], builder: str) -> None:
+    """`make image` (dry run): buildah on a Debian-family host (apt-get), else podman, else docker; only
+    buildah's way installs Debian packages."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool in ("sh", "sed", "uname"):
+        (bindir / tool).symlink_to(shutil.which(tool))  # type: ignore[arg-type]
+    for tool in tools:
+        (bindir / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bindir / tool).chmod(0o755)
+    r = subprocess.run([shutil.which("make") or "make", "-n", "-s", "image"], cwd=imagebuild.REPO,
+                       env={"PATH": str(bindir)}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"--builder {builder}" in r.stdout, r.stdout
+    assert ("install-deps.sh buildah debootstrap" in r.stdout) == (builder == "buildah"), r.stdout

@@ -26,6 +26,7 @@ from support import fakehost
 from support import kubeletkit
 from support import npusmi
 from support.dpnode import FLOOR, Node
+from xpu_cdi.deviceplugin import configselect
 
 pytestmark = pytest.mark.privileged  # mknod of the fake cards
 
@@ -459,6 +460,34 @@ class TestLifecycle:
             kubelet.wait_for(lambda: kubelet.count() >= 2 and kubelet.requests[-1].resource_name ==
                              "kunlunxin.com/p800", message="the renamed resource registered")
             assert f"config file {mount / 'config.yaml'} changed: reloading" in p.text(), p.text()
+        finally:
+            p.stop()
+
+    def test_the_config_a_node_label_picks_is_served(self, node: Node, stack: str,
+                                                     kubelet: kubeletkit.FakeKubelet, tmp_path: Path) -> None:
+        """device-plugin-config's file as the plugin's --config (the chart's emptyDir): the config a label
+        picks, 4 replicas of each card, is served without a restart; the label gone, the default again."""
+        configs = tmp_path / "configs"
+        configs.mkdir()
+        (configs / "default").write_text("version: v1\n")
+        (configs / "shared-4").write_text(
+            "version: v1\nsharing: {timeSlicing: {resources: [{name: kunlunxin.com/xpu, replicas: 4}]}}\n")
+        out = tmp_path / "plugin-config" / "config.yaml"
+        out.parent.mkdir()
+        lines: list = []
+        selector = configselect.Selector(str(configs), str(out), "default", configselect.DEFAULT_LABEL,
+                                         lambda line, level=0: lines.append(line))
+        assert selector.apply(None)
+        p = kubeletkit.PluginProcess(stack, node.args("--config", str(out), "--health-interval", FLOOR),
+                                     tmp_path / "p.log")
+        try:
+            kubelet.wait_registered()
+            kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="8 cards")
+            assert selector.apply("shared-4")
+            kubelet.wait_for(lambda: len(kubelet.latest()) == 32, message="4 replicas of each of the 8 cards")
+            assert selector.apply(None)
+            kubelet.wait_for(lambda: len(kubelet.latest()) == 8, message="the default's 8 cards again")
+            assert p.proc.poll() is None and p.text().count("changed: reloading") == 2, p.text()
         finally:
             p.stop()
 

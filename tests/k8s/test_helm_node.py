@@ -12,6 +12,8 @@ from helm.sh/helm/v4 at its pin) and the image `make image` builds, imported wit
 - `helm upgrade` with the values users bring from NVIDIA's and HAMi's charts (pull secrets, global
   registry, pod labels and annotations, affinity, per-DaemonSet selector, tolerations, update
   strategy, priority class): each on the pods, which run and serve cards;
+- `helm upgrade` with devicePlugin.config.map: the node label xpu-cdi.io/device-plugin-config picks a named
+  config (4 replicas: allocatable 32), an unknown name keeps it, no label brings the default back;
 - `helm install` with devicePlugin.resourceNaming=model on an Ascend 310P host gives the model's
   resource (huawei.com/Ascend310P), as mind-cluster's plugin names it, and a pod with two of them.
 
@@ -233,6 +235,58 @@ def test_time_slicing_upgrade_rolls_the_plugin(node: HelmNode, pods: List[str]) 
         podres.close()
     assert re.fullmatch(r"[0-7]::[0-3]", replica), replica
     matrix.check_cards(out, [int(replica.split("::")[0])])
+
+
+CONFIG_LABEL = "xpu-cdi.io/device-plugin-config"
+SIDECAR = "device-plugin-config"
+
+
+def test_a_node_label_picks_the_plugins_config(node: HelmNode) -> None:
+    """devicePlugin.config.map with a config of 4 replicas: the node labelled with its name serves it
+    (allocatable 32), an unknown name keeps it (one warning line in the sidecar's log), the label
+    removed brings the default back (8); nothing fails or restarts on the way.  The sidecar's account
+    may read Nodes and nothing else."""
+    cluster = node.cluster
+    values = {"devicePlugin": {"config": {"map": {"shared-4": {"version": "v1", "sharing": {"timeSlicing": {
+        "resources": [{"name": XPU, "replicas": REPLICAS}]}}}}}}}
+    user = f"system:serviceaccount:{NS}:xpu-cdi-device-plugin-config"
+    node.api_env({"initContainers": [f"{SIDECAR}-init"], "containers": [SIDECAR]})
+    try:
+        with tempfile.TemporaryDirectory() as d, Watch(cluster) as w:
+            node.helm("upgrade", RELEASE, *node.chart_args(VERSION), "--values", values_file(values, Path(d)),
+                      "--namespace", NS, "--wait", "--timeout", "5m")
+            pod = node.wait_rolled_out(VERSION)
+            assert {c["name"] for c in pod["spec"]["containers"]} == {"watch", "device-plugin", SIDECAR}
+            cluster.wait_allocatable(XPU, CARDS, timeout=60)
+            name = pod["metadata"]["name"]
+
+            def said(text: str) -> Any:
+                return text in cluster.logs(name, SIDECAR, namespace=NS)
+
+            cluster.kubectl("label", "node", cluster.node_name, f"{CONFIG_LABEL}=shared-4", "--overwrite")
+            took = cluster.wait_allocatable(XPU, CARDS * REPLICAS, timeout=60)
+            cluster.kubectl("label", "node", cluster.node_name, f"{CONFIG_LABEL}=typo", "--overwrite")
+            cluster.wait(lambda: said(f"{CONFIG_LABEL}=typo: no config named 'typo'"), 60, "the unknown name said")
+            assert said("config 'shared-4' stays")
+            assert cluster.allocatable(XPU) == CARDS * REPLICAS
+            cluster.kubectl("label", "node", cluster.node_name, f"{CONFIG_LABEL}-")
+            cluster.wait_allocatable(XPU, CARDS, timeout=60)
+        assert w.bad == [], w.bad
+        assert took < 60
+        for verb, allowed in (("get", "yes"), ("list", "yes"), ("watch", "yes"), ("patch", "no"), ("update", "no"),
+                              ("delete", "no")):
+            r = cluster.kubectl("auth", "can-i", verb, "nodes", "--as", user, check=False)
+            assert r.stdout.strip() == allowed, (verb, r.stdout, r.stderr)
+        r = cluster.kubectl("auth", "can-i", "get", "secrets", "-n", NS, "--as", user, check=False)
+        assert r.stdout.strip() == "no", r.stdout
+        # only the config containers hold the token
+        spec = node.ds()["spec"]["template"]["spec"]
+        holders = [c["name"] for c in spec["initContainers"] + spec["containers"]
+                   if any(m["name"] == "device-plugin-config-token" for m in c.get("volumeMounts", []))]
+        assert sorted(holders) == [SIDECAR, f"{SIDECAR}-init"] and spec["automountServiceAccountToken"] is False
+    finally:
+        cluster.kubectl("label", "node", cluster.node_name, f"{CONFIG_LABEL}-", check=False)
+        node.write_overlay("unused")
 
 
 #: the values users bring from NVIDIA's and HAMi's charts (all but the args observable on the pods)

@@ -47,6 +47,11 @@ COMBINATIONS: Dict[str, Dict[str, Any]] = {
                   # maps merge with the defaults: null drops a default key
                   "nodeSelector": {"xpu-cdi.io/present": None, "node-role.example/npu": "yes"}, "tolerations": [],
                   "priorityClassName": "system-cluster-critical"},
+    # a config per node (NVIDIA's config.map): one given as a mapping, one as YAML text
+    "per-node": {"devicePlugin": {"config": {"default": "by-model", "map": {
+        "shared-4": {"version": "v1", "sharing": {"timeSlicing": {"resources": [
+            {"name": "kunlunxin.com/xpu", "replicas": 4}]}}},
+        "by-model": "version: v1\nflags: {resourceNaming: model}\n"}}}},
     # the values users bring from NVIDIA's and HAMi's charts, global and per DaemonSet
     "conventions": {
         "global": {"imageRegistry": "registry.example:5000", "imagePullSecrets": [{"name": "global-cred"}]},

@@ -7,12 +7,13 @@ shows the command line that started it.
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Dict, Optional, Tuple
 
 import click
 
-from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, Seconds, daemon_log, subcommand
+from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, Seconds, daemon_log, read_from_env, subcommand
 from ..log import WARNING
 from ..node.status import probe as _probe
 from ..node.uevents import SOURCES as UEVENT_SOURCES
@@ -124,3 +125,53 @@ OPTIONS = (
 def command() -> click.Command:
     """Built by ``clikit.subcommand`` (root options: --profile, --profiles-dir, --dev-root, ...)."""
     return subcommand("device-plugin", device_plugin, OPTIONS, envvars=True)
+
+
+def device_plugin_config(node: Optional[str], kubeconfig: Optional[str], node_label: str, configs_dir: str,
+                         default_config: str, output: str, resync: float, once: bool, log_level: str,
+                         verbose: bool, log_format: str) -> None:
+    """Write the device plugin's config file that this node's label names (NVIDIA's
+    config-manager, in our names: docs/device-plugin.md, "A config per node").
+
+    The label (default xpu-cdi.io/device-plugin-config) names a file of --configs-dir; no
+    label: --default-config. The file is checked as the plugin reads it and written to
+    --output atomically; the plugin follows it. An unknown name or a bad file is one warning
+    line and the config in place stays. Reads its own Node only (list and watch with a field
+    selector); --once: one pass, as an init container.
+    """
+    from . import configselect
+
+    log = daemon_log("xpu-cdi device-plugin-config", log_level, verbose, log_format)
+    sys.exit(configselect.main(node, kubeconfig, node_label, configs_dir, default_config, output, resync, once, log))
+
+
+@functools.lru_cache(maxsize=None)  # click.option mutates the function: built once
+def config_command() -> click.Command:
+    """``device-plugin-config``: the config-manager sidecar (no host options: it reads no host)."""
+    from . import configselect
+
+    f: Any = device_plugin_config
+    for opt in reversed((
+        click.option("--node", default=None, envvar="NODE_NAME", metavar="NAME",
+                     help="The Node whose label picks the config (default: $NODE_NAME, the downward API's "
+                          "spec.nodeName)."),
+        click.option("--kubeconfig", default=None, metavar="FILE",
+                     help="The API server as this kubeconfig says (default: the pod's service account)."),
+        click.option("--node-label", default=configselect.DEFAULT_LABEL, show_default=True, metavar="KEY",
+                     help="The node label naming the config."),
+        click.option("--configs-dir", default=configselect.DEFAULT_CONFIGS_DIR, show_default=True, metavar="DIR",
+                     help="The named configs, a file each (a mounted ConfigMap)."),
+        click.option("--default-config", default=configselect.DEFAULT_NAME, show_default=True, metavar="NAME",
+                     help="The config of a node without the label."),
+        click.option("--output", default=config.DEFAULT_CONFIG, show_default=True, metavar="FILE",
+                     help="The file written: the device plugin's --config."),
+        click.option("--resync", type=Seconds(1, 86400), default=60.0, show_default=True,
+                     help="Seconds a watch of the Node lasts before it is listed again (the configs "
+                          "directory is read again then too)."),
+        click.option("--once", is_flag=True, help="One pass, then exit (an init container)."),
+        *LOG_OPTIONS,
+    )):
+        f = opt(f)
+    cmd = click.command("device-plugin-config")(f)
+    read_from_env(cmd)
+    return cmd

@@ -17,7 +17,7 @@ import yaml
 
 from support import fakehost, helmchart
 from support.k8s.cluster import Cluster
-from support.k8s.dsnode import ACCEL_LABEL, Node
+from support.k8s.dsnode import ACCEL_LABEL, DS, NS, Node
 
 PLUGIN = "xpu-cdi-test-node"
 IMAGE = "docker.io/library/xpu-cdi"  # what `ctr images import` of make image's archive holds
@@ -51,6 +51,21 @@ class HelmNode(Node):
         k: Dict[str, Any] = yaml.safe_load((self.overlay / "kustomization.yaml").read_text())
         k["resources"] = ["chart.yaml"]
         k.pop("images", None)
+        (self.overlay / "kustomization.yaml").write_text(yaml.safe_dump(k))
+
+    def api_env(self, containers: Dict[str, List[str]]) -> None:
+        """The API server's address in the env of the DaemonSet's *containers* (``{"initContainers": [names],
+        "containers": [names]}``), as test_dra_daemonset_node gives the DRA driver's: 127.0.0.1:6443, there
+        being no kube-proxy for the ``kubernetes`` Service's address; the containers still use their pod's
+        token.  A strategic merge patch (by container name) in the overlay, until write_overlay()."""
+        env = [{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+               {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"}]
+        patch = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": DS, "namespace": NS},
+                 "spec": {"template": {"spec": {kind: [{"name": n, "env": env} for n in names]
+                                                for kind, names in containers.items()}}}}
+        (self.overlay / "api-env.yaml").write_text(yaml.safe_dump(patch))
+        k: Dict[str, Any] = yaml.safe_load((self.overlay / "kustomization.yaml").read_text())
+        k["patches"].append({"path": "api-env.yaml"})
         (self.overlay / "kustomization.yaml").write_text(yaml.safe_dump(k))
 
     def env(self) -> Dict[str, str]:

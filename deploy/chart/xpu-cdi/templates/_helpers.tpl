@@ -88,9 +88,66 @@ the plugin's defaults, `{}` when nothing does.
 {{- end -}}
 {{- end -}}
 
+{{/*
+The named configs of devicePlugin.config.map (a node label picks one: docs/device-plugin.md, "A
+config per node") as a ConfigMap's data, a key per name: each config as given (YAML text, or a
+mapping written as YAML), and "default" the chart's own (xpu-cdi.devicePluginConfig) unless the map
+has one.  Empty when the map is.
+*/}}
+{{- define "xpu-cdi.devicePluginConfigs" -}}
+{{- $map := .Values.devicePlugin.config.map -}}
+{{- if $map -}}
+{{- $out := dict -}}
+{{- range $name, $cfg := $map -}}
+{{- $_ := set $out $name (ternary $cfg (toYaml $cfg) (kindIs "string" $cfg)) -}}
+{{- end -}}
+{{- if not (hasKey $out "default") -}}
+{{- $_ := set $out "default" (include "xpu-cdi.devicePluginConfig" .) -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The device-plugin-config container (root: ., once: as the init container): the node's label picks a
+named config of /etc/xpu-cdi/device-plugin-configs, written to the plugin's config file.  Its token is
+the projected volume's, mounted here only.
+*/}}
+{{- define "xpu-cdi.configSelector" -}}
+{{- $root := .root -}}
+- name: device-plugin-config{{ if .once }}-init{{ end }}
+  image: {{ include "xpu-cdi.image" $root }}
+  imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+  command: ["/usr/bin/xpu-cdi"]
+  args: ["device-plugin-config"{{ if .once }}, "--once"{{ end }}, "--configs-dir", "/etc/xpu-cdi/device-plugin-configs",
+         "--default-config", {{ toJson $root.Values.devicePlugin.config.default }}, "--output", "/etc/xpu-cdi/device-plugin/config.yaml"
+         {{- include "xpu-cdi.daemonArgs" (dict "root" $root "c" $root.Values.devicePlugin) }}]
+  env:
+    - name: NODE_NAME
+      valueFrom:
+        fieldRef: {fieldPath: spec.nodeName}
+  terminationMessagePath: /tmp/termination-log  # as for generate
+  terminationMessagePolicy: FallbackToLogsOnError
+  resources: {{- toYaml (index $root.Values.resources "device-plugin-config") | nindent 4 }}
+  securityContext:
+    runAsUser: 0
+    readOnlyRootFilesystem: true
+    allowPrivilegeEscalation: false
+    capabilities:
+      drop: ["ALL"]
+  volumeMounts:
+    - {name: device-plugin-configs, mountPath: /etc/xpu-cdi/device-plugin-configs, readOnly: true}
+    - {name: device-plugin-config, mountPath: /etc/xpu-cdi/device-plugin}
+    - {name: device-plugin-config-token, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
+{{- end -}}
+
 {{/* Values the schema cannot check across fields: one line each. */}}
 {{- define "xpu-cdi.checks" -}}
 {{- $v := .Values -}}
+{{- $cfg := $v.devicePlugin.config -}}
+{{- if and $cfg.map (ne $cfg.default "default") (not (hasKey $cfg.map $cfg.default)) -}}
+{{- fail (printf "devicePlugin.config.default is %s, which devicePlugin.config.map does not name: give one of %s, or default (the chart's devicePlugin settings)" $cfg.default (keys $cfg.map | sortAlpha | join ", ")) -}}
+{{- end -}}
 {{- if and $v.allocation.default $v.allocation.kinds -}}
 {{- fail "allocation: set default (one way for every kind) or kinds (a way per kind), not both: the node config holds one of them" -}}
 {{- end -}}
