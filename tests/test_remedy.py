@@ -7,7 +7,7 @@ from typing import Tuple
 import pytest
 
 from xpu_cdi.errors import ConfigError
-from xpu_cdi.remedy import Decision, Policy, Remedy, parse
+from xpu_cdi.remedy import Decision, Policy, Remedy, from_config, parse
 
 
 class Clock:
@@ -149,3 +149,26 @@ def test_parse_refuses_with_one_line(value, says):
 def test_parse_refuses_a_kind_twice():
     with pytest.raises(ConfigError, match="given twice"):
         parse(["a.com/x", "a.com/x:grace=1"])
+
+
+def test_from_config():
+    assert from_config(None, "f") == {}
+    assert from_config({"a.com/x": None, "b.com/y": {"grace": 5, "holdDown": 0.5},
+                        "c.com/z": {"evict": False}}, "f") == {
+        "a.com/x": Policy(evict=True), "b.com/y": Policy(True, 5.0, 0.5), "c.com/z": Policy()}
+
+
+@pytest.mark.parametrize("value, says", [
+    ([], "f: must be a mapping of CDI kind"),
+    ({"xpu": {}}, "'xpu' is not a CDI kind"),
+    ({"a.com/x": {"grace": 1, "hold-down": 2}}, "f.a.com/x: must be a mapping of evict, grace, holdDown"),
+    ({"a.com/x": 3}, "must be a mapping of evict"),
+    ({"a.com/x": {"evict": "yes"}}, "f.a.com/x.evict: must be true or false, not 'yes'"),
+    ({"a.com/x": {"grace": True}}, "f.a.com/x: grace must be a number of seconds"),
+    ({"a.com/x": {"holdDown": 1e9}}, "holdDown must be a number of seconds between 0 and 86400"),
+    ({"a.com/x": {"grace": "30s"}}, "grace must be"),
+])
+def test_from_config_refuses_with_one_line(value, says):
+    with pytest.raises(ConfigError) as err:
+        from_config(value, "f")
+    assert says in str(err.value) and "\n" not in str(err.value)

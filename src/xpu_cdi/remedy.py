@@ -166,3 +166,37 @@ def seconds(value: object, key: str, low: float, high: float, where: str) -> flo
     except ValueError as err:  # InputError is one too
         text = str(err) if isinstance(err, InputError) else f"must be a number of seconds between {low:g} and {high:g}"
         raise ConfigError(f"{where}: {key} {text}, not {value!r}") from None
+
+
+CONFIG_KEYS = {"evict": "evict", "grace": "grace", "holdDown": "hold_down"}
+
+
+def from_config(value: object, where: str) -> Dict[str, Policy]:
+    """A config file's ``remediation`` mapping -- ``{KIND: {evict: true, grace: 30, holdDown: 300}}``, every
+    key optional (``evict`` defaults to true: a kind is listed to turn it on) -- as CDI kind -> policy.
+
+    Raises:
+        ConfigError: one line naming *where* (the file and key), the kind and what is wrong.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be a mapping of CDI kind to {{evict, grace, holdDown}}")
+    out: Dict[str, Policy] = {}
+    for kind, entry in value.items():
+        vendor, _slash, klass = str(kind).partition("/")
+        if not isinstance(kind, str) or not vendor or not klass or "/" in klass:
+            raise ConfigError(f"{where}: {kind!r} is not a CDI kind (kunlunxin.com/xpu)")
+        if entry is None:
+            entry = {}
+        if not isinstance(entry, dict) or set(map(str, entry)) - set(CONFIG_KEYS):
+            raise ConfigError(f"{where}.{kind}: must be a mapping of {', '.join(CONFIG_KEYS)}")
+        evict = entry.get("evict", True)
+        if not isinstance(evict, bool):
+            raise ConfigError(f"{where}.{kind}.evict: must be true or false, not {evict!r}")
+        fields: Dict[str, float] = {}
+        for key, (low, high) in (("grace", GRACE_RANGE), ("holdDown", HOLD_DOWN_RANGE)):
+            if key in entry:
+                fields[CONFIG_KEYS[key]] = seconds(entry[key], key, low, high, where=f"{where}.{kind}")
+        out[kind] = Policy(evict=evict, **fields)
+    return out
