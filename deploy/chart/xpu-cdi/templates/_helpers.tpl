@@ -88,6 +88,15 @@ the plugin's defaults, `{}` when nothing does.
 {{- end -}}
 {{- end -}}
 
+{{/* The DRA driver's config file (`xpu-cdi dra-driver --config`, docs/dra.md "Remediation"). */}}
+{{- define "xpu-cdi.draDriverConfig" -}}
+{{- if .Values.dra.remediation -}}
+{{- toYaml (dict "version" "v1" "remediation" .Values.dra.remediation) -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
+
 {{/* Values the schema cannot check across fields: one line each. */}}
 {{- define "xpu-cdi.checks" -}}
 {{- $v := .Values -}}
