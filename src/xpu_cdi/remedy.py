@@ -40,6 +40,8 @@ from . import bounded
 from .errors import ConfigError, InputError
 
 EVICT, RESTORE = "evict", "restore"
+UNHEALTHY, RECOVERED, HELD_DOWN = "unhealthy", "recovered", "held-down"  # the decisions' reasons
+REASONS = {EVICT: (UNHEALTHY,), RESTORE: (RECOVERED, HELD_DOWN)}
 GRACE_RANGE = (0.0, 86400.0)  # seconds: 0 evicts at the first unhealthy reading
 HOLD_DOWN_RANGE = (0.0, 86400.0)
 _KEYS = {"grace": GRACE_RANGE, "hold-down": HOLD_DOWN_RANGE}
@@ -105,9 +107,9 @@ class Remedy:
             c = self.cards[name]
             if not c.healthy and not c.evicted and now - c.since >= self.policy.grace:
                 c.evicted = True
-                out.append(Decision(name, EVICT, "unhealthy"))
+                out.append(Decision(name, EVICT, UNHEALTHY))
             elif c.healthy and c.held and now - c.since >= self.policy.hold_down:
-                out.append(Decision(name, RESTORE, "recovered" if c.evicted else "held-down"))
+                out.append(Decision(name, RESTORE, RECOVERED if c.evicted else HELD_DOWN))
                 c.held = c.evicted = False
         return out
 
