@@ -435,6 +435,8 @@ class KindDriver:
             info = self.devices.get(d.card)
             cdi = info.cdi if info is not None and info.cdi else f"{self.kind} device {d.card}"
             pods = self.holders(d.card)
+            if info is not None and info.template and not pods:
+                continue  # a vNPU template no claim made: its chip's own decision says it
             held = f"; held by {', '.join(f'{ns}/{n}' for ns, n, _u in pods)}" if pods else "; no pod holds it"
             if d.action == remedy.EVICT:
                 text = (f"{cdi} unhealthy for {policy.grace:g}s ({self.unhealthy.get(d.card) or 'unhealthy'}): "
