@@ -195,6 +195,29 @@ def test_share_capacity_reaches_the_driver() -> None:
     assert mounts["/var/lib/kubelet/plugins"].get("readOnly") is True
 
 
+def test_remediation_reaches_the_drivers_config_file(tmp_path) -> None:
+    """dra.remediation is the driver's config file (the ConfigMap it reads through --config), read as the
+    driver reads it; the pods' checksum annotation follows it, so a change rolls them."""
+    from xpu_cdi.dra import config as draconfig
+    from xpu_cdi.remedy import Policy
+
+    def driver(values: Dict[str, Any]) -> Any:
+        objs = helmchart.objects(dict(helmchart.COMBINATIONS["everything"], dra=dict(values, enabled=True)))
+        (cm,) = [o for o in by_kind(objs, "ConfigMap") if o["metadata"]["name"] == "xpu-cdi-dra-driver"]
+        (ds,) = [o for o in by_kind(objs, "DaemonSet") if o["metadata"]["name"] == "xpu-cdi-dra-driver"]
+        f = tmp_path / "config.yaml"
+        f.write_text(cm["data"]["config.yaml"])
+        return draconfig.read_config(str(f), True), ds["spec"]["template"]["metadata"]["annotations"]
+
+    off, off_pod = driver({})
+    on, on_pod = driver({"remediation": {"kunlunxin.com/xpu": {"grace": 20, "holdDown": 120},
+                                         "huawei.com/npu": {}}})
+    assert off == {}
+    assert on == {"kunlunxin.com/xpu": Policy(True, 20.0, 120.0), "huawei.com/npu": Policy(True)}
+    key = "xpu-cdi.io/dra-driver-config"
+    assert off_pod[key] != on_pod[key]
+
+
 def plugin_config(objs: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The device plugin's settings from the chart's config file, as the plugin reads them."""
     (cm,) = [o for o in by_kind(objs, "ConfigMap") if o["metadata"]["name"] == "xpu-cdi-device-plugin"]
@@ -298,6 +321,9 @@ def test_prometheusrule_is_the_rules_file() -> None:
     ({"devicePlugin": {"config": {"map": {"a": 4}}}}, "/devicePlugin/config/map/a"),
     ({"devicePlugin": {"config": {"default": "x" * 64}}}, "/devicePlugin/config/default"),
     ({"dra": {"shareCapacity": ["kunlunxin.com/xpu:step=1Gi"]}}, "/dra/shareCapacity/0"),
+    ({"dra": {"remediation": {"kunlunxin.com/xpu": {"grace": -1}}}}, "/dra/remediation/kunlunxin.com~1xpu/grace"),
+    ({"dra": {"remediation": {"kunlunxin.com/xpu": {"hold-down": 5}}}}, "additional properties 'hold-down'"),
+    ({"dra": {"remediation": {"xpu": {}}}}, "'xpu' does not match pattern"),
     # the device plugin keeps off the nodes labelled for DRA: the driver must select that label
     ({"dra": {"nodeSelector": {"xpu-cdi.io/kubernetes-allocation": "yes"}}},
      "/dra/nodeSelector/xpu-cdi.io~1kubernetes-allocation"),

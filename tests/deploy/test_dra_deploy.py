@@ -26,8 +26,8 @@ def docs() -> List[Dict[str, Any]]:
     return out
 
 
-def one(kind: str) -> Dict[str, Any]:
-    (d,) = [d for d in docs() if d["kind"] == kind]
+def one(kind: str, name: str = "") -> Dict[str, Any]:
+    (d,) = [d for d in docs() if d["kind"] == kind and name in ("", d["metadata"]["name"])]
     return d
 
 
@@ -62,9 +62,25 @@ def test_daemonset_rolls_with_surge_and_runs_the_driver() -> None:
     assert writable == {"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/run/xpu-cdi",
                         "/var/run/cdi"}  # the last for claim-scoped specs (shares, vNPUs)
     assert spec["serviceAccountName"] == one("ServiceAccount")["metadata"]["name"]
-    cfg = yaml.safe_load(one("ConfigMap")["data"]["config.yaml"])
+    cfg = yaml.safe_load(one("ConfigMap", "xpu-cdi-dra-node-config")["data"]["config.yaml"])
     # the node label alone chooses the way (docs/dra.md): a `dra` here kept the plugin off the node after a switch back
     assert cfg == {"accept-env-selection-when-unprivileged": False}
+
+
+def test_driver_config_file_is_the_defaults_mounted_where_args_say() -> None:
+    """The driver's config file (dra.remediation): `{}` (no eviction: today's NoSchedule taint only),
+    mounted read-only outside the host's /etc/xpu-cdi, named by --config; its checksum rolls the pods."""
+    ds = one("DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    (c,) = [c for c in spec["containers"] if c["name"] == "dra-driver"]
+    path = c["args"][c["args"].index("--config") + 1]
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == "dra-driver-config"]
+    assert path == mount["mountPath"] + "/config.yaml" and mount["readOnly"]
+    assert not mount["mountPath"].startswith("/etc/xpu-cdi/")
+    (vol,) = [v for v in spec["volumes"] if v["name"] == "dra-driver-config"]
+    cm = one("ConfigMap", vol["configMap"]["name"])
+    assert yaml.safe_load(cm["data"]["config.yaml"]) == {}
+    assert ds["spec"]["template"]["metadata"]["annotations"]["xpu-cdi.io/dra-driver-config"]
 
 
 def test_rbac_is_what_the_driver_calls() -> None:

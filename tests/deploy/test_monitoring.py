@@ -262,6 +262,38 @@ def test_a_lost_card_fires_on_its_node_and_kind(promtool: str, tmp_path: Path) -
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def test_pods_evicted_fires_on_the_first_eviction_and_clears(promtool: str, tmp_path: Path) -> None:
+    """XpuCdiPodsEvicted: node n1's XPU policy evicts (its series from 0, as the exporter writes it), one
+    card emptied at minute 5, a second at minute 7; node n2's NPUs never: it fires at once for n1 only,
+    says 2 cards while both are within the 10 minutes, clears after."""
+    def evictions(node: str, kind: str, values: str) -> Dict[str, str]:
+        return {"series": f'xpu_cdi_evictions_total{{instance="{node}:{PORT}",node="{node}",kind="{kind}",'
+                          f'reason="unhealthy"}}', "values": values}
+
+    xpu, npu = "kunlunxin.com/xpu", "huawei.com/npu"
+    rule = next(r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]
+                if r["alert"] == "XpuCdiPodsEvicted")
+
+    def fired(count: str) -> Dict[str, Any]:
+        labels = {"alertname": "XpuCdiPodsEvicted", "instance": f"n1:{PORT}", "node": "n1", "kind": xpu,
+                  "reason": "unhealthy", "severity": "warning"}
+        return {"exp_labels": labels, "exp_annotations": {
+            "summary": f"n1: pods evicted from {count} unhealthy {xpu} card(s) in 10 minutes",
+            "description": _render(rule["annotations"]["description"], labels)}}
+
+    def at(minutes: int, alerts: List[Dict[str, Any]]) -> Dict[str, Any]:
+        return {"eval_time": f"{minutes}m", "alertname": "XpuCdiPodsEvicted", "exp_alerts": alerts}
+
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": [evictions("n1", xpu, "0x4 1 1 2x30"), evictions("n2", npu, "0x40")],
+        "alert_rule_test": [at(4, []), at(5, [fired("1")]), at(10, [fired("2")]), at(25, [])],
+    }]}
+    shutil.copy(RULES, tmp_path / "rules.yaml")
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    res = promtool_run(promtool, "test", "rules", "tests.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def _render(template: str, labels: Dict[str, str]) -> str:
     """The descriptions' only template constructs: {{ with $labels.pod }}...{{ . }}...{{ end }}, $labels.x."""
     def with_block(m: "re.Match[str]") -> str:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import pytest
 
 from support import kubeproto
+from xpu_cdi import remedy
 from xpu_cdi.node import servemode
 from xpu_cdi.dra import checkpoint
 
@@ -255,3 +256,99 @@ def test_socket_names_fit_the_unix_limit() -> None:
     paths = {dra_socket(deep, u) for u in (uid, uid[::-1])} | {registration_socket(deep, DRIVER, uid)}
     assert len(paths) == 3 and all(len(p.encode()) <= MAX_SOCKET_PATH for p in paths), paths
     assert dra_socket(deep, uid) == dra_socket(deep, uid)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def taints(kube) -> dict:
+    return {x["name"]: [t["effect"] for t in x["taints"]]
+            for v in kube.slices.values() for x in v["spec"]["devices"] if x.get("taints")}
+
+
+def test_evict_policy_noexecute_after_grace_events_and_restore(dra_node, kube, grpc_mod) -> None:
+    """--evict: card 2, which a pod's claim holds, unhealthy: NoSchedule within the grace, NoExecute at
+    its end, one Event on the Node and one on the pod, a line, a count; healthy: tainted through the
+    hold-down (NoExecute still), then untainted and one restore."""
+    d = started(dra_node, kube, remedy={f"{DRIVER}/xpu": remedy.Policy(True, grace=30, hold_down=300)})
+    driver = next(iter(d.drivers.values()))
+    clock = driver.remedy.clock = Clock()
+    kube.add_claim("ns", "c", "uid-c", [result("2")])
+    try:
+        Kubelet(grpc_mod, dra_node.settings.registry_dir).prepare(("ns", "c", "uid-c"))
+        os.rename(dra_node.host.path("/dev/xpu2"), dra_node.host.path("/dev/xpu2.gone"))
+        d.step()
+        assert taints(kube) == {"2": ["NoSchedule"]} and kube.about == []
+        assert d.next_wait() == pytest.approx(min(30, d.poll_interval(d.s.health_interval)))
+        clock.now += 29.9
+        d.step()
+        assert taints(kube) == {"2": ["NoSchedule"]} and kube.about == []
+        clock.now += 0.1
+        d.step()
+        assert taints(kube) == {"2": ["NoExecute"]}
+        assert [(ns, o["kind"], o["name"], r, t, h) for ns, o, r, t, h in kube.about] == [
+            ("default", "Node", "n1", "CardUnhealthyEvicting", "Warning", "n1"),
+            ("ns", "Pod", "p", "CardUnhealthyEvicting", "Warning", "n1")]
+        assert kube.about[1][1]["uid"] == "pod-uid-c"
+        assert "held by ns/p" in kube.events[0][1] and "NoExecute" in kube.events[0][1]
+        assert sum("evict (unhealthy)" in line for line in dra_node.logs) == 1
+        status = driver.status()
+        assert status["evictions"] == {"unhealthy": 1} and status["restores"] == {}
+        assert status["remediation"] == {"evict": True, "grace": 30, "hold_down": 300}
+        os.rename(dra_node.host.path("/dev/xpu2.gone"), dra_node.host.path("/dev/xpu2"))
+        clock.now += 5
+        d.step()
+        assert taints(kube) == {"2": ["NoExecute"]}  # held down
+        assert "held down" in driver.unhealthy["2"]
+        clock.now += 300
+        d.step()
+        assert taints(kube) == {}
+        assert [r for _ns, _o, r, _t, _h in kube.about[2:]] == ["CardRestored", "CardRestored"]
+        assert driver.status()["restores"] == {"recovered": 1}
+    finally:
+        d.close()
+
+
+def test_evict_policy_blip_within_grace_evicts_nothing(dra_node, kube, grpc_mod) -> None:
+    d = started(dra_node, kube, remedy={f"{DRIVER}/xpu": remedy.Policy(True, grace=30, hold_down=60)})
+    driver = next(iter(d.drivers.values()))
+    clock = driver.remedy.clock = Clock()
+    try:
+        os.rename(dra_node.host.path("/dev/xpu1"), dra_node.host.path("/dev/xpu1.gone"))
+        d.step()
+        clock.now += 20
+        os.rename(dra_node.host.path("/dev/xpu1.gone"), dra_node.host.path("/dev/xpu1"))
+        d.step()
+        clock.now += 20
+        d.step()
+        assert taints(kube) == {"1": ["NoSchedule"]} and kube.about == []  # held down, never NoExecute
+        clock.now += 40
+        d.step()
+        assert taints(kube) == {}
+        assert [r for _ns, _o, r, _t, _h in kube.about] == ["CardRestored"]  # the node's only
+        assert driver.status()["evictions"] == {} and driver.status()["restores"] == {"held-down": 1}
+    finally:
+        d.close()
+
+
+def test_no_policy_is_todays_behaviour(dra_node, kube, grpc_mod) -> None:
+    d = started(dra_node, kube)
+    driver = next(iter(d.drivers.values()))
+    driver.remedy.clock = clock = Clock()
+    try:
+        os.rename(dra_node.host.path("/dev/xpu1"), dra_node.host.path("/dev/xpu1.gone"))
+        d.step()
+        clock.now += 10_000
+        d.step()
+        assert taints(kube) == {"1": ["NoSchedule"]}
+        os.rename(dra_node.host.path("/dev/xpu1.gone"), dra_node.host.path("/dev/xpu1"))
+        d.step()
+        assert taints(kube) == {} and kube.about == [] and d.next_wait() == d.poll_interval(d.s.health_interval)
+        assert driver.status()["remediation"]["evict"] is False
+    finally:
+        d.close()

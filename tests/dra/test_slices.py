@@ -131,6 +131,22 @@ class TestBuild:
         assert "taints" not in s["spec"]["devices"][0]
         assert s["spec"]["devices"][1]["taints"] == [{"key": "kunlunxin.com/unhealthy", "effect": "NoSchedule"}]
 
+    def test_evicting_card_carries_a_noexecute_taint(self) -> None:
+        (s,) = slices.build("kunlunxin.com", "n", [info("0"), info("1"), info("2")], {"1": "gone", "2": "gone"}, 1,
+                            evicting={"2", "0"})  # a healthy card named evicting is not tainted
+        assert [d.get("taints") for d in s["spec"]["devices"]] == [
+            None, [{"key": "kunlunxin.com/unhealthy", "effect": "NoSchedule"}],
+            [{"key": "kunlunxin.com/unhealthy", "effect": "NoExecute"}]]
+
+    def test_time_added_kept_for_the_same_taint_only(self) -> None:
+        devs = [info("0"), info("1")]
+        have = {s["metadata"]["name"]: s for s in slices.build("k.com", "n", devs, {"0": "x", "1": "x"}, 1)}
+        for dev in next(iter(have.values()))["spec"]["devices"]:
+            dev["taints"][0]["timeAdded"] = f"2026-12-07T20:0{dev['name']}:00Z"
+        want = slices.build("k.com", "n", devs, {"0": "x", "1": "x"}, 2, evicting={"1"})
+        slices.keep_time_added(want, have)
+        assert [d["taints"][0].get("timeAdded") for d in want[0]["spec"]["devices"]] == ["2026-12-07T20:00:00Z", None]
+
     def test_memory_capacity_where_known(self) -> None:
         entry = slices.device_entry(info("0", memory="96Gi"), "k.com")
         assert entry["capacity"] == {"memory": {"value": "96Gi"}}
@@ -147,3 +163,4 @@ class TestContent:
     def test_health_change_is_a_content_change(self) -> None:
         devs = [info("0")]
         assert slices.content(devs, "k.com", {}) != slices.content(devs, "k.com", {"0": "gone"})
+        assert slices.content(devs, "k.com", {"0": "gone"}) != slices.content(devs, "k.com", {"0": "gone"}, {"0"})

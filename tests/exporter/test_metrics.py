@@ -40,7 +40,10 @@ def snapshot() -> metrics.Snapshot:
     return metrics.Snapshot(cards, allocation_known=True, claim_devices=[claim],
                             sources=[Result("kunlunxin/xpu-smi", up=True, duration=0.012345),
                                      Result("pod-resources", up=False, why="no socket")],
-                            drivers={"kunlunxin.com/xpu": "5.0.21+13"})
+                            drivers={"kunlunxin.com/xpu": "5.0.21+13"},
+                            remedies={("evict", "kunlunxin.com/xpu", "unhealthy"): 2.0,
+                                      ("restore", "kunlunxin.com/xpu", "recovered"): 1.0,
+                                      ("restore", "huawei.com/npu", "held-down"): 3.0})
 
 
 def collector() -> metrics.SnapshotCollector:

@@ -10,8 +10,9 @@ hand, as a compromised pod would; the change the daemon makes is shown still all
   ownerReference (the garbage collector deleted the Node when its owner was missing), not a
   finalizer (the Node's deletion held), not annotations, other labels, taints, the spec.
 - deploy/dra: the driver writes ResourceSlices of its own node only (node name, pool name, one of
-  our drivers, owned by its Node only, no finalizer, no labels added), and Events about its own
-  Node only.
+  our drivers, owned by its Node only, no finalizer, no labels added; so it taints only its own
+  node's cards), Events about its own Node, and about a Pod only a remediation decision naming its
+  node as the source; it can neither evict nor delete a pod, nor make a DeviceTaintRule.
 """
 
 from __future__ import annotations
@@ -229,18 +230,96 @@ def test_driver_refused_to_add_labels_to_its_own_slice(cluster: Cluster, driver:
                 json.dumps({"metadata": {"finalizers": ["xpu-cdi.io/hold"]}})), "finalizer")
 
 
-def event(node: str, kind: str = "Node", name: str = "") -> Dict[str, Any]:
+def event(node: str, kind: str = "Node", name: str = "", reason: str = "CheckpointCorrupt", host: str = "",
+          namespace: str = "default", **fields: Any) -> Dict[str, Any]:
+    involved = {"kind": kind, "name": name or node, **({"namespace": "default"} if kind == "Pod" else {})}
     return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": "xpu-cdi-policy-", "namespace": "default"},
-            "involvedObject": {"kind": kind, "name": name or node}, "reason": "CheckpointCorrupt",
-            "message": "policy test", "type": "Warning", "source": {"component": "xpu-cdi-dra-driver"}}
+            "metadata": {"generateName": "xpu-cdi-policy-", "namespace": namespace, **fields.pop("meta", {})},
+            "involvedObject": involved, "reason": reason, "message": "policy test", "type": "Warning",
+            "source": {"component": "xpu-cdi-dra-driver", **({"host": host} if host else {})}, **fields}
 
 
-def test_driver_events_about_its_own_node_only(cluster: Cluster, driver: Identity) -> None:
-    refused(create_as(cluster, driver, event(OTHER)),
-            f"may only record Events about that Node, not about Node '{OTHER}'")
-    refused(create_as(cluster, driver, event(cluster.node_name, "Pod", "victim")), "not about Pod 'victim'")
-    r = create_as(cluster, driver, event(cluster.node_name))  # what Kube.event records
+def allowed(cluster: Cluster, r: subprocess.CompletedProcess) -> None:
     assert r.returncode == 0, r.stderr
     made = r.stdout.split()[0]  # event/xpu-cdi-policy-xxxxx created
     cluster.kubectl("delete", "-n", "default", made, "--ignore-not-found")
+
+
+def test_driver_events_about_its_own_node_only(cluster: Cluster, driver: Identity) -> None:
+    me = cluster.node_name
+    refused(create_as(cluster, driver, event(OTHER)),
+            "may only record Events about that Node, or a remediation decision", f"not about Node '{OTHER}'")
+    refused(create_as(cluster, driver, event(me, "Pod", "victim")), "not about Pod 'victim'")
+    allowed(cluster, create_as(cluster, driver, event(me)))  # what Kube.event records (a corrupt checkpoint)
+    allowed(cluster, create_as(cluster, driver, event(me, host=me)))
+    # an Event about a pod outside the pod's namespace: the API server's own validation refuses it
+    r = create_as(cluster, driver, event(me, "Pod", "victim", reason="CardUnhealthyEvicting", host=me,
+                                         namespace="kube-system"))
+    assert r.returncode != 0 and "does not match event.namespace" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("not-a-decision", "not about Pod 'victim'"),  # any other reason about a pod
+    ("no-source-host", "not about Pod 'victim'"),
+    ("other-source-host", "not about Pod 'victim'"),
+    ("node-other-source-host", "names that node as its source"),
+    ("reporting-instance", "names that node as its source"),
+    ("related", "relates to nothing else"),
+    ("label", "no owner, finalizer, label or annotation"),
+    ("annotation", "no owner, finalizer, label or annotation"),
+])
+def test_driver_refused_an_event(cluster: Cluster, driver: Identity, case: str, needle: str) -> None:
+    """A remediation decision about a Pod is the one Event about something else than its Node the driver
+    may record: every field a forged one could mislead with is checked."""
+    me = cluster.node_name
+    decision = dict(kind="Pod", name="victim", reason="CardUnhealthyEvicting", host=me)
+    obj = {"not-a-decision": event(me, **dict(decision, reason="Killing")),
+           "no-source-host": event(me, **dict(decision, host="")),
+           "other-source-host": event(me, **dict(decision, host=OTHER)),
+           "node-other-source-host": event(me, host=OTHER),
+           "reporting-instance": event(me, host=me, reportingComponent="xpu-cdi-dra-driver", reportingInstance=OTHER),
+           "related": event(me, **decision, related={"kind": "Node", "name": OTHER}),
+           "label": event(me, **decision, meta={"labels": {"x": "1"}}),
+           "annotation": event(me, **decision, meta={"annotations": {"x": "1"}})}[case]
+    refused(create_as(cluster, driver, obj), needle)
+
+
+def test_driver_records_a_remediation_decision_about_a_pod(cluster: Cluster, driver: Identity) -> None:
+    """What KindDriver.remediate records about each pod holding the card: allowed (the policy cannot look
+    the pod up; docs/dra.md says what that leaves)."""
+    me = cluster.node_name
+    for reason in ("CardUnhealthyEvicting", "CardRestored"):
+        allowed(cluster, create_as(cluster, driver, event(me, "Pod", "holder", reason=reason, host=me)))
+
+
+def test_driver_cannot_taint_another_nodes_cards(cluster: Cluster, driver: Identity, slices: Dict[str, str]) -> None:
+    """A NoExecute taint on another node's device (its slice made by the admin): refused by the slice
+    policy; a DeviceTaintRule (which can select any node's devices; an empty one taints all of them,
+    kubernetes#141422) is out of the driver's role altogether."""
+    name = slices["theirs"] = nodekit.unique("policy-theirs")
+    theirs = slice_of(name, OTHER)
+    theirs["spec"]["devices"] = [{"name": "0"}]
+    cluster.kubectl("create", "-f", "-", input=json.dumps(theirs))
+    r = as_(cluster, driver, "patch", "resourceslice", name, "--type", "json", "-p", json.dumps(
+        [{"op": "add", "path": "/spec/devices/0/taints",
+          "value": [{"key": "kunlunxin.com/unhealthy", "effect": "NoExecute"}]}]))
+    refused(r, f"not '{OTHER}'")
+    assert not cluster.get("resourceslice", name)["spec"]["devices"][0].get("taints")
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "policy-all"},
+            "spec": {"taint": {"key": "kunlunxin.com/unhealthy", "effect": "NoExecute"}}}
+    r = create_as(cluster, driver, rule)
+    assert r.returncode != 0 and "forbidden" in r.stderr.lower(), r.stderr
+    assert cluster.kubectl("get", "devicetaintrule", "policy-all", check=False).returncode != 0
+
+
+def test_driver_cannot_evict_or_delete_a_pod(cluster: Cluster, driver: Identity) -> None:
+    """Kubernetes evicts on the NoExecute taint: the driver's token itself may not (RBAC), not even the
+    stand-in pod its token is bound to."""
+    pod = driver.pod
+    r = as_(cluster, driver, "delete", "pod", pod, "-n", "kube-system", "--wait=false")
+    assert r.returncode != 0 and "forbidden" in r.stderr.lower(), r.stderr
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": "kube-system"}}
+    r = as_(cluster, driver, "create", "--raw", f"/api/v1/namespaces/kube-system/pods/{pod}/eviction", "-f", "-",
+            input=json.dumps(eviction))
+    assert r.returncode != 0 and "forbidden" in r.stderr.lower(), r.stderr
+    assert cluster.pod(pod, namespace="kube-system")["metadata"].get("deletionTimestamp") is None

@@ -27,6 +27,7 @@ class FakeKube:
         self.claims: Dict[Tuple[str, str], Dict[str, Any]] = {}
         self.slices: Dict[str, Dict[str, Any]] = {}
         self.events: List[Tuple[str, str]] = []
+        self.about: List[Tuple[str, Dict[str, Any], str, str, str]] = []  # (namespace, involved, reason, type, host)
         self.calls: List[Tuple[str, str]] = []
         self.version = 0
         self.cond = threading.Condition()
@@ -105,7 +106,8 @@ class FakeKube:
         yield from feed
 
     def event(self, namespace: str, involved: Mapping[str, Any], reason: str, message: str,
-              kind: str = "Warning") -> None:
+              kind: str = "Warning", host: str = "") -> None:
+        self.about.append((namespace, dict(involved), reason, kind, host))
         self.request("POST", f"/api/v1/namespaces/{namespace}/events", {"reason": reason, "message": message})
 
 

@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 
 import click
 
-from .. import bounded
+from .. import bounded, remedy
 from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, Seconds, daemon_log, subcommand
 from ..errors import ConfigError
 from ..node.settings import HEALTH_INTERVAL_RANGE
@@ -43,15 +43,16 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
                plugins_dir: str, run_dir: str, pod_uid: Optional[str], spec_dirs: Tuple[str, ...],
                proc_root: Optional[str], driver_names: Tuple[str, ...], node_config: str, health_interval: float,
                no_health_service: bool, probe_only: bool, boot_id_file: str, vnpu_tool: str,
-               share_capacity: Tuple[str, ...], log_level: str, verbose: bool, log_format: str) -> None:
+               share_capacity: Tuple[str, ...], config_path: Optional[str], evict: Tuple[str, ...], log_level: str,
+               verbose: bool, log_format: str) -> None:
     """The DRA driver (resource.k8s.io/v1): publish the cards our CDI specs
     define as ResourceSlices of this node, one driver per CDI kind, and
     prepare the claims kubelet hands it with the specs' CDI device names.
 
     Serves kubelet's DRAPlugin (v1, v1beta1) and DRAResourceHealth, registers
-    through the plugin watcher, taints unhealthy cards, keeps a boot-keyed
-    checkpoint of prepared claims. SIGTERM unregisters, withdraws the slices
-    and exits 0.
+    through the plugin watcher, taints unhealthy cards (NoExecute after a
+    grace where --evict says so), keeps a boot-keyed checkpoint of prepared
+    claims. SIGTERM unregisters, withdraws the slices and exits 0.
     """
     uid = pod_uid if pod_uid is not None else os.environ.get("POD_UID", "")
     settings = config.Settings(
@@ -63,7 +64,9 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
         profiles_dir=tuple(profiles_dir), driver_names=config.parse_driver_names(driver_names),
         node_config=node_config, health_interval=health_interval, health_service=not no_health_service,
         boot_id_file=boot_id_file, vnpu_tool=os.path.abspath(vnpu_tool) if vnpu_tool else "",
-        shares=shares.parse(share_capacity))
+        shares=shares.parse(share_capacity),
+        remedy={**config.read_config(config_path or config.CONFIG_FILE, config_path is not None),
+                **remedy.parse(evict)})
     config.check(settings)
     if probe_only:
         if not uid:  # without a pod uid the file is named after the pid: any running driver's will do
@@ -116,6 +119,15 @@ OPTIONS = (
     click.option("--vnpu-tool", default="", metavar="PATH",
                  help="The vendor's partitioning tool (Ascend: npu-smi), run to make and destroy vNPUs for claims "
                       "(default: the profile's partition data names it, in <driver root>/usr/local/bin)."),
+    click.option("--config", "config_path", default=None, metavar="FILE",
+                 help=f"Settings file (YAML: version: v1, remediation: {{KIND: {{grace: 30, holdDown: 300}}}}; "
+                      f"default {config.CONFIG_FILE} if present). --evict wins for the kinds it names."),
+    click.option("--evict", multiple=True, metavar="KIND[:grace=S][,hold-down=S]",
+                 help="Remediation of KIND's unhealthy cards (repeatable, one per kind): after GRACE seconds "
+                      f"unhealthy (default {remedy.Policy.grace:g}) the card's taint becomes NoExecute and "
+                      "Kubernetes evicts the pods whose claims do not tolerate it; a card that recovers is "
+                      f"offered again after HOLD-DOWN seconds of health (default {remedy.Policy.hold_down:g}). "
+                      "Without it: a NoSchedule taint only, nothing evicted."),
     # the boot the checkpoint is keyed to; a test's stand-in for a reboot (not in --help)
     click.option("--boot-id-file", default=config.BOOT_ID_FILE, hidden=True),
     *LOG_OPTIONS,

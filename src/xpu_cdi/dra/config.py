@@ -1,4 +1,12 @@
-"""The DRA driver's settings: flags, with the pod's downward-API environment as defaults."""
+"""The DRA driver's settings: flags, with the pod's downward-API environment as defaults, and its
+config file (``--config``, default ``/etc/xpu-cdi/dra-driver.yaml`` where present)::
+
+    version: v1
+    remediation:                  # xpu_cdi.remedy: evict the pods of a card unhealthy for the grace
+      kunlunxin.com/xpu: {grace: 30, holdDown: 300}   # evict: true unless said otherwise
+
+``--evict`` (or ``XPU_CDI_EVICT``) wins over the file for the kinds it names.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence
 
+from .. import remedy
 from ..errors import ConfigError
+from ..nodeconfig import read_yaml
 from ..node.settings import HEALTH_INTERVAL, NodeSettings
 from .shares import Policy
 
@@ -17,6 +27,8 @@ REGISTRY_DIR = f"{KUBELET_DIR}/plugins_registry"  # kubelet's plugin watcher
 PLUGINS_DIR = f"{KUBELET_DIR}/plugins"  # <driver>/dra-<pod uid>.sock, checkpoint.json
 RUN_DIR = "/run/xpu-cdi"
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+CONFIG_FILE = "/etc/xpu-cdi/dra-driver.yaml"
+CONFIG_KEYS = ("version", "remediation")
 # a driver name is a DNS subdomain of at most 63 characters (ResourceSlice validation)
 _DRIVER = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NODE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -37,6 +49,11 @@ class Settings(NodeSettings):
     boot_id_file: str = BOOT_ID_FILE
     shares: Dict[str, Policy] = field(default_factory=dict)  # CDI kind -> its capacity sharing
     vnpu_tool: str = ""  # the vendor's partitioning tool; "" = the partition data's, in <driver root>/usr/local/bin
+    remedy: Dict[str, remedy.Policy] = field(default_factory=dict)  # CDI kind -> what its unhealthy cards get
+
+    def policy(self, kind: str) -> remedy.Policy:
+        """*kind*'s remediation: today's behaviour (a NoSchedule taint, nothing evicted) unless set."""
+        return self.remedy.get(kind, remedy.Policy())
 
     def driver(self, kind: str) -> str:
         """The driver name of *kind*: the CDI vendor unless set (``kunlunxin.com``)."""
@@ -91,3 +108,25 @@ def check(s: Settings) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} {getattr(s, name)!r} must be absolute")
     if s.pod_uid and not re.match(r"^[A-Za-z0-9-]{1,64}$", s.pod_uid):
         raise ConfigError(f"--pod-uid {s.pod_uid!r} is not a pod uid")
+
+
+def read_config(path: str, given: bool) -> Dict[str, remedy.Policy]:
+    """The remediation of the config file at *path* (*given*: named by ``--config``, so it must exist).
+
+    Raises:
+        ConfigError: missing though given, unreadable, not YAML, or a bad key or value (one line).
+    """
+    exists, doc = read_yaml(path, "config file")
+    if not exists:
+        if given:
+            raise ConfigError(f"config file {path!r} does not exist: create it or drop --config")
+        return {}
+    doc = {} if doc is None else doc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"config file {path!r}: expected a mapping (version: v1, remediation: ...)")
+    unknown = sorted(str(k) for k in doc if k not in CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(f"config file {path!r}: unknown key {unknown[0]!r} (known: {', '.join(CONFIG_KEYS)})")
+    if doc.get("version", "v1") != "v1":
+        raise ConfigError(f"config file {path!r}: version {doc['version']!r} is not v1")
+    return remedy.from_config(doc.get("remediation"), f"config file {path!r}: remediation")

@@ -15,6 +15,15 @@ hand the inventory to the publisher (a change bumps the pool's generation,
 an unhealthy card carries a NoSchedule taint) and sync it, serve again on a
 socket that was deleted, write the status file ``--probe`` and ``doctor`` read.
 
+Where a kind's remediation policy evicts (``--evict``, :mod:`xpu_cdi.remedy`),
+every health reading goes through its :class:`~xpu_cdi.remedy.Remedy`: a card
+unhealthy for the grace is tainted ``NoExecute`` (Kubernetes' device taint
+eviction controller deletes the pods whose claims do not tolerate it), one
+that recovered stays tainted through the hold-down; each decision is a log
+line, an Event on the Node and on each pod holding the card, and a count in
+the status file (the exporter's ``xpu_cdi_evictions_total``).  The loop wakes
+when a grace or a hold-down ends.
+
 SIGTERM: unregister (registration socket first), withdraw the slices unless
 the other pod of a rolling update still serves, stop, exit 0.
 """
@@ -28,7 +37,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .. import interconnect, nodeconfig, partitions
+from .. import interconnect, nodeconfig, partitions, remedy
 from ..node import health as _health
 from ..node import inventory as _devices
 from ..node import carved, servemode
@@ -48,6 +57,8 @@ from .publisher import Publisher
 from .server import Server, Services, dra_socket, registration_socket
 
 LOGGER = "xpu-cdi dra-driver"
+HELD_DOWN = "held down after a failure:"  # the reason a recovered card stays tainted (remedy's hold-down)
+EVENT_EVICT, EVENT_RESTORE = "CardUnhealthyEvicting", "CardRestored"  # Event reasons (the admission policy's)
 
 
 class KindDriver:
@@ -61,7 +72,9 @@ class KindDriver:
         self.cp_path = _cp.path_in(self.dir)
         self.publisher = Publisher(kube, self.name, s.node_name, log, wake)
         self.devices: Dict[str, _slices.DeviceInfo] = {}
-        self.unhealthy: Dict[str, str] = {}
+        self.unhealthy: Dict[str, str] = {}  # the cards withheld (tainted): unhealthy, or held down
+        self.remedy = remedy.Remedy(s.policy(kind))
+        self.decided: Dict[str, Dict[str, int]] = {remedy.EVICT: {}, remedy.RESTORE: {}}  # action -> reason -> n
         self.health_gen = 0
         self.cond = threading.Condition()
         self.lock = threading.Lock()  # this process's calls; the flock serializes with the other pod's
@@ -112,10 +125,17 @@ class KindDriver:
         st = os.stat(self.cp_path)
         self._cp, self._cp_stat = cp, (st.st_ino, st.st_size, st.st_mtime_ns)
 
-    def event(self, reason: str, message: str) -> None:
-        node = {"apiVersion": "v1", "kind": "Node", "name": self.s.node_name, "uid": self.publisher.node_uid}
+    def event(self, reason: str, message: str, pod: Optional[Tuple[str, str, str]] = None,
+              kind: str = "Warning") -> None:
+        """An Event about this Node, or about *pod* (namespace, name, uid) on it; a failure is a log line."""
+        if pod is None:
+            namespace = "default"
+            about = {"apiVersion": "v1", "kind": "Node", "name": self.s.node_name, "uid": self.publisher.node_uid}
+        else:
+            namespace = pod[0]
+            about = {"apiVersion": "v1", "kind": "Pod", "namespace": pod[0], "name": pod[1], "uid": pod[2]}
         try:
-            self.kube.event("default", node, reason, f"{self.name}: {message}")
+            self.kube.event(namespace, about, reason, f"{self.name}: {message}", kind, host=self.s.node_name)
         except ApiError as err:
             self.log(f"{self.name}: event {reason} not recorded: {err}", WARNING)
 
@@ -378,19 +398,79 @@ class KindDriver:
 
     # -- inventory -----------------------------------------------------------------------------------------
 
-    def update(self, devices: Dict[str, _slices.DeviceInfo], unhealthy: Dict[str, str]) -> None:
+    def update(self, devices: Dict[str, _slices.DeviceInfo], unhealthy: Dict[str, str]) -> List[remedy.Decision]:
+        """The cards and their health read now: the slices to publish, and what the policy decides."""
+        for name in set(self.remedy.cards) - set(devices):
+            self.remedy.forget(name)
+        for name in devices:
+            self.remedy.observe(name, name not in unhealthy)
+        decisions = self.remedy.due()
+        policy = self.remedy.policy
+        unhealthy = dict(unhealthy)
+        for name in devices:
+            if name not in unhealthy and not self.remedy.offered(name):
+                unhealthy[name] = f"{HELD_DOWN} {policy.hold_down:g}s of health before it is offered again"
+        evicting = {name for name in unhealthy if self.remedy.evicted(name)}
         for name in devices:
             changed = unhealthy.get(name, "") != self.unhealthy.get(name, "")
             if changed and (name in self.devices or unhealthy.get(name)):
+                why = unhealthy.get(name, "")
                 self.log(f"{self.kind}={devices[name].cdi.partition('=')[2]}: "
-                         + (f"unhealthy, tainted: {unhealthy[name]}" if unhealthy.get(name) else "healthy again"),
-                         WARNING if unhealthy.get(name) else INFO)
+                         + ("healthy again, " + why if why.startswith(HELD_DOWN) else
+                            f"unhealthy, tainted: {why}" if why else "healthy again"),
+                         WARNING if why and not why.startswith(HELD_DOWN) else INFO)
         with self.cond:
             if devices != self.devices or unhealthy != self.unhealthy:
                 self.devices, self.unhealthy = dict(devices), dict(unhealthy)
                 self.health_gen += 1
                 self.cond.notify_all()
-        self.publisher.set(list(devices.values()), unhealthy)
+        self.publisher.set(list(devices.values()), unhealthy, evicting)
+        return decisions
+
+    def remediate(self, decisions: Sequence[remedy.Decision]) -> None:
+        """Say each decision (the taint that carries it out is published already): a log line, a count, an
+        Event on the Node and on each pod whose claim holds the card."""
+        policy = self.remedy.policy
+        for d in decisions:
+            info = self.devices.get(d.card)
+            cdi = info.cdi if info is not None and info.cdi else f"{self.kind} device {d.card}"
+            pods = self.holders(d.card)
+            if info is not None and info.template and not pods:
+                continue  # a vNPU template no claim made: its chip's own decision says it
+            held = f"; held by {', '.join(f'{ns}/{n}' for ns, n, _u in pods)}" if pods else "; no pod holds it"
+            if d.action == remedy.EVICT:
+                text = (f"{cdi} unhealthy for {policy.grace:g}s ({self.unhealthy.get(d.card) or 'unhealthy'}): "
+                        f"tainted {_slices.taint_key(self.name)}:{_slices.EVICTING_EFFECT}, the pods whose claims "
+                        f"do not tolerate it are evicted{held}")
+                reason, level, kind = EVENT_EVICT, WARNING, "Warning"
+            else:
+                text = f"{cdi} healthy for {policy.hold_down:g}s: untainted, offered again{held}"
+                reason, level, kind = EVENT_RESTORE, INFO, "Normal"
+            counts = self.decided.setdefault(d.action, {})
+            counts[d.reason] = counts.get(d.reason, 0) + 1
+            self.log(f"{self.name}: {d.action} ({d.reason}): {text}", level)
+            self.event(reason, text, kind=kind)
+            for pod in pods:
+                self.event(reason, text, pod=pod, kind=kind)
+
+    def holders(self, device: str) -> List[Tuple[str, str, str]]:
+        """(namespace, name, uid) of the pods whose prepared claims hold *device*: the claims from the
+        checkpoint, their pods from each claim's ``status.reservedFor`` (a claim not read: none)."""
+        with self.serialized() as cp:
+            claims = sorted({(c.namespace, c.name) for c in cp.claims.values()
+                             if any(x.get("device") == device and x.get("pool", self.pool) == self.pool
+                                    for x in c.devices)})
+        pods = []
+        for namespace, name in claims:
+            try:
+                claim = self.kube.get(claim_path(namespace, name))
+            except ApiError as err:
+                self.log(f"{self.name}: claim {namespace}/{name} not read ({err}): its pods get no Event", WARNING)
+                continue
+            pods += [(namespace, str(r.get("name", "")), str(r.get("uid", "")))
+                     for r in (claim.get("status") or {}).get("reservedFor") or []
+                     if r.get("resource") == "pods" and not r.get("apiGroup")]
+        return pods
 
     def check_sockets(self) -> None:
         for server in (self.dra, self.registration):
@@ -410,6 +490,9 @@ class KindDriver:
                     "devices": {n: d.cdi for n, d in self.devices.items() if d.cdi},  # partitions have none yet
                     "partitions": sum(1 for d in self.devices.values() if d.template),
                     "unhealthy": dict(self.unhealthy), "dra_socket": self.dra.path,
+                    "remediation": dataclasses.asdict(self.remedy.policy),
+                    "evictions": dict(self.decided.get(remedy.EVICT, {})),
+                    "restores": dict(self.decided.get(remedy.RESTORE, {})),
                     "registration_socket": self.registration.path, "checkpoint": self.cp_path}
 
     def shutdown(self, withdraw: bool) -> None:
@@ -537,8 +620,9 @@ class Daemon(Loop):
         for kind, driver in self.drivers.items():
             devices = self.described.get(kind, {})
             self.arm(kind, driver)
-            driver.update(devices, self.health_of(kind) if kind in self.kinds else {})
-            driver.publisher.sync()
+            decisions = driver.update(devices, self.health_of(kind) if kind in self.kinds else {})
+            driver.publisher.sync()  # the taint first: an Event must not delay the eviction
+            driver.remediate(decisions)
             driver.check_sockets()
 
     def arm(self, kind: str, driver: KindDriver) -> None:
@@ -586,9 +670,14 @@ class Daemon(Loop):
                  f"{self.s.plugins_dir}, registration in {self.s.registry_dir}, API server {self.kube.host}")
         while not self.stop.is_set():
             self.step()
-            self.wait(self.poll_interval(self.s.health_interval))
+            self.wait(self.next_wait())
         self.close()
         return 0
+
+    def next_wait(self) -> float:
+        """Until the next poll, or sooner when a card's grace or hold-down ends (a decision falls due)."""
+        due = [t for t in (d.remedy.next_due() for d in self.drivers.values()) if t is not None]
+        return min([self.poll_interval(self.s.health_interval), *due])
 
     def close(self) -> None:
         for kind, driver in self.drivers.items():

@@ -185,8 +185,9 @@ class Kube:
             r.release_conn()
 
     def event(self, namespace: str, involved: Mapping[str, Any], reason: str, message: str,
-              kind: str = "Warning") -> None:
-        """Record a core/v1 Event about *involved* (a best effort: failures are the caller's to log)."""
+              kind: str = "Warning", host: str = "") -> None:
+        """Record a core/v1 Event about *involved* (a best effort: failures are the caller's to log); *host*:
+        the node it comes from (``source.host``, which the driver's admission policy holds to its own)."""
         import datetime
         import uuid
 
@@ -195,7 +196,8 @@ class Kube:
                 "metadata": {"name": f"{involved.get('name', 'xpu-cdi')}.{uuid.uuid4().hex[:16]}",
                              "namespace": namespace},
                 "involvedObject": dict(involved), "reason": reason, "message": message[:1024], "type": kind,
-                "source": {"component": "xpu-cdi-dra-driver"}, "firstTimestamp": now, "lastTimestamp": now,
+                "source": {"component": "xpu-cdi-dra-driver", **({"host": host} if host else {})},
+                "firstTimestamp": now, "lastTimestamp": now,
                 "count": 1}
         self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body)
 

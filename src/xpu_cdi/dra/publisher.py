@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Collection, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from ..log import WARNING, Log
 from . import slices
@@ -39,6 +39,7 @@ class Publisher:
         self.lock = threading.Lock()
         self.devices: List[slices.DeviceInfo] = []
         self.unhealthy: Dict[str, str] = {}
+        self.evicting: FrozenSet[str] = frozenset()  # unhealthy cards tainted NoExecute (remedy)
         self.generation = 0
         self.content: Optional[str] = None  # what the pool says at self.generation
         self.dirty = True
@@ -51,11 +52,13 @@ class Publisher:
     def selector(self) -> str:
         return f"spec.nodeName={self.node},spec.driver={self.driver}"
 
-    def set(self, devices: Sequence[slices.DeviceInfo], unhealthy: Mapping[str, str]) -> bool:
-        """New inventory; True when the pool's content changed (and a sync is due)."""
-        text = slices.content(devices, self.driver, unhealthy)
+    def set(self, devices: Sequence[slices.DeviceInfo], unhealthy: Mapping[str, str],
+            evicting: Collection[str] = ()) -> bool:
+        """New inventory (*evicting*: the unhealthy cards whose taint is NoExecute); True when the pool's
+        content changed (and a sync is due)."""
+        text = slices.content(devices, self.driver, unhealthy, evicting)
         with self.lock:
-            self.devices, self.unhealthy = list(devices), dict(unhealthy)
+            self.devices, self.unhealthy, self.evicting = list(devices), dict(unhealthy), frozenset(evicting)
             if text == self.content:
                 return False
             self.content = text
@@ -82,7 +85,7 @@ class Publisher:
             if not self.dirty or self.withdrawn:
                 return self.published
             self.dirty = False
-            devices, unhealthy = list(self.devices), dict(self.unhealthy)
+            devices, unhealthy, evicting = list(self.devices), dict(self.unhealthy), self.evicting
         try:
             have = {s["metadata"]["name"]: s for s in self._list().get("items") or []}
             mine = [s for s in have.values() if s["spec"].get("pool", {}).get("name") == self.node]
@@ -96,7 +99,8 @@ class Publisher:
                         return True
                     self.generation = max(gens) + 1
                 generation = self.generation
-            want = slices.build(self.driver, self.node, devices, unhealthy, generation, self._node_uid())
+            want = slices.build(self.driver, self.node, devices, unhealthy, generation, self._node_uid(), evicting)
+            slices.keep_time_added(want, have)
             for s in want:
                 name = s["metadata"]["name"]
                 old = have.pop(name, None)

@@ -23,7 +23,10 @@ and capacity ``memory`` where the profile knows it (a card of a kind shared by
 capacity, :mod:`.shares`, also ``allowMultipleAllocations`` and the memory's
 ``requestPolicy``).  An unhealthy card keeps
 its place with a ``NoSchedule`` taint ``<driver>/unhealthy``: pods running on
-it keep running, new claims get other cards.
+it keep running, new claims get other cards.  Where the kind's remediation
+policy evicts (:mod:`xpu_cdi.remedy`), the taint's effect becomes
+``NoExecute`` once the grace is over: Kubernetes' device taint eviction
+controller then deletes the pods whose claims do not tolerate it.
 
 A chip that can be partitioned (:mod:`.partitioned`) also owns a counter set
 (``spec.sharedCounters``, in slices of their own: the API takes counters or
@@ -41,7 +44,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import cardmodel, interconnect, topology
 from ..generate.hostfs import host_path, read_head
@@ -55,6 +58,7 @@ MAX_COUNTER_SETS = 8  # ResourceSliceMaxCounterSets
 MAX_ATTRIBUTES = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice
 STANDARD = "resource.kubernetes.io/"
 TAINT_EFFECT = "NoSchedule"
+EVICTING_EFFECT = "NoExecute"  # the kind's remediation policy evicts the card's pods
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -153,9 +157,11 @@ def device_type(info: DeviceInfo) -> str:
     return "share" if info.share is not None else "chip"
 
 
-def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "", carved: bool = False) -> Dict[str, Any]:
+def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "", carved: bool = False,
+                 evicting: bool = False) -> Dict[str, Any]:
     """The ``spec.devices[]`` entry of one card; *carved*: its kind has vNPUs, so every device carries
-    ``template`` and ``parentChip`` (``""`` where none) and a selector on them never meets a missing key."""
+    ``template`` and ``parentChip`` (``""`` where none) and a selector on them never meets a missing key;
+    *evicting*: an unhealthy card's taint is ``NoExecute``."""
     attrs = attributes(info)
     attrs["type"] = {"string": device_type(info)}
     if carved or info.template or info.parent:
@@ -172,14 +178,16 @@ def device_entry(info: DeviceInfo, driver: str, unhealthy: str = "", carved: boo
     if set_name:
         dev["consumesCounters"] = [{"counterSet": set_name, "counters": {k: {"value": v} for k, v in taken}}]
     if unhealthy:
-        dev["taints"] = [{"key": taint_key(driver), "effect": TAINT_EFFECT}]
+        dev["taints"] = [{"key": taint_key(driver), "effect": EVICTING_EFFECT if evicting else TAINT_EFFECT}]
     return dev
 
 
-def entries(devices: Sequence[DeviceInfo], driver: str, unhealthy: Mapping[str, str]) -> List[Dict[str, Any]]:
-    """The ``spec.devices[]`` entries of one driver's devices, each with the same attribute keys."""
+def entries(devices: Sequence[DeviceInfo], driver: str, unhealthy: Mapping[str, str],
+            evicting: Collection[str] = ()) -> List[Dict[str, Any]]:
+    """The ``spec.devices[]`` entries of one driver's devices, each with the same attribute keys; the
+    unhealthy ones named in *evicting* tainted ``NoExecute``."""
     carved = any(d.template or d.parent for d in devices)
-    return [device_entry(d, driver, unhealthy.get(d.name, ""), carved) for d in devices]
+    return [device_entry(d, driver, unhealthy.get(d.name, ""), carved, d.name in evicting) for d in devices]
 
 
 def slice_name(node: str, driver: str, number: int) -> str:
@@ -188,13 +196,13 @@ def slice_name(node: str, driver: str, number: int) -> str:
 
 
 def build(driver: str, node: str, devices: Sequence[DeviceInfo], unhealthy: Mapping[str, str], generation: int,
-          node_uid: str = "") -> List[Dict[str, Any]]:
+          node_uid: str = "", evicting: Collection[str] = ()) -> List[Dict[str, Any]]:
     """The ResourceSlices of the node's pool at *generation*: at most 128 devices each (64 when any is tainted).
 
     A node without cards publishes one slice with no devices: the pool then
     says "this node has none", and a claim is not left waiting for slices.
     """
-    made = entries(devices, driver, unhealthy)
+    made = entries(devices, driver, unhealthy, evicting)
     limit = MAX_DEVICES_TAINTED if any("taints" in e or "consumesCounters" in e for e in made) else MAX_DEVICES
     chunks: List[Tuple[str, List[Any]]] = [("devices", made[i:i + limit])
                                            for i in range(0, len(made), limit)] or [("devices", [])]
@@ -227,9 +235,10 @@ def _normal(dev: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def content(devices: Sequence[DeviceInfo], driver: str, unhealthy: Mapping[str, str]) -> str:
+def content(devices: Sequence[DeviceInfo], driver: str, unhealthy: Mapping[str, str],
+            evicting: Collection[str] = ()) -> str:
     """What the pool says, generation aside: equal strings mean nothing to republish."""
-    return json.dumps({"devices": [_normal(e) for e in entries(devices, driver, unhealthy)],
+    return json.dumps({"devices": [_normal(e) for e in entries(devices, driver, unhealthy, evicting)],
                        "sharedCounters": counter_sets(devices)}, sort_keys=True)
 
 
@@ -259,3 +268,20 @@ def by_name(devices: Sequence[DeviceInfo]) -> Dict[str, DeviceInfo]:
         out[name] = d if name == d.name else dataclasses.replace(d, name=name)
     return out
 
+
+
+def keep_time_added(want: Sequence[Dict[str, Any]], have: Mapping[str, Mapping[str, Any]]) -> None:
+    """Give each taint of *want* (slices about to be written) the ``timeAdded`` the API server gave the
+    same taint (key and effect) of the same device in *have* (the slices published, by name): the API
+    server stamps a taint written without one with the time of the write, and the eviction controller
+    counts a toleration's ``tolerationSeconds`` from it, so a republish for another card must not
+    restart that count."""
+    added = {(dev.get("name"), t.get("key"), t.get("effect")): t["timeAdded"]
+             for s in have.values() for dev in (s.get("spec") or {}).get("devices") or []
+             for t in dev.get("taints") or [] if t.get("timeAdded")}
+    for s in want:
+        for dev in s["spec"].get("devices") or []:
+            for t in dev.get("taints") or []:
+                when = added.get((dev["name"], t["key"], t["effect"]))
+                if when:
+                    t["timeAdded"] = when

@@ -14,7 +14,9 @@ interval.  One pass:
 3. runs every reading source of every kind once, all at the same time, each
    bounded by its own timeout (one tool run per pass for all cards);
 4. asks kubelet's PodResources API who holds which card, and reads the DRA
-   driver's checkpoints for the claims' shares and vNPUs (:mod:`.claimdevices`);
+   driver's checkpoints for the claims' shares and vNPUs (:mod:`.claimdevices`)
+   and the node daemons' remediation decisions from their status files beside
+   its own (:mod:`.remediation`);
 5. swaps in the new snapshot whole and writes the status file doctor reads.
 
 Scrapes are answered from the last snapshot by the HTTP server's threads
@@ -45,7 +47,7 @@ from ..node.status import pid_namespace
 from ..dra import checkpoint
 from .. import interconnect
 from ..driverversion import read_driver_version
-from . import claimdevices, holders, metrics, server, sources, webconfig
+from . import claimdevices, holders, metrics, remediation, server, sources, webconfig
 from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
 
@@ -191,7 +193,8 @@ class Exporter(Loop):
         drivers = {kind: version for kind, ks in self.kinds.items()
                    if (version := read_driver_version(self.profile_named(ks.profile), self.s.proc, self.s.driver_root))}
         snap = metrics.Snapshot(states, allocation_known=listing is not None, sources=results, claim_devices=claimed,
-                                drivers=drivers, links=self._links())
+                                drivers=drivers, links=self._links(),
+                                remedies=remediation.read(os.path.dirname(self.s.status_file), self.s.status_file))
         self.collector.snapshot = snap
         self.refreshed = time.monotonic()
         self.log(f"pass: {len(states)} card(s), {sum(r.up for r in results)} of {len(results)} source(s) up", DEBUG)

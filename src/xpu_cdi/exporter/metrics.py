@@ -12,10 +12,10 @@ loop last made (and the process's own series, prometheus_client's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .claimdevices import ClaimDevice
@@ -44,6 +44,8 @@ SOURCE_UP = "xpu_cdi_exporter_source_up"
 SOURCE_DURATION = "xpu_cdi_exporter_source_duration_seconds"
 DRIVER_INFO = "xpu_cdi_driver_info"
 INTERCONNECT_INFO = "xpu_cdi_card_interconnect_info"
+EVICTIONS = "xpu_cdi_evictions"  # _total: remediation's evict decisions (exporter/remediation.py)
+RESTORES = "xpu_cdi_card_restores"  # _total: its restore decisions
 POD_RESOURCES = "pod-resources"  # the source name of kubelet's PodResources API
 
 
@@ -75,6 +77,8 @@ class Snapshot:
     drivers: Dict[str, str] = field(default_factory=dict)  # kind -> driver version (the profile's file)
     # (kind, card) -> (its RoCE address, its interconnect domain), where either is known (xpu_cdi.interconnect)
     links: Dict[Tuple[str, str], Tuple[str, str]] = field(default_factory=dict)
+    # (action, kind, reason) -> the node daemons' remediation decisions (exporter/remediation.py)
+    remedies: Dict[Tuple[str, str, str], float] = field(default_factory=dict)
 
 
 def claim_labels(d: ClaimDevice) -> List[str]:
@@ -91,7 +95,7 @@ class SnapshotCollector(Collector):
     def __init__(self) -> None:
         self.snapshot = Snapshot()
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Any]:
         snap = self.snapshot  # one reference for the whole scrape
         healthy = GaugeMetricFamily(HEALTHY, "1 when the card passes the device plugin's health rule (its nodes "
                                              "as the spec says, its PCI function present, the driver's state "
@@ -136,8 +140,19 @@ class SnapshotCollector(Collector):
                                   labels=["kind", "card", "device_ip", "hccs_domain"])
         for (kind, card), (ip, domain) in sorted(snap.links.items()):
             links.add_metric([kind, card, ip, domain], 1.0)
+        evictions = CounterMetricFamily(EVICTIONS, "Cards whose pods the remediation policy evicted (the DRA "
+                                                   "driver's NoExecute taint after the grace), by kind and reason.",
+                                        labels=["kind", "reason"])
+        restores = CounterMetricFamily(RESTORES, "Cards offered again after the remediation policy's hold-down "
+                                                 "(reason recovered: after an eviction; held-down: a failure "
+                                                 "shorter than the grace), by kind and reason.",
+                                       labels=["kind", "reason"])
+        for (action, kind, reason), n in sorted(snap.remedies.items()):
+            (evictions if action == "evict" else restores).add_metric([kind, reason], n)
         yield healthy
         yield allocated
+        yield evictions
+        yield restores
         yield driver
         yield links
         yield from readings.values()

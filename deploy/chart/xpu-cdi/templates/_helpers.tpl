@@ -141,6 +141,15 @@ the projected volume's, mounted here only.
     - {name: device-plugin-config-token, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
 {{- end -}}
 
+{{/* The DRA driver's config file (`xpu-cdi dra-driver --config`, docs/dra.md "Remediation"). */}}
+{{- define "xpu-cdi.draDriverConfig" -}}
+{{- if .Values.dra.remediation -}}
+{{- toYaml (dict "version" "v1" "remediation" .Values.dra.remediation) -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
+
 {{/* Values the schema cannot check across fields: one line each. */}}
 {{- define "xpu-cdi.checks" -}}
 {{- $v := .Values -}}
