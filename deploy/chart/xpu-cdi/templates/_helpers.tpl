@@ -11,6 +11,10 @@
 {{- end -}}
 
 {{/* The DRA driver's service account, as the API server names its user. */}}
+{{- define "xpu-cdi.devicePluginUser" -}}
+{{- printf "system:serviceaccount:%s:xpu-cdi" (include "xpu-cdi.namespace" .) -}}
+{{- end -}}
+
 {{- define "xpu-cdi.draUser" -}}
 {{- printf "system:serviceaccount:%s:xpu-cdi-dra-driver" (include "xpu-cdi.namespace" .) -}}
 {{- end -}}
@@ -72,6 +76,9 @@ the plugin's defaults, `{}` when nothing does.
 {{- end -}}
 {{- if $dp.resourceNames -}}
 {{- $_ := set $flags "resourceName" $dp.resourceNames -}}
+{{- end -}}
+{{- if $dp.evict -}}
+{{- $_ := set $flags "evict" $dp.evict -}}
 {{- end -}}
 {{- $cfg := dict -}}
 {{- if $flags -}}
