@@ -235,3 +235,20 @@ def test_daemon_holds_a_recovered_card_down(node: Any, stack: str, kubelet: Any,
         assert "Traceback" not in text
     finally:
         p.stop()
+
+
+def test_node_kube_acts_as_the_node_for_evictions_only(tmp_path: Any) -> None:
+    """The evictions' client sends Impersonate-User system:node:<node>; the Events' one is the account itself."""
+    import json
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t0k"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    own, as_node = evict.node_kube(str(kubeconfig), "node-a")
+    h_own, h_node = own._headers(), as_node._headers()
+    assert "Impersonate-User" not in h_own and h_node["Impersonate-User"] == "system:node:node-a"
+    assert h_own["Authorization"] == h_node["Authorization"] == "Bearer t0k"
+    assert h_own["User-Agent"] == h_node["User-Agent"] == evict.COMPONENT

@@ -244,10 +244,13 @@ def node_kube(kubeconfig: Optional[str], node: str) -> Tuple[Any, Any]:
     (``Impersonate-User: system:node:<node>``, constrained impersonation's associated-node mode)."""
     from ..dra.kube import Kube
 
-    class AsNode(Kube):
+    class Own(Kube):
         def _headers(self, content_type: str = "application/json") -> Dict[str, str]:
-            return dict(super()._headers(content_type), **{"Impersonate-User": f"system:node:{node}",
-                                                           "User-Agent": COMPONENT})
+            return dict(super()._headers(content_type), **{"User-Agent": COMPONENT})
 
-    return Kube(kubeconfig), AsNode(kubeconfig)
+    class AsNode(Own):
+        def _headers(self, content_type: str = "application/json") -> Dict[str, str]:
+            return dict(super()._headers(content_type), **{"Impersonate-User": f"system:node:{node}"})
+
+    return Own(kubeconfig), AsNode(kubeconfig)
 
