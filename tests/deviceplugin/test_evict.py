@@ -111,6 +111,8 @@ def test_evicts_each_holder_as_the_node_with_its_uid() -> None:
     pod_event = api.calls[1][2]
     assert pod_event["involvedObject"]["uid"] == "uid-a" and pod_event["source"]["component"] == evict.COMPONENT
     assert any("evicted pod team/a" in line for line in lines)
+    e.step()  # still listed while it terminates: not evicted twice
+    assert len(evictions(as_node)) == 1
 
 
 def test_a_budget_holds_it_back_and_it_is_retried_not_forced() -> None:

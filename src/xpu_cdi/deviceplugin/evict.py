@@ -215,7 +215,7 @@ class Evictor:
             return
         with self.lock:
             self.counts[(card.kind, w.reason)] = self.counts.get((card.kind, w.reason), 0) + 1
-        w.tries[pod] = self.clock() + RETRY  # evicted: terminating; tried again only if it is still listed then
+        w.tries[pod] = float("inf")  # evicted: its deletion is the API server's and kubelet's now
         self.log(f"{card.name}: evicted pod {pod.namespace}/{pod.name} (card {w.reason})", WARNING)
         self.pod_event(pod, uid, EVICTING, f"card {card.name} on node {self.node} is unhealthy past the grace: "
                                            f"the pod is evicted")
