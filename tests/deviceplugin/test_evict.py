@@ -104,7 +104,7 @@ def test_evicts_each_holder_as_the_node_with_its_uid() -> None:
     assert path == "/api/v1/namespaces/team/pods/a/eviction"
     assert body == {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a", "namespace": "team"},
                     "deleteOptions": {"preconditions": {"uid": "uid-a"}}}
-    assert e.status()["evictions"] == [{"kind": "kunlunxin.com/xpu", "reason": "unhealthy", "count": 1}]
+    assert e.status()["pods_evicted"] == [{"kind": "kunlunxin.com/xpu", "reason": "unhealthy", "count": 1}]
     events = [(b["involvedObject"]["kind"], b["involvedObject"]["name"], b["reason"], b["metadata"]["namespace"])
               for _m, _p, b in api.calls]
     assert events == [("Node", "node-a", evict.UNHEALTHY, "default"), ("Pod", "a", evict.EVICTING, "team")]
@@ -128,7 +128,7 @@ def test_a_budget_holds_it_back_and_it_is_retried_not_forced() -> None:
     e.step()
     assert len(evictions(as_node)) == 2
     assert not [c for c in as_node.calls if c[0] == "DELETE"]
-    assert e.status()["evictions"] == [] and e.status()["evicting"] == [CARD.name]
+    assert e.status()["pods_evicted"] == [] and e.status()["evicting"] == [CARD.name]
     assert e.status()["evictions_blocked"] == [{"kind": "kunlunxin.com/xpu", "why": "disruption-budget",
                                                 "count": 2}]
     blocked = [b for _m, _p, b in api.calls if b["reason"] == evict.BLOCKED]
@@ -137,7 +137,7 @@ def test_a_budget_holds_it_back_and_it_is_retried_not_forced() -> None:
     del as_node.answers["POST /eviction"]  # the budget allows it now
     clock.t += evict.RETRY
     e.step()
-    assert e.status()["evictions"][0]["count"] == 1
+    assert e.status()["pods_evicted"][0]["count"] == 1
 
 
 def test_another_nodes_pod_refused_is_counted_not_forced() -> None:
@@ -232,8 +232,12 @@ def test_daemon_holds_a_recovered_card_down(node: Any, stack: str, kubelet: Any,
         kubelet.wait_for(lambda: state("3") == "Healthy", message="card 3 offered again")
         assert time.monotonic() - back >= 1.5  # the hold-down, not the first health pass
         text = p.wait_log("kunlunxin.com/xpu=3: healthy for the hold-down: offered again (recovered)")
-        doc = json.loads(node.status.read_text())["remediation"]
-        assert doc["policies"] == {"kunlunxin.com/xpu": {"grace": 0.5, "hold_down": 2.0}}
+        whole = kubelet.wait_for(lambda: (lambda d: d if d["kinds"]["kunlunxin.com/xpu"].get("restores") else None)(
+            json.loads(node.status.read_text())), message="the restore in the status file")
+        assert whole["remediation"]["policies"] == {"kunlunxin.com/xpu": {"grace": 0.5, "hold_down": 2.0}}
+        entry = whole["kinds"]["kunlunxin.com/xpu"]  # what the exporter's xpu_cdi_evictions_total reads
+        assert entry["remediation"] == {"evict": True, "grace": 0.5, "holdDown": 2.0}
+        assert entry["evictions"] == {"unhealthy": 1} and entry["restores"] == {"recovered": 1}
         assert "Traceback" not in text
     finally:
         p.stop()

@@ -82,6 +82,7 @@ class Daemon(Loop):
         self.make_evictor = evictor or default_evictor
         self.evictor: Optional[evict.Evictor] = None
         self.remedies: Dict[str, remedy.Remedy] = {}
+        self.decided: Dict[Tuple[str, str, str], int] = {}  # (kind, action, reason) -> decisions, for the exporter
 
     def set_policies(self) -> None:
         """A :class:`remedy.Remedy` per kind with a policy (the settings' ``evict``); the evictor with the first.
@@ -217,6 +218,8 @@ class Daemon(Loop):
             resource = next((p.resource for p in self.plugins.values() if p.kind == kind and cid in p.cards),
                             self.s.resource(kind))
             card = evict.Card(kind, cid, resource)
+            key = (kind, d.action, d.reason)
+            self.decided[key] = self.decided.get(key, 0) + 1
             assert self.evictor is not None  # set_policies made it with the first policy
             if d.action == remedy.EVICT:
                 self.evictor.evict(card, d.reason)
@@ -293,11 +296,25 @@ class Daemon(Loop):
                    "plugin_dir": self.s.plugin_dir,
                    "spec_dirs": list(self.s.spec_dirs), "strategies": list(self.s.strategies),
                    "kinds": {k: p.status() for k, p in sorted(self.plugins.items())}}
+            self.remediation_status(doc["kinds"])
             if self.evictor is not None:
                 doc["remediation"] = {"policies": {k: {"grace": p.policy.grace, "hold_down": p.policy.hold_down}
                                                    for k, p in sorted(self.remedies.items())},
                                       **self.evictor.status()}
         self.publish_status(self.s.status_file, doc, "--probe and doctor need it")
+
+    def remediation_status(self, kinds: Dict[str, Dict[str, object]]) -> None:
+        """Each policy's kind, in the status file as the exporter reads it (``xpu_cdi_evictions_total``,
+        exporter/remediation.py): ``remediation``, and the decisions as ``evictions``/``restores``
+        ``{reason: n}``, once per kind (its own entry, else its first model resource's)."""
+        for kind, policy in self.remedies.items():
+            units = [u for u in sorted(kinds) if kinds[u].get("kind") == kind]
+            if not units:
+                continue
+            entry = kinds[kind if kind in units else units[0]]
+            entry["remediation"] = {"evict": True, "grace": policy.policy.grace, "holdDown": policy.policy.hold_down}
+            for key, action in (("evictions", remedy.EVICT), ("restores", remedy.RESTORE)):
+                entry[key] = {r: n for (k, a, r), n in sorted(self.decided.items()) if k == kind and a == action}
 
     # -- the loop ------------------------------------------------------------------------------------------
 

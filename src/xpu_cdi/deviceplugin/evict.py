@@ -136,7 +136,7 @@ class Evictor:
 
     def status(self) -> Dict[str, Any]:
         with self.lock:
-            return {"evictions": [{"kind": k, "reason": r, "count": n} for (k, r), n in sorted(self.counts.items())],
+            return {"pods_evicted": [{"kind": k, "reason": r, "count": n} for (k, r), n in sorted(self.counts.items())],
                     "evictions_blocked": [{"kind": k, "why": w, "count": n}
                                           for (k, w), n in sorted(self.blocked.items())],
                     "evicting": sorted(self.work)}
