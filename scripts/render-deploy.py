@@ -48,6 +48,8 @@ TREES: Dict[str, Tuple[dict, List[Tuple[str, str]]]] = {
                                ("node-config.yaml", "node-config.yaml")]),
     "deploy/labels": ({"labels": {"enabled": True}},
                       [("labels/rbac.yaml", "rbac.yaml"), ("labels/daemonset.yaml", "daemonset.yaml")]),
+    "deploy/device-plugin-evict": ({"devicePlugin": {"evict": ["kunlunxin.com/xpu"]}},
+                                   [("device-plugin-evict.yaml", "rbac.yaml")]),
     "deploy/monitoring": ({"monitoring": {"serviceMonitor": {"enabled": True}}},
                           [("monitoring/servicemonitor.yaml", "servicemonitor.yaml")]),
 }

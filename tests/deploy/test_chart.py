@@ -559,3 +559,28 @@ def test_a_config_per_node() -> None:
     defaults = helmchart.objects({})
     assert not [o for o in defaults if "device-plugin-config" in o["metadata"]["name"]]
     assert plugin_pod(defaults)["spec"]["serviceAccountName"] == "xpu-cdi"
+
+
+def test_evict_is_opt_in() -> None:
+    """devicePlugin.evict (issue 43): the rights, the token, NODE_NAME, kubelet's pod-resources and the
+    config's flags.evict come with it; without it none of them (today's RBAC-free plugin)."""
+    def plugin_parts(objs: List[Dict[str, Any]]) -> Any:
+        ds = next(o for o in objs if o["kind"] == "DaemonSet" and o["metadata"]["name"] == "xpu-cdi")
+        spec = ds["spec"]["template"]["spec"]
+        c = next(c for c in spec["containers"] if c["name"] == "device-plugin")
+        cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "xpu-cdi-device-plugin")
+        evict_objs = sorted(o["metadata"]["name"] for o in objs if "device-plugin-evict" in o["metadata"]["name"]
+                            or o["metadata"]["name"] == "xpu-cdi-device-plugin-events")
+        return spec["automountServiceAccountToken"], c.get("env", []), \
+            [m["mountPath"] for m in c["volumeMounts"]], yaml.safe_load(cm["data"]["config.yaml"]), evict_objs
+
+    token, env, mounts, cfg, rbac = plugin_parts(helmchart.objects(helmchart.COMBINATIONS["evict"]))
+    assert token is True and [e["name"] for e in env] == ["NODE_NAME"]
+    assert "/var/lib/kubelet/pod-resources" in mounts
+    assert cfg["flags"]["evict"] == ["kunlunxin.com/xpu:grace=30,hold-down=600", "huawei.com/npu"]
+    assert dpconfig.from_mapping(cfg, "chart")["evict"]["kunlunxin.com/xpu"].hold_down == 600.0
+    assert rbac == ["xpu-cdi-device-plugin-events", "xpu-cdi-device-plugin-events", "xpu-cdi-device-plugin-evict",
+                    "xpu-cdi-device-plugin-evict"]
+    token, env, mounts, cfg, rbac = plugin_parts(helmchart.objects({}))
+    assert token is False and env == [] and "/var/lib/kubelet/pod-resources" not in mounts
+    assert "evict" not in (cfg or {}).get("flags", {}) and rbac == []

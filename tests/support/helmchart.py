@@ -37,6 +37,7 @@ COMBINATIONS: Dict[str, Dict[str, Any]] = {
                                      "keySecret": {"name": "xpu-cdi-scrape", "key": "tls.key"}}},
                                   "prometheusRule": {"enabled": True}}},
     "minimal": {"exporter": {"enabled": False}, "runtimeClass": {"enabled": False}},
+    "evict": {"devicePlugin": {"evict": ["kunlunxin.com/xpu:grace=30,hold-down=600", "huawei.com/npu"]}},
     "shared": {"devicePlugin": {"resourceNaming": "model", "resourceNames": {"huawei.com/npu": "huawei.com/Ascend910"},
                                 "sharing": {"timeSlicing": {"failRequestsGreaterThanOne": True, "resources": [
                                     {"name": "kunlunxin.com/xpu", "replicas": 4},

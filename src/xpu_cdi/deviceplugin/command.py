@@ -17,6 +17,7 @@ from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, Seconds,
 from ..log import WARNING
 from ..node.status import probe as _probe
 from ..node.uevents import SOURCES as UEVENT_SOURCES
+from .. import remedy
 from . import config, response
 
 # flag -> Settings field, for the flags whose value comes as given strings
@@ -24,7 +25,8 @@ _FIELDS = {"plugin_dir": "plugin_dir", "spec_dirs": "spec_dirs", "dev_root": "de
            "driver_root": "driver_root", "sysfs_root": "sysfs_root", "proc_root": "proc_root",
            "profiles": "profiles", "profiles_dir": "profiles_dir", "status_file": "status_file",
            "health_interval": "health_interval", "removal_grace": "removal_grace", "uevents": "uevents",
-           "resource_naming": "resource_naming", "node_config": "node_config"}
+           "resource_naming": "resource_naming", "node_config": "node_config", "node_name": "node_name",
+           "kubeconfig": "kubeconfig", "pod_resources_socket": "pod_resources_socket"}
 
 
 def _given(ctx: click.Context, params: Dict[str, Any]) -> Dict[str, Any]:
@@ -37,6 +39,7 @@ def _given(ctx: click.Context, params: Dict[str, Any]) -> Dict[str, Any]:
             out[fieldname] = tuple(value) if isinstance(value, (list, tuple)) else value
     out["resource_names"] = config.parse_flag("resource_names", params["resource_names"])
     out["strategies"] = config.parse_flag("strategies", params["strategies"])
+    out["evict"] = remedy.parse(params["evict"]) if params["evict"] else None
     return {k: v for k, v in out.items() if v not in (None, ())}
 
 
@@ -44,8 +47,9 @@ def device_plugin(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_
                   sysfs_root: str, plugin_dir: str, spec_dirs: Tuple[str, ...], proc_root: Optional[str],
                   resource_names: Tuple[str, ...], strategies: Tuple[str, ...], config_path: Optional[str],
                   status_file: str, health_interval: float, removal_grace: float, uevents: str,
-                  resource_naming: str, node_config: str, probe: bool, log_level: str, verbose: bool,
-                  log_format: str) -> None:
+                  resource_naming: str, node_config: str, evict: Tuple[str, ...], node_name: Optional[str],
+                  kubeconfig: Optional[str], pod_resources_socket: str, probe: bool, log_level: str,
+                  verbose: bool, log_format: str) -> None:
     """The kubelet device plugin: advertise the cards our CDI specs define,
     one resource per CDI kind, and answer Allocate with CDI device names.
 
@@ -115,6 +119,17 @@ OPTIONS = (
     click.option("--uevents", type=click.Choice(UEVENT_SOURCES), default="auto", show_default=True,
                  help="uevent source for health checks; 'none': inotify and the poll only."),
     NODE_CONFIG_OPTION,
+    click.option("--evict", multiple=True, metavar="KIND[:grace=S][,hold-down=S]",
+                 help="Evict the pods holding a card of KIND unhealthy for the grace (default 30 s), through the "
+                      "Eviction API (PodDisruptionBudgets hold); a card that recovered is offered again after the "
+                      "hold-down (default 300 s). Repeatable; default: no kind (evict nothing, as before). Needs "
+                      "the remediation RBAC (docs/device-plugin.md, Remediation)."),
+    click.option("--node-name", default=None,
+                 help="kubelet's node name, whose pods --evict may evict (default: $NODE_NAME, else the host name)."),
+    click.option("--kubeconfig", default=None, metavar="FILE",
+                 help="The API server for --evict (default: the pod's service account)."),
+    click.option("--pod-resources-socket", default=config.DEFAULT_POD_RESOURCES, show_default=True,
+                 help="kubelet's PodResources socket: which pods hold an unhealthy card (--evict)."),
     click.option("--probe", is_flag=True,
                  help="Exit 0 if a running plugin has registered every kind it serves, else 1 with the reason "
                       "(a readiness probe)."),

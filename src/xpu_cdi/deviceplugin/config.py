@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from .. import bounded
+from .. import bounded, remedy
 from ..errors import ConfigError
 from ..nodeconfig import read_yaml
 from ..node.settings import HEALTH_INTERVAL, HEALTH_INTERVAL_RANGE, NodeSettings
@@ -39,6 +39,7 @@ from .sharing import Replicated, TimeSlicing, parse as parse_sharing
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # kubelet's DevicePluginPath
+DEFAULT_POD_RESOURCES = "/var/lib/kubelet/pod-resources/kubelet.sock"
 # an extended resource name: <domain>/<name>, name a qualified-name part (kubelet's rule)
 _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -57,6 +58,11 @@ class Settings(NodeSettings):
     uevents: str = "auto"
     node_config: str = "/etc/xpu-cdi/config.yaml"  # kubernetes-allocation: which way serves each kind
     sharing: Optional[TimeSlicing] = None  # time-slicing replicas (deviceplugin/sharing.py)
+    # remediation (issue 43, deviceplugin/evict.py): CDI kind -> its policy; none: today's behaviour
+    evict: Dict[str, remedy.Policy] = field(default_factory=dict)
+    node_name: str = ""  # the node the plugin runs on (--node-name, $NODE_NAME): whose pods it may evict
+    kubeconfig: Optional[str] = None  # the API server, for evictions only (default: the pod's service account)
+    pod_resources_socket: str = DEFAULT_POD_RESOURCES  # kubelet's PodResources: who holds a card
 
     @property
     def run_dir(self) -> str:
@@ -145,6 +151,17 @@ def _seconds(v: Any) -> float:
     return bounded.seconds(v, *REMOVAL_GRACE_RANGE)
 
 
+def _evict(v: Any) -> Dict[str, remedy.Policy]:
+    """``KIND[:grace=S][,hold-down=S]``, one or a list (never split at commas: hold-down follows one)."""
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ValueError("must be a string or a list of strings (kunlunxin.com/xpu:grace=30)")
+    try:
+        return remedy.parse(items)
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+
+
 def _naming(v: Any) -> str:
     if v not in naming.NAMINGS:
         raise ValueError(f"must be one of {', '.join(naming.NAMINGS)}")
@@ -165,6 +182,8 @@ KEYS = {
     "status-file": ("status_file", _str), "health-interval": ("health_interval", _float),
     "removal-grace": ("removal_grace", _seconds), "resource-naming": ("resource_naming", _naming),
     "uevents": ("uevents", _uevents), "node-config": ("node_config", _str),
+    "evict": ("evict", _evict), "node-name": ("node_name", _str), "kubeconfig": ("kubeconfig", _str),
+    "pod-resources-socket": ("pod_resources_socket", _str),
     "sharing": ("sharing", parse_sharing),
 }
 
@@ -298,6 +317,8 @@ def check_settings(s: Settings) -> None:
         raise ConfigError(f"--plugin-dir {s.plugin_dir!r} must be absolute")
     if not s.strategies:
         raise ConfigError("--device-list-strategy: give at least one of " + ", ".join(response.STRATEGIES))
+    if s.evict and not os.path.isabs(s.pod_resources_socket):
+        raise ConfigError(f"--pod-resources-socket {s.pod_resources_socket!r} must be absolute")
 
 
 def parse_flag(name: str, values: Sequence[str]) -> Any:

@@ -20,7 +20,11 @@ when the config file changed: a stat decides):
    stream ended) only wake the loop; what to do is read from the sockets;
 5. writes the status file that ``--probe`` and ``doctor`` read.
 
-It never talks to the API server: everything it needs is on the node.
+With ``--evict`` for a kind (issue 43), each health reading also feeds that kind's
+:class:`xpu_cdi.remedy.Remedy`: a card it does not offer (unhealthy, or held down after a
+recovery) is reported Unhealthy to kubelet, and its ``evict`` decisions go to
+:class:`.evict.Evictor`, the one part that talks to the API server.  Without it, the plugin
+never does: everything it needs is on the node.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
-from .. import partitions
+from .. import partitions, remedy
 from ..dra import vnpu
 from ..generate.hostfs import host_path
 from ..node import carved, servemode
@@ -41,7 +45,7 @@ from ..log import INFO, WARNING, Log, to_stderr
 from ..node.loop import Loop
 from ..node import grpcserve, health
 from ..node import inventory as devices
-from . import naming, registration, stale, vnpunames
+from . import evict, naming, registration, stale, vnpunames
 from ..node import status as _status
 from .config import Settings, resource_problem
 from .server import KindPlugin
@@ -56,8 +60,10 @@ class Daemon(Loop):
     waiting_for_specs = "nothing is advertised until a spec appears"
 
     def __init__(self, settings: Settings, log: Optional[Log] = None,
-                 reload_settings: Optional[Callable[[], Settings]] = None, config_file: str = "") -> None:
-        """*config_file*: the settings file *reload_settings* reads, followed: a change reloads."""
+                 reload_settings: Optional[Callable[[], Settings]] = None, config_file: str = "",
+                 evictor: Optional[Callable[["Daemon"], evict.Evictor]] = None) -> None:
+        """*config_file*: the settings file *reload_settings* reads, followed: a change reloads.
+        *evictor*: makes the :class:`.evict.Evictor` when a kind has a policy (tests give a fake API)."""
         super().__init__(log or to_stderr(LOGGER), settings)
         self.s: Settings = settings
         self.reload_settings = reload_settings
@@ -73,6 +79,24 @@ class Daemon(Loop):
         self.stale_due = False
         self.pid_namespace = _status.pid_namespace()
         self.vnpu_namer = vnpunames.Namer(self.vnpu_tool)
+        self.make_evictor = evictor or default_evictor
+        self.evictor: Optional[evict.Evictor] = None
+        self.remedies: Dict[str, remedy.Remedy] = {}
+        self.decided: Dict[Tuple[str, str, str], int] = {}  # (kind, action, reason) -> decisions, for the exporter
+
+    def set_policies(self) -> None:
+        """A :class:`remedy.Remedy` per kind with a policy (the settings' ``evict``); the evictor with the first.
+
+        Raises:
+            ConfigError: no node name, no way to the API server.
+        """
+        self.remedies = {kind: remedy.Remedy(p) for kind, p in self.s.evict.items()}
+        if self.remedies and self.evictor is None:
+            self.evictor = self.make_evictor(self)
+            self.evictor.start()
+        elif not self.remedies and self.evictor is not None:
+            self.evictor.stop()
+            self.evictor = None
 
     def ask_reload(self) -> None:
         self.reload_asked = True
@@ -153,6 +177,14 @@ class Daemon(Loop):
                     cards[cid] = card
                     unhealthy[cid] = (f"no spec in {', '.join(self.s.spec_dirs)} defines it now (kept for "
                                       f"{self.s.removal_grace:g}s in case the spec comes back, then dropped)")
+                policy = self.remedies.get(plugin.kind)
+                if policy is not None:
+                    for cid in cards:
+                        name = f"{plugin.kind}={cid}"
+                        policy.observe(name, not unhealthy.get(cid))
+                        if not unhealthy.get(cid) and not policy.offered(name):
+                            unhealthy[cid] = (f"healthy again, held down for {policy.policy.hold_down:g}s "
+                                              f"(--evict) before it is offered")
                 with plugin.cond:
                     before, known = dict(plugin.unhealthy), set(plugin.cards)
                 for cid in cards:  # said before kubelet hears it, so the log leads the list
@@ -175,6 +207,27 @@ class Daemon(Loop):
             for kind in list(self.known):
                 if kind not in self.kinds and kind not in self.vanished:
                     del self.known[kind]
+
+    def remediate(self) -> None:
+        """Carry out the policies' decisions that are due; a card restored is offered at once."""
+        restored = False
+        with self.lock:  # Allocate threads feed the policies too (apply_health)
+            due = [(kind, d) for kind, policy in self.remedies.items() for d in policy.due()]
+        for kind, d in due:
+            cid = d.card.partition("=")[2]
+            resource = next((p.resource for p in self.plugins.values() if p.kind == kind and cid in p.cards),
+                            self.s.resource(kind))
+            card = evict.Card(kind, cid, resource)
+            key = (kind, d.action, d.reason)
+            self.decided[key] = self.decided.get(key, 0) + 1
+            assert self.evictor is not None  # set_policies made it with the first policy
+            if d.action == remedy.EVICT:
+                self.evictor.evict(card, d.reason)
+            else:
+                self.evictor.restore(card, d.reason)
+                restored = True
+        if restored:
+            self.apply_health()
 
     def expiries(self) -> List[float]:
         """When each vanished card's removal grace ends (time.monotonic): the loop wakes then, not at its poll."""
@@ -243,7 +296,25 @@ class Daemon(Loop):
                    "plugin_dir": self.s.plugin_dir,
                    "spec_dirs": list(self.s.spec_dirs), "strategies": list(self.s.strategies),
                    "kinds": {k: p.status() for k, p in sorted(self.plugins.items())}}
+            self.remediation_status(doc["kinds"])
+            if self.evictor is not None:
+                doc["remediation"] = {"policies": {k: {"grace": p.policy.grace, "hold_down": p.policy.hold_down}
+                                                   for k, p in sorted(self.remedies.items())},
+                                      **self.evictor.status()}
         self.publish_status(self.s.status_file, doc, "--probe and doctor need it")
+
+    def remediation_status(self, kinds: Dict[str, Dict[str, object]]) -> None:
+        """Each policy's kind, in the status file as the exporter reads it (``xpu_cdi_evictions_total``,
+        exporter/remediation.py): ``remediation``, and the decisions as ``evictions``/``restores``
+        ``{reason: n}``, once per kind (its own entry, else its first model resource's)."""
+        for kind, policy in self.remedies.items():
+            units = [u for u in sorted(kinds) if kinds[u].get("kind") == kind]
+            if not units:
+                continue
+            entry = kinds[kind if kind in units else units[0]]
+            entry["remediation"] = {"evict": True, "grace": policy.policy.grace, "holdDown": policy.policy.hold_down}
+            for key, action in (("evictions", remedy.EVICT), ("restores", remedy.RESTORE)):
+                entry[key] = {r: n for (k, a, r), n in sorted(self.decided.items()) if k == kind and a == action}
 
     # -- the loop ------------------------------------------------------------------------------------------
 
@@ -267,7 +338,13 @@ class Daemon(Loop):
                 for plugin in self.plugins.values():
                     plugin.shutdown()
                 self.plugins.clear()
+                policies_changed = new.evict != self.s.evict
                 self.s = new
+                if policies_changed:
+                    try:
+                        self.set_policies()
+                    except XpuCdiError as err:
+                        self.log(f"--evict not applied: {err}", WARNING)
         try:
             self.load_profiles()
         except XpuCdiError as err:
@@ -288,12 +365,14 @@ class Daemon(Loop):
             self.check_stale()
         self.expire_vanished()
         self.sync_plugins()
+        self.remediate()
         self.reconcile()
         self.write_status()
 
     def run(self) -> int:
         """Until SIGTERM; exit status 0."""
         self.install_signals(on_hup=self.ask_reload)
+        self.set_policies()
         self.load_profiles()
         self.open_events(self.s.health_interval, self.s.uevents)
         self.log(f"starting: kubelet dir {self.s.plugin_dir}, specs in {', '.join(self.s.spec_dirs)}, "
@@ -303,6 +382,7 @@ class Daemon(Loop):
             self.step()
             due = [t for t in (p.registrar.due() for p in self.plugins.values()) if t is not None]
             due += self.expiries()
+            due += [time.monotonic() + w for w in (r.next_due() for r in self.remedies.values()) if w is not None]
             timeout = self.poll_interval(self.s.health_interval)
             if due:
                 timeout = min(timeout, max(0.0, min(due) - time.monotonic()))
@@ -315,5 +395,33 @@ class Daemon(Loop):
         for plugin in self.plugins.values():
             plugin.shutdown(grace=0.2)
         self.plugins.clear()
+        if self.evictor is not None:
+            self.evictor.stop()
         self.close_loop(self.s.status_file)
         self.log("stopped: sockets removed")
+
+
+def default_evictor(daemon: Daemon) -> evict.Evictor:
+    """The evictor of a running plugin: kubelet's PodResources, the API server as the plugin's account
+    and as its node.
+
+    Raises:
+        ConfigError: no node name, or no way to the API server (one line).
+    """
+    from ..dra.config import node_name
+    from ..exporter.podresources import Client
+
+    s = daemon.s
+    node = node_name(s.node_name or None)
+    api, as_node = evict.node_kube(s.kubeconfig, node)
+
+    def list_pods() -> object:
+        client = Client(s.pod_resources_socket, timeout=5.0)
+        try:
+            return client.listed()
+        finally:
+            client.close()
+
+    daemon.log(f"--evict: {', '.join(sorted(s.evict))}: the pods of a card unhealthy past its grace are evicted "
+               f"as node {node}")
+    return evict.Evictor(node, daemon.log, list_pods, api, as_node)

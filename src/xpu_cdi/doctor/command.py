@@ -12,8 +12,8 @@ import click
 from ..clikit import NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, subcommand
 from ..errors import XpuCdiError
 from ..generate.options import roots_of
-from . import (claims, devices, dra, driverfiles, exporter, interconnect, k8s, olddriver, plugin, runtimes, specs,
-               stale, topo, wiring)
+from . import (claims, consumers, devices, dra, driverfiles, exporter, interconnect, k8s, olddriver, plugin, runtimes,
+               specs, stale, topo, wiring)
 from .context import DEFAULT_HOOKS_DIRS, Context, Options, gather
 from .result import Result, exit_code, fail, line, summary
 
@@ -54,6 +54,7 @@ CHECKS: Tuple[Tuple[str, Check], ...] = (
     ("vnpu-held", claims.check_vnpus),
     ("exporter", exporter.check_exporter),
     ("old-driver", olddriver.check_old_driver),
+    ("consumers", consumers.check_consumers),
 )
 
 
@@ -84,7 +85,8 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
            sysfs_root: str, proc_root: Optional[str], spec_dirs: Tuple[str, ...], containerd_config: str,
            crio_config: str, docker_config: str, runtimeclasses: Tuple[str, ...], hooks_dirs: Tuple[str, ...],
            runtime_name: str, runtime_versions: Tuple[str, ...], plugin_dir: str, plugin_status_file: str,
-           node_config: str, exporter_status_file: str, dra_run_dir: str, as_json: bool) -> None:
+           node_config: str, exporter_status_file: str, dra_run_dir: str, pod_resources_socket: str,
+           as_json: bool) -> None:
     """Check the chain from driver to pod: cards, nodes, driver files, specs,
     runtime config, hook, RuntimeClass, topology, device plugin, env selection,
     DRA driver, one way per kind, exporter.
@@ -102,7 +104,7 @@ def doctor(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: s
                    plugin_dir=os.path.abspath(plugin_dir), plugin_status_file=os.path.abspath(plugin_status_file),
                    node_config=os.path.abspath(node_config),
                    exporter_status_file=os.path.abspath(exporter_status_file),
-                   dra_run_dir=os.path.abspath(dra_run_dir))
+                   dra_run_dir=os.path.abspath(dra_run_dir), pod_resources_socket=os.path.abspath(pod_resources_socket))
     results = run(opts)
     if as_json:
         click.echo(json.dumps(results, indent=2))
@@ -137,6 +139,8 @@ OPTIONS = (
         ("--plugin-status-file", "status file", "device-plugin", "--status-file"),
         ("--exporter-status-file", "status file", "exporter", "--status-file"),
         ("--dra-run-dir", "run dir", "dra-driver", "--run-dir: status files dra-driver-*.json"))),
+    click.option("--pod-resources-socket", default=Options.pod_resources_socket, show_default=True,
+                 help="kubelet's PodResources socket: the pods holding cards (the consumers check)."),
     click.option("--json", "as_json", is_flag=True, help='Print a JSON list of {"check","status","found","fix"}.'),
 )
 

@@ -47,6 +47,7 @@ class Options:
     node_config: str = "/etc/xpu-cdi/config.yaml"  # nodeconfig.DEFAULT_PATH
     exporter_status_file: str = "/run/xpu-cdi/exporter.json"  # what `xpu-cdi exporter` writes
     dra_run_dir: str = "/run/xpu-cdi"  # where `xpu-cdi dra-driver` writes dra-driver-<pod uid>.json
+    pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"  # who holds the cards: consumers
 
 
 @dataclass

@@ -91,6 +91,23 @@ class Client:
     def close(self) -> None:
         self.channel.close()
 
+    def listed(self) -> Any:
+        """``List``'s answer as kubelet gave it (the device plugin's evictor reads it).
+
+        Raises:
+            PodResourcesError: kubelet does not answer, or refuses (one line).
+        """
+        try:
+            return self._list(message("ListPodResourcesRequest")(), timeout=self.timeout)
+        except self.grpc.RpcError as err:
+            raise self._error(err) from None
+
+    def _error(self, err: Any) -> PodResourcesError:
+        code = err.code().name if hasattr(err, "code") else "UNKNOWN"
+        details = err.details() if hasattr(err, "details") else str(err)
+        return PodResourcesError(f"kubelet's pod-resources API at {self.socket_path} did not answer: "
+                                 f"{code}: {' '.join(str(details).split())[:200]}")
+
     def fetch(self) -> Listing:
         """Both calls.
 
@@ -101,10 +118,7 @@ class Client:
             listed = self._list(message("ListPodResourcesRequest")(), timeout=self.timeout)
             alloc = self._allocatable(message("AllocatableResourcesRequest")(), timeout=self.timeout)
         except self.grpc.RpcError as err:
-            code = err.code().name if hasattr(err, "code") else "UNKNOWN"
-            details = err.details() if hasattr(err, "details") else str(err)
-            raise PodResourcesError(f"kubelet's pod-resources API at {self.socket_path} did not answer: "
-                                    f"{code}: {' '.join(str(details).split())[:200]}") from None
+            raise self._error(err) from None
         out = Listing([], [], [(d.resource_name, tuple(d.device_ids)) for d in alloc.devices])
         for pod in listed.pod_resources:
             for c in pod.containers:

@@ -11,6 +11,15 @@
 {{- end -}}
 
 {{/* The DRA driver's service account, as the API server names its user. */}}
+{{/* The plugin's service account: its own, that may read Nodes, when a node label picks its config. */}}
+{{- define "xpu-cdi.devicePluginServiceAccount" -}}
+{{- if .Values.devicePlugin.config.map -}}xpu-cdi-device-plugin-config{{- else -}}xpu-cdi{{- end -}}
+{{- end -}}
+
+{{- define "xpu-cdi.devicePluginUser" -}}
+{{- printf "system:serviceaccount:%s:%s" (include "xpu-cdi.namespace" .) (include "xpu-cdi.devicePluginServiceAccount" .) -}}
+{{- end -}}
+
 {{- define "xpu-cdi.draUser" -}}
 {{- printf "system:serviceaccount:%s:xpu-cdi-dra-driver" (include "xpu-cdi.namespace" .) -}}
 {{- end -}}
@@ -72,6 +81,9 @@ the plugin's defaults, `{}` when nothing does.
 {{- end -}}
 {{- if $dp.resourceNames -}}
 {{- $_ := set $flags "resourceName" $dp.resourceNames -}}
+{{- end -}}
+{{- if $dp.evict -}}
+{{- $_ := set $flags "evict" $dp.evict -}}
 {{- end -}}
 {{- $cfg := dict -}}
 {{- if $flags -}}
