@@ -424,4 +424,4 @@ def default_evictor(daemon: Daemon) -> evict.Evictor:
 
     daemon.log(f"--evict: {', '.join(sorted(s.evict))}: the pods of a card unhealthy past its grace are evicted "
                f"as node {node}")
-    return evict.Evictor(node, daemon.log, list_pods, api, as_node)
+    return evict.Evictor(node, daemon.log, list_pods, api, as_node, changed=daemon.wake)

@@ -103,8 +103,10 @@ class Evictor:
     """
 
     def __init__(self, node: str, log: Log, list_pods: Callable[[], Any], api: Any, as_node: Any,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, changed: Callable[[], None] = lambda: None) -> None:
+        """*changed*: called when :meth:`status` changed (the daemon rewrites its status file)."""
         self.node, self.log, self.list_pods, self.api, self.as_node = node, log, list_pods, api, as_node
+        self.changed = changed
         self.clock = clock
         self.lock = threading.Lock()
         self.work: Dict[str, _Work] = {}  # card name -> what is left to do
@@ -205,6 +207,7 @@ class Evictor:
             w.tries[pod] = self.clock() + RETRY
             with self.lock:
                 self.blocked[(card.kind, why)] = self.blocked.get((card.kind, why), 0) + 1
+            self.changed()
             if (pod, why) not in w.said:  # one line and one Event per pod and cause, then quiet retries
                 w.said.add((pod, why))
                 self.log(f"{card.name}: eviction of pod {pod.namespace}/{pod.name} refused, tried again every "
@@ -215,6 +218,7 @@ class Evictor:
             return
         with self.lock:
             self.counts[(card.kind, w.reason)] = self.counts.get((card.kind, w.reason), 0) + 1
+        self.changed()
         w.tries[pod] = float("inf")  # evicted: its deletion is the API server's and kubelet's now
         self.log(f"{card.name}: evicted pod {pod.namespace}/{pod.name} (card {w.reason})", WARNING)
         self.pod_event(pod, uid, EVICTING, f"card {card.name} on node {self.node} is unhealthy past the grace: "
