@@ -52,6 +52,9 @@ differences below are fair:
   API server and scheduler, no kubelets; each workload's pods/s as a ratio to
   the extended-resource baseline, the scheduler's SLI, the API server's and
   etcd's memory and CPU, slice bytes per node; ``bench-out/scale.png``.
+* remedy (scripts/bench_remedy.py, issue 43; only with ``--only remedy``: it
+  starts a cluster of its own): the DRA driver's ``--evict``, a card's failure
+  to its pod's eviction and to its Job's pod running again on another card.
 
 Prints a table; writes ``bench-out/bench.json`` (every sample and the
 machine), ``bench-out/performance.md`` (the README's Performance section)
@@ -723,8 +726,8 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--only", action="append", default=[], metavar="GROUP",
                     help="measure only these groups (generate, hoststat, hook, hook-direct, inside, syscalls, "
-                         "wrapper, deviceplugin, daemons, cli, vnpu, k8s, fleet, scale); repeatable; default all "
-                         "but scale")
+                         "wrapper, deviceplugin, daemons, cli, vnpu, k8s, fleet, scale, remedy); repeatable; "
+                         "default all but scale and remedy")
     args = ap.parse_args(argv)
     wanted = set(args.only) or {"generate", "hoststat", "hook", "hook-direct", "inside", "syscalls", "wrapper",
                                 "deviceplugin", "daemons", "cli", "vnpu", "k8s", "fleet"}
@@ -781,12 +784,19 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 import bench_scale
 
                 scale_rows, scale_samples = bench_scale.run(work, args.seed, Path(args.out))
+            remedy_rows: Rows = []
+            remedy_samples: Dict[str, object] = {}
+            if "remedy" in wanted:
+                import bench_remedy
+
+                remedy_rows, remedy_samples = bench_remedy.run(work)
         finally:
             for mount in MOUNTS:
                 subprocess.run(["umount", str(mount)], check=False)
             fakehost.remove_tree(work)
     machine["load_after"] = bench_machine.load()
-    rows = report(samples) + sc_rows + dp_rows + fp_rows + vnpu_rows + k8s_rows + fleet_rows + scale_rows
+    rows = report(samples) + sc_rows + dp_rows + fp_rows + vnpu_rows + k8s_rows + fleet_rows + scale_rows + \
+        remedy_rows
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine, "rounds": args.rounds, "seed": args.seed,
@@ -794,7 +804,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                                                 "deviceplugin": dp_samples,
                                                 "footprint": fp_samples, "vnpu_s": vnpu_samples,
                                                 "k8s_s": k8s_samples, "fleet": fleet_samples,
-                                                "scale": scale_samples}, indent=1))
+                                                "scale": scale_samples, "remedy": remedy_samples}, indent=1))
     (out / "performance.md").write_text(markdown(rows, machine, args.rounds))
     print(f"\nxpu-cdi bench on {machine['summary']}\n(load average {machine['load_before']} before, "
           f"{machine['load_after']} after)\n{table(rows)}")
