@@ -23,7 +23,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("commands", ("xpu_cdi.cli", "xpu_cdi.clikit")),
     ("subsystems", ("xpu_cdi.doctor", "xpu_cdi.deviceplugin", "xpu_cdi.dra", "xpu_cdi.exporter",
                     "xpu_cdi.runtime", "xpu_cdi.watch", "xpu_cdi.host", "xpu_cdi.system", "xpu_cdi.labels")),
-    ("node", ("xpu_cdi.node",)),
+    ("node", ("xpu_cdi.node", "xpu_cdi.kube")),
     # topology is the sysfs PCIe tree generate's annotations and the node's inventory both read
     ("generate", ("xpu_cdi.generate", "xpu_cdi.cdi", "xpu_cdi.topology", "xpu_cdi.nodeconfig",
                   "xpu_cdi.cardmodel", "xpu_cdi.driverversion", "xpu_cdi.interconnect")),

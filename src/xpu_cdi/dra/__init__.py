@@ -9,7 +9,7 @@ One driver per CDI kind (driver name = the CDI vendor, ``kunlunxin.com``):
 * :mod:`.checkpoint` -- the prepared claims, atomic and keyed to the boot;
 * :mod:`.server`, :mod:`.registration` -- kubelet's gRPC side (DRAPlugin v1
   and v1beta1, DRAResourceHealth, the plugin watcher's Registration);
-* :mod:`.kube` -- the API server, through the official client;
+* :mod:`xpu_cdi.kube.client` (shared with the labeller) -- the API server;
 * :mod:`.daemon`, :mod:`.config`, :mod:`.command` -- the daemon.
 
 Only the daemon's modules import grpcio, protobuf and the Kubernetes client.

@@ -43,7 +43,7 @@ from . import claims as _claims
 from . import claimspec, partitioned, shares, vnpu
 from . import slices as _slices
 from .config import Settings
-from .kube import ApiError, Kube, claim_path
+from ..kube.client import ApiError, Kube, claim_path
 from .publisher import Publisher
 from .server import Server, Services, dra_socket, registration_socket
 

@@ -1,4 +1,4 @@
-"""dra/kube.py's own setup of the common kubeconfigs (urllib3 alone) and its fall-back to the
+"""kube/client.py's own setup of the common kubeconfigs (urllib3 alone) and its fall-back to the
 official client's loaders for the others; requests against a loopback HTTP server."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from xpu_cdi.dra.kube import Kube
+from xpu_cdi.kube.client import Kube
 
 
 def kubeconfig(path: Path, server: str, user: Dict[str, Any], **cluster: Any) -> Path:
@@ -58,7 +58,7 @@ def api() -> Iterator[Dict[str, Any]]:
 def test_token_kubeconfig_without_the_official_client(tmp_path: Path, api: Dict[str, Any]) -> None:
     """A server and a token: the request carries it, and the process never imports ``kubernetes``."""
     cfg = kubeconfig(tmp_path / "kc", api["url"] + "/", {"token": "tok-1"})
-    code = ("import json, sys\nfrom xpu_cdi.dra.kube import Kube\nk = Kube(sys.argv[1])\n"
+    code = ("import json, sys\nfrom xpu_cdi.kube.client import Kube\nk = Kube(sys.argv[1])\n"
             "print(json.dumps([k.host, k.get('/api/v1/nodes/n')['auth'], 'kubernetes' in sys.modules]))")
     r = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -113,7 +113,7 @@ def test_exec_plugin_goes_to_the_official_client(tmp_path: Path, api: Dict[str, 
     plugin.chmod(0o755)
     cfg = kubeconfig(tmp_path / "kc", api["url"], {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
                                                             "command": str(plugin), "interactiveMode": "Never"}})
-    code = ("import json, sys\nfrom xpu_cdi.dra.kube import Kube\nk = Kube(sys.argv[1])\n"
+    code = ("import json, sys\nfrom xpu_cdi.kube.client import Kube\nk = Kube(sys.argv[1])\n"
             "print(json.dumps([k.get('/x')['auth'], 'kubernetes' in sys.modules]))")
     r = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -123,7 +123,7 @@ def test_exec_plugin_goes_to_the_official_client(tmp_path: Path, api: Dict[str, 
 def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pod's service account: the service's address (an IPv6 one bracketed), its CA, and the
     projected token re-read as kubelet rotates it."""
-    from xpu_cdi.dra import kube
+    from xpu_cdi.kube import client as kube
 
     (tmp_path / "token").write_text("sa-1")
     monkeypatch.setattr(kube, "SERVICE_ACCOUNT", str(tmp_path))
@@ -142,7 +142,7 @@ def test_in_cluster_reads_no_yaml(tmp_path: Path) -> None:
     a kubeconfig file still imports it where it is read."""
     (tmp_path / "token").write_text("sa-1")
     probe = ("import json, os, sys\n"
-             "from xpu_cdi.dra import kube\n"
+             "from xpu_cdi.kube import client as kube\n"
              "kube.SERVICE_ACCOUNT = sys.argv[1]\n"
              "k = kube.Kube(sys.argv[2] or None)\n"
              "print(json.dumps([k.host, 'yaml' in sys.modules]))\n")
