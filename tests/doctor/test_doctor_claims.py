@@ -10,8 +10,8 @@ from pathlib import Path
 
 from support import fakehost, npusmi
 from support.doctornode import Node, checks, worst
-from xpu_cdi.dra import checkpoint as _cp
-from xpu_cdi.dra import claimspec
+from xpu_cdi.node import checkpoint as _cp
+from xpu_cdi.node import claimspec
 from xpu_cdi.node import status as _status
 
 from test_doctor_dra import status_file

@@ -10,7 +10,7 @@ from typing import Any, Dict
 
 from support.doctornode import Node, checks, worst
 from xpu_cdi.node import status as _status
-from xpu_cdi.dra import checkpoint as _cp
+from xpu_cdi.node import checkpoint as _cp
 
 
 def status_file(run: Path, checkpoint: Path, pid: int, **kind: Any) -> None:

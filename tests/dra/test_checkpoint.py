@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from xpu_cdi.dra import checkpoint as cp
+from xpu_cdi.node import checkpoint as cp
 
 DEVICES = [{"requests": ["xpus"], "pool": "n1", "device": "3", "cdi": ["kunlunxin.com/xpu=3"]}]
 

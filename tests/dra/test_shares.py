@@ -13,7 +13,8 @@ import grpc
 import pytest
 
 from xpu_cdi.cdi import registry, validate
-from xpu_cdi.dra import checkpoint, claims, claimspec, shares, slices
+from xpu_cdi.dra import claims, shares, slices
+from xpu_cdi.node import checkpoint, claimspec
 from xpu_cdi.errors import ClaimError, ConfigError
 
 from test_driver import DRIVER, Kubelet, started

@@ -22,7 +22,8 @@ from support.fakeapi import FakeKube
 from xpu_cdi import log
 from xpu_cdi.cli import main
 from xpu_cdi.cdi import registry
-from xpu_cdi.dra import checkpoint, claimspec, config
+from xpu_cdi.dra import config
+from xpu_cdi.node import checkpoint, claimspec
 
 pytestmark = pytest.mark.privileged  # mknod
 DRIVER = "huawei.com"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from xpu_cdi.dra import checkpoint, claimspec
+from xpu_cdi.node import checkpoint, claimspec
 from prometheus_client import generate_latest
 
 from xpu_cdi.exporter import claimdevices, metrics

@@ -6,7 +6,8 @@ One driver per CDI kind (driver name = the CDI vendor, ``kunlunxin.com``):
 * :mod:`.publisher` -- keeps them published: generation bumps, republished
   after kubelet deletes them, withdrawn on shutdown;
 * :mod:`.claims` -- a ResourceClaim's allocation to CDI device names (pure);
-* :mod:`.checkpoint` -- the prepared claims, atomic and keyed to the boot;
+* :mod:`xpu_cdi.node.checkpoint` (the exporter and doctor read it too) -- the prepared claims,
+  atomic and keyed to the boot;
 * :mod:`.server`, :mod:`.registration` -- kubelet's gRPC side (DRAPlugin v1
   and v1beta1, DRAResourceHealth, the plugin watcher's Registration);
 * :mod:`xpu_cdi.kube.client` (shared with the labeller) -- the API server;

@@ -38,9 +38,10 @@ from ..log import ERROR, INFO, WARNING, Log, to_stderr
 from ..driverversion import read_driver_version
 from ..generate.hostfs import host_path
 from ..node.loop import Loop
-from . import checkpoint as _cp
+from ..node import checkpoint as _cp
 from . import claims as _claims
-from . import claimspec, partitioned, shares, vnpu
+from ..node import claimspec
+from . import partitioned, shares, vnpu
 from . import slices as _slices
 from .config import Settings
 from ..kube.client import ApiError, Kube, claim_path

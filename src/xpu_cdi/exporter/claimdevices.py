@@ -1,8 +1,8 @@
 """The devices DRA claims have on this node beyond whole cards: shares of a card, vNPUs.
 
 Read from the DRA driver's checkpoints (``<kubelet plugins dir>/<driver>/checkpoint.json``,
-:mod:`xpu_cdi.dra.checkpoint`): every prepared device whose CDI names include a claim-scoped
-one (``k8s.<driver>/claim=<claim uid>-<suffix>``, :mod:`xpu_cdi.dra.claimspec`) is a series of
+:mod:`xpu_cdi.node.checkpoint`): every prepared device whose CDI names include a claim-scoped
+one (``k8s.<driver>/claim=<claim uid>-<suffix>``, :mod:`xpu_cdi.node.claimspec`) is a series of
 its own, with its claim, its share id and memory where the driver recorded them, and the
 container holding it: the one kubelet's PodResources lists with that claim-scoped name.
 A checkpoint of an earlier boot is stale (its claims are gone) and skipped.
@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from ..dra import checkpoint, claimspec
+from ..node import checkpoint, claimspec
 from .podresources import Holder, Listing
 
 

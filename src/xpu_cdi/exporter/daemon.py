@@ -42,7 +42,7 @@ from ..node.settings import NodeSettings
 from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
-from ..dra import checkpoint
+from ..node import checkpoint
 from .. import interconnect
 from ..driverversion import read_driver_version
 from . import claimdevices, holders, metrics, server, sources, webconfig
