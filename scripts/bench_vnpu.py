@@ -36,7 +36,7 @@ def pct(values: List[float], q: float) -> float:
 def measure(rounds: int) -> Dict[str, List[float]]:
     from support.fakeapi import FakeKube
     from test_vnpu import KIND, NpuNode, result  # the unit tests' node: one set-up for both
-    from xpu_cdi.dra import vnpu
+    from xpu_cdi.node import vnpu
 
     tool_time: List[float] = []
     run = vnpu.Tool.run

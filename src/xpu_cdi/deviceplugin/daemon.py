@@ -32,7 +32,7 @@ import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import partitions
-from ..dra import vnpu
+from ..node import vnpu
 from ..generate.hostfs import host_path
 from ..node import carved, servemode
 from ..errors import XpuCdiError

@@ -24,7 +24,7 @@ from .. import partitions
 from ..cdi import registry
 from ..node import checkpoint as _cp
 from ..node import claimspec
-from ..dra.vnpu import Tool
+from ..node.vnpu import Tool
 from ..errors import ClaimError
 from ..generate.discover import host_path
 from ..node import status as _status

@@ -40,8 +40,8 @@ from ..generate.hostfs import host_path
 from ..node.loop import Loop
 from ..node import checkpoint as _cp
 from . import claims as _claims
-from ..node import claimspec
-from . import partitioned, shares, vnpu
+from ..node import claimspec, vnpu
+from . import partitioned, shares
 from . import slices as _slices
 from .config import Settings
 from ..kube.client import ApiError, Kube, claim_path
