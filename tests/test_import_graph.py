@@ -33,6 +33,13 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
 ]
 #: (importer, imported) edges allowed against the layers, each with its reason: none.
 EXEMPT: Dict[Tuple[str, str], str] = {}
+#: The subsystems one subsystem may import, each with its reason: what the daemons (device
+#: plugin, DRA driver, exporter, labeller) share with each other or with doctor lives in
+#: ``node/`` or ``kube/``, never in a daemon's package.
+SIBLINGS: Dict[Tuple[str, str], str] = {
+    ("xpu_cdi.doctor", "xpu_cdi.runtime"): "doctor reads the runtimes' configs only through runtime's readers",
+    ("xpu_cdi.host", "xpu_cdi.runtime"): "the host set-up wires containerd through runtime configure",
+}
 
 
 def modules() -> Dict[str, Path]:
@@ -119,6 +126,23 @@ def upward(edges: Dict[str, Set[str]]) -> List[str]:
     return out
 
 
+def subsystem_of(module: str) -> Optional[str]:
+    """The package of the subsystems layer that holds *module* (its ``command`` too), or None."""
+    package = ".".join(module.split(".")[:2])
+    return package if package in dict(LAYERS)["subsystems"] else None
+
+
+def across(edges: Dict[str, Set[str]]) -> List[str]:
+    """Every edge from one subsystem into another that :data:`SIBLINGS` does not list."""
+    out = []
+    for a, targets in sorted(edges.items()):
+        for b in sorted(targets):
+            pa, pb = subsystem_of(a), subsystem_of(b)
+            if a != "xpu_cdi.cli" and pb is not None and pa != pb and (pa or a, pb) not in SIBLINGS:
+                out.append(f"{a} -> {b}")
+    return out
+
+
 def test_every_module_has_a_layer() -> None:
     assert sorted(m for m in modules() if layer_of(m) is None) == []
 
@@ -136,6 +160,27 @@ def test_layer_finder() -> None:
 def test_no_lower_layer_imports_a_higher_one() -> None:
     found = upward(graph())
     assert not found, "imports up the layers:\n" + "\n".join(found)
+
+
+def test_no_subsystem_reaches_into_another() -> None:
+    """The exporter, the labeller and doctor read what they share with the daemons from ``node/``
+    and ``kube/``: none imports a daemon package (nor one daemon another's)."""
+    found = across(graph())
+    assert not found, "imports across subsystems (move what they share to node/ or kube/):\n" + "\n".join(found)
+
+
+def test_across_finder() -> None:
+    assert across({"xpu_cdi.exporter.holders": {"xpu_cdi.deviceplugin.sharing", "xpu_cdi.node.sharing"},
+                   "xpu_cdi.doctor.claims": {"xpu_cdi.dra", "xpu_cdi.doctor.dra", "xpu_cdi.runtime.crio"},
+                   "xpu_cdi.labels.command": {"xpu_cdi.dra.kube"}, "xpu_cdi.cli": {"xpu_cdi.dra.command"}}) == [
+        "xpu_cdi.doctor.claims -> xpu_cdi.dra", "xpu_cdi.exporter.holders -> xpu_cdi.deviceplugin.sharing",
+        "xpu_cdi.labels.command -> xpu_cdi.dra.kube"]
+
+
+def test_siblings_are_still_needed() -> None:
+    edges = graph()
+    used = {(subsystem_of(a), subsystem_of(b)) for a, targets in edges.items() for b in targets}
+    assert [pair for pair in SIBLINGS if pair not in used] == []
 
 
 def test_exemptions_are_still_needed() -> None:
