@@ -33,7 +33,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import partitions
 from ..node import vnpu
-from ..generate.hostfs import host_path
+from ..hostfs import host_path
 from ..node import carved, servemode
 from ..errors import XpuCdiError
 from ..generate.discover import Roots

@@ -36,7 +36,7 @@ from ..node import status as _status
 from ..errors import ClaimError, XpuCdiError
 from ..log import ERROR, INFO, WARNING, Log, to_stderr
 from ..driverversion import read_driver_version
-from ..generate.hostfs import host_path
+from ..hostfs import host_path
 from ..node.loop import Loop
 from ..node import checkpoint as _cp
 from . import claims as _claims

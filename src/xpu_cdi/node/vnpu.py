@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from ..errors import ClaimError
 from ..generate import edits
-from ..generate.hostfs import host_path
+from ..hostfs import host_path
 from ..model import DeviceNode, NodeInfo
 
 TIMEOUT = 60

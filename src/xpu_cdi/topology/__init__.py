@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from .. import interconnect
 from .allocate import distance, preferred
 from ..cdi import names as cdi_names
-from ..generate.discover import host_path
+from ..hostfs import host_path
 from ..model import PCI_ADDRESS, HostView
 
 __all__ = ["TopoCard", "cards", "compress", "degraded", "device_annotations", "distance", "groups", "labels",
