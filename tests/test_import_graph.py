@@ -24,9 +24,12 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("subsystems", ("xpu_cdi.doctor", "xpu_cdi.deviceplugin", "xpu_cdi.dra", "xpu_cdi.exporter",
                     "xpu_cdi.runtime", "xpu_cdi.watch", "xpu_cdi.host", "xpu_cdi.system", "xpu_cdi.labels")),
     ("node", ("xpu_cdi.node", "xpu_cdi.kube")),
-    # topology is the sysfs PCIe tree generate's annotations and the node's inventory both read
-    ("generate", ("xpu_cdi.generate", "xpu_cdi.cdi", "xpu_cdi.topology", "xpu_cdi.nodeconfig",
-                  "xpu_cdi.cardmodel", "xpu_cdi.driverversion", "xpu_cdi.interconnect")),
+    ("generate", ("xpu_cdi.generate", "xpu_cdi.nodeconfig")),
+    # what generate, the node and doctor read of the host and of CDI: the sysfs PCIe tree
+    # (generate's --with-topology annotations take it; it takes nothing of generate), the cards'
+    # models, links and driver version, CDI names, the spec dirs' reader
+    ("host", ("xpu_cdi.topology", "xpu_cdi.interconnect", "xpu_cdi.cardmodel", "xpu_cdi.driverversion",
+              "xpu_cdi.cdi")),
     ("base", ("xpu_cdi", "xpu_cdi._version", "xpu_cdi._native", "xpu_cdi.model", "xpu_cdi.errors",
               "xpu_cdi.atomic", "xpu_cdi.bounded", "xpu_cdi.hostfs", "xpu_cdi.hoststat", "xpu_cdi.log",
               "xpu_cdi.schema_files", "xpu_cdi.binaries")),
@@ -155,6 +158,8 @@ def test_layer_finder() -> None:
     assert upward({"xpu_cdi.node.loop": {"xpu_cdi.deviceplugin.daemon"}}) == [
         "xpu_cdi.node.loop (node) -> xpu_cdi.deviceplugin.daemon (subsystems)"]
     assert upward({"xpu_cdi.deviceplugin.daemon": {"xpu_cdi.node.loop", "xpu_cdi.watch"}}) == []
+    assert upward({"xpu_cdi.topology": {"xpu_cdi.generate.spec", "xpu_cdi.hostfs"}}) == [  # the knot of before
+        "xpu_cdi.topology (host) -> xpu_cdi.generate.spec (generate)"]
 
 
 def test_no_lower_layer_imports_a_higher_one() -> None:
