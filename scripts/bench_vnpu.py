@@ -65,7 +65,7 @@ def measure(rounds: int) -> Dict[str, List[float]]:
                 t = time.perf_counter()
                 (devices, error), = driver.prepare([("ns", f"c{n}", uid)]).values()
                 took = time.perf_counter() - t
-                assert not error and devices[0]["cdi"], error
+                assert not error and devices[0].cdi, error
                 out["prepare"].append(took)
                 out["tool"].append(sum(tool_time))
                 out["driver"].append(took - sum(tool_time))

@@ -24,6 +24,7 @@ from .. import partitions
 from ..cdi import registry
 from ..node import checkpoint as _cp
 from ..node import claimspec
+from ..node.prepared import PreparedClaims
 from ..node.vnpu import Tool
 from ..errors import ClaimError
 from ..generate.discover import host_path
@@ -142,7 +143,7 @@ def check_vnpus(ctx: Context) -> List[Result]:
     for doc in docs:
         for st in doc["kinds"].values():
             try:
-                held.update({v: f"claim {uid}" for v, uid in _cp.Checkpoint(
+                held.update({v: f"claim {uid}" for v, uid in PreparedClaims(
                     "", _cp.read(str(st.get("checkpoint") or ""))[0]).vnpu_ids().items()})
             except (OSError, ValueError):
                 pass

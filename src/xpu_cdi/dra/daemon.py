@@ -39,6 +39,7 @@ from ..driverversion import read_driver_version
 from ..hostfs import host_path
 from ..node.loop import Loop
 from ..node import checkpoint as _cp
+from ..node.prepared import PreparedClaim, PreparedClaims, PreparedDevice, VNpu
 from . import claims as _claims
 from ..node import claimspec, vnpu
 from . import partitioned, shares
@@ -66,7 +67,7 @@ class KindDriver:
         self.health_gen = 0
         self.cond = threading.Condition()
         self.lock = threading.Lock()  # this process's calls; the flock serializes with the other pod's
-        self._cp: Optional[_cp.Checkpoint] = None
+        self._cp: Optional[PreparedClaims] = None
         self._cp_stat: Optional[Tuple[int, int, int]] = None
         self.discarded = False  # the checkpoint was from an earlier boot, or corrupt
         endpoint = dra_socket(self.dir, s.pod_uid)
@@ -82,7 +83,7 @@ class KindDriver:
     # -- the checkpoint, shared with the other pod of a rolling update ------------------------------------
 
     @contextmanager
-    def serialized(self) -> Iterator[_cp.Checkpoint]:
+    def serialized(self) -> Iterator[PreparedClaims]:
         """The checkpoint as on disk now, under this process's lock and the plugin dir's flock."""
         with self.lock:
             fd = os.open(os.path.join(self.dir, "serialize.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -92,7 +93,7 @@ class KindDriver:
             finally:
                 os.close(fd)
 
-    def _load(self) -> _cp.Checkpoint:
+    def _load(self) -> PreparedClaims:
         try:
             st = os.stat(self.cp_path)
             key: Optional[Tuple[int, int, int]] = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -108,7 +109,7 @@ class KindDriver:
             self._cp, self._cp_stat = cp, key
         return self._cp
 
-    def _save(self, cp: _cp.Checkpoint) -> None:
+    def _save(self, cp: PreparedClaims) -> None:
         _cp.save(self.cp_path, cp)
         st = os.stat(self.cp_path)
         self._cp, self._cp_stat = cp, (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -148,15 +149,15 @@ class KindDriver:
         for c in claims.values():
             for v in c.vnpus():
                 try:
-                    self.tool.destroy(int(v["card"]), int(v["chip"]), int(v["id"]))
+                    self.tool.destroy(v.card, v.chip, v.id)
                 except ClaimError as err:
-                    self.log(f"{self.name}: vNPU {v['id']} of claim {c.namespace}/{c.name} (an earlier boot) not "
+                    self.log(f"{self.name}: vNPU {v.id} of claim {c.namespace}/{c.name} (an earlier boot) not "
                              f"destroyed: {err}", WARNING)
                     continue
-                self.log(f"{self.name}: vNPU {v['id']} of claim {c.namespace}/{c.name}, made on an earlier boot: "
+                self.log(f"{self.name}: vNPU {v.id} of claim {c.namespace}/{c.name}, made on an earlier boot: "
                          f"destroyed")
 
-    def reconcile(self, cp: _cp.Checkpoint, rebuild: bool) -> None:
+    def reconcile(self, cp: PreparedClaims, rebuild: bool) -> None:
         """Release the claims the API server no longer has; after a lost checkpoint, take back from the
         API those allocated here and in use (kubelet will not prepare a running pod's claim again)."""
         try:
@@ -182,7 +183,7 @@ class KindDriver:
                 self.log(f"{self.name}: claim {c.namespace}/{c.name} ({uid}) {why}, but {err}: kept", WARNING)
                 continue
             self.log(f"{self.name}: claim {c.namespace}/{c.name} ({uid}) {why}: released"
-                     + (f" (vNPU {', '.join(str(v['id']) for v in c.vnpus())} destroyed)" if c.vnpus() else ""))
+                     + (f" (vNPU {', '.join(str(v.id) for v in c.vnpus())} destroyed)" if c.vnpus() else ""))
             changed = True
         for uid, path in claimspec.listed(self.s.claim_spec_dir, self.name).items():
             if uid not in cp.claims:
@@ -216,46 +217,46 @@ class KindDriver:
                     self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')}: its share's spec not "
                              f"written ({err}): not taken back", WARNING)
                     continue
-                cp.claims[uid] = _cp.Prepared(meta.get("namespace", ""), meta.get("name", ""), entries)
+                cp.claims[uid] = PreparedClaim(meta.get("namespace", ""), meta.get("name", ""), entries)
                 self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} in use: taken back "
-                         f"from the API ({', '.join(e['device'] for e in entries)})")
+                         f"from the API ({', '.join(e.device for e in entries)})")
                 changed = True
         if changed or not os.path.exists(self.cp_path):
             self._save(cp)
 
-    def _taken_back(self, result: Dict[str, Any], card: Optional[_slices.DeviceInfo]) -> Dict[str, Any]:
+    def _taken_back(self, result: Dict[str, Any], card: Optional[_slices.DeviceInfo]) -> PreparedDevice:
         """The checkpoint entry of an allocation result taken back from the API (a share keeps its memory)."""
-        entry: Dict[str, Any] = {"requests": [str(result.get("request", "")).split("/")[0]], "pool": self.pool,
-                                 "device": result["device"], "cdi": [card.cdi] if card else []}
+        entry = PreparedDevice([str(result.get("request", "")).split("/")[0]], self.pool, result["device"],
+                               [card.cdi] if card else [])
         if result.get("shareID") and card is not None and card.share is not None:
-            entry.update(shareID=result["shareID"], memory=shares.consumed(result),
-                         total=shares.parse_quantity(card.memory))
+            entry.share_id, entry.memory = result["shareID"], shares.consumed(result)
+            entry.total = shares.parse_quantity(card.memory)
         return entry
 
-    def write_claim_spec(self, uid: str, devices: List[Dict[str, Any]]) -> None:
+    def write_claim_spec(self, uid: str, devices: List[PreparedDevice]) -> None:
         """The claim-scoped spec telling each share the memory the claim holds of its card; its CDI names
         appended to the shares' ``cdi``.
 
         Raises:
             OSError, ValueError: the spec could not be written (nothing is recorded then).
         """
-        shared = [d for d in devices if d.get("shareID")]
+        shared = [d for d in devices if d.share_id]
         if not shared:
             return
         card_name = {d.name: d.cdi.partition("=")[2] for d in self.devices.values()}
         held: Dict[str, int] = {}  # two shares of one card in a claim: one variable, their sum (docs/sharing.md)
         for d in shared:
-            held[d["device"]] = held.get(d["device"], 0) + d["memory"]
-        edits = [(f"{d['device']}-{d['shareID'][:8]}",
-                  {"env": shares.env(card_name.get(d["device"], d["device"]), held[d["device"]], d["total"])})
+            held[d.device] = held.get(d.device, 0) + (d.memory or 0)
+        edits = [(f"{d.device}-{d.share_id[:8]}",
+                  {"env": shares.env(card_name.get(d.device, d.device), held[d.device], d.total or 0)})
                  for d in shared]
         for d, name in zip(shared, claimspec.write(self.s.claim_spec_dir, self.name, uid, edits, {})):
-            d["cdi"] = [c for c in d["cdi"] if c.partition("=")[0] != claimspec.kind(self.name)] + [name]
+            d.cdi = [c for c in d.cdi if c.partition("=")[0] != claimspec.kind(self.name)] + [name]
 
     # -- the Driver protocol of server.Services --------------------------------------------------------------
 
-    def prepare(self, claims: Sequence[Tuple[str, str, str]]) -> Dict[str, Tuple[List[Dict[str, Any]], str]]:
-        out: Dict[str, Tuple[List[Dict[str, Any]], str]] = {}
+    def prepare(self, claims: Sequence[Tuple[str, str, str]]) -> Dict[str, Tuple[List[PreparedDevice], str]]:
+        out: Dict[str, Tuple[List[PreparedDevice], str]] = {}
         fetched = []
         for namespace, name, uid in claims:  # the slow part, before the lock
             try:
@@ -275,17 +276,17 @@ class KindDriver:
                         self._release(cp, uid)
                     devices = _claims.prepare(claim, self.name, self.pool, self.devices, cp.devices_in_use(uid))
                     self.write_claim_spec(uid, devices)  # shares: told their memory in a spec of the claim's
-                    if any(self.devices[d["device"]].template for d in devices):
+                    if any(self.devices[d.device].template for d in devices):
                         self._make(cp, uid, namespace, name, devices)
                 except (ClaimError, OSError, ValueError) as err:
                     out[uid] = ([], f"{self.name}: {err}")
                     self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}", WARNING)
                     continue
-                cp.claims[uid] = _cp.Prepared(namespace, name, devices)
+                cp.claims[uid] = PreparedClaim(namespace, name, devices)
                 out[uid] = (devices, "")
                 changed = True
                 self.log(f"{self.name}: claim {namespace}/{name} prepared: "
-                         f"{', '.join(c for d in devices for c in d['cdi']) or 'no devices of ours'}")
+                         f"{', '.join(c for d in devices for c in d.cdi) or 'no devices of ours'}")
             if changed:
                 self._save(cp)
         return out
@@ -304,12 +305,12 @@ class KindDriver:
                     self.log(f"{self.name}: claim {ns}/{n} not unprepared: {err}", WARNING)
                     continue
                 self.log(f"{self.name}: claim {ns}/{n} unprepared"
-                         + (f" (vNPU {', '.join(str(v['id']) for v in made)} destroyed)" if made else ""))
+                         + (f" (vNPU {', '.join(str(v.id) for v in made)} destroyed)" if made else ""))
         return {uid: errors.get(uid, "") for _ns, _n, uid in claims}
 
     # -- partitions made for a claim (Ascend vNPU) ----------------------------------------------------------
 
-    def _make(self, cp: _cp.Checkpoint, uid: str, namespace: str, name: str, devices: List[Dict[str, Any]]) -> None:
+    def _make(self, cp: PreparedClaims, uid: str, namespace: str, name: str, devices: List[PreparedDevice]) -> None:
         """Make the claim's partitions and its claim-scoped spec; *devices* get their CDI names.
 
         The intent (which vNPU id on which chip) is saved before the tool runs, so a crash at any
@@ -319,7 +320,7 @@ class KindDriver:
             raise ClaimError("this node's chips are not partitioned by this driver (no vendor tool)")
         taken = set(cp.vnpu_ids())
         for d in devices:
-            info = self.devices[d["device"]]
+            info = self.devices[d.device]
             if not info.template:
                 continue
             card, chip, first, stop = info.tool_ids
@@ -327,36 +328,36 @@ class KindDriver:
             if free is None:
                 raise ClaimError(f"no vNPU id is free on chip {info.parent} ({first}..{stop - 1} are taken)")
             taken.add(free)
-            d["vnpu"] = {"card": card, "chip": chip, "template": info.template, "id": free}
-            d["cdi"] = []
-        cp.claims[uid] = _cp.Prepared(namespace, name, devices, pending=True)
+            d.vnpu = VNpu(card, chip, info.template, free)
+            d.cdi = []
+        cp.claims[uid] = PreparedClaim(namespace, name, devices, pending=True)
         self._save(cp)
         try:
             made = []
             for d in devices:
-                v = d.get("vnpu")
+                v = d.vnpu
                 if v:
-                    host = self.tool.create(v["card"], v["chip"], v["template"], v["id"])
-                    made.append((d, f"vnpu-{v['id']}", vnpu.node_edits(host, v["id"])))
+                    host = self.tool.create(v.card, v.chip, v.template, v.id)
+                    made.append((d, f"vnpu-{v.id}", vnpu.node_edits(host, v.id)))
             names = claimspec.write(self.s.claim_spec_dir, self.name, uid, [(sfx, e) for _d, sfx, e in made],
                                     self.common)
         except (ClaimError, OSError):
             for d in devices:  # destroy only what the tool said it made: an id it refused may be another's
-                if "vnpu" in d and not any(m[0] is d for m in made):
-                    del d["vnpu"]
+                if d.vnpu is not None and not any(m[0] is d for m in made):
+                    d.vnpu = None
             self._release(cp, uid)
             raise
         for (d, _sfx, _e), cdi in zip(made, names):
-            d["cdi"] = [cdi]
+            d.cdi = [cdi]
 
-    def _release(self, cp: _cp.Checkpoint, uid: str) -> None:
+    def _release(self, cp: PreparedClaims, uid: str) -> None:
         """Destroy what was made for the claim, remove its spec, forget it (saved).  Raises ClaimError:
         a vNPU the tool would not destroy (in use), the claim kept."""
         c = cp.claims[uid]
         for v in c.vnpus():
             if self.tool is None:
-                raise ClaimError(f"vNPU {v['id']} was made for the claim, but no vendor tool is set to destroy it")
-            self.tool.destroy(int(v["card"]), int(v["chip"]), int(v["id"]))
+                raise ClaimError(f"vNPU {v.id} was made for the claim, but no vendor tool is set to destroy it")
+            self.tool.destroy(v.card, v.chip, v.id)
         claimspec.remove(self.s.claim_spec_dir, self.name, uid)
         del cp.claims[uid]
         self._save(cp)
@@ -366,7 +367,7 @@ class KindDriver:
         cp = self._cp
         if cp is None:
             return set()
-        return {int(v["id"]) for c in dict(cp.claims).values() for v in c.vnpus()}
+        return {v.id for c in dict(cp.claims).values() for v in c.vnpus()}
 
     def health(self) -> Tuple[int, List[Tuple[str, str, str]]]:
         with self.cond:

@@ -47,13 +47,10 @@ def read(plugins_dir: str, boot: str) -> List[ClaimDevice]:
         own = claimspec.kind(driver) + "="
         for c in claims.values():
             for d in c.devices:
-                names = [str(n) for n in d.get("cdi") or []]
-                for name in (n for n in names if n.startswith(own)):
-                    card = next((n for n in names if not n.startswith(own)), "")
-                    memory = d.get("memory")
-                    out.append(ClaimDevice(driver, c.namespace, c.name, str(d.get("device", "")), name, card,
-                                           str(d.get("shareID") or ""),
-                                           memory if isinstance(memory, int) and memory >= 0 else None))
+                for name in (n for n in d.cdi if n.startswith(own)):
+                    card = next((n for n in d.cdi if not n.startswith(own)), "")
+                    out.append(ClaimDevice(driver, c.namespace, c.name, d.device, name, card, d.share_id,
+                                           d.memory if d.memory is not None and d.memory >= 0 else None))
     return out
 
 
