@@ -11,7 +11,8 @@ One driver per CDI kind (driver name = the CDI vendor, ``kunlunxin.com``):
 * :mod:`.server`, :mod:`.registration` -- kubelet's gRPC side (DRAPlugin v1
   and v1beta1, DRAResourceHealth, the plugin watcher's Registration);
 * :mod:`xpu_cdi.kube.client` (shared with the labeller) -- the API server;
-* :mod:`.daemon`, :mod:`.config`, :mod:`.command` -- the daemon.
+* :mod:`.state` -- what one driver prepared: its claims and checkpoint, prepare and unprepare;
+* :mod:`.daemon`, :mod:`.config`, :mod:`.command` -- the loop and the daemon.
 
 Only the daemon's modules import grpcio, protobuf and the Kubernetes client.
 """
