@@ -1,5 +1,5 @@
 """atheris: the DRA driver's checkpoint.json as the driver loads it on start and as the exporter reads
-every driver's under kubelet's plugins dir (dra/checkpoint.py, exporter/claimdevices.py): never an
+every driver's under kubelet's plugins dir (node/checkpoint.py, exporter/claimdevices.py): never an
 exception, the driver gets an empty checkpoint and a one-line note."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import atheris
 import _contract
 
 with atheris.instrument_imports():
-    from xpu_cdi.dra import checkpoint
+    from xpu_cdi.node import checkpoint
     from xpu_cdi.exporter import claimdevices
 
 PLUGINS = os.path.join(_contract.SCRATCH, "plugins")

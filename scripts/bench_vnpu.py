@@ -36,7 +36,7 @@ def pct(values: List[float], q: float) -> float:
 def measure(rounds: int) -> Dict[str, List[float]]:
     from support.fakeapi import FakeKube
     from test_vnpu import KIND, NpuNode, result  # the unit tests' node: one set-up for both
-    from xpu_cdi.dra import vnpu
+    from xpu_cdi.node import vnpu
 
     tool_time: List[float] = []
     run = vnpu.Tool.run
@@ -65,7 +65,7 @@ def measure(rounds: int) -> Dict[str, List[float]]:
                 t = time.perf_counter()
                 (devices, error), = driver.prepare([("ns", f"c{n}", uid)]).values()
                 took = time.perf_counter() - t
-                assert not error and devices[0]["cdi"], error
+                assert not error and devices[0].cdi, error
                 out["prepare"].append(took)
                 out["tool"].append(sum(tool_time))
                 out["driver"].append(took - sum(tool_time))

@@ -24,16 +24,26 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("subsystems", ("xpu_cdi.doctor", "xpu_cdi.deviceplugin", "xpu_cdi.dra", "xpu_cdi.exporter",
                     "xpu_cdi.runtime", "xpu_cdi.watch", "xpu_cdi.host", "xpu_cdi.system", "xpu_cdi.labels")),
     # remedy: the remediation policy the device plugin and the DRA driver share
-    ("node", ("xpu_cdi.node", "xpu_cdi.remedy")),
-    # topology is the sysfs PCIe tree generate's annotations and the node's inventory both read
-    ("generate", ("xpu_cdi.generate", "xpu_cdi.cdi", "xpu_cdi.topology", "xpu_cdi.nodeconfig",
-                  "xpu_cdi.cardmodel", "xpu_cdi.driverversion", "xpu_cdi.interconnect")),
+    ("node", ("xpu_cdi.node", "xpu_cdi.kube", "xpu_cdi.remedy")),
+    ("generate", ("xpu_cdi.generate", "xpu_cdi.nodeconfig")),
+    # what generate, the node and doctor read of the host and of CDI: the sysfs PCIe tree
+    # (generate's --with-topology annotations take it; it takes nothing of generate), the cards'
+    # models, links and driver version, CDI names, the spec dirs' reader
+    ("host", ("xpu_cdi.topology", "xpu_cdi.interconnect", "xpu_cdi.cardmodel", "xpu_cdi.driverversion",
+              "xpu_cdi.cdi")),
     ("base", ("xpu_cdi", "xpu_cdi._version", "xpu_cdi._native", "xpu_cdi.model", "xpu_cdi.errors",
-              "xpu_cdi.atomic", "xpu_cdi.bounded", "xpu_cdi.hoststat", "xpu_cdi.log", "xpu_cdi.schema_files",
-              "xpu_cdi.binaries")),
+              "xpu_cdi.atomic", "xpu_cdi.bounded", "xpu_cdi.hostfs", "xpu_cdi.hoststat", "xpu_cdi.log",
+              "xpu_cdi.schema_files", "xpu_cdi.binaries")),
 ]
 #: (importer, imported) edges allowed against the layers, each with its reason: none.
 EXEMPT: Dict[Tuple[str, str], str] = {}
+#: The subsystems one subsystem may import, each with its reason: what the daemons (device
+#: plugin, DRA driver, exporter, labeller) share with each other or with doctor lives in
+#: ``node/`` or ``kube/``, never in a daemon's package.
+SIBLINGS: Dict[Tuple[str, str], str] = {
+    ("xpu_cdi.doctor", "xpu_cdi.runtime"): "doctor reads the runtimes' configs only through runtime's readers",
+    ("xpu_cdi.host", "xpu_cdi.runtime"): "the host set-up wires containerd through runtime configure",
+}
 
 
 def modules() -> Dict[str, Path]:
@@ -120,6 +130,23 @@ def upward(edges: Dict[str, Set[str]]) -> List[str]:
     return out
 
 
+def subsystem_of(module: str) -> Optional[str]:
+    """The package of the subsystems layer that holds *module* (its ``command`` too), or None."""
+    package = ".".join(module.split(".")[:2])
+    return package if package in dict(LAYERS)["subsystems"] else None
+
+
+def across(edges: Dict[str, Set[str]]) -> List[str]:
+    """Every edge from one subsystem into another that :data:`SIBLINGS` does not list."""
+    out = []
+    for a, targets in sorted(edges.items()):
+        for b in sorted(targets):
+            pa, pb = subsystem_of(a), subsystem_of(b)
+            if a != "xpu_cdi.cli" and pb is not None and pa != pb and (pa or a, pb) not in SIBLINGS:
+                out.append(f"{a} -> {b}")
+    return out
+
+
 def test_every_module_has_a_layer() -> None:
     assert sorted(m for m in modules() if layer_of(m) is None) == []
 
@@ -132,11 +159,34 @@ def test_layer_finder() -> None:
     assert upward({"xpu_cdi.node.loop": {"xpu_cdi.deviceplugin.daemon"}}) == [
         "xpu_cdi.node.loop (node) -> xpu_cdi.deviceplugin.daemon (subsystems)"]
     assert upward({"xpu_cdi.deviceplugin.daemon": {"xpu_cdi.node.loop", "xpu_cdi.watch"}}) == []
+    assert upward({"xpu_cdi.topology": {"xpu_cdi.generate.spec", "xpu_cdi.hostfs"}}) == [  # the knot of before
+        "xpu_cdi.topology (host) -> xpu_cdi.generate.spec (generate)"]
 
 
 def test_no_lower_layer_imports_a_higher_one() -> None:
     found = upward(graph())
     assert not found, "imports up the layers:\n" + "\n".join(found)
+
+
+def test_no_subsystem_reaches_into_another() -> None:
+    """The exporter, the labeller and doctor read what they share with the daemons from ``node/``
+    and ``kube/``: none imports a daemon package (nor one daemon another's)."""
+    found = across(graph())
+    assert not found, "imports across subsystems (move what they share to node/ or kube/):\n" + "\n".join(found)
+
+
+def test_across_finder() -> None:
+    assert across({"xpu_cdi.exporter.holders": {"xpu_cdi.deviceplugin.sharing", "xpu_cdi.node.sharing"},
+                   "xpu_cdi.doctor.claims": {"xpu_cdi.dra", "xpu_cdi.doctor.dra", "xpu_cdi.runtime.crio"},
+                   "xpu_cdi.labels.command": {"xpu_cdi.dra.kube"}, "xpu_cdi.cli": {"xpu_cdi.dra.command"}}) == [
+        "xpu_cdi.doctor.claims -> xpu_cdi.dra", "xpu_cdi.exporter.holders -> xpu_cdi.deviceplugin.sharing",
+        "xpu_cdi.labels.command -> xpu_cdi.dra.kube"]
+
+
+def test_siblings_are_still_needed() -> None:
+    edges = graph()
+    used = {(subsystem_of(a), subsystem_of(b)) for a, targets in edges.items() for b in targets}
+    assert [pair for pair in SIBLINGS if pair not in used] == []
 
 
 def test_exemptions_are_still_needed() -> None:

@@ -11,7 +11,7 @@ from google.protobuf import descriptor_pb2
 
 from xpu_cdi.deviceplugin import api as dp
 from xpu_cdi.dra import api as dra
-from xpu_cdi.exporter import podresources
+from xpu_cdi.node import podresources
 from xpu_cdi.host import wiring
 from xpu_cdi.node import protobuild
 from xpu_cdi.node.protobuild import BOOL, INT64, MANY, MAP, ONE, OPTIONAL, STRING

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Optional, Tuple
 
-from .generate.hostfs import host_path, read_head
+from .hostfs import host_path, read_head
 from .model import CardModel, Profile
 
 PCI_DEVICES = "/sys/bus/pci/devices"

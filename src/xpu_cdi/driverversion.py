@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from .generate.hostfs import host_path, read_head
+from .hostfs import host_path, read_head
 from .model import Profile
 
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[.-]([0-9A-Za-z]+))?")

@@ -24,7 +24,7 @@ import socket
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from . import cardmodel
-from .generate.hostfs import host_path
+from .hostfs import host_path
 from .model import Profile
 
 MAX_FILE = 1 << 16  # a 16-NPU hccn.conf is ~1.5 KiB

@@ -11,7 +11,7 @@ import pytest
 
 from xpu_cdi.deviceplugin import evict
 from xpu_cdi.errors import ApiError, PodResourcesError
-from xpu_cdi.exporter.podresources import message
+from xpu_cdi.node.podresources import message
 
 CARD = evict.Card("kunlunxin.com/xpu", "3", "kunlunxin.com/xpu")
 

@@ -16,11 +16,12 @@ from click.testing import CliRunner
 from support import kubeletkit
 from support.dpnode import Node
 from xpu_cdi.cli import main
-from xpu_cdi.deviceplugin import allocation, config, sharing
+from xpu_cdi.deviceplugin import allocation, config
+from xpu_cdi.node import sharing
 from xpu_cdi.node.inventory import SpecCard as Card
 from xpu_cdi.errors import ConfigError
 from xpu_cdi.exporter import holders
-from xpu_cdi.exporter.podresources import Holder, Listing
+from xpu_cdi.node.podresources import Holder, Listing
 
 XPU = "kunlunxin.com/xpu"
 

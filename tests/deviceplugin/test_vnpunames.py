@@ -13,7 +13,7 @@ import pytest
 from support import fakehost, npusmi
 from xpu_cdi import partitions
 from xpu_cdi.deviceplugin import naming, vnpunames
-from xpu_cdi.dra.vnpu import Tool
+from xpu_cdi.node.vnpu import Tool
 from xpu_cdi.node.inventory import KindSet, SpecCard
 
 PARTS = partitions.builtin("ascend")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from support import fakehost, npusmi
 from support.doctornode import Node, checks, worst
-from xpu_cdi.dra import checkpoint as _cp
-from xpu_cdi.dra import claimspec
+from xpu_cdi.node import checkpoint as _cp
+from xpu_cdi.node import claimspec
+from xpu_cdi.node.prepared import PreparedClaim, PreparedClaims, PreparedDevice, VNpu
 from xpu_cdi.node import status as _status
 
 from test_doctor_dra import status_file
@@ -28,7 +29,7 @@ def test_claim_specs_of_gone_claims(node: Node, tmp_path: Path) -> None:
     code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"))
     assert worst(results, "dra-claim-specs")["status"] == "ok"
     cp = tmp_path / "cp.json"
-    _cp.save(str(cp), _cp.Checkpoint("b1", {HELD: _cp.Prepared("ns", "held", [])}))
+    _cp.save(str(cp), PreparedClaims("b1", {HELD: PreparedClaim("ns", "held", [])}))
     for uid in (HELD, GONE):
         claimspec.write(str(node.spec_dir), DRIVER, uid, [("0-aaaaaaaa", {"env": ["XPU_CDI_MEMORY_LIMIT_0=1"]})], {})
     status_file(tmp_path / "run", cp, pid=2 ** 22 + 7)  # not running
@@ -81,9 +82,8 @@ def test_vnpus_no_claim_holds(node: Node, tmp_path: Path) -> None:
     cp = tmp_path / "cp.json"
 
     def held(*ids: int) -> None:
-        _cp.save(str(cp), _cp.Checkpoint("b1", {f"uid-{i}": _cp.Prepared("ns", f"c{i}", [
-            {"requests": ["npu"], "pool": "n1", "device": f"p{i}", "cdi": [],
-             "vnpu": {"card": 0, "chip": 0, "template": "vir02", "id": i}}]) for i in ids}))
+        _cp.save(str(cp), PreparedClaims("b1", {f"uid-{i}": PreparedClaim("ns", f"c{i}", [
+            PreparedDevice(["npu"], "n1", f"p{i}", [], vnpu=VNpu(0, 0, "vir02", i))]) for i in ids}))
 
     held(100)
     status_file(tmp_path / "run", cp, os.getpid())

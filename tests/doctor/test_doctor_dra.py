@@ -10,7 +10,8 @@ from typing import Any, Dict
 
 from support.doctornode import Node, checks, worst
 from xpu_cdi.node import status as _status
-from xpu_cdi.dra import checkpoint as _cp
+from xpu_cdi.node import checkpoint as _cp
+from xpu_cdi.node.prepared import PreparedClaims
 
 
 def status_file(run: Path, checkpoint: Path, pid: int, **kind: Any) -> None:
@@ -55,7 +56,7 @@ def test_published_names_no_spec_defines_and_checkpoint_of_another_boot(node: No
     node.kunlunxin()
     node.generate()
     cp = tmp_path / "cp.json"
-    _cp.save(str(cp), _cp.Checkpoint("b0"))
+    _cp.save(str(cp), PreparedClaims("b0"))
     status_file(tmp_path / "run", cp, os.getpid(), devices={"0": "kunlunxin.com/xpu=0", "9": "kunlunxin.com/xpu=9"})
     _code, results = node.doctor("--dra-run-dir", str(tmp_path / "run"))
     s = worst(results, "dra-slices")

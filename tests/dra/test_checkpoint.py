@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from xpu_cdi.dra import checkpoint as cp
+from xpu_cdi.node import checkpoint as cp
+from xpu_cdi.node.prepared import PreparedClaim, PreparedClaims, PreparedDevice, VNpu
 
 DEVICES = [{"requests": ["xpus"], "pool": "n1", "device": "3", "cdi": ["kunlunxin.com/xpu=3"]}]
 
 
 def saved(tmp_path: Path, boot: str = "boot-1") -> Path:
     path = tmp_path / cp.NAME
-    cp.save(str(path), cp.Checkpoint(boot, {"uid-1": cp.Prepared("ns", "c", list(DEVICES))}))
+    cp.save(str(path), PreparedClaims(boot, {"uid-1": PreparedClaim("ns", "c", [PreparedDevice.from_json(d)
+                                                                             for d in DEVICES])}))
     return path
 
 
@@ -22,7 +24,8 @@ def test_round_trip(tmp_path: Path) -> None:
     path = saved(tmp_path)
     got, note, corrupt = cp.load(str(path), "boot-1")
     assert (note, corrupt) == (None, False)
-    assert got.claims["uid-1"].devices == DEVICES and got.devices_in_use() == {("n1", "3"): "uid-1"}
+    assert got.claims["uid-1"].devices == [PreparedDevice(["xpus"], "n1", "3", ["kunlunxin.com/xpu=3"])]
+    assert got.devices_in_use() == {("n1", "3"): "uid-1"}
     assert got.devices_in_use(exclude="uid-1") == {}
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
@@ -97,3 +100,34 @@ def test_a_fifo_at_the_path_is_corrupt_not_a_hang(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / cp.NAME)
     got, note, corrupt = cp.load(str(tmp_path / cp.NAME), "boot-1")
     assert got.claims == {} and corrupt and "a FIFO, not a regular file" in note, note
+
+
+def test_the_file_keeps_its_format(tmp_path: Path) -> None:
+    """The records are written as the dicts of before: a checkpoint of an older driver reads, and one
+    of this driver reads in an older one (a rolling update has both on one node)."""
+    share = {"requests": ["xpus"], "pool": "n1", "device": "0", "cdi": ["kunlunxin.com/xpu=0", "k8s.x/claim=u-0-a"],
+             "shareID": "aaaaaaaa-1", "memory": 1 << 30, "total": 96 << 30}
+    vnpu = {"requests": ["npu"], "pool": "n1", "device": "0-vir02-0", "cdi": [],
+            "vnpu": {"card": 1, "chip": 0, "template": "vir02", "id": 116}}
+    claims = {"u": {"namespace": "ns", "name": "c", "devices": [DEVICES[0], share, vnpu], "pending": True}}
+    path = tmp_path / cp.NAME
+    path.write_text(json.dumps({"version": cp.VERSION, "bootId": "b", "claims": claims,
+                                "sha256": cp._digest(claims)}))
+    got, note, _corrupt = cp.load(str(path), "b")
+    assert note is None and got.claims["u"].pending and got.claims["u"].vnpus() == [VNpu(1, 0, "vir02", 116)]
+    assert got.claims["u"].devices[1] == PreparedDevice(share["requests"], "n1", "0", share["cdi"], "aaaaaaaa-1",
+                                                        1 << 30, 96 << 30)
+    again = json.loads(cp.dumps(got))
+    assert again["claims"] == claims and again["sha256"] == cp._digest(claims)
+
+
+@pytest.mark.parametrize("field, value", [("pool", 3), ("cdi", "kunlunxin.com/xpu=3"), ("cdi", [3]),
+                                          ("requests", "xpus"), ("shareID", 1), ("memory", "1Gi"),
+                                          ("memory", True), ("vnpu", {"id": 100}), ("vnpu", [])])
+def test_a_mistyped_field_is_a_malformed_claim(tmp_path: Path, field: str, value: object) -> None:
+    claims = {"u": {"namespace": "ns", "name": "c", "devices": [dict(DEVICES[0], **{field: value})]}}
+    path = tmp_path / cp.NAME
+    path.write_text(json.dumps({"version": cp.VERSION, "bootId": "b", "claims": claims,
+                                "sha256": cp._digest(claims)}))
+    got, note, corrupt = cp.load(str(path), "b")
+    assert corrupt and got.claims == {} and "claim 'u' is malformed" in (note or "")

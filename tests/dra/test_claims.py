@@ -8,6 +8,7 @@ import pytest
 
 from xpu_cdi.dra import claims
 from xpu_cdi.dra.slices import DeviceInfo
+from xpu_cdi.node.prepared import PreparedDevice
 
 CARDS = {n: DeviceInfo(name=n, cdi=f"kunlunxin.com/xpu={n}") for n in ("0", "1", "2")}
 
@@ -23,20 +24,20 @@ def r(device: str, request: str = "xpus", driver: str = "kunlunxin.com", pool: s
 
 def test_two_cards() -> None:
     got = claims.prepare(claim([r("0"), r("1")]), "kunlunxin.com", "n1", CARDS, {})
-    assert got == [{"requests": ["xpus"], "pool": "n1", "device": "0", "cdi": ["kunlunxin.com/xpu=0"]},
-                   {"requests": ["xpus"], "pool": "n1", "device": "1", "cdi": ["kunlunxin.com/xpu=1"]}]
+    assert got == [PreparedDevice(["xpus"], "n1", "0", ["kunlunxin.com/xpu=0"]),
+                   PreparedDevice(["xpus"], "n1", "1", ["kunlunxin.com/xpu=1"])]
 
 
 def test_other_drivers_results_are_theirs() -> None:
     got = claims.prepare(claim([r("0"), r("gpu-0", driver="gpu.example.com", pool="other")]), "kunlunxin.com",
                          "n1", CARDS, {})
-    assert [d["device"] for d in got] == ["0"]
+    assert [d.device for d in got] == ["0"]
 
 
 def test_requests_merged_and_subrequests_stripped() -> None:
     got = claims.prepare(claim([r("0", request="a/large", adminAccess=True), r("0", request="b", adminAccess=True)]),
                          "kunlunxin.com", "n1", CARDS, {})
-    assert got == [{"requests": ["a", "b"], "pool": "n1", "device": "0", "cdi": ["kunlunxin.com/xpu=0"]}]
+    assert got == [PreparedDevice(["a", "b"], "n1", "0", ["kunlunxin.com/xpu=0"])]
 
 
 @pytest.mark.parametrize("c, in_use, words", [
@@ -64,6 +65,6 @@ def test_prepare_refuses(results: List[Dict[str, Any]], in_use: Dict[Any, str], 
 
 def test_admin_access_may_share_and_own_claim_is_no_conflict() -> None:
     got = claims.prepare(claim([r("1", adminAccess=True)]), "kunlunxin.com", "n1", CARDS, {("n1", "1"): "u-other"})
-    assert got[0]["device"] == "1"
+    assert got[0].device == "1"
     again = claims.prepare(claim([r("1")]), "kunlunxin.com", "n1", CARDS, {("n1", "1"): "u1"})
-    assert again[0]["device"] == "1"
+    assert again[0].device == "1"

@@ -1,4 +1,4 @@
-"""xpu_cdi.dra.claimspec: a claim's own CDI spec, written whole, read by the runtimes' rules,
+"""xpu_cdi.node.claimspec: a claim's own CDI spec, written whole, read by the runtimes' rules,
 listed and removed, the static specs beside it untouched."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from xpu_cdi.cdi import registry, validate
-from xpu_cdi.dra import claimspec
+from xpu_cdi.node import claimspec
 
 UID = "0b7c3f1e-2a4d-4e8f-9a61-5d2c7b9e4f10"
 NODE = {"deviceNodes": [{"path": "/dev/davinci100", "hostPath": "/dev/vdavinci100", "type": "c", "major": 241,

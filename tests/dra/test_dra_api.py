@@ -72,7 +72,7 @@ def test_messages_build_on_the_stack(stack: str) -> None:
     from support import kubeletkit
 
     python, env = kubeletkit.stack_python(stack)
-    code = ("from xpu_cdi.dra import api, kube; import kubernetes.config; "
+    code = ("from xpu_cdi.dra import api; from xpu_cdi.kube import client; import kubernetes.config; "
             "h = api.NodeWatchResourcesResponse(devices=[api.DeviceHealth(health=api.UNHEALTHY)]); "
             "assert api.NodeWatchResourcesResponse.FromString(h.SerializeToString()) == h; "
             "d = api.Device(share_id=''); assert d.HasField('share_id'); print(kubernetes.__version__)")

@@ -15,7 +15,7 @@ import pytest
 from support import kubeproto
 from xpu_cdi import remedy
 from xpu_cdi.node import servemode
-from xpu_cdi.dra import checkpoint
+from xpu_cdi.node import checkpoint
 
 DRIVER = "kunlunxin.com"
 

@@ -13,7 +13,9 @@ import grpc
 import pytest
 
 from xpu_cdi.cdi import registry, validate
-from xpu_cdi.dra import checkpoint, claims, claimspec, shares, slices
+from xpu_cdi.dra import claims, shares, slices
+from xpu_cdi.node import checkpoint, claimspec
+from xpu_cdi.node.prepared import PreparedClaim, PreparedClaims, PreparedDevice
 from xpu_cdi.errors import ClaimError, ConfigError
 
 from test_driver import DRIVER, Kubelet, started
@@ -105,9 +107,8 @@ class TestClaims:
     def test_shares_of_one_card_are_not_holds(self) -> None:
         r = share("0", share_id="11111111-2222-3333-4444-555555555555")
         got = claims.prepare(claim_of("u2", [r]), DRIVER, "n1", self.devices, {})
-        assert got == [{"requests": ["xpu"], "pool": "n1", "device": "0", "cdi": ["kunlunxin.com/xpu=0"],
-                        "shareID": r["shareID"], "memory": 32 * GI, "total": 96 * GI}]
-        cp = checkpoint.Checkpoint("b", {"u2": checkpoint.Prepared("ns", "u2", got)})
+        assert got == [PreparedDevice(["xpu"], "n1", "0", ["kunlunxin.com/xpu=0"], r["shareID"], 32 * GI, 96 * GI)]
+        cp = PreparedClaims("b", {"u2": PreparedClaim("ns", "u2", got)})
         assert cp.devices_in_use() == {}
         claims.prepare(claim_of("u3", [share("0")]), DRIVER, "n1", self.devices, cp.devices_in_use("u3"))
 

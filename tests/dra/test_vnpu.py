@@ -22,7 +22,9 @@ from support.fakeapi import FakeKube
 from xpu_cdi import log
 from xpu_cdi.cli import main
 from xpu_cdi.cdi import registry
-from xpu_cdi.dra import checkpoint, claimspec, config
+from xpu_cdi.dra import config
+from xpu_cdi.node import checkpoint, claimspec
+from xpu_cdi.node.prepared import PreparedClaim, PreparedClaims, PreparedDevice, VNpu
 
 pytestmark = pytest.mark.privileged  # mknod
 DRIVER = "huawei.com"
@@ -165,13 +167,13 @@ def test_prepare_makes_the_vnpu_and_its_spec_unprepare_destroys(npu: NpuNode) ->
         assert [e for _devs, e in got.values()] == ["", ""], got
         assert npu.vnpus() == {100: "vir02", 101: "vir04"}
         (a,), (b,) = got["uid-a"][0], got["uid-b"][0]
-        assert a["cdi"] == ["k8s.huawei.com/claim=uid-a-vnpu-100"] and a["device"] == "0-vir02-0"
-        assert b["cdi"] == ["k8s.huawei.com/claim=uid-b-vnpu-101"]
+        assert a.cdi == ["k8s.huawei.com/claim=uid-a-vnpu-100"] and a.device == "0-vir02-0"
+        assert b.cdi == ["k8s.huawei.com/claim=uid-b-vnpu-101"]
         reg = registry.load([str(npu.spec_dir)])
-        nodes = reg.devices[a["cdi"][0]].edits["deviceNodes"]
+        nodes = reg.devices[a.cdi[0]].edits["deviceNodes"]
         assert [(n["path"], n["hostPath"], n["major"], n["minor"]) for n in nodes] == \
             [("/dev/davinci100", str(npu.root / "dev/vdavinci100"), fakehost.NPU_MAJOR, 1100)]
-        common = reg.devices[a["cdi"][0]].spec["containerEdits"]
+        common = reg.devices[a.cdi[0]].spec["containerEdits"]
         assert {n["path"] for n in common["deviceNodes"]} >= {"/dev/davinci_manager", "/dev/devmm_svm",
                                                                "/dev/hisi_hdc"}
         assert any(m["containerPath"] == "/usr/local/dcmi" for m in common["mounts"])
@@ -224,10 +226,8 @@ def test_crash_between_create_and_spec_is_undone_at_start(npu: NpuNode, host_roo
     del kube.claims[("ns", "gone")]
     npu.npu_smi("set", "-t", "create-vnpu", "-i", "1", "-c", "0", "-f", "vir02", "-v", "116")
     cp, _note, _bad = checkpoint.load(path, "boot-1")
-    cp.claims["uid-a"] = checkpoint.Prepared("ns", "a", [{"requests": ["npu"], "pool": "n1", "device": "1-vir02-0",
-                                                         "cdi": [], "vnpu": {"card": 1, "chip": 0,
-                                                                             "template": "vir02", "id": 116}}],
-                                             pending=True)
+    cp.claims["uid-a"] = PreparedClaim("ns", "a", [PreparedDevice(["npu"], "n1", "1-vir02-0", [],
+                                                                  vnpu=VNpu(1, 0, "vir02", 116))], pending=True)
     checkpoint.save(path, cp)
     claimspec.write(str(npu.spec_dir), DRIVER, "uid-stray", [("vnpu-999", {"env": ["A=1"]})], {})
     assert npu.vnpus() == {116: "vir02", 132: "vir04"}
@@ -238,7 +238,7 @@ def test_crash_between_create_and_spec_is_undone_at_start(npu: NpuNode, host_roo
         assert "claim ns/a (uid-a) was being prepared when the driver stopped: released (vNPU 116 destroyed)" in text
         assert "claim ns/gone (uid-g) is gone from the API: released (vNPU 132 destroyed)" in text
         (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
-        assert error == "" and devices[0]["cdi"] == ["k8s.huawei.com/claim=uid-a-vnpu-116"]
+        assert error == "" and devices[0].cdi == ["k8s.huawei.com/claim=uid-a-vnpu-116"]
         assert npu.vnpus() == {116: "vir02"}
     finally:
         d.drivers[KIND].unprepare([("ns", "a", "uid-a")])
@@ -338,9 +338,9 @@ def test_vnpus_of_an_earlier_boot_destroyed(npu: NpuNode) -> None:
     path = d.drivers[KIND].cp_path
     d.close()
     npu.npu_smi("set", "-t", "create-vnpu", "-i", "2", "-c", "0", "-f", "vir04", "-v", "132")
-    cp = checkpoint.Checkpoint("boot-0", {"uid-a": checkpoint.Prepared("ns", "a", [
-        {"requests": ["npu"], "pool": "n1", "device": "2-vir04-0", "cdi": ["k8s.huawei.com/claim=uid-a-vnpu-132"],
-         "vnpu": {"card": 2, "chip": 0, "template": "vir04", "id": 132}}])})
+    cp = PreparedClaims("boot-0", {"uid-a": PreparedClaim("ns", "a", [
+        PreparedDevice(["npu"], "n1", "2-vir04-0", ["k8s.huawei.com/claim=uid-a-vnpu-132"],
+                       vnpu=VNpu(2, 0, "vir04", 132))])})
     checkpoint.save(path, cp)
     d = npu.daemon(kube)
     try:
@@ -381,7 +381,7 @@ def test_phy_ids_apart_from_logic_ids(host_root: Path, sockets: Path, phy_column
     try:
         assert d.drivers[KIND].devices["1-vir02-0"].tool_ids == (2, 0, 116, 124)
         (devices, error), = prepare(d, ("ns", "a", "uid-a")).values()
-        assert error == "" and devices[0]["vnpu"] == {"card": 2, "chip": 0, "template": "vir02", "id": 116}
+        assert error == "" and devices[0].vnpu == VNpu(2, 0, "vir02", 116)
         by_card = {c["card"]: [v["id"] for v in c["vnpus"]] for c in json.loads(npu.state.read_text())["chips"]}
         assert by_card == {3: [], 2: [116], 1: [], 0: []}
     finally:

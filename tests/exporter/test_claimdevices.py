@@ -9,11 +9,12 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from xpu_cdi.dra import checkpoint, claimspec
+from xpu_cdi.node import checkpoint, claimspec
+from xpu_cdi.node.prepared import PreparedClaim, PreparedClaims, PreparedDevice, VNpu
 from prometheus_client import generate_latest
 
 from xpu_cdi.exporter import claimdevices, metrics
-from xpu_cdi.exporter.podresources import Holder, Listing
+from xpu_cdi.node.podresources import Holder, Listing
 
 DRIVER = "kunlunxin.com"
 OWN = claimspec.kind(DRIVER)
@@ -23,12 +24,12 @@ GI = 1 << 30
 def write(plugins: Path, boot: str, claims: dict) -> None:
     d = plugins / DRIVER
     d.mkdir(parents=True, exist_ok=True)
-    checkpoint.save(checkpoint.path_in(str(d)), checkpoint.Checkpoint(boot, claims))
+    checkpoint.save(checkpoint.path_in(str(d)), PreparedClaims(boot, claims))
 
 
-def share(device: str, uid: str, sid: str, memory: int) -> dict:
-    return {"requests": ["xpu"], "pool": "n1", "device": device, "shareID": sid, "memory": memory,
-            "total": 96 * GI, "cdi": [f"kunlunxin.com/xpu={device}", f"{OWN}={uid}-{device}-{sid[:8]}"]}
+def share(device: str, uid: str, sid: str, memory: int) -> PreparedDevice:
+    return PreparedDevice(["xpu"], "n1", device, [f"kunlunxin.com/xpu={device}", f"{OWN}={uid}-{device}-{sid[:8]}"],
+                          sid, memory, 96 * GI)
 
 
 def scrape(devices: list) -> dict:
@@ -45,10 +46,9 @@ def scrape(devices: list) -> dict:
 
 def test_shares_with_their_pods(tmp_path: Path) -> None:
     write(tmp_path, "b1", {
-        "u1": checkpoint.Prepared("ns", "c1", [share("0", "u1", "aaaaaaaa-1", 32 * GI)]),
-        "u2": checkpoint.Prepared("ns", "c2", [share("0", "u2", "bbbbbbbb-2", 64 * GI)]),
-        "u3": checkpoint.Prepared("ns", "whole", [{"requests": ["x"], "pool": "n1", "device": "1",
-                                                   "cdi": ["kunlunxin.com/xpu=1"]}])})
+        "u1": PreparedClaim("ns", "c1", [share("0", "u1", "aaaaaaaa-1", 32 * GI)]),
+        "u2": PreparedClaim("ns", "c2", [share("0", "u2", "bbbbbbbb-2", 64 * GI)]),
+        "u3": PreparedClaim("ns", "whole", [PreparedDevice(["x"], "n1", "1", ["kunlunxin.com/xpu=1"])])})
     found = claimdevices.read(str(tmp_path), "b1")
     assert [(d.claim, d.card, d.memory) for d in found] == [("c1", "kunlunxin.com/xpu=0", 32 * GI),
                                                            ("c2", "kunlunxin.com/xpu=0", 64 * GI)]
@@ -63,7 +63,7 @@ def test_shares_with_their_pods(tmp_path: Path) -> None:
 
 
 def test_stale_or_corrupt_checkpoints_give_nothing(tmp_path: Path) -> None:
-    write(tmp_path, "b1", {"u1": checkpoint.Prepared("ns", "c1", [share("0", "u1", "aaaaaaaa-1", GI)])})
+    write(tmp_path, "b1", {"u1": PreparedClaim("ns", "c1", [share("0", "u1", "aaaaaaaa-1", GI)])})
     assert claimdevices.read(str(tmp_path), "b2") == []
     (tmp_path / "other.com").mkdir()
     (tmp_path / "other.com" / checkpoint.NAME).write_text("{")
@@ -77,10 +77,9 @@ def test_a_vnpu_is_a_series_without_card_or_memory(tmp_path: Path) -> None:
     own = claimspec.kind("huawei.com")
     d = tmp_path / "huawei.com"
     d.mkdir()
-    entry = {"requests": ["npu"], "pool": "n1", "device": "0-vir02-0", "cdi": [f"{own}=u1-vnpu-100"],
-             "vnpu": {"card": 0, "chip": 0, "template": "vir02", "id": 100}}
-    claims = {"u1": checkpoint.Prepared("ns", "v", [entry])}
-    checkpoint.save(checkpoint.path_in(str(d)), checkpoint.Checkpoint("b1", claims))
+    entry = PreparedDevice(["npu"], "n1", "0-vir02-0", [f"{own}=u1-vnpu-100"], vnpu=VNpu(0, 0, "vir02", 100))
+    claims = {"u1": PreparedClaim("ns", "v", [entry])}
+    checkpoint.save(checkpoint.path_in(str(d)), PreparedClaims("b1", claims))
     (found,) = claimdevices.read(str(tmp_path), "b1")
     assert (found.driver, found.device, found.card, found.memory) == ("huawei.com", "0-vir02-0", "", None)
     got = scrape([found])
@@ -92,7 +91,7 @@ def test_a_vnpu_is_a_series_without_card_or_memory(tmp_path: Path) -> None:
 def test_a_deep_or_fifo_checkpoint_beside_a_good_one(tmp_path: Path) -> None:
     """A 2 KB checkpoint.json nested 1,000 levels deep under the plugins dir made every exporter pass
     exit (a RecursionError); a FIFO hung it.  Both are skipped now, the good driver's devices read."""
-    write(tmp_path, "b1", {"u1": checkpoint.Prepared("ns", "c1", [share("0", "u1", "aaaaaaaa-1", GI)])})
+    write(tmp_path, "b1", {"u1": PreparedClaim("ns", "c1", [share("0", "u1", "aaaaaaaa-1", GI)])})
     (tmp_path / "deep.com").mkdir()
     (tmp_path / "deep.com" / checkpoint.NAME).write_bytes(b"[" * 1000 + b"]" * 1000)
     (tmp_path / "fifo.com").mkdir()

@@ -11,7 +11,7 @@ import pytest
 from xpu_cdi.node.inventory import SpecCard
 from xpu_cdi.errors import ProfileError
 from xpu_cdi.exporter import holders, parse, tool
-from xpu_cdi.exporter.podresources import Holder, Listing
+from xpu_cdi.node.podresources import Holder, Listing
 from xpu_cdi.generate import profile
 from xpu_cdi.model import MetricSource
 

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from xpu_cdi.exporter import metrics
 from xpu_cdi.exporter.claimdevices import ClaimDevice
-from xpu_cdi.exporter.podresources import Holder
+from xpu_cdi.node.podresources import Holder
 from xpu_cdi.exporter.sources import Result
 
 GOLDEN = Path(__file__).parent / "golden"

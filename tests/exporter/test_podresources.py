@@ -4,7 +4,7 @@ upstream number and type, and bytes the upstream stubs write read back the same.
 from __future__ import annotations
 
 from support.podresourceskit import stubs
-from xpu_cdi.exporter import podresources
+from xpu_cdi.node import podresources
 
 
 def _shape(desc: object) -> dict:

@@ -40,7 +40,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from support import HANG
-from xpu_cdi.dra.kube import API_POOL
+from xpu_cdi.kube.client import API_POOL
 from support.k8s import fleetdeploy, nodekit
 from support.k8s.fleet import NODES, Fleet, NodeSpec
 from support.k8s.fleetdeploy import DRA_DS, PLUGIN_DS, ds_pods

@@ -1,4 +1,4 @@
-"""Properties of the DRA driver's checkpoint.json (dra/checkpoint.py) as the driver loads it and the
+"""Properties of the DRA driver's checkpoint.json (node/checkpoint.py) as the driver loads it and the
 exporter reads it (exporter/claimdevices.py): any file gives claims, or an empty checkpoint with
 a one-line note; the exporter skips what it cannot read.  Never an exception, never a hang."""
 
@@ -13,7 +13,7 @@ from fuzzcontract import FUZZ, file_contents, json_values, mutated, no_hang
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from xpu_cdi.dra import checkpoint
+from xpu_cdi.node import checkpoint
 from xpu_cdi.exporter import claimdevices
 
 DEVICE = {"requests": ["xpus"], "pool": "n1", "device": "3",

@@ -214,7 +214,7 @@ def test_slices_published_by_the_pods_service_account(cluster: Cluster, dra: Dra
     forged = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "forged-slice"},
               "spec": {"driver": DRIVER, "nodeName": "other-node", "devices": [],
                        "pool": {"name": "other-node", "generation": 1, "resourceSliceCount": 1}}}
-    code = ("import json, sys\nfrom xpu_cdi.dra.kube import ApiError, Kube, slices_path\n"
+    code = ("import json, sys\nfrom xpu_cdi.kube.client import ApiError, Kube, slices_path\n"
             "k = Kube()\n"
             "try:\n    k.request('POST', slices_path(), body=json.loads(sys.argv[1])); print('created')\n"
             "except ApiError as e:\n    print(e.status, e)\n")

@@ -20,7 +20,7 @@ from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import XPU
 from xpu_cdi.deviceplugin import evict
-from xpu_cdi.exporter.podresources import Client
+from xpu_cdi.node.podresources import Client
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -29,7 +29,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 EVICT_ONCE = """
 import json, sys
 from xpu_cdi.deviceplugin import evict
-from xpu_cdi.exporter.podresources import Client
+from xpu_cdi.node.podresources import Client
 kubeconfig, node, socket, kind, card = sys.argv[1:]
 api, as_node = evict.node_kube(kubeconfig, node)
 lines = []

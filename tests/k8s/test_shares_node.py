@@ -22,7 +22,7 @@ from support.exporternode import ExporterProcess, on_node
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import Cards, PodResources
-from xpu_cdi.dra import claimspec
+from xpu_cdi.node import claimspec
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 GI = 1 << 30

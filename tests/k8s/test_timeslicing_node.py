@@ -13,7 +13,7 @@ from support import matrix
 from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import XPU, Cards, DevicePlugin, PodResources
-from xpu_cdi.deviceplugin import sharing
+from xpu_cdi.node import sharing
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 REPLICAS = 4

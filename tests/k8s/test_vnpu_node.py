@@ -35,7 +35,7 @@ from support.k8s import nodekit
 from support.k8s.cluster import Cluster
 from support.k8s.nodekit import NPU, Cards, DevicePlugin
 from support.runtimes import ENXIO
-from xpu_cdi.dra import claimspec
+from xpu_cdi.node import claimspec
 
 pytestmark = [pytest.mark.privileged, pytest.mark.runtime]
 DRIVER = "huawei.com"

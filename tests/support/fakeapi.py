@@ -4,7 +4,7 @@ the real API server, scheduler and kubelet are the one-node cluster's, tests/k8s
 Claims by namespace/name, slices by name with resourceVersions (a PUT with a
 stale one is a 409, as the API server answers), Events recorded, a watch that
 sends DELETED events for deleted slices.  :class:`HttpFront` serves it over
-plain HTTP, for a driver in its own process and for dra/kube.py's client.
+plain HTTP, for a driver in its own process and for kube/client.py's client.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, urlsplit
 
-from xpu_cdi.dra.kube import ApiError
+from xpu_cdi.kube.client import ApiError
 
 
 class FakeKube:

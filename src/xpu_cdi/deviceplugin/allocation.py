@@ -20,7 +20,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from ..topology import allocate as _allocate
 from ..errors import AllocationError, SelectionError
 from ..node.inventory import SpecCard
-from . import response, sharing
+from . import response
+from ..node import sharing
 
 
 def preferred(cards: Mapping[str, SpecCard], available: Sequence[str], must_include: Sequence[str],

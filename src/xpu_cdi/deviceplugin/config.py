@@ -14,7 +14,7 @@ k8s-device-plugin config (its ``api/config/v1``)::
       nvidiaDriverRoot: /         # NVIDIA's names where the meaning is ours (= driverRoot)
       migStrategy: none           # NVIDIA's settings whose value is what we always do
       plugin: {deviceListStrategy: [cdi-cri, cdi-annotations], passDeviceSpecs: false}
-    sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # deviceplugin/sharing.py
+    sharing: {timeSlicing: {resources: [{name: huawei.com/npu, replicas: 4}]}}   # node/sharing.py
 
 The keys of before (the long flags at the top, ``plugin-dir: ...``) are still read, with one
 deprecation line. Any bad key or value is one :class:`~xpu_cdi.errors.ConfigError` line
@@ -35,7 +35,7 @@ from ..node.settings import HEALTH_INTERVAL, HEALTH_INTERVAL_RANGE, NodeSettings
 from . import naming, response
 from ..node.status import DEFAULT_STATUS_FILE
 from ..node.uevents import SOURCES as UEVENT_SOURCES
-from .sharing import Replicated, TimeSlicing, parse as parse_sharing
+from ..node.sharing import Replicated, TimeSlicing, parse as parse_sharing
 
 DEFAULT_CONFIG = "/etc/xpu-cdi/device-plugin.yaml"
 DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # kubelet's DevicePluginPath
@@ -57,7 +57,7 @@ class Settings(NodeSettings):
     removal_grace: float = 300.0  # seconds a card no spec defines stays listed (Unhealthy) before it goes
     uevents: str = "auto"
     node_config: str = "/etc/xpu-cdi/config.yaml"  # kubernetes-allocation: which way serves each kind
-    sharing: Optional[TimeSlicing] = None  # time-slicing replicas (deviceplugin/sharing.py)
+    sharing: Optional[TimeSlicing] = None  # time-slicing replicas (node/sharing.py)
     # remediation (issue 43, deviceplugin/evict.py): CDI kind -> its policy; none: today's behaviour
     evict: Dict[str, remedy.Policy] = field(default_factory=dict)
     node_name: str = ""  # the node the plugin runs on (--node-name, $NODE_NAME): whose pods it may evict

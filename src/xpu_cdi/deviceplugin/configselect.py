@@ -203,7 +203,7 @@ def main(node: Optional[str], kubeconfig: Optional[str], node_label_key: str, co
     if not node:
         raise ConfigError("--node is needed (or NODE_NAME, as the chart sets it from spec.nodeName): the node "
                           "whose label picks the config")
-    from ..dra.kube import Kube
+    from ..kube.client import Kube
 
     kube = Kube(kubeconfig)
     selector = Selector(configs_dir, output, default, node_label_key, log)

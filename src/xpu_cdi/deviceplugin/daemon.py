@@ -36,8 +36,8 @@ import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from .. import partitions, remedy
-from ..dra import vnpu
-from ..generate.hostfs import host_path
+from ..node import vnpu
+from ..hostfs import host_path
 from ..node import carved, servemode
 from ..errors import XpuCdiError
 from ..generate.discover import Roots
@@ -408,8 +408,8 @@ def default_evictor(daemon: Daemon) -> evict.Evictor:
     Raises:
         ConfigError: no node name, or no way to the API server (one line).
     """
-    from ..dra.config import node_name
-    from ..exporter.podresources import Client
+    from ..kube.node import node_name
+    from ..node.podresources import Client
 
     s = daemon.s
     node = node_name(s.node_name or None)

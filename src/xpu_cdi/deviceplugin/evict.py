@@ -34,7 +34,7 @@ from urllib.parse import quote
 
 from ..errors import ApiError, PodResourcesError
 from ..log import INFO, WARNING, Log
-from . import sharing
+from ..node import sharing
 
 RETRY = 5.0  # seconds before a pod whose eviction was refused (a budget, the API server) is tried again
 COMPONENT = "xpu-cdi-device-plugin"
@@ -99,7 +99,7 @@ class Evictor:
     """Carries out ``evict`` decisions on a thread of its own (:meth:`start`, :meth:`stop`).
 
     *list_pods* returns a PodResources ``List`` answer; *api* records Events as the plugin's
-    account; *as_node* evicts as the node (both :class:`xpu_cdi.dra.kube.Kube`-like: ``request``).
+    account; *as_node* evicts as the node (both :class:`xpu_cdi.kube.client.Kube`-like: ``request``).
     """
 
     def __init__(self, node: str, log: Log, list_pods: Callable[[], Any], api: Any, as_node: Any,
@@ -246,7 +246,7 @@ class Evictor:
 def node_kube(kubeconfig: Optional[str], node: str) -> Tuple[Any, Any]:
     """Two API clients: the plugin's own account (Events), and the same token acting as *node*
     (``Impersonate-User: system:node:<node>``, constrained impersonation's associated-node mode)."""
-    from ..dra.kube import Kube
+    from ..kube.client import Kube
 
     class Own(Kube):
         def _headers(self, content_type: str = "application/json") -> Dict[str, str]:

@@ -22,7 +22,8 @@ import grpc
 from ..log import WARNING, Log
 from ..node.grpcserve import Identity, same_inode, serve_unix, socket_identity
 from ..node.inventory import SpecCard
-from . import allocation, api, sharing
+from . import allocation, api
+from ..node import sharing
 from .restart import Registrar
 
 

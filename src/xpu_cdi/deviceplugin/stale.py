@@ -22,10 +22,10 @@ def notes(kinds: Dict[str, KindSet], profiles: Sequence[Any], roots: Any) -> Lis
         profiles: the loaded profiles.
         roots: ``generate.discover.Roots`` of the host.
     """
-    from .. import topology
     from ..generate import check as _check
     from ..generate import discover as _discover
     from ..generate import spec as _spec
+    from ..generate import withtopology
 
     by_name = {p.name: p for p in profiles}
     out: List[str] = []
@@ -45,7 +45,8 @@ def notes(kinds: Dict[str, KindSet], profiles: Sequence[Any], roots: Any) -> Lis
                            f"(run `xpu-cdi generate`, or check the driver)")
                 continue
             try:
-                fresh = _spec.build(view, topology.like_spec(spec, view, _check.infer_options(spec, view), roots.sysfs))
+                opts = withtopology.like_spec(spec, view, _check.infer_options(spec, view), roots.sysfs)
+                fresh = _spec.build(view, opts)
             except XpuCdiError as err:
                 out.append(f"{path}: not compared with the host: {err}")
                 continue

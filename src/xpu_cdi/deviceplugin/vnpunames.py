@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .. import partitions
-from ..dra.vnpu import Tool
+from ..node.vnpu import Tool
 from ..errors import ClaimError
 from ..node import carved
 from ..node.inventory import KindSet

@@ -1,6 +1,6 @@
 """What DRA claims leave on the node beyond whole cards, and chips handed out two ways.
 
-* ``dra-claim-specs``: every claim-scoped CDI spec (:mod:`xpu_cdi.dra.claimspec`, one file per
+* ``dra-claim-specs``: every claim-scoped CDI spec (:mod:`xpu_cdi.node.claimspec`, one file per
   prepared claim: a share of a card, a vNPU) must belong to a claim its driver's checkpoint
   holds on this boot; one that does not is litter of a claim that is gone (the driver removes
   such files when it starts).
@@ -22,9 +22,10 @@ from typing import Dict, List, Set, Tuple
 
 from .. import partitions
 from ..cdi import registry
-from ..dra import checkpoint as _cp
-from ..dra import claimspec
-from ..dra.vnpu import Tool
+from ..node import checkpoint as _cp
+from ..node import claimspec
+from ..node.prepared import PreparedClaims
+from ..node.vnpu import Tool
 from ..errors import ClaimError
 from ..generate.discover import host_path
 from ..node import status as _status
@@ -142,7 +143,7 @@ def check_vnpus(ctx: Context) -> List[Result]:
     for doc in docs:
         for st in doc["kinds"].values():
             try:
-                held.update({v: f"claim {uid}" for v, uid in _cp.Checkpoint(
+                held.update({v: f"claim {uid}" for v, uid in PreparedClaims(
                     "", _cp.read(str(st.get("checkpoint") or ""))[0]).vnpu_ids().items()})
             except (OSError, ValueError):
                 pass

@@ -79,7 +79,7 @@ def pods(socket: str, kind: str, resources: Set[str]) -> Tuple[List[str], str]:
     if not os.path.exists(socket):
         return [], f"kubelet's PodResources socket {socket} is absent (not a Kubernetes node?)"
     try:
-        from ..exporter.podresources import Client
+        from ..node.podresources import Client
     except ImportError as err:  # grpcio missing
         return [], f"PodResources not read ({err})"
     client = Client(socket)

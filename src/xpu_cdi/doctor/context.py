@@ -16,7 +16,7 @@ from ..cdi import registry
 from ..errors import DiscoveryError
 from ..generate import discover as _discover
 from ..generate import profile as _profile
-from ..generate.hostfs import listdir_sorted, read_head
+from ..hostfs import listdir_sorted, read_head
 from ..model import HostView, Profile
 from ..runtime import containerd, crio, docker, ocihooks
 

@@ -17,7 +17,7 @@ from .. import bounded
 from ..cdi import registry
 from ..generate.discover import host_path
 from ..node import status as _status
-from ..dra import checkpoint as _cp
+from ..node import checkpoint as _cp
 from .context import Context
 from .olddriver import running_pods
 from .result import Result, fail, ok, warn

@@ -3,7 +3,7 @@
 The comparison is ``generate.check.differences`` (the one behind
 ``generate --check``).  The options a spec was generated with are read back
 from the spec itself (``generate.check.infer_options``, with
-``topology.like_spec`` for its topology annotations), so a spec made with
+``generate.withtopology.like_spec`` for its topology annotations), so a spec made with
 non-default options is only called stale when the host changed under it.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import List
 
-from .. import topology
 from ..errors import XpuCdiError
 from ..generate import check as _check
 from ..generate import spec as _spec
+from ..generate import withtopology
 from .context import Context
 from .result import Result, fail, ok, warn
 from .specs import ours
@@ -37,8 +37,8 @@ def check_fresh(ctx: Context) -> List[Result]:
         for sf in files:
             assert sf.spec is not None
             try:
-                opts = topology.like_spec(sf.spec, st.view, _check.infer_options(sf.spec, st.view),
-                                          ctx.opts.roots.sysfs)
+                opts = withtopology.like_spec(sf.spec, st.view, _check.infer_options(sf.spec, st.view),
+                                              ctx.opts.roots.sysfs)
                 fresh = _spec.build(st.view, opts)
             except XpuCdiError as err:
                 out.append(warn("spec-fresh", f"{sf.path!r}: not compared: {err}",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Tuple
 
 from ..errors import ClaimError
+from ..node.prepared import PreparedDevice
 from . import shares
 from .slices import DeviceInfo
 
@@ -34,7 +35,7 @@ def our_results(claim: Mapping[str, Any], driver: str) -> List[Mapping[str, Any]
 
 
 def prepare(claim: Mapping[str, Any], driver: str, pool: str, devices: Mapping[str, DeviceInfo],
-            in_use: Mapping[Tuple[str, str], str]) -> List[Dict[str, Any]]:
+            in_use: Mapping[Tuple[str, str], str]) -> List[PreparedDevice]:
     """The devices to hand out for *claim*, one entry per card (its requests merged).
 
     Args:
@@ -50,7 +51,7 @@ def prepare(claim: Mapping[str, Any], driver: str, pool: str, devices: Mapping[s
             shares of one card are the scheduler's to count).
     """
     uid = (claim.get("metadata") or {}).get("uid", "")
-    merged: Dict[Tuple[str, str], Dict[str, Any]] = {}
+    merged: Dict[Tuple[str, str], PreparedDevice] = {}
     for r in our_results(claim, driver):
         name, request = str(r.get("device", "")), str(r.get("request", "")).split("/")[0]
         share = str(r.get("shareID") or "")
@@ -67,13 +68,13 @@ def prepare(claim: Mapping[str, Any], driver: str, pool: str, devices: Mapping[s
         holder = in_use.get((pool, name))
         if holder and holder != uid and not r.get("adminAccess"):
             raise ClaimError(f"device {name} is prepared for claim {holder}, still in use: refusing to share it")
-        entry = merged.setdefault((name, share), {"requests": [], "pool": pool, "device": name, "cdi": [card.cdi]})
+        entry = merged.setdefault((name, share), PreparedDevice([], pool, name, [card.cdi]))
         if share:
             memory = shares.consumed(r)
             if memory <= 0:
                 raise ClaimError(f"device {name} share {share} has no consumedCapacity.{shares.CAPACITY}: the API "
                                  f"server does not serve consumable capacity (DRAConsumableCapacity off?)")
-            entry.update(shareID=share, memory=memory, total=shares.parse_quantity(card.memory))
-        if request and request not in entry["requests"]:
-            entry["requests"].append(request)
+            entry.share_id, entry.memory, entry.total = share, memory, shares.parse_quantity(card.memory)
+        if request and request not in entry.requests:
+            entry.requests.append(request)
     return list(merged.values())

@@ -17,6 +17,7 @@ import click
 from .. import bounded, remedy
 from ..clikit import LOG_OPTIONS, NODE_CONFIG_OPTION, SPEC_DIRS_OPTION, Seconds, daemon_log, subcommand
 from ..errors import ConfigError
+from ..kube import node as kube_node
 from ..node.settings import HEALTH_INTERVAL_RANGE
 from . import config, shares
 
@@ -56,7 +57,7 @@ def dra_driver(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_roo
     """
     uid = pod_uid if pod_uid is not None else os.environ.get("POD_UID", "")
     settings = config.Settings(
-        node_name=config.node_name(node_name), kubeconfig=kubeconfig, registry_dir=os.path.abspath(registry_dir),
+        node_name=kube_node.node_name(node_name), kubeconfig=kubeconfig, registry_dir=os.path.abspath(registry_dir),
         plugins_dir=os.path.abspath(plugins_dir), run_dir=os.path.abspath(run_dir), pod_uid=uid,
         spec_dirs=tuple(os.path.abspath(d) for d in spec_dirs), dev_root=os.path.abspath(dev_root),
         driver_root=os.path.abspath(driver_root), sysfs_root=os.path.abspath(sysfs_root),

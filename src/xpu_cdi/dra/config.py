@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence
 
 from .. import remedy
 from ..errors import ConfigError
+
 from ..nodeconfig import read_yaml
 from ..node.settings import HEALTH_INTERVAL, NodeSettings
 from .shares import Policy
@@ -31,7 +31,6 @@ CONFIG_FILE = "/etc/xpu-cdi/dra-driver.yaml"
 CONFIG_KEYS = ("version", "remediation")
 # a driver name is a DNS subdomain of at most 63 characters (ResourceSlice validation)
 _DRIVER = re.compile(r"^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_NODE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
@@ -91,15 +90,6 @@ def parse_driver_names(values: Sequence[str]) -> Dict[str, str]:
                 raise ConfigError(f"--driver-name {part!r}: {problem}")
             out[kind] = name
     return out
-
-
-def node_name(given: Optional[str]) -> str:
-    """--node-name, else $NODE_NAME (the DaemonSet's downward API), else the host name as kubelet defaults to it."""
-    name = given or os.environ.get("NODE_NAME") or socket.gethostname().lower()
-    if not _NODE.match(name):
-        raise ConfigError(f"node name {name!r} is not a DNS subdomain: give kubelet's node name with --node-name "
-                          f"(or NODE_NAME from the downward API, spec.nodeName)")
-    return name
 
 
 def check(s: Settings) -> None:

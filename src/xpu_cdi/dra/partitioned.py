@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..partitions import ChipModel, Partitions
+from ..node.vnpu import ToolChip
 from .shares import format_quantity
 from .slices import DeviceInfo
 
@@ -32,16 +32,6 @@ AICORE = "aicore"
 AICPU = "aicpu"
 MEMORY = "memory"  # MiB, as a quantity
 MEMORY_PARTS = "memory-parts"  # parts of the chip's memory
-
-
-@dataclass(frozen=True)
-class ToolChip:
-    """One chip as the vendor's tool numbers it (``npu-smi -i CARD -c CHIP``), with its name (``310P3``)."""
-
-    card: int
-    chip: int
-    phy: int
-    name: str
 
 
 def takes(model: ChipModel) -> Tuple[Dict[str, int], Dict[str, Dict[str, int]]]:
@@ -105,36 +95,3 @@ def expand(devices: Mapping[str, DeviceInfo], tool: Mapping[int, ToolChip],
                     consumes=(set_name, tuple((k, _value(k, v)) for k, v in sorted(take.items()) if v)),
                     tool_ids=(chip.card, chip.chip, ids.start, ids.stop))
     return out
-
-
-def parse_chip_map(text: str) -> Tuple[Dict[int, ToolChip], bool]:
-    """``npu-smi info -m`` -> (chips, whether they are keyed by phy id).
-
-    npu-smi prints (its ``print_mapping_info``) ``NPU ID  Chip ID  Chip Logic ID  Chip Name`` with the
-    name as ``Ascend 310P3``; the 910_93 form (``print_mapping_info_910_93``) adds ``Chip Phy-ID``
-    before the bare name.  With that column the chips are keyed by phy id, else by logic id (their
-    ``phy`` then the logic id, until :meth:`vnpu.Tool.chips` learns the phy id).  Rows whose ids are
-    not numbers (each card's ``Mcu``, logic id ``-``) are no NPU chips.
-    """
-    by_phy = "Chip Phy-ID" in text
-    ids = 4 if by_phy else 3
-    out: Dict[int, ToolChip] = {}
-    for line in text.splitlines():
-        f = line.split()
-        if len(f) > ids and all(x.isdigit() for x in f[:ids]):
-            name = " ".join(f[ids:])
-            name = name[len("Ascend"):].strip() if name.startswith("Ascend") else name
-            key = int(f[ids - 1])
-            out[key] = ToolChip(int(f[0]), int(f[1]), key, name)
-    return out, by_phy
-
-
-def parse_phyid_remap(text: str) -> Tuple[int, int]:
-    """``npu-smi info -t phyid-remap -p PHY`` (``NPU ID :c``, ``Chip ID :d`` lines among others) -> (card, chip).
-    Raises ValueError: either line missing or not a number."""
-    got = {}
-    for line in text.splitlines():
-        label, sep, value = line.partition(":")
-        if sep:
-            got[" ".join(label.split())] = value.strip()
-    return int(got["NPU ID"]), int(got["Chip ID"])

@@ -25,7 +25,7 @@ from typing import Any, Callable, Collection, Dict, FrozenSet, List, Mapping, Op
 
 from ..log import WARNING, Log
 from . import slices
-from .kube import ApiError, Kube, slices_path
+from ..kube.client import ApiError, Kube, slices_path
 
 BACKOFF_FIRST, BACKOFF_MAX = 0.2, 5.0
 WATCH_SECONDS = 300

@@ -25,6 +25,7 @@ import grpc
 
 from ..log import WARNING, Log
 from ..node.grpcserve import MAX_SOCKET_PATH, remove_stale_socket, serve_unix
+from ..node.prepared import PreparedDevice
 from . import api
 
 HEALTH_RESEND = 10.0  # kubelet marks a device Unknown after 30 s without news of it
@@ -34,7 +35,7 @@ HEALTH_TIMEOUT = 30
 class Driver(Protocol):
     """What the services call (the daemon)."""
 
-    def prepare(self, claims: Sequence[Tuple[str, str, str]]) -> Dict[str, Tuple[List[Dict[str, Any]], str]]: ...
+    def prepare(self, claims: Sequence[Tuple[str, str, str]]) -> Dict[str, Tuple[List[PreparedDevice], str]]: ...
 
     def unprepare(self, claims: Sequence[Tuple[str, str, str]]) -> Dict[str, str]: ...
 
@@ -123,10 +124,10 @@ class Services:
                 entry.error = error
                 continue
             for d in devices:
-                dev = entry.devices.add(request_names=d["requests"], pool_name=d["pool"], device_name=d["device"],
-                                        cdi_device_ids=d["cdi"])
-                if d.get("shareID"):  # kubelet matches it to the allocation's result (consumable capacity)
-                    dev.share_id = d["shareID"]
+                dev = entry.devices.add(request_names=d.requests, pool_name=d.pool, device_name=d.device,
+                                        cdi_device_ids=d.cdi)
+                if d.share_id:  # kubelet matches it to the allocation's result (consumable capacity)
+                    dev.share_id = d.share_id
         return out
 
     def unprepare(self, request: Any, context: Any) -> Any:

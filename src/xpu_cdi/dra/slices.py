@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .. import cardmodel, interconnect, topology
-from ..generate.hostfs import host_path, read_head
+from ..hostfs import host_path, read_head
 from ..model import Profile
 from . import shares
 

@@ -1,8 +1,8 @@
 """The devices DRA claims have on this node beyond whole cards: shares of a card, vNPUs.
 
 Read from the DRA driver's checkpoints (``<kubelet plugins dir>/<driver>/checkpoint.json``,
-:mod:`xpu_cdi.dra.checkpoint`): every prepared device whose CDI names include a claim-scoped
-one (``k8s.<driver>/claim=<claim uid>-<suffix>``, :mod:`xpu_cdi.dra.claimspec`) is a series of
+:mod:`xpu_cdi.node.checkpoint`): every prepared device whose CDI names include a claim-scoped
+one (``k8s.<driver>/claim=<claim uid>-<suffix>``, :mod:`xpu_cdi.node.claimspec`) is a series of
 its own, with its claim, its share id and memory where the driver recorded them, and the
 container holding it: the one kubelet's PodResources lists with that claim-scoped name.
 A checkpoint of an earlier boot is stale (its claims are gone) and skipped.
@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from ..dra import checkpoint, claimspec
-from .podresources import Holder, Listing
+from ..node import checkpoint, claimspec
+from ..node.podresources import Holder, Listing
 
 
 @dataclass(frozen=True)
@@ -47,13 +47,10 @@ def read(plugins_dir: str, boot: str) -> List[ClaimDevice]:
         own = claimspec.kind(driver) + "="
         for c in claims.values():
             for d in c.devices:
-                names = [str(n) for n in d.get("cdi") or []]
-                for name in (n for n in names if n.startswith(own)):
-                    card = next((n for n in names if not n.startswith(own)), "")
-                    memory = d.get("memory")
-                    out.append(ClaimDevice(driver, c.namespace, c.name, str(d.get("device", "")), name, card,
-                                           str(d.get("shareID") or ""),
-                                           memory if isinstance(memory, int) and memory >= 0 else None))
+                for name in (n for n in d.cdi if n.startswith(own)):
+                    card = next((n for n in d.cdi if not n.startswith(own)), "")
+                    out.append(ClaimDevice(driver, c.namespace, c.name, d.device, name, card, d.share_id,
+                                           d.memory if d.memory is not None and d.memory >= 0 else None))
     return out
 
 

@@ -44,11 +44,11 @@ from ..node.settings import NodeSettings
 from ..node import health
 from ..node import inventory as devices
 from ..node.status import pid_namespace
-from ..dra import checkpoint
+from ..node import checkpoint
 from .. import interconnect
 from ..driverversion import read_driver_version
 from . import claimdevices, holders, metrics, remediation, server, sources, webconfig
-from .podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
+from ..node.podresources import DEFAULT_SOCKET, Client, Listing, PodResourcesError
 
 
 DEFAULT_PORT = 28470

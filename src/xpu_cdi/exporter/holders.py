@@ -23,9 +23,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..cdi import names
 from ..errors import SelectionError
-from ..deviceplugin.sharing import split as split_replica
+from ..node.sharing import split as split_replica
 from ..node.inventory import SpecCard
-from .podresources import Holder, Listing
+from ..node.podresources import Holder, Listing
 
 CardKey = Tuple[str, str]  # (kind, CDI device name)
 

@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .claimdevices import ClaimDevice
-from .podresources import Holder
+from ..node.podresources import Holder
 from .sources import Result
 
 CARD_LABELS = ["kind", "card", "uuid", "pci_bus_id", "model", "namespace", "pod", "container"]

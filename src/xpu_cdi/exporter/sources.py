@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..node.inventory import SpecCard
-from ..generate.hostfs import host_path
+from ..hostfs import host_path
 from ..model import MetricSource
 from . import parse, tool
 

@@ -85,7 +85,7 @@ def differences(old: Optional[Dict[str, Any]], new: Dict[str, Any]) -> List[str]
 
 def infer_options(spec: Dict[str, Any], view: HostView) -> _spec.SpecOptions:
     """The ``generate`` options that would have produced *spec*: naming strategy, ``all`` device, hook
-    path and timeout, env form, kind override (annotations left empty: ``topology.like_spec`` adds them)."""
+    path and timeout, env form, kind override (annotations left empty: ``withtopology.like_spec`` adds them)."""
     names = [str(d.get("name")) for d in spec.get("devices") or [] if isinstance(d, dict)]
     strategies: List[str] = []
     for name in names:

@@ -41,9 +41,9 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
         for note in view.notes:
             click.echo(f"xpu-cdi: note: {note}", err=True)
         if with_topology:
-            from .. import topology  # sysfs PCIe walks: only for --with-topology
+            from . import withtopology  # sysfs PCIe walks: only for --with-topology
 
-            spec = _spec.build(view, topology.spec_options(view, opts, os.path.abspath(sysfs_root)))
+            spec = _spec.build(view, withtopology.spec_options(view, opts, os.path.abspath(sysfs_root)))
         else:
             spec = _spec.build(view, opts)
         summary = (f"{spec['kind']}: {len(view.cards)} card(s) "

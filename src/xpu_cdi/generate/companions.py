@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DiscoveryError
 from ..model import Card, CardRule, Companion, DeviceNode, Profile
-from . import hostfs as _d
+from .. import hostfs as _d
 
 Numbers = Tuple[int, int]
 

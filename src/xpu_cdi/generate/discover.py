@@ -22,7 +22,7 @@ from .. import hoststat
 from ..errors import DiscoveryError
 from ..model import Card, CardRule, DeviceNode, Discovery, HostView, Mount, Profile
 from . import companions as _companions
-from .hostfs import Roots, container_path, has_magic, host_path, node_kind, not_a_node, stat_all
+from ..hostfs import Roots, container_path, has_magic, host_path, node_kind, not_a_node, stat_all
 
 __all__ = ["Roots", "card_matches", "discover", "discover_all", "host_path", "node_kind", "pci_vendor"]
 

@@ -31,7 +31,7 @@ def run(profiles: Tuple[str, ...], profiles_dir: Tuple[str, ...], dev_root: str,
                  interval=interval, resync=resync, expiry=expiry, removal_grace=removal_grace, uevents=uevents)
     kube = None
     if node:
-        from ..dra.kube import Kube
+        from ..kube.client import Kube
 
         kube = Kube(kubeconfig)
     labeller = Labeller(s, log=daemon_log("xpu-cdi labels", log_level, verbose, log_format), kube=kube)

@@ -1,4 +1,4 @@
-"""The labels on the Node object, through the API server (the DRA driver's client, :mod:`xpu_cdi.dra.kube`).
+"""The labels on the Node object, through the API server (:mod:`xpu_cdi.kube.client`, the DRA driver's too).
 
 One JSON merge patch of ``metadata.labels`` per change: ours that differ
 set, ours no longer wanted set to null (removed); a label outside the

@@ -17,12 +17,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from .. import interconnect
 from .allocate import distance, preferred
 from ..cdi import names as cdi_names
-from ..generate.discover import host_path
+from ..hostfs import host_path
 from ..model import PCI_ADDRESS, HostView
 
 __all__ = ["TopoCard", "cards", "compress", "degraded", "device_annotations", "distance", "groups", "labels",
-           "label_value_problem", "like_spec", "link_info", "pci_chain", "pcie_root", "port_type", "preferred",
-           "spec_options", "upstream_switch"]
+           "label_value_problem", "link_info", "pci_chain", "pcie_root", "port_type", "preferred",
+           "upstream_switch"]
 
 # PCI Express capability, "Device/Port Type" field (PCIe base spec 7.5.3.2)
 PCIE_CAP_ID = 0x10
@@ -269,24 +269,3 @@ def labels(topo: Sequence[TopoCard]) -> Tuple[Dict[str, str], List[str]]:
                 continue
             out[prefix + key] = value
     return out, notes
-
-
-def spec_options(view: HostView, opts: Any, sysfs_root: str) -> Any:
-    """*opts* (``generate.spec.SpecOptions``) with the topology annotations of *view*'s cards.
-
-    What ``generate --with-topology`` builds with; the annotations raise the
-    spec's cdiVersion to 0.6.0.
-    """
-    from ..generate import spec as _spec  # the spec builder is only needed here
-
-    names = {c.index: _spec.card_names(c, opts.name_strategies) for c in view.cards}
-    return opts._replace(annotations=device_annotations(cards(view, sysfs_root), names))
-
-
-def like_spec(spec: Dict[str, Any], view: HostView, opts: Any, sysfs_root: str) -> Any:
-    """*opts* with *view*'s topology annotations when *spec* carries ours (it was written with
-    ``--with-topology``): what ``generate`` would write now for a spec like it."""
-    if not any(k.startswith(ANNOTATION_PREFIX) for d in spec.get("devices") or [] if isinstance(d, dict)
-               for k in (d.get("annotations") or {})):
-        return opts
-    return spec_options(view, opts, sysfs_root)

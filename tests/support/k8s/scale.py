@@ -333,7 +333,7 @@ def quantile(before: Dict[float, float], after: Dict[float, float], q: float) ->
 
 class Drive:
     def __init__(self, plan: Plan) -> None:
-        from xpu_cdi.dra.kube import Kube
+        from xpu_cdi.kube.client import Kube
 
         self.plan = plan
         self.kube = Kube(plan.kubeconfig, timeout=60)
@@ -492,7 +492,7 @@ class Drive:
         self.wait(lambda: not self.kube.get(self.claims_path())["items"], f"{label}'s claims gone")
 
     def remove_pods(self, selector: str) -> None:
-        from xpu_cdi.dra.kube import ApiError
+        from xpu_cdi.kube.client import ApiError
 
         def gone(name: str) -> None:
             try:

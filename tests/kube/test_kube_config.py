@@ -1,4 +1,4 @@
-"""dra/kube.py's own setup of the common kubeconfigs (urllib3 alone) and its fall-back to the
+"""kube/client.py's own setup of the common kubeconfigs (urllib3 alone) and its fall-back to the
 official client's loaders for the others; requests against a loopback HTTP server."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from xpu_cdi.dra.kube import Kube
+from support import HANG
+from xpu_cdi.kube.client import Kube
 
 
 def kubeconfig(path: Path, server: str, user: Dict[str, Any], **cluster: Any) -> Path:
@@ -58,7 +59,7 @@ def api() -> Iterator[Dict[str, Any]]:
 def test_token_kubeconfig_without_the_official_client(tmp_path: Path, api: Dict[str, Any]) -> None:
     """A server and a token: the request carries it, and the process never imports ``kubernetes``."""
     cfg = kubeconfig(tmp_path / "kc", api["url"] + "/", {"token": "tok-1"})
-    code = ("import json, sys\nfrom xpu_cdi.dra.kube import Kube\nk = Kube(sys.argv[1])\n"
+    code = ("import json, sys\nfrom xpu_cdi.kube.client import Kube\nk = Kube(sys.argv[1])\n"
             "print(json.dumps([k.host, k.get('/api/v1/nodes/n')['auth'], 'kubernetes' in sys.modules]))")
     r = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -113,17 +114,60 @@ def test_exec_plugin_goes_to_the_official_client(tmp_path: Path, api: Dict[str, 
     plugin.chmod(0o755)
     cfg = kubeconfig(tmp_path / "kc", api["url"], {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
                                                             "command": str(plugin), "interactiveMode": "Never"}})
-    code = ("import json, sys\nfrom xpu_cdi.dra.kube import Kube\nk = Kube(sys.argv[1])\n"
+    code = ("import json, sys\nfrom xpu_cdi.kube.client import Kube\nk = Kube(sys.argv[1])\n"
             "print(json.dumps([k.get('/x')['auth'], 'kubernetes' in sys.modules]))")
     r = subprocess.run([sys.executable, "-c", code, str(cfg)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == ["Bearer from-exec", True]
 
 
+def test_insecure_as_the_library_pool_applies_it(tmp_path: Path, api: Dict[str, Any]) -> None:
+    """Through the official client too, ``insecure`` says whether the pool it built skips the
+    server's certificate: as the kubeconfig's insecure-skip-tls-verify says."""
+    plugin = tmp_path / "cred.sh"
+    plugin.write_text('#!/bin/sh\necho \'{"apiVersion": "client.authentication.k8s.io/v1", '
+                      '"kind": "ExecCredential", "status": {"token": "from-exec"}}\'\n')
+    plugin.chmod(0o755)
+    exec_user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                          "interactiveMode": "Never"}}
+    for flag in (True, False):
+        k = Kube(str(kubeconfig(tmp_path / f"kc-{flag}", api["url"], exec_user, **{"insecure-skip-tls-verify": flag})))
+        assert (k.insecure, k._headers()["Authorization"]) == (flag, "Bearer from-exec")  # the library's token
+        k.close()
+
+
+def test_files_the_library_reads_are_bounded(tmp_path: Path) -> None:
+    """A kubeconfig only the official client reads (a FIFO, an alias bomb, nesting 500 deep, one
+    entry of a KUBECONFIG list) is refused in one line naming the file before the library opens it:
+    its loader reads unbounded (a FIFO hung it, aliases filled the memory)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    bomb = tmp_path / "bomb"
+    bomb.write_text("a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+                    + "".join(f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+                              for p, c in zip("abcdefg", "bcdefgh")) + "users: [*h]\n")
+    deep = tmp_path / "deep"
+    deep.write_text("users: " + "[" * 500 + "]" * 500 + "\n")  # libyaml itself stops at 1,000
+    good = kubeconfig(tmp_path / "good", "https://127.0.0.1:1", {"token": "t"})
+    code = ("import json, os, sys\nfrom xpu_cdi.errors import ConfigError\nfrom xpu_cdi.kube.client import Kube\n"
+            "out = []\nfor arg in sys.argv[1:]:\n"
+            "    try:\n        Kube(arg).close()\n        out.append('')\n"
+            "    except ConfigError as err:\n        out.append(str(err))\n"
+            "print(json.dumps(out))\n")
+    cases = [str(fifo), str(bomb), str(deep), f"{good}{os.pathsep}{deep}"]
+    r = subprocess.run([sys.executable, "-c", code, *cases], capture_output=True, text=True, timeout=HANG)
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)
+    for arg, path, why in zip(cases, (fifo, bomb, deep, deep), ("a FIFO", "nodes", "deeper", "deeper")):
+        assert said[0].startswith(f"cannot configure the API client from --kubeconfig {arg}: {path}: "), said
+        assert why in said[0] and "\n" not in said[0] and len(said[0]) < 600, said[0]
+        said = said[1:]
+
+
 def test_in_cluster_service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pod's service account: the service's address (an IPv6 one bracketed), its CA, and the
     projected token re-read as kubelet rotates it."""
-    from xpu_cdi.dra import kube
+    from xpu_cdi.kube import client as kube
 
     (tmp_path / "token").write_text("sa-1")
     monkeypatch.setattr(kube, "SERVICE_ACCOUNT", str(tmp_path))
@@ -142,7 +186,7 @@ def test_in_cluster_reads_no_yaml(tmp_path: Path) -> None:
     a kubeconfig file still imports it where it is read."""
     (tmp_path / "token").write_text("sa-1")
     probe = ("import json, os, sys\n"
-             "from xpu_cdi.dra import kube\n"
+             "from xpu_cdi.kube import client as kube\n"
              "kube.SERVICE_ACCOUNT = sys.argv[1]\n"
              "k = kube.Kube(sys.argv[2] or None)\n"
              "print(json.dumps([k.host, 'yaml' in sys.modules]))\n")

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
 from ..errors import PodResourcesError
-from ..node import protobuild
-from ..node.protobuild import MANY, ONE, STRING
+from . import protobuild
+from .protobuild import MANY, ONE, STRING
 
 PACKAGE = "v1"
 SERVICE = "PodResourcesLister"

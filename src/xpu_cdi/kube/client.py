@@ -37,6 +37,7 @@ API_POOL = 4  # keep-alive connections to the API server at most, opened as conc
 QPS, BURST = 5.0, 10  # client-go's defaults (rest.Config): calls a second, and at once
 MAX_RETRIES = 10  # answers with Retry-After waited out before the call fails (client-go's maxRetries)
 MAX_RETRY_AFTER = 60.0  # the longest one Retry-After is waited, in seconds
+MAX_KUBECONFIG = 4 << 20  # bytes of one kubeconfig file
 
 
 class RateLimit:
@@ -218,6 +219,8 @@ def _library(kubeconfig: Optional[str]) -> Connection:
     except ImportError as err:
         raise ConfigError(f"the DRA driver needs the Kubernetes client for this kubeconfig ({err}): pip install "
                           f"kubernetes, or apt install python3-kubernetes") from None
+    if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):  # the library's default list below
+        _check_files(kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config"), kubeconfig)
     cfg = client.Configuration()
     try:
         if kubeconfig:
@@ -236,7 +239,36 @@ def _library(kubeconfig: Optional[str]) -> Connection:
             hook(cfg)
         return cfg.api_key.get("BearerToken") or cfg.api_key.get("authorization")  # 37.x / 22.x
 
-    return cfg.host.rstrip("/"), client.ApiClient(cfg).rest_client.pool_manager, token, not cfg.verify_ssl
+    import ssl  # urllib3 has it loaded already
+
+    pool = client.ApiClient(cfg).rest_client.pool_manager
+    # insecure-skip-tls-verify, as the library's pool applies it: certificates not required
+    return cfg.host.rstrip("/"), pool, token, pool.connection_pool_kw.get("cert_reqs") == ssl.CERT_NONE
+
+
+def _check_files(paths: str, kubeconfig: Optional[str]) -> None:
+    """Each kubeconfig the library is about to read (a ``KUBECONFIG`` list names several; it skips
+    the absent) through :mod:`xpu_cdi.bounded` first: a regular file of at most 4 MiB whose YAML
+    is bounded in depth and aliases.  The library's loader reads a file unbounded: a FIFO there
+    would hang the daemon, an alias bomb fill its memory.
+
+    Raises:
+        ConfigError: one line naming the file.
+    """
+    import yaml
+
+    from .. import bounded
+    from ..cdi import yamlload
+
+    for path in (os.path.expanduser(p) for p in paths.split(os.pathsep) if p):
+        if not os.path.exists(path):
+            continue
+        try:
+            yamlload.load(bounded.read(path, MAX_KUBECONFIG), max_nodes=bounded.MAX_SETTINGS_NODES)
+        except (OSError, ValueError, yaml.YAMLError) as err:
+            why = " ".join(str(getattr(err, "strerror", None) or err).split())
+            raise ConfigError(f"cannot configure the API client from {_where(kubeconfig)}: {path}: "
+                              f"{why if len(why) <= 300 else why[:297] + '...'}") from None
 
 
 def _where(kubeconfig: Optional[str]) -> str:
@@ -262,7 +294,7 @@ def _plain(kubeconfig: Optional[str], cleanup: List[str]) -> Optional[Connection
     from ..cdi import yamlload
 
     try:
-        doc = yamlload.load(bounded.read(path, 4 << 20), max_nodes=bounded.MAX_SETTINGS_NODES)
+        doc = yamlload.load(bounded.read(path, MAX_KUBECONFIG), max_nodes=bounded.MAX_SETTINGS_NODES)
         ctx = _named(doc, "contexts", doc["current-context"])["context"]
         cluster = _named(doc, "clusters", ctx["cluster"])["cluster"]
         user = _named(doc, "users", ctx["user"]).get("user") or {}

@@ -1,5 +1,6 @@
 """Paths under the three host roots and what sits at them: the helpers
-discovery and its companion-node step share."""
+discovery, its companion-node step and every other reader of the host
+(topology, the cards' models and links, the node daemons) share."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import os
 import stat as _stat
 from typing import List, NamedTuple, Sequence
 
-from .. import hoststat
-from ..errors import DiscoveryError
-from ..model import NodeInfo, Profile
+from . import hoststat
+from .errors import DiscoveryError
+from .model import NodeInfo, Profile
 
 _TYPE_NAMES = {"-": "a regular file", "d": "a directory", "l": "a symlink", "?": "not a device node"}
 

@@ -1,4 +1,4 @@
-"""dra/kube.py's client as client-go behaves: its own rate (QPS and burst), the wait a 429 or 5xx
+"""kube/client.py's client as client-go behaves: its own rate (QPS and burst), the wait a 429 or 5xx
 answer's Retry-After asks for, and HTTP(S)_PROXY / NO_PROXY on its plain path; against
 tests/support/fakeapi.py's API over loopback HTTP."""
 
@@ -10,8 +10,8 @@ from typing import Iterator, List
 
 import pytest
 
-from xpu_cdi.dra import kube as _kube
-from xpu_cdi.dra.kube import ApiError, Kube, RateLimit, proxy_for, slices_path
+from xpu_cdi.kube import client as _kube
+from xpu_cdi.kube.client import ApiError, Kube, RateLimit, proxy_for, slices_path
 from support.fakeapi import FakeKube, HttpFront
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")

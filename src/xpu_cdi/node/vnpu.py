@@ -1,10 +1,10 @@
-"""The vendor's partitioning tool (Ascend ``npu-smi``), as the DRA driver runs it.
+"""The vendor's partitioning tool (Ascend ``npu-smi``), as the DRA driver and the device plugin run it.
 
 The tool's path is the driver's setting (``--vnpu-tool``), never anything a claim or a pod
 says; it runs with a fixed environment (the driver's library dirs) and a timeout.  Commands
 (docs/vendors.md, "Ascend vNPU templates"):
 
-* ``npu-smi info -m``: which card and chip each NPU is (:func:`partitioned.parse_chip_map`), and
+* ``npu-smi info -m``: which card and chip each NPU is (:func:`parse_chip_map`), and
   ``npu-smi info -t phyid-remap -p PHY`` for the card and chip of ``/dev/davinci<PHY>`` where
   ``info -m`` gives no phy id: the vendor keeps logic and phy ids apart, and a vNPU's id range
   follows the phy id;
@@ -26,19 +26,29 @@ import os
 import re
 import subprocess
 import dataclasses
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from ..errors import ClaimError
 from ..generate import edits
-from ..generate.hostfs import host_path
+from ..hostfs import host_path
 from ..model import DeviceNode, NodeInfo
-from .partitioned import ToolChip, parse_chip_map, parse_phyid_remap
 
 TIMEOUT = 60
 _VNPU_ROW = re.compile(r"^\|\s*([0-9]+)\s*\|.*\|\s*(\S+)\s*\|?\s*$")  # | id | vgroup | container | status | template
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
        "LD_LIBRARY_PATH": "/usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64/common:"
                           "/usr/local/Ascend/driver/lib64/driver"}
+
+
+@dataclass(frozen=True)
+class ToolChip:
+    """One chip as the vendor's tool numbers it (``npu-smi -i CARD -c CHIP``), with its name (``310P3``)."""
+
+    card: int
+    chip: int
+    phy: int
+    name: str
 
 
 def node_path(vnpu_id: int) -> str:
@@ -140,3 +150,36 @@ def node_edits(host: str, vnpu_id: int) -> Dict[str, Any]:
     st = os.stat(host)
     info = NodeInfo(host, "c", os.major(st.st_rdev), os.minor(st.st_rdev), st.st_mode & 0o7777, st.st_uid, st.st_gid)
     return {"deviceNodes": [edits.device_node(DeviceNode(container_path(vnpu_id), info))]}
+
+
+def parse_chip_map(text: str) -> Tuple[Dict[int, ToolChip], bool]:
+    """``npu-smi info -m`` -> (chips, whether they are keyed by phy id).
+
+    npu-smi prints (its ``print_mapping_info``) ``NPU ID  Chip ID  Chip Logic ID  Chip Name`` with the
+    name as ``Ascend 310P3``; the 910_93 form (``print_mapping_info_910_93``) adds ``Chip Phy-ID``
+    before the bare name.  With that column the chips are keyed by phy id, else by logic id (their
+    ``phy`` then the logic id, until :meth:`Tool.chips` learns the phy id).  Rows whose ids are
+    not numbers (each card's ``Mcu``, logic id ``-``) are no NPU chips.
+    """
+    by_phy = "Chip Phy-ID" in text
+    ids = 4 if by_phy else 3
+    out: Dict[int, ToolChip] = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) > ids and all(x.isdigit() for x in f[:ids]):
+            name = " ".join(f[ids:])
+            name = name[len("Ascend"):].strip() if name.startswith("Ascend") else name
+            key = int(f[ids - 1])
+            out[key] = ToolChip(int(f[0]), int(f[1]), key, name)
+    return out, by_phy
+
+
+def parse_phyid_remap(text: str) -> Tuple[int, int]:
+    """``npu-smi info -t phyid-remap -p PHY`` (``NPU ID :c``, ``Chip ID :d`` lines among others) -> (card, chip).
+    Raises ValueError: either line missing or not a number."""
+    got = {}
+    for line in text.splitlines():
+        label, sep, value = line.partition(":")
+        if sep:
+            got[" ".join(label.split())] = value.strip()
+    return int(got["NPU ID"]), int(got["Chip ID"])
