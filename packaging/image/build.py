@@ -127,7 +127,7 @@ def run(cmd: Sequence[str], logf, env: Optional[Dict[str, str]] = None, **kw) ->
     logf.write(f"$ {' '.join(cmd)}\n".encode())
     logf.flush()
     r = subprocess.run(list(cmd), stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C", **(env or {})), **kw)
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C", **(env or {})}, **kw)
     if r.returncode != 0:
         name = cmd[cmd.index("--emulate") + 3] if "--emulate" in cmd else cmd[0]  # foreign()'s: the command inside
         raise RuntimeError(f"{name} failed (exit {r.returncode}); the log is {logf.name}")
