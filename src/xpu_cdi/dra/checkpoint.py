@@ -44,11 +44,15 @@ class Prepared:
     # made for the claim with "vnpu": {"card": .., "chip": .., "template": .., "id": ..}
     devices: List[Dict[str, Any]]
     pending: bool = False  # written before the vendor's tool runs: a crash leaves the intent, undone at start
+    # a member of a training domain (:class:`xpu_cdi.dra.domain.Local`'s to_json): its rank table is kept up to date
+    training: Optional[Dict[str, Any]] = None
 
     def to_json(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"namespace": self.namespace, "name": self.name, "devices": self.devices}
         if self.pending:
             out["pending"] = True
+        if self.training is not None:
+            out["training"] = self.training
         return out
 
     def vnpus(self) -> List[Dict[str, Any]]:
@@ -113,9 +117,11 @@ def _parse(raw: bytes) -> Tuple[Dict[str, Prepared], str]:
     out = {}
     for uid, c in claims.items():
         if not (isinstance(c, dict) and isinstance(c.get("devices"), list)
-                and all(_device_ok(d) for d in c["devices"])):
+                and all(_device_ok(d) for d in c["devices"])
+                and (c.get("training") is None or isinstance(c["training"], dict))):
             raise ValueError(f"claim {bounded.short(uid)} is malformed")
-        out[uid] = Prepared(str(c.get("namespace", "")), str(c.get("name", "")), c["devices"], c.get("pending") is True)
+        out[uid] = Prepared(str(c.get("namespace", "")), str(c.get("name", "")), c["devices"], c.get("pending") is True,
+                            c.get("training"))
     return out, str(doc.get("bootId", ""))
 
 
