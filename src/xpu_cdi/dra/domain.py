@@ -34,7 +34,8 @@ import os
 import re
 import shutil
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote
 
@@ -50,9 +51,10 @@ MAX_SIZE = 4096
 INDEX_KEYS = ("batch.kubernetes.io/job-completion-index", "apps.kubernetes.io/pod-index")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _UID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
-# seconds between passes: while a pod of ours has no IP yet (kubelet sets it once the sandbox is up), and
-# otherwise (the members' claims are watched: a change wakes the pass at once)
-FAST, SLOW = 0.25, 5.0
+# seconds between passes: while a pod of ours has no IP yet (kubelet sets it once the sandbox is up; after
+# EAGER seconds, an image pull say, every PATIENT s: the API client's 5 calls a second are prepare's too),
+# and otherwise (the members' claims are watched: a change wakes the pass at once)
+FAST, PATIENT, SLOW, EAGER = 0.25, 1.0, 5.0, 30.0
 WATCH_SECONDS = 300
 
 
@@ -215,6 +217,7 @@ class Local:
     devices: Tuple[Tuple[str, int, str], ...]  # (slice device name, physical id, RoCE address)
     host_ip: str = ""
     pod_ip: str = ""
+    since: float = field(default_factory=time.monotonic)  # joined (or adopted): its pod IP is asked for eagerly
 
     def to_json(self) -> Dict[str, Any]:
         return {"domain": self.spec.name, "size": self.spec.size, "index": self.index, "pod": self.pod,
@@ -420,7 +423,9 @@ class Domains:
                     self.sync()
                 except Exception as err:  # noqa: BLE001 -- the pass runs again; a dead thread would update nothing
                     self._say("sync", f"{self.driver}: training domains: pass failed: {type(err).__name__}: {err}")
-            self.wake.wait(FAST if any(not m.pod_ip for m in mine) else SLOW)
+            waiting = [m for m in mine if not m.pod_ip]
+            now = time.monotonic()
+            self.wake.wait(SLOW if not waiting else FAST if any(now - m.since < EAGER for m in waiting) else PATIENT)
 
     def _watch(self, ns: str) -> None:
         """Wake the pass on every change of a claim in *ns* (another node's facts, a member gone), while this
