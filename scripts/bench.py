@@ -47,6 +47,9 @@ differences below are fair:
   8 through a DRA claim, none, interleaved; then the DRA driver's own figures
   there (scripts/bench_dra.py): NodePrepareResources p99, resident memory,
   start -> slices published.
+* training (scripts/bench_training.py, issue 42; only with ``--only training``): on the
+  one-node cluster, from the last pod IP of a 2-pod training domain to every member's rank
+  table completed (target p95 <= 2 s);
 * scale (scripts/bench_scale.py, issue 45; only with ``--only scale``: it takes
   a quarter of an hour): 100 and 1,000 simulated nodes of our shapes on the real
   API server and scheduler, no kubelets; each workload's pods/s as a ratio to
@@ -726,8 +729,8 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--only", action="append", default=[], metavar="GROUP",
                     help="measure only these groups (generate, hoststat, hook, hook-direct, inside, syscalls, "
-                         "wrapper, deviceplugin, daemons, cli, vnpu, k8s, fleet, scale, remedy); repeatable; "
-                         "default all but scale and remedy")
+                         "wrapper, deviceplugin, daemons, cli, vnpu, k8s, fleet, training, scale, remedy); "
+                         "repeatable; default all but training, scale and remedy")
     args = ap.parse_args(argv)
     wanted = set(args.only) or {"generate", "hoststat", "hook", "hook-direct", "inside", "syscalls", "wrapper",
                                 "deviceplugin", "daemons", "cli", "vnpu", "k8s", "fleet"}
@@ -778,6 +781,12 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 import bench_fleet
 
                 fleet_rows, fleet_samples = bench_fleet.run(work)
+            training_rows: Rows = []
+            training_samples: Dict[str, object] = {}
+            if "training" in wanted:
+                import bench_training
+
+                training_rows, training_samples = bench_training.run(work)
             scale_rows: Rows = []
             scale_samples: Dict[str, object] = {}
             if "scale" in wanted:
@@ -795,8 +804,8 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                 subprocess.run(["umount", str(mount)], check=False)
             fakehost.remove_tree(work)
     machine["load_after"] = bench_machine.load()
-    rows = report(samples) + sc_rows + dp_rows + fp_rows + vnpu_rows + k8s_rows + fleet_rows + scale_rows + \
-        remedy_rows
+    rows = (report(samples) + sc_rows + dp_rows + fp_rows + vnpu_rows + k8s_rows + fleet_rows + training_rows
+            + scale_rows + remedy_rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps({"machine": machine, "rounds": args.rounds, "seed": args.seed,
@@ -804,6 +813,7 @@ def main(argv: "Sequence[str] | None" = None) -> int:
                                                 "deviceplugin": dp_samples,
                                                 "footprint": fp_samples, "vnpu_s": vnpu_samples,
                                                 "k8s_s": k8s_samples, "fleet": fleet_samples,
+                                                "training": training_samples,
                                                 "scale": scale_samples, "remedy": remedy_samples}, indent=1))
     (out / "performance.md").write_text(markdown(rows, machine, args.rounds))
     print(f"\nxpu-cdi bench on {machine['summary']}\n(load average {machine['load_before']} before, "

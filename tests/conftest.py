@@ -71,8 +71,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 #: Test directories whose tests run on one xdist worker (``make test``'s ``--dist loadgroup``):
-#: tests/k8s shares one cluster per session, tests/fleet one fleet.
-XDIST_GROUPS = {"tests/k8s/": "k8s-cluster", "tests/fleet/": "k8s-fleet", "tests/scale/": "k8s-scale"}
+#: tests/k8s shares one cluster per session, tests/fleet one fleet, tests/training the training fleet.
+XDIST_GROUPS = {"tests/k8s/": "k8s-cluster", "tests/fleet/": "k8s-fleet", "tests/scale/": "k8s-scale",
+                "tests/training/": "k8s-training"}
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown where xdist is off (-p no:xdist)

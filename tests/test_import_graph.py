@@ -33,7 +33,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
               "xpu_cdi.cdi")),
     ("base", ("xpu_cdi", "xpu_cdi._version", "xpu_cdi._native", "xpu_cdi.model", "xpu_cdi.errors",
               "xpu_cdi.atomic", "xpu_cdi.bounded", "xpu_cdi.hostfs", "xpu_cdi.hoststat", "xpu_cdi.log",
-              "xpu_cdi.schema_files", "xpu_cdi.binaries")),
+              "xpu_cdi.schema_files", "xpu_cdi.binaries", "xpu_cdi.ranktable")),
 ]
 #: (importer, imported) edges allowed against the layers, each with its reason: none.
 EXEMPT: Dict[Tuple[str, str], str] = {}

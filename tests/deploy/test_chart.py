@@ -132,7 +132,7 @@ def test_values_reach_the_objects() -> None:
                                                    "ServiceMonitor", "PrometheusRule")]
     assert namespaced and {o["metadata"]["namespace"] for o in namespaced} == {ns}
     vaps = by_kind(objs, "ValidatingAdmissionPolicy")
-    assert len(vaps) == 2  # the driver's slices and events
+    assert len(vaps) == 3  # the driver's slices, events and claim status
     for vap in vaps:
         assert f"system:serviceaccount:{ns}:xpu-cdi-dra-driver" in vap["spec"]["matchConditions"][0]["expression"]
     (crb,) = by_kind(objs, "ClusterRoleBinding")

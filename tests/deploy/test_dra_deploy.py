@@ -87,9 +87,16 @@ def test_rbac_is_what_the_driver_calls() -> None:
     rules = {(g, r): set(rule["verbs"]) for rule in one("ClusterRole")["rules"] for g in rule["apiGroups"]
              for r in rule["resources"]}
     assert rules[("resource.k8s.io", "resourceslices")] >= {"list", "watch", "create", "update", "delete"}
-    assert rules[("resource.k8s.io", "resourceclaims")] == {"get", "list"}
+    assert rules[("resource.k8s.io", "resourceclaims")] == {"get", "list", "watch"}
     assert rules[("", "nodes")] == {"get"} and rules[("", "events")] == {"create"}  # Kube.event: a POST
-    assert not any(r.startswith("resourceclaims/") for _g, r in rules)  # no status writes
+    # training domains (dra/domain.py): the member facts by server-side apply of the status, the pod read
+    assert rules[("resource.k8s.io", "resourceclaims/status")] == {"patch"}
+    assert rules[("resource.k8s.io", "resourceclaims/driver")] == {"associated-node:patch"}  # never arbitrary-node
+    assert rules[("", "pods")] == {"get"}
+    (driver_rule,) = [r for r in one("ClusterRole")["rules"] if r["resources"] == ["resourceclaims/driver"]]
+    classes = sorted(d["spec"]["selectors"][0]["cel"]["expression"].split('"')[1] for d in docs()
+                     if d["kind"] == "DeviceClass")
+    assert driver_rule["resourceNames"] == sorted(set(classes))  # its own drivers' entries only
 
 
 def test_admission_policies_bind_the_node_to_the_slice_and_events() -> None:
@@ -97,7 +104,8 @@ def test_admission_policies_bind_the_node_to_the_slice_and_events() -> None:
     (tests/k8s/test_policies_node.py shows what they refuse)."""
     policies = {d["metadata"]["name"]: d for d in docs() if d["kind"] == "ValidatingAdmissionPolicy"}
     bound = {d["spec"]["policyName"] for d in docs() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
-    assert sorted(policies) == sorted(bound) == ["xpu-cdi-dra-driver-own-node-events",
+    assert sorted(policies) == sorted(bound) == ["xpu-cdi-dra-driver-claim-status",
+                                                 "xpu-cdi-dra-driver-own-node-events",
                                                  "xpu-cdi-dra-driver-own-node-slices"]
     writes = {"create", "update", "patch", "delete", "deletecollection"}
     rules = {r for rule in one("ClusterRole")["rules"] for r in rule["resources"] if writes & set(rule["verbs"])}

@@ -14,11 +14,7 @@ from typing import Iterator, Tuple
 import pytest
 from support import fakehost
 from support.k8s import fleetdeploy, fleetdrill, nodekit
-from support.k8s.fleet import NODES, Fleet, NodeSpec
-
-#: What the fleet runs: the builds (kube-proxy: the same k8s.io/kubernetes pin) and Debian's CNI plugins.
-COMPONENTS = ("kubernetes", "containerd", "etcd", "kube-proxy")
-CNI_PLUGINS = ("loopback", "bridge", "host-local")
+from support.k8s.fleet import CNI_PLUGINS, COMPONENTS, NODES, Fleet, NodeSpec
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ class FakeKube:
 
     def __init__(self) -> None:
         self.claims: Dict[Tuple[str, str], Dict[str, Any]] = {}
+        self.pods: Dict[Tuple[str, str], Dict[str, Any]] = {}
         self.slices: Dict[str, Dict[str, Any]] = {}
         self.events: List[Tuple[str, str]] = []
         self.about: List[Tuple[str, Dict[str, Any], str, str, str]] = []  # (namespace, involved, reason, type, host)
@@ -58,6 +59,15 @@ class FakeKube:
                 return {"metadata": {"name": parts[-1], "uid": "node-uid"}}
             if path.endswith("/resourceclaims") and "namespaces" not in parts:
                 return {"items": copy.deepcopy(list(self.claims.values()))}
+            if path.endswith("/resourceclaims"):
+                ns = parts[parts.index("namespaces") + 1]
+                return {"items": copy.deepcopy([c for (n, _), c in sorted(self.claims.items()) if n == ns])}
+            if parts[-1] == "status" and "resourceclaims" in parts and method == "PATCH":
+                return self._apply_status(parts[parts.index("namespaces") + 1], parts[-2], body)
+            if parts[:3] == ["api", "v1", "namespaces"] and parts[-2:-1] == ["pods"]:
+                if (parts[3], parts[-1]) not in self.pods:
+                    raise ApiError(404, f"GET {path}: 404 not found", "NotFound")
+                return copy.deepcopy(self.pods[(parts[3], parts[-1])])
             if "resourceclaims" in parts:
                 ns, name = parts[parts.index("namespaces") + 1], parts[-1]
                 if (ns, name) not in self.claims:
@@ -93,12 +103,33 @@ class FakeKube:
                 return body
         raise ApiError(404, f"{method} {path}: not served by the fake")
 
+    def _apply_status(self, ns: str, name: str, body: Any) -> Dict[str, Any]:
+        """A server-side apply of status.devices: entries merged by (driver, pool, device), as the list's map keys."""
+        claim = self.claims.get((ns, name))
+        if claim is None:
+            raise ApiError(404, "not found", "NotFound")
+        status = claim.setdefault("status", {})
+        key = lambda d: (d.get("driver"), d.get("pool"), d.get("device"))  # noqa: E731
+        mine = {key(d): copy.deepcopy(d) for d in body["status"]["devices"]}
+        status["devices"] = [mine.pop(key(d), d) for d in status.get("devices") or []] + list(mine.values())
+        return copy.deepcopy(claim)
+
     def delete_slices(self) -> None:
         """What kubelet does when it starts."""
         for name in list(self.slices):
             self.request("DELETE", f"/apis/resource.k8s.io/v1/resourceslices/{name}")
 
     def watch(self, path: str, query: Mapping[str, Any], timeout_seconds: int) -> Iterator[Tuple[str, Any]]:
+        if path.endswith("/resourceclaims"):  # MODIFIED when a test changes a claim (the slices have their feed)
+            import time
+
+            before = json.dumps(sorted(self.claims.items()), sort_keys=True, default=str)
+            for _ in range(6):
+                time.sleep(0.05)
+                if json.dumps(sorted(self.claims.items()), sort_keys=True, default=str) != before:
+                    yield "MODIFIED", {}
+                    return
+            return
         with self.cond:
             if not self.feed:
                 self.cond.wait(0.3)

@@ -108,6 +108,8 @@ class KindDriver:
         self.state.destroy_earlier_boots_vnpus()
         with self.state.serialized() as cp:
             self.state.reconcile(cp, rebuild=self.state.discarded or not os.path.exists(self.cp_path))
+            self.state.adopt_training(cp)
+        self.state.domains.start()
         self.dra.start()  # served before kubelet hears of it: it dials back at once
         self.registration.start()
         self.log(f"{self.kind}: driver {self.name} serving {self.dra.path}, registering through "
@@ -238,6 +240,7 @@ class KindDriver:
         self.services.stopping.set()
         self.registration.stop(0.2)  # kubelet forgets us first
         self.stop_watch.set()
+        self.state.domains.shutdown()
         if withdraw:
             self.publisher.withdraw()
         self.dra.stop(0.5)

@@ -15,7 +15,9 @@ import os
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from urllib.parse import quote
 
+from .. import ranktable
 from ..errors import ClaimError
 from ..kube.client import ApiError, Kube, claim_path
 from ..log import WARNING, Log
@@ -23,7 +25,7 @@ from ..node import checkpoint as _cp
 from ..node import claimspec, vnpu
 from ..node.prepared import PreparedClaim, PreparedClaims, PreparedDevice, VNpu
 from . import claims as _claims
-from . import shares
+from . import domain, shares
 from . import slices as _slices
 from .config import Settings
 
@@ -44,6 +46,8 @@ class DeviceState:
         self.discarded = False  # the checkpoint was from an earlier boot, or corrupt
         self.tool: Optional[vnpu.Tool] = None  # the vendor's partitioning tool, where the kind's chips partition
         self.common: Dict[str, Any] = {}  # the static spec's own containerEdits: a claim-scoped spec repeats them
+        # training domains: each member claim's rank table, in a directory of its own the container mounts
+        self.domains = domain.Domains(kube, name, s.node_name, os.path.join(plugin_dir, "training"), log)
 
     @property
     def devices(self) -> Mapping[str, _slices.DeviceInfo]:
@@ -161,13 +165,18 @@ class DeviceState:
                              f"{', '.join(taken)}, which another claim holds: not taken back", WARNING)
                     continue
                 entries = [self._taken_back(r, devices.get(r["device"])) for r in results]
+                training = None
                 try:
                     self.write_claim_spec(uid, entries)
-                except (OSError, ValueError) as err:
-                    self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')}: its share's spec not "
-                             f"written ({err}): not taken back", WARNING)
+                    joining = self._training_of(claim)
+                    if joining is not None:
+                        training = self._join(uid, meta.get("namespace", ""), meta.get("name", ""), entries, joining)
+                except (OSError, ValueError, ClaimError, ApiError) as err:
+                    self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')}: its claim-scoped spec "
+                             f"not written ({err}): not taken back", WARNING)
                     continue
-                cp.claims[uid] = PreparedClaim(meta.get("namespace", ""), meta.get("name", ""), entries)
+                cp.claims[uid] = PreparedClaim(meta.get("namespace", ""), meta.get("name", ""), entries,
+                                               training=training)
                 self.log(f"{self.name}: claim {meta.get('namespace')}/{meta.get('name')} in use: taken back "
                          f"from the API ({', '.join(e.device for e in entries)})")
                 changed = True
@@ -182,6 +191,64 @@ class DeviceState:
             entry.share_id, entry.memory = result["shareID"], shares.consumed(result)
             entry.total = shares.parse_quantity(card.memory)
         return entry
+
+    # -- training domains (dra/domain.py) --------------------------------------------------------------------
+
+    def _training_of(self, claim: Dict[str, Any]) -> Optional[Tuple[domain.Spec, str, str, Dict[str, Any]]]:
+        """The claim's training domain, its pod's name and uid and the pod read from the API; None when it
+        names no domain.  Raises ClaimError (a bad config, no rank index) or ApiError (the pod not read)."""
+        spec = domain.spec_of(claim, self.name)
+        if spec is None:
+            return None
+        pod, pod_uid = domain.pod_of(claim)
+        ns = (claim.get("metadata") or {}).get("namespace", "")
+        doc = self.kube.get(f"/api/v1/namespaces/{quote(ns)}/pods/{quote(pod)}")
+        if (doc.get("metadata") or {}).get("uid") != pod_uid:
+            raise ClaimError(f"pod {ns}/{pod} is not the one the claim is reserved for (replaced)")
+        return spec, pod, pod_uid, doc
+
+    def _join(self, uid: str, namespace: str, name: str, devices: List[PreparedDevice],
+              joining: Tuple[domain.Spec, str, str, Dict[str, Any]]) -> Dict[str, Any]:
+        """Make the claim a member of its training domain: its table's directory (a first table written), the
+        claim-scoped spec that mounts it and says the container's ranks; its CDI name appended to the first
+        device's.  The checkpoint's record of it returned.  Raises ClaimError, OSError, ValueError."""
+        spec, pod, pod_uid, doc = joining
+        cards = []
+        for d in devices:
+            info = self.devices.get(d.device)
+            if info is None or info.template or d.share_id or info.index is None:
+                raise ClaimError(f"device {d.device}: a training domain takes whole NPUs, not partitions or shares")
+            if not info.device_ip:
+                raise ClaimError(f"NPU {info.index} has no RoCE address (address_{info.index}= in /etc/hccn.conf): "
+                                 f"every NPU of a training domain needs one")
+            cards.append((d.device, info.index, info.device_ip))
+        st = doc.get("status") or {}
+        local = domain.Local(namespace, name, spec, domain.index_of(doc, spec.size), pod, pod_uid,
+                             tuple(sorted(cards, key=lambda c: c[1])), str(st.get("hostIP") or ""),
+                             str(st.get("podIP") or ""))
+        edits = self.domains.edits(uid, local)
+        [cdi] = claimspec.write(self.s.claim_spec_dir, self.name, uid, [("training", edits)], {})
+        try:
+            self.domains.join(uid, local)
+        except OSError:
+            claimspec.remove(self.s.claim_spec_dir, self.name, uid)
+            raise
+        devices[0].cdi = list(devices[0].cdi) + [cdi]
+        self.log(f"{self.name}: claim {namespace}/{name}: member {local.index} of training domain "
+                 f"{namespace}/{spec.name} ({spec.size} members), ranks "
+                 f"{','.join(map(str, ranktable.rank_ids(local.index, len(cards))))}")
+        return local.to_json()
+
+    def adopt_training(self, cp: PreparedClaims) -> None:
+        """At start: the checkpoint's training members' tables kept up to date again."""
+        for uid, c in cp.claims.items():
+            if c.training is None:
+                continue
+            try:
+                self.domains.adopt(uid, domain.Local.from_json(c.namespace, c.name, c.training))
+            except (KeyError, TypeError, ValueError, IndexError) as err:
+                self.log(f"{self.name}: claim {c.namespace}/{c.name}: its training record is unreadable ({err}): its "
+                         f"rank table is no longer updated", WARNING)
 
     def write_claim_spec(self, uid: str, devices: List[PreparedDevice]) -> None:
         """The claim-scoped spec telling each share the memory the claim holds of its card; its CDI names
@@ -212,12 +279,13 @@ class DeviceState:
             try:
                 claim = self.kube.get(claim_path(namespace, name))
                 _claims.check_claim(claim, uid)
-                fetched.append((namespace, name, uid, claim))
+                fetched.append((namespace, name, uid, claim, self._training_of(claim)))
             except (ApiError, _claims.ClaimError) as err:
                 out[uid] = ([], f"{self.name}: {err}")
+                self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}", WARNING)
         with self.serialized() as cp:
             changed = False
-            for namespace, name, uid, claim in fetched:
+            for namespace, name, uid, claim, joining in fetched:
                 if uid in cp.claims and not cp.claims[uid].pending:  # a repeated call: the same answer
                     out[uid] = (cp.claims[uid].devices, "")
                     continue
@@ -225,6 +293,7 @@ class DeviceState:
                     if uid in cp.claims:  # half made by a call that failed to undo it: undone first
                         self._release(cp, uid)
                     devices = _claims.prepare(claim, self.name, self.pool, self.devices, cp.devices_in_use(uid))
+                    training = self._join(uid, namespace, name, devices, joining) if joining and devices else None
                     self.write_claim_spec(uid, devices)  # shares: told their memory in a spec of the claim's
                     if any(self.devices[d.device].template for d in devices):
                         self._make(cp, uid, namespace, name, devices)
@@ -232,7 +301,7 @@ class DeviceState:
                     out[uid] = ([], f"{self.name}: {err}")
                     self.log(f"{self.name}: claim {namespace}/{name} not prepared: {err}", WARNING)
                     continue
-                cp.claims[uid] = PreparedClaim(namespace, name, devices)
+                cp.claims[uid] = PreparedClaim(namespace, name, devices, training=training)
                 out[uid] = (devices, "")
                 changed = True
                 self.log(f"{self.name}: claim {namespace}/{name} prepared: "
@@ -309,6 +378,8 @@ class DeviceState:
                 raise ClaimError(f"vNPU {v.id} was made for the claim, but no vendor tool is set to destroy it")
             self.tool.destroy(v.card, v.chip, v.id)
         claimspec.remove(self.s.claim_spec_dir, self.name, uid)
+        if c.training is not None:
+            self.domains.leave(uid)
         del cp.claims[uid]
         self._save(cp)
 

@@ -103,6 +103,8 @@ class PreparedClaim:
     name: str
     devices: List[PreparedDevice]
     pending: bool = False  # written before the vendor's tool runs: a crash leaves the intent, undone at start
+    # a member of a training domain (:class:`xpu_cdi.dra.domain.Local`'s to_json): its rank table is kept up to date
+    training: Optional[Dict[str, Any]] = None
 
     def vnpus(self) -> List[VNpu]:
         """The partitions made (or being made) for this claim."""
@@ -113,14 +115,19 @@ class PreparedClaim:
                                "devices": [d.to_json() for d in self.devices]}
         if self.pending:
             out["pending"] = True
+        if self.training is not None:
+            out["training"] = self.training
         return out
 
     @classmethod
     def from_json(cls, doc: Any) -> "PreparedClaim":
         if not isinstance(doc, dict) or not isinstance(doc.get("devices"), list):
             raise ValueError("not an object with a list of devices")
+        if doc.get("training") is not None and not isinstance(doc["training"], dict):
+            raise ValueError("its training domain is not an object")
         return cls(str(doc.get("namespace", "")), str(doc.get("name", "")),
-                   [PreparedDevice.from_json(d) for d in doc["devices"]], doc.get("pending") is True)
+                   [PreparedDevice.from_json(d) for d in doc["devices"]], doc.get("pending") is True,
+                   doc.get("training"))
 
 
 @dataclass

@@ -1,17 +1,20 @@
 """A fleet for tests/fleet/: a control plane and three nodes of different cards on a pod network
-(docs/fleet.md says what it is for).
+(docs/fleet.md says what it is for); and the training fleet of tests/training/, three 910B nodes
+(:func:`training`, docs/training.md).
 
 Every member is a :class:`~support.k8s.cluster.Cluster` (one implementation of a member's
 namespaces, cgroups, daemons and tear-down), each in its own network and mount namespace:
 
 - the control plane (etcd, API server, controller manager, scheduler; no kubelet).  Its network
-  namespace holds the bridge ``br0`` (:data:`SUBNET` ``.1``) and a route to each node's pod CIDR.
-- three nodes (:data:`NODES`), each with its own containerd, kubelet and kube-proxy (built from the
-  same ``k8s.io/kubernetes`` pin).  A node is linked to the bridge by a veth pair made inside the
-  control plane's namespace, its end moved straight into the node's as ``eth0``: nothing is ever
-  created in the machine's network namespace, and the only addresses are the members' and
-  loopback.  Pods are on the CNI bridge plugin's ``cni0`` with host-local addresses from the node's
-  slice of :data:`POD_CIDR`; each node routes the other slices to their node, the Service CIDR to
+  namespace holds the bridge (the main fleet's ``br0``, at :data:`SUBNET` ``.1``) and a route to
+  each node's pod CIDR.
+- the nodes (:data:`NODES`, or the training fleet's :data:`TRAINING_NODES`), each with its own
+  containerd, kubelet and kube-proxy (built from the same ``k8s.io/kubernetes`` pin).  A node is
+  linked to the bridge by a veth pair made inside the control plane's namespace, its end moved
+  straight into the node's as ``eth0``: nothing is ever created in the machine's network
+  namespace, and the only addresses are the members' and loopback.  Pods are on the CNI bridge
+  plugin's ``cni0`` with host-local addresses from the node's slice of the fleet's pod CIDR
+  (:data:`POD_CIDR` for the main one); each node routes the other slices to their node, the Service CIDR to
   its ``eth0`` (kube-proxy's rules take it from there).
 
 So that one manifest serves every node (a DaemonSet has one pod template), each node sees its own
@@ -22,6 +25,10 @@ installs there stays in the session's directory).
 
 Killing a member's holder ends its namespace and with it its links; the bridge goes with the
 control plane's.  :meth:`Fleet.stop` stops the nodes first, then the control plane.
+
+Two fleets may run at once (tests/fleet/ and tests/training/ on two xdist workers): each has a
+:class:`Network` of its own (member names, bridge, addresses), so nothing of one can be taken for
+the other's, in a log, a route or the leak check.
 """
 
 from __future__ import annotations
@@ -31,17 +38,36 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from support import fakehost, matrix
 from support.k8s import nodekit
 from support.k8s.cluster import SERVICE_CIDR, Cluster, ClusterError
 
-#: The bridge's /24 (control plane .1, nodes .11 ...) and the pods' /16 (a /24 per node): private
-#: addresses that exist only inside the members' namespaces.
-SUBNET = "10.251.8"
-POD_CIDR = "10.252.0.0/16"
-CONTROL_NAME = "xpu-fleet-control"
+#: What a fleet runs: the builds (kube-proxy: the same k8s.io/kubernetes pin) and Debian's CNI plugins.
+COMPONENTS = ("kubernetes", "containerd", "etcd", "kube-proxy")
+CNI_PLUGINS = ("loopback", "bridge", "host-local")
+
+
+@dataclass(frozen=True)
+class Network:
+    """Where a fleet lives: its control plane's name, its bridge, the bridge's /24 (control plane
+    .1, nodes .11 ...) and the pods' /16 (a /24 per node): private addresses that exist only
+    inside the members' namespaces."""
+    control: str
+    bridge: str
+    subnet: str  # "10.251.8": the first three octets of the /24
+    pods: str    # "10.252": the first two octets of the /16
+
+    @property
+    def pod_cidr(self) -> str:
+        return f"{self.pods}.0.0/16"
+
+
+MAIN = Network("xpu-fleet-control", "br0", "10.251.8", "10.252")
+#: The training fleet's: apart from the main one's in every name and address.
+TRAINING = Network("xpu-train-control", "br-train", "10.251.9", "10.253")
+SUBNET, POD_CIDR, CONTROL_NAME = MAIN.subnet, MAIN.pod_cidr, MAIN.control
 PRESENT = "xpu-cdi.io/present"  # what deploy/'s DaemonSets select on, set by deploy/labels' labeller
 #: kubelet's root dir as every node's kubelet and pods see it (its own, bound there): kubelet dials a
 #: DRA driver's registration socket at the path it finds it, so the driver's socket names must fit
@@ -60,14 +86,18 @@ class NodeSpec:
     pci_device: str     # the Ascend model's PCI device id ("" for Kunlunxin)
     model: str          # what `xpu-cdi labels` says of it (xpu-cdi.io/<class>.model)
     index: int
+    network: Network = MAIN
+    #: the third octet of its NPUs' RoCE addresses in its /etc/hccn.conf (fakehost.hccn_conf:
+    #: NPU i at 192.168.<hccn>.<10 + i>), unique per node as on a real cluster; 0: no hccn.conf
+    hccn: int = 0
 
     @property
     def ip(self) -> str:
-        return f"{SUBNET}.{11 + self.index}"
+        return f"{self.network.subnet}.{11 + self.index}"
 
     @property
     def pod_cidr(self) -> str:
-        return f"10.252.{1 + self.index}.0/24"
+        return f"{self.network.pods}.{1 + self.index}.0/24"
 
     @property
     def kind(self) -> str:
@@ -77,6 +107,18 @@ class NodeSpec:
 NODES = (NodeSpec("xpu-fleet-a", "kunlunxin", 8, "", "P800", 0),
          NodeSpec("xpu-fleet-b", "ascend", 4, "0xd500", "Ascend310P", 1),
          NodeSpec("xpu-fleet-c", "ascend", 8, "0xd802", "Ascend910B", 2))
+
+#: The training fleet (tests/training/, docs/training.md): three Atlas 800T A2-like servers of
+#: 8 x 910B, each with its hccn.conf (device IPs 192.168.21.x, .22.x, .23.x), on :data:`TRAINING`.
+TRAINING_NODES = tuple(NodeSpec(f"xpu-train-{x}", "ascend", 8, "0xd802", "Ascend910B", i, TRAINING, hccn=21 + i)
+                       for i, x in enumerate("abc"))
+
+#: What the training fleet runs with beside nodekit's gates: Kubernetes 1.37's Workload API
+#: (``scheduling.k8s.io/v1beta1`` Workload and PodGroup, served only with the ``GenericWorkload``
+#: gate, beta and off by default, and the group version turned on: new beta APIs are off by
+#: default) and so the scheduler's GangScheduling plugin, which the same gate adds.
+TRAINING_GATES = {"GenericWorkload": True}
+TRAINING_API_ARGS = ("--runtime-config=scheduling.k8s.io/v1beta1=true",)
 
 
 def pod_network(cidr: str) -> Dict[str, Any]:
@@ -94,6 +136,8 @@ def fake_host(spec: NodeSpec, base: Path) -> fakehost.FakeHost:
         host = fakehost.kunlunxin(root, spec.cards)
     else:
         host = fakehost.ascend(root, spec.cards, pci_device=spec.pci_device)
+        if spec.hccn:
+            fakehost.write(host.path("/etc/hccn.conf"), fakehost.hccn_conf(spec.cards, subnet=spec.hccn))
     for n in sorted(set(host.numa.values())):
         (host.root / "sys/devices/system/node" / f"node{n}").mkdir(parents=True, exist_ok=True)
     return host
@@ -106,22 +150,27 @@ def _run(argv: List[str], what: str) -> None:
 
 
 class Fleet:
-    """The control plane and the nodes of :data:`NODES` (not started: :meth:`start`)."""
+    """The control plane and the nodes of *nodes* (not started: :meth:`start`)."""
 
     def __init__(self, base: Path, feature_gates: Optional[Dict[str, bool]] = None,
-                 audit: Optional[Dict[str, Any]] = None) -> None:
-        """*audit*: an audit Policy for the API server (:attr:`Cluster.audit_log`)."""
+                 audit: Optional[Dict[str, Any]] = None, nodes: Sequence[NodeSpec] = NODES,
+                 control_args: Optional[Dict[str, Sequence[str]]] = None) -> None:
+        """*audit*: an audit Policy for the API server (:attr:`Cluster.audit_log`).  *nodes*: all on
+        one :class:`Network`.  *control_args*: more flags for a control-plane daemon, by name."""
+        (self.network,) = {s.network for s in nodes}
         self.base = base
-        self.specs = {s.name: s for s in NODES}
-        self.hosts = {s.name: fake_host(s, base / s.name) for s in NODES}  # first: it may skip
-        self.control = Cluster(kubelet=None, feature_gates=feature_gates, node_name=CONTROL_NAME,
-                               node_ip=f"{SUBNET}.1", link=self._bridge, audit=audit)
+        self.node_specs: Tuple[NodeSpec, ...] = tuple(nodes)
+        self.specs = {s.name: s for s in nodes}
+        self.hosts = {s.name: fake_host(s, base / s.name) for s in nodes}  # first: it may skip
+        net = self.network
+        self.control = Cluster(kubelet=None, feature_gates=feature_gates, node_name=net.control,
+                               node_ip=f"{net.subnet}.1", link=self._bridge, audit=audit, extra_args=control_args)
         self.nodes: Dict[str, Cluster] = {
             s.name: nodekit.xpu_cluster(feature_gates=feature_gates, node_name=s.name, node_ip=s.ip,
                                         join=self.control, link=self._attach, cni=pod_network(s.pod_cidr),
-                                        kube_proxy=POD_CIDR, overlays=("/etc", "/var/lib", "/var/log", "/usr/local"),
-                                        kubelet_root=KUBELET_ROOT)
-            for s in NODES}
+                                        kube_proxy=net.pod_cidr, kubelet_root=KUBELET_ROOT,
+                                        overlays=("/etc", "/var/lib", "/var/log", "/usr/local"))
+            for s in nodes}
         self.timings: Dict[str, float] = {}
 
     @property
@@ -131,8 +180,9 @@ class Fleet:
     # -- the network ------------------------------------------------------------------------------------
 
     def _bridge(self, control: Cluster) -> None:
-        _run(control.on_node(["sh", "-ec", f"ip link add br0 type bridge; ip addr add {SUBNET}.1/24 dev br0; "
-                                           "ip link set br0 up"], mount=False), "the fleet's bridge")
+        br, subnet = self.network.bridge, self.network.subnet
+        _run(control.on_node(["sh", "-ec", f"ip link add {br} type bridge; ip addr add {subnet}.1/24 dev {br}; "
+                                           f"ip link set {br} up"], mount=False), "the fleet's bridge")
 
     def _attach(self, node: Cluster) -> None:
         """A veth pair made in the control plane's namespace, one end on the bridge, the other the
@@ -141,9 +191,9 @@ class Fleet:
         spec = self.specs[node.node_name]
         veth = f"v{node.id}"
         _run(self.control.on_node(["sh", "-ec", f"ip link add {veth} type veth peer name eth0 netns {node.holder.pid}; "
-                                                f"ip link set {veth} master br0 up"], mount=False),
+                                                f"ip link set {veth} master {self.network.bridge} up"], mount=False),
              f"linking {spec.name}")
-        routes = "".join(f"ip route add {o.pod_cidr} via {o.ip}; " for o in NODES if o.name != spec.name)
+        routes = "".join(f"ip route add {o.pod_cidr} via {o.ip}; " for o in self.node_specs if o.name != spec.name)
         _run(node.on_node(["sh", "-ec", f"ip addr add {spec.ip}/24 dev eth0; ip link set eth0 up; "
                                         "echo 1 > /proc/sys/net/ipv4/ip_forward; "
                                         f"ip route add {SERVICE_CIDR} dev eth0; {routes}"], mount=False),
@@ -158,7 +208,7 @@ class Fleet:
     # -- bring-up and tear-down -------------------------------------------------------------------------
 
     def start(self) -> "Fleet":
-        """The control plane, then the three nodes at once; until every node is Ready.  Whatever
+        """The control plane, then the nodes at once; until every node is Ready.  Whatever
         fails, everything started is stopped before the error is raised."""
         t0 = time.monotonic()
         try:
@@ -192,7 +242,7 @@ class Fleet:
 
     def stop(self, keep_logs: Optional[Path] = None) -> None:
         """Every node, then the control plane (and its bridge); the fake hosts."""
-        for name, member in [*self.nodes.items(), (CONTROL_NAME, self.control)]:
+        for name, member in [*self.nodes.items(), (self.network.control, self.control)]:
             member.stop(keep_logs=keep_logs / name if keep_logs is not None else None)
         for host in self.hosts.values():
             fakehost.remove_tree(host.root)
@@ -215,3 +265,10 @@ class Fleet:
 
     def wait(self, what: Any, timeout: float, message: str, interval: float = 0.2) -> Any:
         return self.control.wait(what, timeout, message, interval)
+
+
+def training(base: Path) -> Fleet:
+    """The training fleet (not started): :data:`TRAINING_NODES`, nodekit's gates and the Workload
+    API's (:data:`TRAINING_GATES`, :data:`TRAINING_API_ARGS`)."""
+    return Fleet(base, feature_gates={**nodekit.FEATURE_GATES, **TRAINING_GATES}, nodes=TRAINING_NODES,
+                 control_args={"kube-apiserver": TRAINING_API_ARGS})

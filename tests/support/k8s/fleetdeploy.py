@@ -17,7 +17,7 @@ import yaml
 from support import imagebuild
 from support.k8s.cluster import ClusterError
 from support.k8s.dsnode import same_path_ops, write_kustomization
-from support.k8s.fleet import FAKE_ROOT, FAKE_ROOTS, NODES, PRESENT, Fleet, NodeSpec
+from support.k8s.fleet import FAKE_ROOT, FAKE_ROOTS, PRESENT, Fleet, NodeSpec
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 NS = "kube-system"
@@ -86,8 +86,8 @@ def apply_labels(fleet: Fleet, tag: str, base: Path) -> Path:
                  {"labeller": FAKE_ROOTS + ["--uevents", "none", "--interval", "1"]}, {})
     d = overlay(base, "labels", DEPLOY / "labels", tag, {"xpu-cdi-labeller": ops})
     fleet.kubectl("apply", "-k", str(d), timeout=180)
-    rolled_out(fleet, "xpu-cdi-labeller", len(NODES))
-    fleet.wait(lambda: all(fleet.labels(s.name).get(PRESENT) == "true" for s in NODES), 120,
+    rolled_out(fleet, "xpu-cdi-labeller", len(fleet.node_specs))
+    fleet.wait(lambda: all(fleet.labels(s.name).get(PRESENT) == "true" for s in fleet.node_specs), 120,
                "every node labelled present")
     return d
 
@@ -101,15 +101,20 @@ def apply_deploy(fleet: Fleet, tag: str, base: Path) -> Path:
         "generate": roots, "watch": roots + ["--source", "none", "--poll-interval", "1"],
         "device-plugin": roots + ["--uevents", "none", "--health-interval", "0.5"]}, moves)
     exporter = ds_ops(DEPLOY / "exporter.yaml", "xpu-cdi-exporter", {"exporter": roots + ["--interval", "1"]}, {})
-    for spec in NODES:
-        fleet.hosts[spec.name].path("/lib/modules").mkdir(parents=True, exist_ok=True)
+    host_lib_modules(fleet)
     d = overlay(base, "deploy", DEPLOY, tag, {"xpu-cdi": main, "xpu-cdi-exporter": exporter})
     fleet.kubectl("apply", "-k", str(d), timeout=180)
-    rolled_out(fleet, "xpu-cdi", len(NODES))
-    rolled_out(fleet, "xpu-cdi-exporter", len(NODES))
-    for spec in NODES:
+    rolled_out(fleet, "xpu-cdi", len(fleet.node_specs))
+    rolled_out(fleet, "xpu-cdi-exporter", len(fleet.node_specs))
+    for spec in fleet.node_specs:
         fleet.nodes[spec.name].wait_allocatable(spec.kind, spec.cards, timeout=120)
     return d
+
+
+def host_lib_modules(fleet: Fleet) -> None:
+    """The fake hosts' /lib/modules, which the overlays mount in place of the machine's absent one."""
+    for spec in fleet.node_specs:
+        fleet.hosts[spec.name].path("/lib/modules").mkdir(parents=True, exist_ok=True)
 
 
 def apply_dra(fleet: Fleet, tag: str, base: Path) -> Path:
@@ -120,6 +125,7 @@ def apply_dra(fleet: Fleet, tag: str, base: Path) -> Path:
     ops = ds_ops(DEPLOY / "dra" / "daemonset.yaml", DRA_DS, {
         "generate": roots, "watch": roots + ["--source", "none", "--poll-interval", "1"],
         "dra-driver": roots + ["--health-interval", "0.5"]}, {"host-lib-modules": f"{FAKE_ROOT}/lib/modules"})
+    host_lib_modules(fleet)
     d = overlay(base, "dra", DEPLOY / "dra", tag, {DRA_DS: ops})
     fleet.kubectl("apply", "-k", str(d), timeout=180)
     return d
@@ -141,18 +147,39 @@ def serve_by(fleet: Fleet, nodes: Sequence[NodeSpec], way: str) -> float:
     leaving = PLUGIN_DS if way == DRA else DRA_DS
     fleet.wait(lambda: not [p for p in ds_pods(fleet, leaving) if p["spec"].get("nodeName") in names], 180,
                f"{leaving}'s pods gone from {names}", interval=1)
-    on_dra = sum(fleet.labels(s.name).get(ALLOCATION) == DRA for s in NODES)
+    on_dra = sum(fleet.labels(s.name).get(ALLOCATION) == DRA for s in fleet.node_specs)
     rolled_out(fleet, DRA_DS, on_dra)
-    rolled_out(fleet, PLUGIN_DS, len(NODES) - on_dra)
+    rolled_out(fleet, PLUGIN_DS, len(fleet.node_specs) - on_dra)
     for spec in nodes:
         node = fleet.nodes[spec.name]
         if way == DRA:
-            fleet.wait(lambda: sum(len(s["spec"].get("devices") or []) for s in slices(fleet, spec.name)) == spec.cards,
-                       120, f"{spec.name}'s {spec.cards} cards published")
+            published(fleet, spec)
             node.wait_allocatable(spec.kind, 0, timeout=120)
         else:
             node.wait_allocatable(spec.kind, spec.cards, timeout=120)
             fleet.wait(lambda: not slices(fleet, spec.name), 120, f"{spec.name}'s slices withdrawn")
+    return time.monotonic() - t0
+
+
+def published(fleet: Fleet, spec: NodeSpec) -> None:
+    """Until *spec*'s node's ResourceSlices carry all its cards."""
+    fleet.wait(lambda: sum(len(s["spec"].get("devices") or []) for s in slices(fleet, spec.name)) == spec.cards,
+               120, f"{spec.name}'s {spec.cards} cards published")
+
+
+def dra_only(fleet: Fleet, tag: str, base: Path) -> float:
+    """Every node of *fleet* served by deploy/dra alone, as an admin sets up a pool of DRA nodes
+    (the training fleet's): each node labelled ``xpu-cdi.io/kubernetes-allocation=dra``,
+    deploy/labels applied (the labeller marks each node present), deploy/dra applied (overlays in
+    *base*); until the driver is Ready on every node and every card is in its node's pool.  No
+    device plugin: deploy/ is not applied.  The seconds it took."""
+    t0 = time.monotonic()
+    fleet.kubectl("label", "node", *(s.name for s in fleet.node_specs), f"{ALLOCATION}={DRA}", "--overwrite")
+    apply_labels(fleet, tag, base)
+    apply_dra(fleet, tag, base)
+    rolled_out(fleet, DRA_DS, len(fleet.node_specs))
+    for spec in fleet.node_specs:
+        published(fleet, spec)
     return time.monotonic() - t0
 
 
