@@ -584,3 +584,25 @@ def test_evict_is_opt_in() -> None:
     token, env, mounts, cfg, rbac = plugin_parts(helmchart.objects({}))
     assert token is False and env == [] and "/var/lib/kubelet/pod-resources" not in mounts
     assert "evict" not in (cfg or {}).get("flags", {}) and rbac == []
+
+
+def test_evict_with_a_config_per_node_binds_the_account_the_plugin_runs_as() -> None:
+    """devicePlugin.evict beside devicePlugin.config.map: the pod runs as the config reader's account,
+    so the eviction rights and the Events policy name that account, and the plugin gets its token."""
+    values = {"devicePlugin": dict(helmchart.COMBINATIONS["per-node"]["devicePlugin"],
+                                   evict=helmchart.COMBINATIONS["evict"]["devicePlugin"]["evict"])}
+    objs = helmchart.objects(values)
+    spec = plugin_pod(objs)["spec"]
+    account = spec["serviceAccountName"]
+    assert account == "xpu-cdi-device-plugin-config" and spec["automountServiceAccountToken"] is True
+    (binding,) = [o for o in by_kind(objs, "ClusterRoleBinding")
+                  if o["metadata"]["name"] == "xpu-cdi-device-plugin-evict"]
+    assert [s["name"] for s in binding["subjects"]] == [account]
+    (policy,) = [o for o in by_kind(objs, "ValidatingAdmissionPolicy")
+                 if o["metadata"]["name"] == "xpu-cdi-device-plugin-events"]
+    match = policy["spec"]["matchConditions"][0]["expression"]
+    assert f'"system:serviceaccount:kube-system:{account}"' in match
+    alone = helmchart.objects(helmchart.COMBINATIONS["evict"])
+    (binding,) = [o for o in by_kind(alone, "ClusterRoleBinding")
+                  if o["metadata"]["name"] == "xpu-cdi-device-plugin-evict"]
+    assert [s["name"] for s in binding["subjects"]] == ["xpu-cdi"]
