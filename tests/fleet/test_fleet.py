@@ -55,7 +55,8 @@ def fetch(fleet: Fleet, pods: List[str], node: str, host: str, port: int) -> str
     static wget crashes; retried for up to 30 s: kube-proxy writes a new Service's rules within
     its sync period)."""
     name = nodekit.unique("client")
-    get = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {host} {port}"
+    # nc's complaint of a try that timed out (stderr) would end up in the pod's log beside the answer
+    get = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {host} {port} 2>/dev/null"
     cmd = ["sh", "-c", f"for i in $(seq 30); do out=$({get}) && [ -n \"$out\" ] && "
            f"{{ echo \"$out\" | tail -n 1; exit 0; }}; sleep 1; done; exit 1"]
     pod = on(node, name, cmd)
